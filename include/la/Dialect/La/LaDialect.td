@@ -1,0 +1,41 @@
+//===- LaDialect.td - the linear-attention dialect ---------*- tablegen -*-===//
+
+#ifndef LA_DIALECT_LA_LADIALECT_TD
+#define LA_DIALECT_LA_LADIALECT_TD
+
+include "mlir/IR/OpBase.td"
+
+def La_Dialect : Dialect {
+  let name = "la";
+  let cppNamespace = "::mlir::la";
+  let summary = "Linear attention: attention graphs, the canonical recurrence "
+                "and its chunked form";
+  let description = [{
+    The `la` dialect describes the linear-attention family at three levels:
+
+    * Level 0, `la.attention`: one op for the whole family as users write it
+      (linear attention, retention, Mamba-2 style scalar decay, GLA, DeltaNet,
+      Gated DeltaNet, KDA), named by its update rule and gate kind.
+    * Level 1, `la.recurrence`: the canonical diagonal-plus-low-rank
+      recurrence `S_t = (Diag(alpha_t) - b_t a_t^T) S_{t-1} + k_t v_t^T` that
+      every level-0 variant lowers to, so that one chunking algorithm serves
+      the family.
+    * Level 2: chunked ops produced by the chunking pass.
+
+    Conventions: `q, k : [B,T,H,K]`, `v : [B,T,HV,V]` with HV a multiple of H,
+    state `[K,V]` per (sequence, value head) kept in f32, gates in natural-log
+    space, `o_t = S_t^T (scale * q_t)` (token t included).
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::linalg::LinalgDialect",
+    "::mlir::math::MathDialect",
+    "::mlir::tensor::TensorDialect"
+  ];
+  let useDefaultAttributePrinterParser = 1;
+}
+
+class La_Op<string mnemonic, list<Trait> traits = []>
+    : Op<La_Dialect, mnemonic, traits>;
+
+#endif // LA_DIALECT_LA_LADIALECT_TD

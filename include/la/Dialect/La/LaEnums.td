@@ -1,0 +1,47 @@
+//===- LaEnums.td - enums of the la dialect ----------------*- tablegen -*-===//
+
+#ifndef LA_DIALECT_LA_LAENUMS_TD
+#define LA_DIALECT_LA_LAENUMS_TD
+
+include "la/Dialect/La/LaDialect.td"
+include "mlir/IR/EnumAttr.td"
+
+def La_UpdateRule : I32EnumAttr<"UpdateRule", "state update rule", [
+    I32EnumAttrCase<"Additive", 0, "additive">,
+    I32EnumAttrCase<"Delta", 1, "delta">
+  ]> {
+  let cppNamespace = "::mlir::la";
+  let genSpecializedAttr = 0;
+}
+def La_UpdateRuleAttr : EnumAttr<La_Dialect, La_UpdateRule, "update"> {
+  let summary = "additive (S += k v^T) or delta (S -= beta k (k^T S - v^T))";
+}
+
+def La_GateKind : I32EnumAttr<"GateKind", "kind of the diagonal decay", [
+    I32EnumAttrCase<"None", 0, "none">,
+    I32EnumAttrCase<"Fixed", 1, "fixed">,
+    I32EnumAttrCase<"Scalar", 2, "scalar">,
+    I32EnumAttrCase<"Channel", 3, "channel">
+  ]> {
+  let cppNamespace = "::mlir::la";
+  let genSpecializedAttr = 0;
+}
+def La_GateKindAttr : EnumAttr<La_Dialect, La_GateKind, "gate"> {
+  let summary = "none, a fixed per-head log-decay, a data-dependent scalar "
+                "[B,T,H] or a channel-wise [B,T,H,K] log-gate";
+}
+
+def La_LowRank : I32EnumAttr<"LowRank", "low-rank part of the transition", [
+    I32EnumAttrCase<"None", 0, "none">,
+    I32EnumAttrCase<"Delta", 1, "delta">,
+    I32EnumAttrCase<"General", 2, "general">
+  ]> {
+  let cppNamespace = "::mlir::la";
+  let genSpecializedAttr = 0;
+}
+def La_LowRankAttr : EnumAttr<La_Dialect, La_LowRank, "low_rank"> {
+  let summary = "none, the delta-rule structure (b = beta k, a = alpha * k, "
+                "write key beta k) or explicit vectors a and b";
+}
+
+#endif // LA_DIALECT_LA_LAENUMS_TD

@@ -1,0 +1,171 @@
+//===- LaOps.td - operations of the la dialect -------------*- tablegen -*-===//
+
+#ifndef LA_DIALECT_LA_LAOPS_TD
+#define LA_DIALECT_LA_LAOPS_TD
+
+include "la/Dialect/La/LaDialect.td"
+include "la/Dialect/La/LaEnums.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def La_FloatTensor : RankedTensorOf<[F32, F16, BF16]>;
+def La_F32Tensor : RankedTensorOf<[F32]>;
+def La_SeqLensTensor : TensorRankOf<[I32], [1]>;
+
+//===----------------------------------------------------------------------===//
+// Level 0: the attention graph
+//===----------------------------------------------------------------------===//
+
+def La_AttentionOp : La_Op<"attention", [Pure, AttrSizedOperandSegments]> {
+  let summary = "a linear-attention layer of the whole family (level 0)";
+  let description = [{
+    One op for the linear-attention family, in the conventions of
+    flash-linear-attention. The variant is the pair (`update`, `gate`), and the
+    custom assembly names it:
+
+    | keyword          | update   | gate    | recurrence                                      |
+    |------------------|----------|---------|-------------------------------------------------|
+    | `linear`         | additive | none    | `S_t = S_{t-1} + k_t v_t^T`                     |
+    | `retention`      | additive | fixed   | `S_t = exp(d_h) S_{t-1} + k_t v_t^T`            |
+    | `mamba2`         | additive | scalar  | `S_t = exp(g_t) S_{t-1} + k_t v_t^T`            |
+    | `gla`            | additive | channel | `S_t = Diag(exp(g_t)) S_{t-1} + k_t v_t^T`      |
+    | `deltanet`       | delta    | none    | `S_t = (I - b_t k_t k_t^T) S_{t-1} + b_t k_t v_t^T` |
+    | `decayed_deltanet` | delta  | fixed   | as `gated_deltanet` with a fixed per-head gate  |
+    | `gated_deltanet` | delta    | scalar  | `S_t = exp(g_t)(I - b_t k_t k_t^T) S_{t-1} + b_t k_t v_t^T` |
+    | `kda`            | delta    | channel | `S_t = (I - b_t k_t k_t^T) Diag(exp(g_t)) S_{t-1} + b_t k_t v_t^T` |
+
+    Operands: `q, k : [B,T,H,K]`, `v : [B,T,HV,V]` (HV a multiple of H; value
+    head `hv` reads key head `hv / (HV/H)`), all of one element type (f32, f16
+    or bf16). `g` is the log-gate (`[B,T,H]` for `scalar`, `[B,T,H,K]` for
+    `channel`); a `fixed` gate is the attribute `log_decay` (one value <= 0 per
+    key head). `beta : [B,T,H]` is required by the delta rule.
+    `initial_state : [N,HV,K,V]` is f32, with N = B, or the number of
+    sequences when `cu_seqlens : [N+1]` (i32 offsets, B = 1) packs several
+    variable-length sequences into one.
+
+    Results: `o : [B,T,HV,V]` in the input element type,
+    `o_t = S_t^T (scale * q_t)`, and optionally the f32 final state
+    `[N,HV,K,V]`.
+
+    Attributes: `scale` (default `K^-0.5`), `qk_l2norm` (normalise q and k
+    over K, `x / sqrt(sum(x^2) + 1e-6)`, before anything else), `normalizer`
+    (additive rule only: `o_t = S_t^T q'_t / (z_t . q'_t + eps)` with
+    `z_t = alpha_t * z_{t-1} + k_t`; `eps` defaults to 1e-6).
+
+    Example:
+
+    ```mlir
+    %o, %s = la.attention gated_deltanet %q, %k, %v g(%g : tensor<1x64x2xf32>)
+        beta(%beta : tensor<1x64x2xf32>) {qk_l2norm}
+        : tensor<1x64x2x16xf32>, tensor<1x64x2x16xf32>, tensor<1x64x2x32xf32>
+        -> tensor<1x64x2x32xf32>, tensor<1x2x16x32xf32>
+    ```
+  }];
+
+  let arguments = (ins
+    La_FloatTensor:$q,
+    La_FloatTensor:$k,
+    La_FloatTensor:$v,
+    Optional<La_FloatTensor>:$g,
+    Optional<La_FloatTensor>:$beta,
+    Optional<La_F32Tensor>:$initial_state,
+    Optional<La_SeqLensTensor>:$cu_seqlens,
+    La_UpdateRuleAttr:$update,
+    La_GateKindAttr:$gate,
+    OptionalAttr<DenseF32ArrayAttr>:$log_decay,
+    OptionalAttr<F32Attr>:$scale,
+    UnitAttr:$normalizer,
+    OptionalAttr<F32Attr>:$eps,
+    UnitAttr:$qk_l2norm
+  );
+  let results = (outs La_FloatTensor:$o, Optional<La_F32Tensor>:$final_state);
+
+  let assemblyFormat = [{
+    custom<Variant>($update, $gate) $q `,` $k `,` $v
+    (`g` `(` $g^ `:` type($g) `)`)?
+    (`beta` `(` $beta^ `:` type($beta) `)`)?
+    (`initial_state` `(` $initial_state^ `:` type($initial_state) `)`)?
+    (`cu_seqlens` `(` $cu_seqlens^ `:` type($cu_seqlens) `)`)?
+    attr-dict `:` type($q) `,` type($k) `,` type($v) `->` type(results)
+  }];
+
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The scale applied to q: the `scale` attribute or `K^-0.5`. Requires a
+    /// static K when the attribute is absent (checked by the verifier).
+    float getEffectiveScale();
+    /// The normaliser's epsilon: the `eps` attribute or 1e-6.
+    float getEffectiveEps();
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Level 1: the canonical recurrence
+//===----------------------------------------------------------------------===//
+
+def La_RecurrenceOp : La_Op<"recurrence", [Pure, AttrSizedOperandSegments]> {
+  let summary = "the canonical diagonal-plus-low-rank recurrence (level 1)";
+  let description = [{
+    Per sequence and value head, with `S_0` the initial state (or zero):
+
+    ```
+    S_t = (Diag(alpha_t) - b_t a_t^T) S_{t-1} + w_t v_t^T
+    o_t = S_t^T (scale * q_t)
+    ```
+
+    The diagonal `alpha_t = exp(g_t)` is given by `gate`: `none` (alpha = 1),
+    `fixed` (the per-head attribute `log_decay`), `scalar` (`g : [B,T,H]`) or
+    `channel` (`g : [B,T,H,K]`). The low-rank part is given by `low_rank`:
+
+    * `none`: no low-rank part, `w_t = k_t`;
+    * `delta`: the delta-rule structure, stored compactly so that the chunking
+      pass can use the specialised WY form: `b_t = beta_t k_t`,
+      `a_t = alpha_t * k_t`, `w_t = beta_t k_t`, with `beta : [B,T,H]`;
+    * `general`: explicit `a, b : [B,T,H,K]`, `w_t = k_t`.
+
+    `q` and `k` share an element type; `o` has the element type of `v`.
+    `scale` is explicit at this level. `normalizer` (only without a low-rank
+    part) divides by `z_t . (scale q_t) + eps` where `z_t = alpha_t * z_{t-1}
+    + k_t`. Every level-0 variant lowers to this op
+    (`la-lower-to-recurrence`).
+  }];
+
+  let arguments = (ins
+    La_FloatTensor:$q,
+    La_FloatTensor:$k,
+    La_FloatTensor:$v,
+    Optional<La_FloatTensor>:$g,
+    Optional<La_FloatTensor>:$beta,
+    Optional<La_FloatTensor>:$a,
+    Optional<La_FloatTensor>:$b,
+    Optional<La_F32Tensor>:$initial_state,
+    Optional<La_SeqLensTensor>:$cu_seqlens,
+    La_GateKindAttr:$gate,
+    OptionalAttr<DenseF32ArrayAttr>:$log_decay,
+    La_LowRankAttr:$low_rank,
+    F32Attr:$scale,
+    UnitAttr:$normalizer,
+    OptionalAttr<F32Attr>:$eps
+  );
+  let results = (outs La_FloatTensor:$o, Optional<La_F32Tensor>:$final_state);
+
+  let assemblyFormat = [{
+    `decay` `(` custom<EnumKeyword>($gate) `)`
+    `low_rank` `(` custom<EnumKeyword>($low_rank) `)`
+    $q `,` $k `,` $v
+    (`g` `(` $g^ `:` type($g) `)`)?
+    (`beta` `(` $beta^ `:` type($beta) `)`)?
+    (`a` `(` $a^ `:` type($a) `)`)?
+    (`b` `(` $b^ `:` type($b) `)`)?
+    (`initial_state` `(` $initial_state^ `:` type($initial_state) `)`)?
+    (`cu_seqlens` `(` $cu_seqlens^ `:` type($cu_seqlens) `)`)?
+    attr-dict `:` type($q) `,` type($k) `,` type($v) `->` type(results)
+  }];
+
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The normaliser's epsilon: the `eps` attribute or 1e-6.
+    float getEffectiveEps();
+  }];
+}
+
+#endif // LA_DIALECT_LA_LAOPS_TD

@@ -1,0 +1,391 @@
+//===- LaOps.cpp - operations of the la dialect ---------------------------===//
+
+#include "la/Dialect/La/LaOps.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/STLExtras.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::la;
+
+static constexpr float kDefaultEps = 1e-6f;
+
+//===----------------------------------------------------------------------===//
+// Variant keywords of la.attention
+//===----------------------------------------------------------------------===//
+
+namespace {
+struct VariantName {
+  llvm::StringLiteral keyword;
+  UpdateRule update;
+  GateKind gate;
+};
+} // namespace
+
+static constexpr VariantName kVariants[] = {
+    {"linear", UpdateRule::Additive, GateKind::None},
+    {"retention", UpdateRule::Additive, GateKind::Fixed},
+    {"mamba2", UpdateRule::Additive, GateKind::Scalar},
+    {"gla", UpdateRule::Additive, GateKind::Channel},
+    {"deltanet", UpdateRule::Delta, GateKind::None},
+    {"decayed_deltanet", UpdateRule::Delta, GateKind::Fixed},
+    {"gated_deltanet", UpdateRule::Delta, GateKind::Scalar},
+    {"kda", UpdateRule::Delta, GateKind::Channel},
+};
+
+static ParseResult parseVariant(OpAsmParser &parser, UpdateRuleAttr &update,
+                                GateKindAttr &gate) {
+  SMLoc loc = parser.getCurrentLocation();
+  StringRef keyword;
+  if (parser.parseKeyword(&keyword))
+    return failure();
+  for (const VariantName &variant : kVariants) {
+    if (variant.keyword != keyword)
+      continue;
+    MLIRContext *ctx = parser.getContext();
+    update = UpdateRuleAttr::get(ctx, variant.update);
+    gate = GateKindAttr::get(ctx, variant.gate);
+    return success();
+  }
+  InFlightDiagnostic diag = parser.emitError(loc)
+                            << "unknown linear-attention variant '" << keyword
+                            << "'; expected one of";
+  for (const VariantName &variant : kVariants)
+    diag << " '" << variant.keyword << "'";
+  return diag;
+}
+
+static void printVariant(OpAsmPrinter &printer, Operation *,
+                         UpdateRuleAttr update, GateKindAttr gate) {
+  for (const VariantName &variant : kVariants) {
+    if (variant.update == update.getValue() &&
+        variant.gate == gate.getValue()) {
+      printer << variant.keyword;
+      return;
+    }
+  }
+  llvm_unreachable("every (update, gate) pair has a keyword");
+}
+
+//===----------------------------------------------------------------------===//
+// Bare enum keywords (decay(channel), low_rank(delta))
+//===----------------------------------------------------------------------===//
+
+template <typename AttrT>
+static ParseResult parseEnumKeyword(OpAsmParser &parser, AttrT &attr) {
+  using EnumT = decltype(std::declval<AttrT>().getValue());
+  SMLoc loc = parser.getCurrentLocation();
+  StringRef keyword;
+  if (parser.parseKeyword(&keyword))
+    return failure();
+  std::optional<EnumT> value = symbolizeEnum<EnumT>(keyword);
+  if (!value)
+    return parser.emitError(loc) << "unknown " << AttrT::getMnemonic()
+                                 << " kind '" << keyword << "'";
+  attr = AttrT::get(parser.getContext(), *value);
+  return success();
+}
+
+template <typename AttrT>
+static void printEnumKeyword(OpAsmPrinter &printer, Operation *, AttrT attr) {
+  printer << stringifyEnum(attr.getValue());
+}
+
+//===----------------------------------------------------------------------===//
+// Shared verification
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// The operands and results that both levels share, with their roles.
+struct RecurrenceSignature {
+  Value q, k, v, g, beta, initialState, cuSeqlens;
+  Value o, finalState;
+  GateKind gate;
+  std::optional<ArrayRef<float>> logDecay;
+  float scale;
+  std::optional<float> eps;
+  bool normalizer;
+};
+
+/// Static dims of the problem, ShapedType::kDynamic where unknown.
+struct ProblemDims {
+  int64_t batch, time, heads, keyDim, valueHeads, valueDim;
+};
+} // namespace
+
+static bool compatible(int64_t lhs, int64_t rhs) {
+  return ShapedType::isDynamic(lhs) || ShapedType::isDynamic(rhs) ||
+         lhs == rhs;
+}
+
+static std::string formatShape(ArrayRef<int64_t> shape) {
+  std::string text = "[";
+  llvm::raw_string_ostream os(text);
+  llvm::interleave(
+      shape, os,
+      [&](int64_t dim) {
+        if (ShapedType::isDynamic(dim))
+          os << "?";
+        else
+          os << dim;
+      },
+      ",");
+  os << "]";
+  return text;
+}
+
+/// Checks that `value` has the shape `expected` (dynamic dims match anything).
+static LogicalResult verifyShape(Operation *op, Value value, StringRef name,
+                                 ArrayRef<int64_t> expected,
+                                 StringRef layout) {
+  auto type = cast<RankedTensorType>(value.getType());
+  if (type.getRank() != static_cast<int64_t>(expected.size()))
+    return op->emitOpError() << "expects '" << name << "' of rank "
+                             << expected.size() << " " << layout
+                             << ", got rank " << type.getRank();
+  for (auto [actual, want] : llvm::zip(type.getShape(), expected))
+    if (!compatible(actual, want))
+      return op->emitOpError()
+             << "expects '" << name << "' of shape " << formatShape(expected)
+             << " " << layout << ", got " << formatShape(type.getShape());
+  return success();
+}
+
+static LogicalResult verifySignature(Operation *op,
+                                     const RecurrenceSignature &sig) {
+  auto qType = cast<RankedTensorType>(sig.q.getType());
+  auto vType = cast<RankedTensorType>(sig.v.getType());
+  if (qType.getRank() != 4)
+    return op->emitOpError() << "expects 'q' of rank 4 [B,T,H,K], got rank "
+                             << qType.getRank();
+  if (vType.getRank() != 4)
+    return op->emitOpError() << "expects 'v' of rank 4 [B,T,HV,V], got rank "
+                             << vType.getRank();
+  ArrayRef<int64_t> qShape = qType.getShape();
+  ArrayRef<int64_t> vShape = vType.getShape();
+  ProblemDims d{qShape[0], qShape[1], qShape[2],
+                qShape[3], vShape[2], vShape[3]};
+  if (failed(verifyShape(op, sig.k, "k", qShape, "[B,T,H,K] like 'q'")))
+    return failure();
+  if (!compatible(vShape[0], d.batch) || !compatible(vShape[1], d.time))
+    return op->emitOpError()
+           << "expects 'v' to share B and T with 'q' "
+           << formatShape(qShape) << ", got " << formatShape(vShape);
+  if (!ShapedType::isDynamic(d.heads) &&
+      !ShapedType::isDynamic(d.valueHeads) &&
+      (d.heads == 0 || d.valueHeads % d.heads != 0))
+    return op->emitOpError() << "expects the value heads (HV = "
+                             << d.valueHeads
+                             << ") to be a multiple of the key heads (H = "
+                             << d.heads << ")";
+  if (cast<RankedTensorType>(sig.k.getType()).getElementType() !=
+      qType.getElementType())
+    return op->emitOpError("expects 'q' and 'k' of one element type");
+
+  // The gate.
+  switch (sig.gate) {
+  case GateKind::None:
+  case GateKind::Fixed:
+    if (sig.g)
+      return op->emitOpError()
+             << "gate '" << stringifyGateKind(sig.gate)
+             << "' takes no 'g' operand";
+    break;
+  case GateKind::Scalar:
+  case GateKind::Channel:
+    if (!sig.g)
+      return op->emitOpError() << "gate '" << stringifyGateKind(sig.gate)
+                               << "' requires a 'g' operand";
+    if (sig.gate == GateKind::Scalar &&
+        failed(verifyShape(op, sig.g, "g", {d.batch, d.time, d.heads},
+                           "[B,T,H] for a scalar gate")))
+      return failure();
+    if (sig.gate == GateKind::Channel &&
+        failed(verifyShape(op, sig.g, "g", qShape,
+                           "[B,T,H,K] for a channel-wise gate")))
+      return failure();
+    break;
+  }
+  if (sig.gate == GateKind::Fixed) {
+    if (!sig.logDecay)
+      return op->emitOpError(
+          "gate 'fixed' requires the 'log_decay' attribute (one per head)");
+    if (!ShapedType::isDynamic(d.heads) &&
+        static_cast<int64_t>(sig.logDecay->size()) != d.heads)
+      return op->emitOpError()
+             << "expects 'log_decay' to have one value per key head (H = "
+             << d.heads << "), got " << sig.logDecay->size();
+    for (float decay : *sig.logDecay)
+      if (!std::isfinite(decay) || decay > 0.0f)
+        return op->emitOpError()
+               << "expects every 'log_decay' to be finite and <= 0, got "
+               << decay;
+  } else if (sig.logDecay) {
+    return op->emitOpError() << "'log_decay' is only valid with gate 'fixed', "
+                             << "not '" << stringifyGateKind(sig.gate) << "'";
+  }
+
+  if (sig.beta &&
+      failed(verifyShape(op, sig.beta, "beta", {d.batch, d.time, d.heads},
+                         "[B,T,H]")))
+    return failure();
+
+  // Sequences and states.
+  int64_t numStates = d.batch;
+  if (sig.cuSeqlens) {
+    if (!compatible(d.batch, 1))
+      return op->emitOpError()
+             << "expects B = 1 with 'cu_seqlens' (packed sequences), got B = "
+             << d.batch;
+    int64_t offsets = cast<RankedTensorType>(sig.cuSeqlens.getType()).getDimSize(0);
+    if (!ShapedType::isDynamic(offsets) && offsets < 2)
+      return op->emitOpError()
+             << "expects 'cu_seqlens' to hold N+1 >= 2 offsets, got "
+             << offsets;
+    numStates = ShapedType::isDynamic(offsets) ? offsets : offsets - 1;
+  }
+  SmallVector<int64_t> stateShape = {numStates, d.valueHeads, d.keyDim,
+                                     d.valueDim};
+  StringRef stateLayout =
+      sig.cuSeqlens ? "[N,HV,K,V] (N sequences)" : "[B,HV,K,V]";
+  if (sig.initialState && failed(verifyShape(op, sig.initialState,
+                                             "initial_state", stateShape,
+                                             stateLayout)))
+    return failure();
+  if (sig.finalState &&
+      failed(verifyShape(op, sig.finalState, "final_state", stateShape,
+                         stateLayout)))
+    return failure();
+
+  auto oType = cast<RankedTensorType>(sig.o.getType());
+  if (failed(verifyShape(op, sig.o, "o",
+                         {d.batch, d.time, d.valueHeads, d.valueDim},
+                         "[B,T,HV,V]")))
+    return failure();
+  if (oType.getElementType() != vType.getElementType())
+    return op->emitOpError() << "expects 'o' to have the element type of 'v' ("
+                             << vType.getElementType() << "), got "
+                             << oType.getElementType();
+
+  // Attributes.
+  if (!std::isfinite(sig.scale) || sig.scale <= 0.0f)
+    return op->emitOpError() << "expects 'scale' to be finite and > 0, got "
+                             << sig.scale;
+  if (sig.eps) {
+    if (!sig.normalizer)
+      return op->emitOpError("'eps' is only valid with 'normalizer'");
+    if (!std::isfinite(*sig.eps) || *sig.eps <= 0.0f)
+      return op->emitOpError() << "expects 'eps' to be finite and > 0, got "
+                               << *sig.eps;
+  }
+  return success();
+}
+
+/// Collects the shared signature; both ops name their operands alike.
+template <typename OpT>
+static RecurrenceSignature getSignature(OpT op, float scale) {
+  RecurrenceSignature sig;
+  sig.q = op.getQ();
+  sig.k = op.getK();
+  sig.v = op.getV();
+  sig.g = op.getG();
+  sig.beta = op.getBeta();
+  sig.initialState = op.getInitialState();
+  sig.cuSeqlens = op.getCuSeqlens();
+  sig.o = op.getO();
+  sig.finalState = op.getFinalState();
+  sig.gate = op.getGate();
+  sig.logDecay = op.getLogDecay();
+  sig.scale = scale;
+  if (std::optional<APFloat> eps = op.getEps())
+    sig.eps = eps->convertToFloat();
+  sig.normalizer = op.getNormalizer();
+  return sig;
+}
+
+//===----------------------------------------------------------------------===//
+// AttentionOp
+//===----------------------------------------------------------------------===//
+
+float AttentionOp::getEffectiveScale() {
+  if (std::optional<APFloat> scale = getScale())
+    return scale->convertToFloat();
+  int64_t keyDim = getQ().getType().getDimSize(3);
+  return 1.0f / std::sqrt(static_cast<float>(keyDim));
+}
+
+float AttentionOp::getEffectiveEps() {
+  std::optional<APFloat> eps = getEps();
+  return eps ? eps->convertToFloat() : kDefaultEps;
+}
+
+LogicalResult AttentionOp::verify() {
+  RankedTensorType qType = getQ().getType();
+  if (qType.getElementType() != getV().getType().getElementType())
+    return emitOpError() << "expects 'q', 'k' and 'v' of one element type, got "
+                         << qType.getElementType() << " and "
+                         << getV().getType().getElementType();
+  if (!getScale() && qType.getRank() == 4 && qType.isDynamicDim(3))
+    return emitOpError(
+        "needs a static K to default 'scale' to K^-0.5; set 'scale'");
+  bool delta = getUpdate() == UpdateRule::Delta;
+  if (delta && !getBeta())
+    return emitOpError("the delta rule requires a 'beta' operand");
+  if (!delta && getBeta())
+    return emitOpError("'beta' is only valid with the delta rule");
+  if (delta && getNormalizer())
+    return emitOpError("'normalizer' is only valid with the additive rule");
+
+  float scale = qType.getRank() == 4 ? getEffectiveScale() : 1.0f;
+  return verifySignature(*this, getSignature(*this, scale));
+}
+
+//===----------------------------------------------------------------------===//
+// RecurrenceOp
+//===----------------------------------------------------------------------===//
+
+float RecurrenceOp::getEffectiveEps() {
+  std::optional<APFloat> eps = getEps();
+  return eps ? eps->convertToFloat() : kDefaultEps;
+}
+
+LogicalResult RecurrenceOp::verify() {
+  switch (getLowRank()) {
+  case LowRank::None:
+    if (getBeta() || getA() || getB())
+      return emitOpError(
+          "low_rank 'none' takes no 'beta', 'a' or 'b' operand");
+    break;
+  case LowRank::Delta:
+    if (!getBeta())
+      return emitOpError("low_rank 'delta' requires a 'beta' operand");
+    if (getA() || getB())
+      return emitOpError(
+          "low_rank 'delta' derives 'a' and 'b' from 'k'; remove them");
+    break;
+  case LowRank::General:
+    if (!getA() || !getB())
+      return emitOpError("low_rank 'general' requires 'a' and 'b' operands");
+    if (getBeta())
+      return emitOpError("low_rank 'general' takes no 'beta' operand");
+    break;
+  }
+  if (getNormalizer() && getLowRank() != LowRank::None)
+    return emitOpError("'normalizer' is only valid without a low-rank part");
+
+  if (failed(verifySignature(
+          *this, getSignature(*this, getScale().convertToFloat()))))
+    return failure();
+  ArrayRef<int64_t> qShape = getQ().getType().getShape();
+  for (auto [value, name] : {std::pair{getA(), "a"}, std::pair{getB(), "b"}})
+    if (value && failed(verifyShape(*this, value, name, qShape,
+                                    "[B,T,H,K] like 'q'")))
+      return failure();
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "la/Dialect/La/LaOps.cpp.inc"

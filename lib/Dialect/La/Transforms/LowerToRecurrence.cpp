@@ -1,0 +1,141 @@
+//===- LowerToRecurrence.cpp - la.attention to la.recurrence --------------===//
+//
+// Every level-0 variant becomes the canonical level-1 recurrence: the named
+// variant turns into a gate kind plus a low-rank structure, defaults become
+// explicit, and in-kernel L2 normalisation becomes linalg ops on tensors.
+//
+//===----------------------------------------------------------------------===//
+
+#include "la/Dialect/La/LaPasses.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/AffineMap.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+namespace mlir {
+namespace la {
+#define GEN_PASS_DEF_LALOWERTORECURRENCEPASS
+#include "la/Dialect/La/LaPasses.h.inc"
+} // namespace la
+} // namespace mlir
+
+using namespace mlir;
+using namespace mlir::la;
+
+/// Converts a scalar of float type to f32 (no-op for f32).
+static Value extendToF32(OpBuilder &b, Location loc, Value x) {
+  if (x.getType().isF32())
+    return x;
+  return arith::ExtFOp::create(b, loc, b.getF32Type(), x);
+}
+
+/// Returns `x / sqrt(sum_K(x^2) + eps)` for `x : [B,T,H,K]` as an f32 tensor;
+/// the sum runs over the last dimension, in f32.
+static Value buildL2Normalize(OpBuilder &b, Location loc, Value x,
+                              double eps) {
+  auto type = cast<RankedTensorType>(x.getType());
+  MLIRContext *ctx = b.getContext();
+  Type f32 = b.getF32Type();
+  SmallVector<OpFoldResult> sizes = tensor::getMixedSizes(b, loc, x);
+  SmallVector<OpFoldResult> rowSizes(sizes.begin(), sizes.end() - 1);
+
+  AffineMap identity = b.getMultiDimIdentityMap(4);
+  AffineMap dropLast = AffineMap::get(
+      4, 0, {getAffineDimExpr(0, ctx), getAffineDimExpr(1, ctx),
+             getAffineDimExpr(2, ctx)},
+      ctx);
+
+  Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0f));
+  Value emptyRows = tensor::EmptyOp::create(b, loc, rowSizes, f32);
+  Value sumInit =
+      linalg::FillOp::create(b, loc, zero, emptyRows).getResult(0);
+  SmallVector<utils::IteratorType> reduceIterators(
+      3, utils::IteratorType::parallel);
+  reduceIterators.push_back(utils::IteratorType::reduction);
+  Value sumOfSquares =
+      linalg::GenericOp::create(
+          b, loc, sumInit.getType(), ValueRange{x}, ValueRange{sumInit},
+          ArrayRef<AffineMap>{identity, dropLast}, reduceIterators,
+          [](OpBuilder &nb, Location nloc, ValueRange args) {
+            Value elem = extendToF32(nb, nloc, args[0]);
+            Value square = arith::MulFOp::create(nb, nloc, elem, elem);
+            Value sum = arith::AddFOp::create(nb, nloc, args[1], square);
+            linalg::YieldOp::create(nb, nloc, sum);
+          })
+          .getResult(0);
+
+  Value emptyOut = tensor::EmptyOp::create(b, loc, sizes, f32);
+  Value epsValue =
+      arith::ConstantOp::create(b, loc, b.getF32FloatAttr(static_cast<float>(eps)));
+  SmallVector<utils::IteratorType> parallel(4, utils::IteratorType::parallel);
+  (void)type;
+  return linalg::GenericOp::create(
+             b, loc, emptyOut.getType(), ValueRange{x, sumOfSquares},
+             ValueRange{emptyOut},
+             ArrayRef<AffineMap>{identity, dropLast, identity}, parallel,
+             [&](OpBuilder &nb, Location nloc, ValueRange args) {
+               Value elem = extendToF32(nb, nloc, args[0]);
+               Value shifted = arith::AddFOp::create(nb, nloc, args[1], epsValue);
+               Value inverse = math::RsqrtOp::create(nb, nloc, shifted);
+               Value scaled = arith::MulFOp::create(nb, nloc, elem, inverse);
+               linalg::YieldOp::create(nb, nloc, scaled);
+             })
+      .getResult(0);
+}
+
+namespace {
+struct AttentionToRecurrence : OpRewritePattern<AttentionOp> {
+  AttentionToRecurrence(MLIRContext *ctx, double l2normEps)
+      : OpRewritePattern(ctx), l2normEps(l2normEps) {}
+
+  LogicalResult matchAndRewrite(AttentionOp op,
+                                PatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    MLIRContext *ctx = op.getContext();
+    Value q = op.getQ();
+    Value k = op.getK();
+    if (op.getQkL2norm()) {
+      q = buildL2Normalize(rewriter, loc, q, l2normEps);
+      k = buildL2Normalize(rewriter, loc, k, l2normEps);
+    }
+    LowRank lowRank = op.getUpdate() == UpdateRule::Delta ? LowRank::Delta
+                                                          : LowRank::None;
+    FloatAttr eps;
+    if (op.getNormalizer())
+      eps = rewriter.getF32FloatAttr(op.getEffectiveEps());
+    auto recurrence = RecurrenceOp::create(
+        rewriter, loc, op.getO().getType(),
+        op.getFinalState() ? op.getFinalState().getType() : Type(), q, k,
+        op.getV(), op.getG(), op.getBeta(), /*a=*/Value(), /*b=*/Value(),
+        op.getInitialState(), op.getCuSeqlens(), op.getGateAttr(),
+        op.getLogDecayAttr(), LowRankAttr::get(ctx, lowRank),
+        rewriter.getF32FloatAttr(op.getEffectiveScale()),
+        op.getNormalizerAttr(), eps);
+    rewriter.replaceOp(op, recurrence->getResults());
+    return success();
+  }
+
+  double l2normEps;
+};
+
+struct LaLowerToRecurrencePass
+    : la::impl::LaLowerToRecurrencePassBase<LaLowerToRecurrencePass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    populateLowerToRecurrencePatterns(patterns, l2normEps);
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+      return signalPassFailure();
+  }
+};
+} // namespace
+
+void mlir::la::populateLowerToRecurrencePatterns(RewritePatternSet &patterns,
+                                                 double l2normEps) {
+  patterns.add<AttentionToRecurrence>(patterns.getContext(), l2normEps);
+}

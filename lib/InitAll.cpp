@@ -1,0 +1,14 @@
+//===- InitAll.cpp - registration API for embedders -----------------------===//
+
+#include "la/InitAllDialects.h"
+#include "la/InitAllPasses.h"
+
+#include "la/Dialect/La/LaDialect.h"
+#include "la/Dialect/La/LaPasses.h"
+
+void mlir::la::registerAllDialects(DialectRegistry &registry) {
+  registry.insert<LaDialect, arith::ArithDialect, linalg::LinalgDialect,
+                  math::MathDialect, tensor::TensorDialect>();
+}
+
+void mlir::la::registerPasses() { registerLaPasses(); }

@@ -1,0 +1,420 @@
+"""fp64 NumPy reference for linear attention: the plain token-by-token recurrence.
+
+This module is the ground truth that the compiler's outputs are compared
+against, so it is written for clarity, not speed: a loop over sequences, a loop
+over value heads, and a loop over time, with the [K, V] state updated by plain
+matrix operations in float64. It never uses a chunkwise form.
+
+Conventions (see shared/reference/linear-attention.md)
+------------------------------------------------------
+* ``q, k : [B, T, H, K]``; ``v : [B, T, HV, V]`` with ``HV`` a multiple of
+  ``H``. Value head ``hv`` reads key head ``h = hv // (HV // H)``: that head's
+  q, k, gate and beta.
+* One state ``S : [K, V]`` per (sequence, value head).
+  ``initial_state`` and ``final_state`` are ``[N, HV, K, V]`` where ``N = B``,
+  or the number of sequences when ``cu_seqlens`` is given (then ``B == 1``).
+* Gates are in natural-log space (``g <= 0`` in practice; not enforced); the
+  decay factor is ``exp(g)``. Gate kinds:
+
+  - ``'none'``    no decay;
+  - ``'fixed'``   ``log_decay : [H]``, the same decay at every step (RetNet);
+  - ``'scalar'``  ``g : [B, T, H]`` (Mamba-2 / simple GLA / Gated DeltaNet);
+  - ``'channel'`` ``g : [B, T, H, K]``, decays the K rows of S (GLA / KDA).
+
+  Internally every gate kind is turned into a per-channel log decay vector of
+  length K, so one code path serves all of them.
+* Update rules, with ``D_t = Diag(exp(g_t))``:
+
+  - ``'additive'``: ``S_t = D_t S_{t-1} + k_t v_t^T``
+  - ``'delta'``:    ``S_t = (I - beta_t k_t k_t^T) D_t S_{t-1} + beta_t k_t v_t^T``
+    with ``beta : [B, T, H]``.
+
+* Output includes token t: ``o_t = S_t^T (scale * q_t)``; ``scale`` defaults to
+  ``K ** -0.5``. ``o : [B, T, HV, V]``.
+* ``qk_l2norm=True`` replaces q and k by ``x / sqrt(sum(x^2) + 1e-6)`` (over K)
+  before anything else, in particular before ``scale``.
+* ``normalizer=True`` (additive only): ``z_t = exp(g_t) * z_{t-1} + k_t`` with
+  ``z_0 = 0`` (z is never part of the passed-in or returned state) and
+  ``o_t = (S_t^T q'_t) / (z_t . q'_t + eps)``, ``q' = scale * q``.
+
+Every function returns ``(o, final_state)`` as float64 arrays. Inputs of any
+float dtype are converted to float64 first.
+"""
+
+import numpy as np
+
+__all__ = [
+    "UPDATES",
+    "GATES",
+    "L2NORM_EPS",
+    "l2norm",
+    "retnet_log_decay",
+    "recurrence",
+    "dplr_recurrence",
+    "linear_attention",
+    "retention",
+    "simple_gla",
+    "gla",
+    "delta_rule",
+    "gated_delta_rule",
+    "kda",
+]
+
+UPDATES = ("additive", "delta")
+GATES = ("none", "fixed", "scalar", "channel")
+
+#: epsilon inside the square root of the q/k L2 normalisation.
+L2NORM_EPS = 1e-6
+
+
+# --------------------------------------------------------------------------
+# small helpers
+# --------------------------------------------------------------------------
+
+def l2norm(x):
+    """``x / sqrt(sum(x**2, axis=-1) + 1e-6)`` in float64."""
+    x = np.asarray(x, dtype=np.float64)
+    return x / np.sqrt(np.sum(x * x, axis=-1, keepdims=True) + L2NORM_EPS)
+
+
+def retnet_log_decay(H):
+    """RetNet's per-head log decay ``log(1 - 2**(-5 - h))`` for h in 0..H-1."""
+    return np.log1p(-(2.0 ** (-5.0 - np.arange(H, dtype=np.float64))))
+
+
+def _f64(x, name):
+    """Convert a float (or integer) array to float64; reject other dtypes."""
+    arr = np.asarray(x)
+    if arr.dtype == object or not (
+        np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)
+    ):
+        raise ValueError(f"{name} must be a real numeric array, got dtype {arr.dtype}")
+    return arr.astype(np.float64)
+
+
+def _check_shape(arr, expected, name, what=""):
+    if arr.shape != tuple(expected):
+        extra = f" ({what})" if what else ""
+        raise ValueError(
+            f"{name} must have shape {tuple(expected)}{extra}, got {arr.shape}"
+        )
+
+
+def _check_qkv(q, k, v):
+    """Convert q, k, v and return them with (B, T, H, K, HV, V)."""
+    q = _f64(q, "q")
+    k = _f64(k, "k")
+    v = _f64(v, "v")
+    if q.ndim != 4:
+        raise ValueError(f"q must be 4-D [B, T, H, K], got shape {q.shape}")
+    if k.ndim != 4:
+        raise ValueError(f"k must be 4-D [B, T, H, K], got shape {k.shape}")
+    if v.ndim != 4:
+        raise ValueError(f"v must be 4-D [B, T, HV, V], got shape {v.shape}")
+    if q.shape != k.shape:
+        raise ValueError(f"q and k must have the same shape, got {q.shape} and {k.shape}")
+    B, T, H, K = q.shape
+    if v.shape[:2] != (B, T):
+        raise ValueError(
+            f"v must share [B, T] = {(B, T)} with q and k, got v shape {v.shape}"
+        )
+    HV, V = v.shape[2], v.shape[3]
+    if H == 0 or HV % H != 0:
+        raise ValueError(
+            f"the number of value heads HV={HV} must be a multiple of the "
+            f"number of key heads H={H}"
+        )
+    return q, k, v, (B, T, H, K, HV, V)
+
+
+def _check_scale(scale, K):
+    if scale is None:
+        return float(K) ** -0.5
+    if isinstance(scale, (bool, np.bool_)) or not np.isscalar(scale) or not np.isreal(scale):
+        raise ValueError(f"scale must be a real number or None, got {scale!r}")
+    return float(scale)
+
+
+def _sequences(cu_seqlens, B, T):
+    """List of (batch index, start, end) for every sequence, and N."""
+    if cu_seqlens is None:
+        return [(b, 0, T) for b in range(B)]
+    cu = np.asarray(cu_seqlens)
+    if cu.ndim != 1 or cu.size < 2:
+        raise ValueError(
+            f"cu_seqlens must be a 1-D array of N+1 >= 2 offsets, got shape {cu.shape}"
+        )
+    if not np.issubdtype(cu.dtype, np.integer):
+        raise ValueError(f"cu_seqlens must have an integer dtype, got {cu.dtype}")
+    if B != 1:
+        raise ValueError(f"cu_seqlens requires B == 1 (packed sequences), got B={B}")
+    if cu[0] != 0:
+        raise ValueError(f"cu_seqlens must start at 0, got {int(cu[0])}")
+    if cu[-1] != T:
+        raise ValueError(f"cu_seqlens must end at T={T}, got {int(cu[-1])}")
+    if np.any(np.diff(cu) < 0):
+        raise ValueError(f"cu_seqlens must be non-decreasing, got {cu.tolist()}")
+    return [(0, int(cu[i]), int(cu[i + 1])) for i in range(cu.size - 1)]
+
+
+def _check_initial_state(initial_state, N, HV, K, V):
+    if initial_state is None:
+        return np.zeros((N, HV, K, V), dtype=np.float64)
+    s0 = _f64(initial_state, "initial_state")
+    _check_shape(s0, (N, HV, K, V), "initial_state", "[N, HV, K, V]")
+    return s0
+
+
+def _log_gate(gate, g, log_decay, B, T, H, K):
+    """Per-channel log decay, as a read-only [B, T, H, K] float64 view."""
+    if gate not in GATES:
+        raise ValueError(f"gate must be one of {GATES}, got {gate!r}")
+    if gate in ("none", "fixed") and g is not None:
+        raise ValueError(f"g must be None for gate={gate!r} (got an array)")
+    if gate != "fixed" and log_decay is not None:
+        raise ValueError(f"log_decay is only used with gate='fixed', not gate={gate!r}")
+    if gate == "none":
+        return np.broadcast_to(np.zeros((), dtype=np.float64), (B, T, H, K))
+    if gate == "fixed":
+        if log_decay is None:
+            raise ValueError("gate='fixed' requires log_decay of shape [H]")
+        ld = _f64(log_decay, "log_decay")
+        _check_shape(ld, (H,), "log_decay", "[H] for gate='fixed'")
+        return np.broadcast_to(ld[None, None, :, None], (B, T, H, K))
+    if g is None:
+        raise ValueError(f"gate={gate!r} requires g")
+    g = _f64(g, "g")
+    if gate == "scalar":
+        _check_shape(g, (B, T, H), "g", "[B, T, H] for gate='scalar'")
+        return np.broadcast_to(g[..., None], (B, T, H, K))
+    _check_shape(g, (B, T, H, K), "g", "[B, T, H, K] for gate='channel'")
+    return g
+
+
+# --------------------------------------------------------------------------
+# the general recurrence
+# --------------------------------------------------------------------------
+
+def recurrence(
+    q,
+    k,
+    v,
+    *,
+    update="additive",
+    gate="none",
+    g=None,
+    log_decay=None,
+    beta=None,
+    scale=None,
+    initial_state=None,
+    normalizer=False,
+    eps=1e-6,
+    qk_l2norm=False,
+    cu_seqlens=None,
+):
+    """Token-by-token linear-attention recurrence in float64.
+
+    See the module docstring for the conventions. Returns ``(o, final_state)``
+    with ``o : [B, T, HV, V]`` and ``final_state : [N, HV, K, V]``.
+    """
+    q, k, v, (B, T, H, K, HV, V) = _check_qkv(q, k, v)
+    if update not in UPDATES:
+        raise ValueError(f"update must be one of {UPDATES}, got {update!r}")
+    log_gate = _log_gate(gate, g, log_decay, B, T, H, K)
+
+    if update == "delta":
+        if beta is None:
+            raise ValueError("update='delta' requires beta of shape [B, T, H]")
+        beta = _f64(beta, "beta")
+        _check_shape(beta, (B, T, H), "beta", "[B, T, H]")
+        if normalizer:
+            raise ValueError("normalizer=True is only supported with update='additive'")
+    elif beta is not None:
+        raise ValueError("beta is only used with update='delta'")
+
+    scale = _check_scale(scale, K)
+    if normalizer and not (np.isscalar(eps) and np.isreal(eps)):
+        raise ValueError(f"eps must be a real number, got {eps!r}")
+    seqs = _sequences(cu_seqlens, B, T)
+    N = len(seqs)
+    s0 = _check_initial_state(initial_state, N, HV, K, V)
+
+    if qk_l2norm:
+        q = l2norm(q)
+        k = l2norm(k)
+    q = scale * q
+
+    group = HV // H
+    o = np.zeros((B, T, HV, V), dtype=np.float64)
+    final_state = np.zeros((N, HV, K, V), dtype=np.float64)
+
+    for n, (b, start, end) in enumerate(seqs):
+        for hv in range(HV):
+            h = hv // group                      # key head used by this value head
+            S = s0[n, hv].copy()                 # [K, V]
+            z = np.zeros(K, dtype=np.float64)    # normaliser, starts at 0
+            for t in range(start, end):
+                q_t = q[b, t, h]                 # [K], already scaled
+                k_t = k[b, t, h]                 # [K]
+                v_t = v[b, t, hv]                # [V]
+                decay = np.exp(log_gate[b, t, h])  # [K], decays the rows of S
+
+                S = decay[:, None] * S           # Diag(exp g_t) S_{t-1}
+                if update == "additive":
+                    S = S + np.outer(k_t, v_t)
+                else:
+                    beta_t = beta[b, t, h]
+                    # (I - beta k k^T) S + beta k v^T
+                    S = S - beta_t * np.outer(k_t, k_t @ S) + beta_t * np.outer(k_t, v_t)
+
+                o_t = S.T @ q_t                  # [V]
+                if normalizer:
+                    z = decay * z + k_t
+                    o_t = o_t / (z @ q_t + eps)
+                o[b, t, hv] = o_t
+            final_state[n, hv] = S
+    return o, final_state
+
+
+# --------------------------------------------------------------------------
+# diagonal-plus-low-rank recurrence (the compiler's canonical level-1 op)
+# --------------------------------------------------------------------------
+
+def dplr_recurrence(
+    q, k, v, log_alpha=None, a=None, b=None, scale=None, initial_state=None, cu_seqlens=None
+):
+    """``S_t = (Diag(alpha_t) - b_t a_t^T) S_{t-1} + k_t v_t^T``, ``o_t = S_t^T (scale q_t)``.
+
+    ``alpha_t = exp(log_alpha_t)`` with ``log_alpha : [B, T, H, K]`` (None means
+    alpha = 1); ``a, b : [B, T, H, K]``, both given or both None (None means no
+    low-rank term). Grouped value heads, ``initial_state`` and ``cu_seqlens``
+    follow the same conventions as :func:`recurrence`.
+
+    The delta rule is the special case ``alpha = exp(g)``, ``b = beta k``,
+    ``a = exp(g) * k`` with write key ``beta k``.
+    """
+    q, k, v, (B, T, H, K, HV, V) = _check_qkv(q, k, v)
+    if log_alpha is None:
+        log_alpha = np.broadcast_to(np.zeros((), dtype=np.float64), (B, T, H, K))
+    else:
+        log_alpha = _f64(log_alpha, "log_alpha")
+        _check_shape(log_alpha, (B, T, H, K), "log_alpha", "[B, T, H, K]")
+    if (a is None) != (b is None):
+        raise ValueError("a and b must be given together (the low-rank term is b a^T)")
+    low_rank = a is not None
+    if low_rank:
+        a = _f64(a, "a")
+        b = _f64(b, "b")
+        _check_shape(a, (B, T, H, K), "a", "[B, T, H, K]")
+        _check_shape(b, (B, T, H, K), "b", "[B, T, H, K]")
+    scale = _check_scale(scale, K)
+    seqs = _sequences(cu_seqlens, B, T)
+    N = len(seqs)
+    s0 = _check_initial_state(initial_state, N, HV, K, V)
+    q = scale * q
+
+    group = HV // H
+    o = np.zeros((B, T, HV, V), dtype=np.float64)
+    final_state = np.zeros((N, HV, K, V), dtype=np.float64)
+    for n, (bi, start, end) in enumerate(seqs):
+        for hv in range(HV):
+            h = hv // group
+            S = s0[n, hv].copy()
+            for t in range(start, end):
+                alpha_t = np.exp(log_alpha[bi, t, h])
+                S_new = alpha_t[:, None] * S                 # Diag(alpha) S
+                if low_rank:
+                    S_new = S_new - np.outer(b[bi, t, h], a[bi, t, h] @ S)  # - b (a^T S)
+                S = S_new + np.outer(k[bi, t, h], v[bi, t, hv])
+                o[bi, t, hv] = S.T @ q[bi, t, h]
+            final_state[n, hv] = S
+    return o, final_state
+
+
+# --------------------------------------------------------------------------
+# named wrappers, flash-linear-attention style
+# --------------------------------------------------------------------------
+
+def linear_attention(
+    q, k, v, *, scale=None, initial_state=None, normalizer=False, eps=1e-6,
+    qk_l2norm=False, cu_seqlens=None,
+):
+    """Plain linear attention: ``S_t = S_{t-1} + k_t v_t^T`` (optionally normalised).
+
+    Feature maps (elu+1, ...) are applied by the caller to q and k.
+    """
+    return recurrence(
+        q, k, v, update="additive", gate="none", scale=scale, initial_state=initial_state,
+        normalizer=normalizer, eps=eps, qk_l2norm=qk_l2norm, cu_seqlens=cu_seqlens,
+    )
+
+
+def retention(
+    q, k, v, log_decay=None, *, scale=None, initial_state=None, normalizer=False,
+    eps=1e-6, qk_l2norm=False, cu_seqlens=None,
+):
+    """RetNet / TNL / Lightning: fixed per-head decay ``log_decay : [H]``.
+
+    ``log_decay=None`` uses RetNet's schedule ``log(1 - 2**(-5 - h))``.
+    """
+    if log_decay is None:
+        log_decay = retnet_log_decay(np.shape(q)[2] if np.ndim(q) == 4 else 0)
+    return recurrence(
+        q, k, v, update="additive", gate="fixed", log_decay=log_decay, scale=scale,
+        initial_state=initial_state, normalizer=normalizer, eps=eps,
+        qk_l2norm=qk_l2norm, cu_seqlens=cu_seqlens,
+    )
+
+
+def simple_gla(
+    q, k, v, g, *, scale=None, initial_state=None, normalizer=False, eps=1e-6,
+    qk_l2norm=False, cu_seqlens=None,
+):
+    """Scalar data-dependent decay (Mamba-2 SSD, simple GLA): ``g : [B, T, H]``."""
+    return recurrence(
+        q, k, v, update="additive", gate="scalar", g=g, scale=scale,
+        initial_state=initial_state, normalizer=normalizer, eps=eps,
+        qk_l2norm=qk_l2norm, cu_seqlens=cu_seqlens,
+    )
+
+
+def gla(
+    q, k, v, g, *, scale=None, initial_state=None, normalizer=False, eps=1e-6,
+    qk_l2norm=False, cu_seqlens=None,
+):
+    """GLA: channel-wise gate ``g : [B, T, H, K]``."""
+    return recurrence(
+        q, k, v, update="additive", gate="channel", g=g, scale=scale,
+        initial_state=initial_state, normalizer=normalizer, eps=eps,
+        qk_l2norm=qk_l2norm, cu_seqlens=cu_seqlens,
+    )
+
+
+def delta_rule(
+    q, k, v, beta, *, scale=None, initial_state=None, qk_l2norm=False, cu_seqlens=None,
+):
+    """DeltaNet: ``S_t = (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T``."""
+    return recurrence(
+        q, k, v, update="delta", gate="none", beta=beta, scale=scale,
+        initial_state=initial_state, qk_l2norm=qk_l2norm, cu_seqlens=cu_seqlens,
+    )
+
+
+def gated_delta_rule(
+    q, k, v, g, beta, *, scale=None, initial_state=None, qk_l2norm=False, cu_seqlens=None,
+):
+    """Gated DeltaNet: scalar gate ``g : [B, T, H]`` and ``beta : [B, T, H]``."""
+    return recurrence(
+        q, k, v, update="delta", gate="scalar", g=g, beta=beta, scale=scale,
+        initial_state=initial_state, qk_l2norm=qk_l2norm, cu_seqlens=cu_seqlens,
+    )
+
+
+def kda(
+    q, k, v, g, beta, *, scale=None, initial_state=None, qk_l2norm=False, cu_seqlens=None,
+):
+    """Kimi Delta Attention: channel gate ``g : [B, T, H, K]``, ``beta : [B, T, H]``."""
+    return recurrence(
+        q, k, v, update="delta", gate="channel", g=g, beta=beta, scale=scale,
+        initial_state=initial_state, qk_l2norm=qk_l2norm, cu_seqlens=cu_seqlens,
+    )

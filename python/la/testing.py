@@ -1,0 +1,177 @@
+"""Helpers for execution tests: accuracy metric, input generators, references.
+
+bf16 is not a NumPy dtype. ``make_inputs`` supports ``np.float32`` and
+``np.float16``; callers that test bf16 kernels round the float32 inputs to bf16
+themselves (e.g. with ml_dtypes or torch) and pass the rounded values, widened
+back to float32, to the reference, so that reference and kernel see the same
+numbers.
+"""
+
+import numpy as np
+
+from . import reference
+
+__all__ = ["VARIANTS", "rel_rms", "make_inputs", "reference_for"]
+
+#: variant name -> (update rule, gate kind) as understood by reference.recurrence;
+#: the names are the keywords of the ``la.attention`` op.
+VARIANTS = {
+    "linear": ("additive", "none"),
+    "retention": ("additive", "fixed"),
+    "mamba2": ("additive", "scalar"),
+    "gla": ("additive", "channel"),
+    "deltanet": ("delta", "none"),
+    "decayed_deltanet": ("delta", "fixed"),
+    "gated_deltanet": ("delta", "scalar"),
+    "kda": ("delta", "channel"),
+}
+
+_SUPPORTED_DTYPES = (np.dtype(np.float32), np.dtype(np.float16))
+
+
+def rel_rms(ref, out):
+    """``rms(ref - out) / rms(ref)`` computed in float64.
+
+    Returns 0.0 when both are identically zero and ``inf`` when only ``ref``
+    is. Shapes must match exactly (no broadcasting). NaN in either input gives
+    NaN.
+    """
+    ref = np.asarray(ref, dtype=np.float64)
+    out = np.asarray(out, dtype=np.float64)
+    if ref.shape != out.shape:
+        raise ValueError(f"shape mismatch: ref {ref.shape} vs out {out.shape}")
+    num = np.sqrt(np.mean((ref - out) ** 2))
+    den = np.sqrt(np.mean(ref ** 2))
+    if den == 0.0:
+        if np.isnan(num):
+            return float("nan")
+        return 0.0 if num == 0.0 else float("inf")
+    return float(num / den)
+
+
+def _log_sigmoid(x):
+    return -np.logaddexp(0.0, -x)
+
+
+def _sigmoid(x):
+    return np.exp(_log_sigmoid(x))
+
+
+def _elu_plus_one(x):
+    return np.where(x > 0, x + 1.0, np.exp(np.minimum(x, 0.0)))
+
+
+def make_inputs(
+    variant,
+    B,
+    T,
+    H,
+    K,
+    V,
+    HV=None,
+    dtype=np.float32,
+    seed=0,
+    gate_min=None,
+    with_initial_state=False,
+    cu_seqlens=None,
+    gate_scale=1.0,
+    positive_qk=False,
+):
+    """Realistic random inputs for ``variant`` (a key of :data:`VARIANTS`).
+
+    Returns a dict with ``q, k : [B, T, H, K]`` and ``v : [B, T, HV, V]`` (all
+    ``dtype``), plus, depending on the variant:
+
+    * ``log_decay : [H]`` float32 (retention, decayed_deltanet): RetNet's ``log(1 - 2**(-5-h))``;
+    * ``g : [B, T, H]`` (mamba2, gated_deltanet) or ``[B, T, H, K]`` (gla, kda),
+      ``dtype``: ``gate_scale * log_sigmoid(x)`` with ``x ~ N(0, 1)``, clamped
+      below at ``gate_min`` when given. With the default ``gate_scale=1`` the
+      mean log decay is about -0.8 per step, so after ~30 steps the state has
+      forgotten everything; use e.g. ``gate_scale=1/16`` (GLA's normaliser) to
+      test long memory and state passing across chunks, or a large gate_scale
+      with ``gate_min=-30`` for very strong decays;
+    * ``beta : [B, T, H]`` (delta variants), ``dtype``, ``sigmoid(x)`` in (0, 1).
+
+    q, k, v are standard normal; for the delta variants k is L2-normalised
+    over K (in float64, before the cast). ``positive_qk=True`` maps q and k
+    through ``elu(x) + 1`` (positive features, as normalised linear attention
+    needs so that ``z . q`` stays away from 0).
+
+    ``with_initial_state=True`` adds ``initial_state : [N, HV, K, V]`` float32,
+    ``0.1 * N(0, 1)``. ``cu_seqlens`` (requires ``B == 1`` and
+    ``cu_seqlens[-1] == T``) is returned as int32 and sets N.
+    """
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown variant {variant!r}; expected one of {tuple(VARIANTS)}")
+    dtype = np.dtype(dtype)
+    if dtype not in _SUPPORTED_DTYPES:
+        raise ValueError(
+            f"dtype must be float32 or float16, got {dtype} (bf16 is handled by callers)"
+        )
+    HV = H if HV is None else HV
+    if HV % H != 0:
+        raise ValueError(f"HV={HV} must be a multiple of H={H}")
+    if cu_seqlens is not None:
+        cu = np.asarray(cu_seqlens)
+        if cu.ndim != 1 or cu.size < 2 or not np.issubdtype(cu.dtype, np.integer):
+            raise ValueError("cu_seqlens must be a 1-D integer array of N+1 >= 2 offsets")
+        if B != 1:
+            raise ValueError(f"cu_seqlens requires B == 1, got B={B}")
+        if cu[0] != 0 or cu[-1] != T or np.any(np.diff(cu) < 0):
+            raise ValueError(f"cu_seqlens must go non-decreasing from 0 to T={T}, got {cu.tolist()}")
+        cu = cu.astype(np.int32)
+        N = cu.size - 1
+    else:
+        cu = None
+        N = B
+
+    update, gate = VARIANTS[variant]
+    rng = np.random.default_rng(seed)
+    q = rng.standard_normal((B, T, H, K))
+    k = rng.standard_normal((B, T, H, K))
+    v = rng.standard_normal((B, T, HV, V))
+    if positive_qk:
+        q = _elu_plus_one(q)
+        k = _elu_plus_one(k)
+    if update == "delta":
+        k = k / np.linalg.norm(k, axis=-1, keepdims=True)
+
+    inputs = {"q": q.astype(dtype), "k": k.astype(dtype), "v": v.astype(dtype)}
+
+    if gate == "fixed":
+        inputs["log_decay"] = reference.retnet_log_decay(H).astype(np.float32)
+    elif gate in ("scalar", "channel"):
+        shape = (B, T, H) if gate == "scalar" else (B, T, H, K)
+        g = gate_scale * _log_sigmoid(rng.standard_normal(shape))
+        if gate_min is not None:
+            g = np.maximum(g, gate_min)
+        inputs["g"] = g.astype(dtype)
+
+    if update == "delta":
+        inputs["beta"] = _sigmoid(rng.standard_normal((B, T, H))).astype(dtype)
+
+    if with_initial_state:
+        inputs["initial_state"] = (0.1 * rng.standard_normal((N, HV, K, V))).astype(np.float32)
+    if cu is not None:
+        inputs["cu_seqlens"] = cu
+    return inputs
+
+
+_INPUT_KEYS = ("g", "log_decay", "beta", "initial_state", "cu_seqlens")
+
+
+def reference_for(variant, inputs, **attrs):
+    """Run :func:`reference.recurrence` for ``variant`` on a ``make_inputs`` dict.
+
+    ``attrs`` are passed through (``scale``, ``normalizer``, ``eps``,
+    ``qk_l2norm``, ...) and override entries of ``inputs``.
+    Returns ``(o, final_state)`` in float64.
+    """
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown variant {variant!r}; expected one of {tuple(VARIANTS)}")
+    update, gate = VARIANTS[variant]
+    kwargs = {key: inputs[key] for key in _INPUT_KEYS if key in inputs}
+    kwargs.update(attrs)
+    return reference.recurrence(
+        inputs["q"], inputs["k"], inputs["v"], update=update, gate=gate, **kwargs
+    )

@@ -1,0 +1,383 @@
+// RUN: la-opt %s -split-input-file -verify-diagnostics
+
+func.func @mixed_types(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf16>) {
+  // expected-error @+1 {{expects 'q', 'k' and 'v' of one element type, got 'f32' and 'f16'}}
+  %o = la.attention linear %q, %q, %v : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf16> -> tensor<1x8x2x6xf16>
+  return
+}
+
+// -----
+
+func.func @qk_types(%q: tensor<1x8x2x4xf32>, %k: tensor<1x8x2x4xf16>, %v: tensor<1x8x2x6xf32>) {
+  // expected-error @+1 {{expects 'q' and 'k' of one element type}}
+  %o = la.attention linear %q, %k, %v : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf16>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  return
+}
+
+// -----
+
+func.func @int_q(%q: tensor<1x8x2x4xi32>, %v: tensor<1x8x2x6xf32>) {
+  // expected-error @+1 {{operand #0 must be ranked tensor of 32-bit float or 16-bit float or bfloat16 type values}}
+  %o = la.attention linear %q, %q, %v : tensor<1x8x2x4xi32>, tensor<1x8x2x4xi32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  return
+}
+
+// -----
+
+func.func @dynamic_k(%q: tensor<1x8x2x?xf32>, %v: tensor<1x8x2x6xf32>) {
+  // expected-error @+1 {{needs a static K to default 'scale' to K^-0.5; set 'scale'}}
+  %o = la.attention linear %q, %q, %v : tensor<1x8x2x?xf32>, tensor<1x8x2x?xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  return
+}
+
+// -----
+
+func.func @delta_without_beta(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>) {
+  // expected-error @+1 {{the delta rule requires a 'beta' operand}}
+  %o = la.attention deltanet %q, %q, %v : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  return
+}
+
+// -----
+
+func.func @beta_without_delta(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>, %b: tensor<1x8x2xf32>) {
+  // expected-error @+1 {{'beta' is only valid with the delta rule}}
+  %o = la.attention linear %q, %q, %v beta(%b : tensor<1x8x2xf32>) : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  return
+}
+
+// -----
+
+func.func @delta_normalizer(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>, %b: tensor<1x8x2xf32>) {
+  // expected-error @+1 {{'normalizer' is only valid with the additive rule}}
+  %o = la.attention deltanet %q, %q, %v beta(%b : tensor<1x8x2xf32>) {normalizer} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  return
+}
+
+// -----
+
+func.func @rank_q(%q: tensor<8x2x4xf32>, %v: tensor<1x8x2x6xf32>) {
+  // expected-error @+1 {{expects 'q' of rank 4 [B,T,H,K], got rank 3}}
+  %o = la.attention linear %q, %q, %v {scale = 1.0 : f32} : tensor<8x2x4xf32>, tensor<8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  return
+}
+
+// -----
+
+func.func @rank_v(%q: tensor<1x8x2x4xf32>, %v: tensor<8x2x6xf32>) {
+  // expected-error @+1 {{expects 'v' of rank 4 [B,T,HV,V], got rank 3}}
+  %o = la.attention linear %q, %q, %v : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<8x2x6xf32> -> tensor<1x8x2x6xf32>
+  return
+}
+
+// -----
+
+func.func @rank_k(%q: tensor<1x8x2x4xf32>, %k: tensor<8x2x4xf32>, %v: tensor<1x8x2x6xf32>) {
+  // expected-error @+1 {{expects 'k' of rank 4 [B,T,H,K] like 'q', got rank 3}}
+  %o = la.attention linear %q, %k, %v : tensor<1x8x2x4xf32>, tensor<8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  return
+}
+
+// -----
+
+func.func @shape_k(%q: tensor<1x8x2x4xf32>, %k: tensor<1x8x2x8xf32>, %v: tensor<1x8x2x6xf32>) {
+  // expected-error @+1 {{expects 'k' of shape [1,8,2,4] [B,T,H,K] like 'q', got [1,8,2,8]}}
+  %o = la.attention linear %q, %k, %v : tensor<1x8x2x4xf32>, tensor<1x8x2x8xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  return
+}
+
+// -----
+
+func.func @time_v(%q: tensor<1x8x2x4xf32>, %v: tensor<1x9x2x6xf32>) {
+  // expected-error @+1 {{expects 'v' to share B and T with 'q' [1,8,2,4], got [1,9,2,6]}}
+  %o = la.attention linear %q, %q, %v : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x9x2x6xf32> -> tensor<1x9x2x6xf32>
+  return
+}
+
+// -----
+
+func.func @grouped_heads(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x3x6xf32>) {
+  // expected-error @+1 {{expects the value heads (HV = 3) to be a multiple of the key heads (H = 2)}}
+  %o = la.attention linear %q, %q, %v : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x3x6xf32> -> tensor<1x8x3x6xf32>
+  return
+}
+
+// -----
+
+func.func @gate_none_with_g(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>, %g: tensor<1x8x2xf32>) {
+  // expected-error @+1 {{gate 'none' takes no 'g' operand}}
+  %o = la.attention linear %q, %q, %v g(%g : tensor<1x8x2xf32>) : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  return
+}
+
+// -----
+
+func.func @gate_fixed_with_g(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>, %g: tensor<1x8x2xf32>) {
+  // expected-error @+1 {{gate 'fixed' takes no 'g' operand}}
+  %o = la.attention retention %q, %q, %v g(%g : tensor<1x8x2xf32>) {log_decay = array<f32: -1.0, -1.0>} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  return
+}
+
+// -----
+
+func.func @scalar_without_g(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>) {
+  // expected-error @+1 {{gate 'scalar' requires a 'g' operand}}
+  %o = la.attention mamba2 %q, %q, %v : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  return
+}
+
+// -----
+
+func.func @scalar_gate_shape(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>, %g: tensor<1x8x2x4xf32>) {
+  // expected-error @+1 {{expects 'g' of rank 3 [B,T,H] for a scalar gate, got rank 4}}
+  %o = la.attention mamba2 %q, %q, %v g(%g : tensor<1x8x2x4xf32>) : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  return
+}
+
+// -----
+
+func.func @channel_gate_shape(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>, %g: tensor<1x8x2x5xf32>) {
+  // expected-error @+1 {{expects 'g' of shape [1,8,2,4] [B,T,H,K] for a channel-wise gate, got [1,8,2,5]}}
+  %o = la.attention gla %q, %q, %v g(%g : tensor<1x8x2x5xf32>) : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  return
+}
+
+// -----
+
+func.func @fixed_without_decay(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>) {
+  // expected-error @+1 {{gate 'fixed' requires the 'log_decay' attribute (one per head)}}
+  %o = la.attention retention %q, %q, %v : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  return
+}
+
+// -----
+
+func.func @fixed_decay_count(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>) {
+  // expected-error @+1 {{expects 'log_decay' to have one value per key head (H = 2), got 3}}
+  %o = la.attention retention %q, %q, %v {log_decay = array<f32: -1.0, -1.0, -1.0>} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  return
+}
+
+// -----
+
+func.func @fixed_decay_positive(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>) {
+  // expected-error @+1 {{expects every 'log_decay' to be finite and <= 0, got 5.000000e-01}}
+  %o = la.attention retention %q, %q, %v {log_decay = array<f32: -1.0, 0.5>} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  return
+}
+
+// -----
+
+func.func @decay_without_fixed(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>, %g: tensor<1x8x2xf32>) {
+  // expected-error @+1 {{'log_decay' is only valid with gate 'fixed', not 'scalar'}}
+  %o = la.attention mamba2 %q, %q, %v g(%g : tensor<1x8x2xf32>) {log_decay = array<f32: -1.0, -1.0>} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  return
+}
+
+// -----
+
+func.func @beta_shape(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>, %b: tensor<1x8x4xf32>) {
+  // expected-error @+1 {{expects 'beta' of shape [1,8,2] [B,T,H], got [1,8,4]}}
+  %o = la.attention deltanet %q, %q, %v beta(%b : tensor<1x8x4xf32>) : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  return
+}
+
+// -----
+
+func.func @varlen_batch(%q: tensor<2x8x2x4xf32>, %v: tensor<2x8x2x6xf32>, %cu: tensor<3xi32>) {
+  // expected-error @+1 {{expects B = 1 with 'cu_seqlens' (packed sequences), got B = 2}}
+  %o = la.attention linear %q, %q, %v cu_seqlens(%cu : tensor<3xi32>) : tensor<2x8x2x4xf32>, tensor<2x8x2x4xf32>, tensor<2x8x2x6xf32> -> tensor<2x8x2x6xf32>
+  return
+}
+
+// -----
+
+func.func @varlen_offsets(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>, %cu: tensor<1xi32>) {
+  // expected-error @+1 {{expects 'cu_seqlens' to hold N+1 >= 2 offsets, got 1}}
+  %o = la.attention linear %q, %q, %v cu_seqlens(%cu : tensor<1xi32>) : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  return
+}
+
+// -----
+
+func.func @varlen_f32_offsets(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>, %cu: tensor<3xf32>) {
+  // expected-error @+1 {{operand #3 must be 1D tensor of 32-bit signless integer values}}
+  %o = la.attention linear %q, %q, %v cu_seqlens(%cu : tensor<3xf32>) : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  return
+}
+
+// -----
+
+func.func @varlen_state(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>, %cu: tensor<4xi32>, %s: tensor<1x2x4x6xf32>) {
+  // expected-error @+1 {{expects 'initial_state' of shape [3,2,4,6] [N,HV,K,V] (N sequences), got [1,2,4,6]}}
+  %o = la.attention linear %q, %q, %v initial_state(%s : tensor<1x2x4x6xf32>) cu_seqlens(%cu : tensor<4xi32>) : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  return
+}
+
+// -----
+
+func.func @state_shape(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>, %s: tensor<1x2x6x4xf32>) {
+  // expected-error @+1 {{expects 'initial_state' of shape [1,2,4,6] [B,HV,K,V], got [1,2,6,4]}}
+  %o = la.attention linear %q, %q, %v initial_state(%s : tensor<1x2x6x4xf32>) : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  return
+}
+
+// -----
+
+func.func @state_type(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>, %s: tensor<1x2x4x6xf16>) {
+  // expected-error @+1 {{operand #3 must be ranked tensor of 32-bit float values}}
+  %o = la.attention linear %q, %q, %v initial_state(%s : tensor<1x2x4x6xf16>) : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  return
+}
+
+// -----
+
+func.func @final_state_shape(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>) {
+  // expected-error @+1 {{expects 'final_state' of shape [1,2,4,6] [B,HV,K,V], got [1,2,4,4]}}
+  %o, %s = la.attention linear %q, %q, %v : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>, tensor<1x2x4x4xf32>
+  return
+}
+
+// -----
+
+func.func @output_shape(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>) {
+  // expected-error @+1 {{expects 'o' of shape [1,8,2,6] [B,T,HV,V], got [1,8,2,4]}}
+  %o = la.attention linear %q, %q, %v : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x4xf32>
+  return
+}
+
+// -----
+
+func.func @output_type(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>) {
+  // expected-error @+1 {{expects 'o' to have the element type of 'v' ('f32'), got 'bf16'}}
+  %o = la.attention linear %q, %q, %v : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xbf16>
+  return
+}
+
+// -----
+
+func.func @negative_scale(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>) {
+  // expected-error @+1 {{expects 'scale' to be finite and > 0, got -1.000000e+00}}
+  %o = la.attention linear %q, %q, %v {scale = -1.0 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  return
+}
+
+// -----
+
+func.func @eps_without_normalizer(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>) {
+  // expected-error @+1 {{'eps' is only valid with 'normalizer'}}
+  %o = la.attention linear %q, %q, %v {eps = 1.0e-3 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  return
+}
+
+// -----
+
+func.func @zero_eps(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>) {
+  // expected-error @+1 {{expects 'eps' to be finite and > 0, got 0.000000e+00}}
+  %o = la.attention linear %q, %q, %v {normalizer, eps = 0.0 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  return
+}
+
+// -----
+
+func.func @unknown_variant(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>) {
+  // expected-error @+1 {{unknown linear-attention variant 'softmax'; expected one of 'linear' 'retention' 'mamba2' 'gla' 'deltanet' 'decayed_deltanet' 'gated_deltanet' 'kda'}}
+  %o = la.attention softmax %q, %q, %v : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  return
+}
+
+// -----
+
+func.func @recurrence_unknown_decay(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>) {
+  // expected-error @+1 {{unknown gate kind 'linear'}}
+  %o = la.recurrence decay(linear) low_rank(none) %q, %q, %v {scale = 1.0 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  return
+}
+
+// -----
+
+func.func @recurrence_unknown_low_rank(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>) {
+  // expected-error @+1 {{unknown low_rank kind 'rank1'}}
+  %o = la.recurrence decay(none) low_rank(rank1) %q, %q, %v {scale = 1.0 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  return
+}
+
+// -----
+
+func.func @recurrence_missing_scale(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>) {
+  // expected-error @+1 {{requires attribute 'scale'}}
+  %o = la.recurrence decay(none) low_rank(none) %q, %q, %v : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  return
+}
+
+// -----
+
+func.func @recurrence_none_with_beta(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>, %b: tensor<1x8x2xf32>) {
+  // expected-error @+1 {{low_rank 'none' takes no 'beta', 'a' or 'b' operand}}
+  %o = la.recurrence decay(none) low_rank(none) %q, %q, %v beta(%b : tensor<1x8x2xf32>) {scale = 1.0 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  return
+}
+
+// -----
+
+func.func @recurrence_delta_without_beta(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>) {
+  // expected-error @+1 {{low_rank 'delta' requires a 'beta' operand}}
+  %o = la.recurrence decay(none) low_rank(delta) %q, %q, %v {scale = 1.0 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  return
+}
+
+// -----
+
+func.func @recurrence_delta_with_a(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>, %b: tensor<1x8x2xf32>) {
+  // expected-error @+1 {{low_rank 'delta' derives 'a' and 'b' from 'k'; remove them}}
+  %o = la.recurrence decay(none) low_rank(delta) %q, %q, %v beta(%b : tensor<1x8x2xf32>) a(%q : tensor<1x8x2x4xf32>) {scale = 1.0 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  return
+}
+
+// -----
+
+func.func @recurrence_general_without_b(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>) {
+  // expected-error @+1 {{low_rank 'general' requires 'a' and 'b' operands}}
+  %o = la.recurrence decay(none) low_rank(general) %q, %q, %v a(%q : tensor<1x8x2x4xf32>) {scale = 1.0 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  return
+}
+
+// -----
+
+func.func @recurrence_general_with_beta(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>, %b: tensor<1x8x2xf32>) {
+  // expected-error @+1 {{low_rank 'general' takes no 'beta' operand}}
+  %o = la.recurrence decay(none) low_rank(general) %q, %q, %v beta(%b : tensor<1x8x2xf32>) a(%q : tensor<1x8x2x4xf32>) b(%q : tensor<1x8x2x4xf32>) {scale = 1.0 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  return
+}
+
+// -----
+
+func.func @recurrence_general_shape(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>, %a: tensor<1x8x2x6xf32>) {
+  // expected-error @+1 {{expects 'a' of shape [1,8,2,4] [B,T,H,K] like 'q', got [1,8,2,6]}}
+  %o = la.recurrence decay(none) low_rank(general) %q, %q, %v a(%a : tensor<1x8x2x6xf32>) b(%q : tensor<1x8x2x4xf32>) {scale = 1.0 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  return
+}
+
+// -----
+
+func.func @recurrence_delta_normalizer(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>, %b: tensor<1x8x2xf32>) {
+  // expected-error @+1 {{'normalizer' is only valid without a low-rank part}}
+  %o = la.recurrence decay(none) low_rank(delta) %q, %q, %v beta(%b : tensor<1x8x2xf32>) {normalizer, scale = 1.0 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  return
+}
+
+// -----
+
+func.func @recurrence_nan_scale(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>) {
+  // expected-error @+1 {{expects 'scale' to be finite and > 0, got nan}}
+  %o = la.recurrence decay(none) low_rank(none) %q, %q, %v {scale = 0x7FC00000 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  return
+}
+
+// -----
+
+func.func @recurrence_output_type(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xbf16>) {
+  // expected-error @+1 {{expects 'o' to have the element type of 'v' ('bf16'), got 'f32'}}
+  %o = la.recurrence decay(none) low_rank(none) %q, %q, %v {scale = 1.0 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xbf16> -> tensor<1x8x2x6xf32>
+  return
+}

@@ -1,0 +1,145 @@
+// RUN: la-opt %s -split-input-file -la-lower-to-recurrence | FileCheck %s
+
+!qk = tensor<2x8x2x16xf32>
+!v = tensor<2x8x4x6xf32>
+
+// CHECK-LABEL: func.func @linear
+// CHECK-SAME: (%[[Q:.*]]: tensor<2x8x2x16xf32>, %[[K:.*]]: tensor<2x8x2x16xf32>, %[[V:.*]]: tensor<2x8x4x6xf32>)
+// CHECK-NOT: la.attention
+// CHECK: %[[O:.*]] = la.recurrence decay(none) low_rank(none) %[[Q]], %[[K]], %[[V]] {scale = 2.500000e-01 : f32}
+// CHECK: return %[[O]]
+func.func @linear(%q: !qk, %k: !qk, %v: !v) -> !v {
+  %o = la.attention linear %q, %k, %v : !qk, !qk, !v -> !v
+  return %o : !v
+}
+
+// -----
+
+!qk = tensor<2x8x2x16xf32>
+!v = tensor<2x8x4x6xf32>
+!s = tensor<2x4x16x6xf32>
+
+// CHECK-LABEL: func.func @linear_normalizer
+// CHECK-SAME: %[[S0:[^:]*]]: tensor<2x4x16x6xf32>)
+// CHECK: %[[O:.*]], %[[S:.*]] = la.recurrence decay(none) low_rank(none) %{{.*}}, %{{.*}}, %{{.*}} initial_state(%[[S0]] : tensor<2x4x16x6xf32>) {eps = 9.99999997E-7 : f32, normalizer, scale = 5.000000e-01 : f32}
+// CHECK: return %[[O]], %[[S]]
+func.func @linear_normalizer(%q: !qk, %k: !qk, %v: !v, %s0: !s) -> (!v, !s) {
+  %o, %s = la.attention linear %q, %k, %v initial_state(%s0 : !s) {normalizer, scale = 0.5 : f32} : !qk, !qk, !v -> !v, !s
+  return %o, %s : !v, !s
+}
+
+// -----
+
+!qk = tensor<1x8x2x16xbf16>
+!v = tensor<1x8x2x6xbf16>
+
+// CHECK-LABEL: func.func @retention
+// CHECK: la.recurrence decay(fixed) low_rank(none) %{{.*}} {log_decay = array<f32: -3.125000e-02, -1.562500e-02>, scale = 2.500000e-01 : f32} : tensor<1x8x2x16xbf16>, tensor<1x8x2x16xbf16>, tensor<1x8x2x6xbf16> -> tensor<1x8x2x6xbf16>
+func.func @retention(%q: !qk, %k: !qk, %v: !v) -> !v {
+  %o = la.attention retention %q, %k, %v {log_decay = array<f32: -0.03125, -0.015625>} : !qk, !qk, !v -> !v
+  return %o : !v
+}
+
+// -----
+
+!qk = tensor<1x?x2x4xf32>
+!v = tensor<1x?x2x6xf32>
+!g = tensor<1x?x2xf32>
+
+// CHECK-LABEL: func.func @mamba2
+// CHECK-SAME: %[[G:[^:]*]]: tensor<1x?x2xf32>)
+// CHECK: la.recurrence decay(scalar) low_rank(none) %{{.*}}, %{{.*}}, %{{.*}} g(%[[G]] : tensor<1x?x2xf32>) {scale = 5.000000e-01 : f32}
+func.func @mamba2(%q: !qk, %k: !qk, %v: !v, %g: !g) -> !v {
+  %o = la.attention mamba2 %q, %k, %v g(%g : !g) : !qk, !qk, !v -> !v
+  return %o : !v
+}
+
+// -----
+
+!qk = tensor<1x8x2x4xf32>
+!v = tensor<1x8x2x6xf32>
+
+// CHECK-LABEL: func.func @gla
+// CHECK-SAME: %[[G:[^:]*]]: tensor<1x8x2x4xf32>)
+// CHECK: la.recurrence decay(channel) low_rank(none) %{{.*}}, %{{.*}}, %{{.*}} g(%[[G]] : tensor<1x8x2x4xf32>)
+func.func @gla(%q: !qk, %k: !qk, %v: !v, %g: !qk) -> !v {
+  %o = la.attention gla %q, %k, %v g(%g : !qk) : !qk, !qk, !v -> !v
+  return %o : !v
+}
+
+// -----
+
+!qk = tensor<1x8x2x4xf32>
+!v = tensor<1x8x2x6xf32>
+!b = tensor<1x8x2xf32>
+
+// The in-kernel L2 normalisation becomes a sum-of-squares reduction over K
+// and a scaling by its reciprocal square root, for q and for k.
+// CHECK-DAG: #[[ID:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+// CHECK-DAG: #[[ROW:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+// CHECK-LABEL: func.func @deltanet
+// CHECK-SAME: (%[[Q:[^:]*]]: tensor<1x8x2x4xf32>, %[[K:[^:]*]]: tensor<1x8x2x4xf32>, %[[V:[^:]*]]: tensor<1x8x2x6xf32>, %[[BETA:[^:]*]]: tensor<1x8x2xf32>)
+// CHECK-DAG: %[[EPS:.*]] = arith.constant 9.99999997E-7 : f32
+// CHECK-DAG: %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK: %[[FILL:.*]] = linalg.fill ins(%[[ZERO]] : f32)
+// CHECK: %[[QSUM:.*]] = linalg.generic {indexing_maps = [#[[ID]], #[[ROW]]], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%[[Q]] : tensor<1x8x2x4xf32>) outs(%[[FILL]] : tensor<1x8x2xf32>)
+// CHECK: arith.mulf
+// CHECK: arith.addf
+// CHECK: %[[QN:.*]] = linalg.generic {indexing_maps = [#[[ID]], #[[ROW]], #[[ID]]], {{.*}}} ins(%[[Q]], %[[QSUM]] : tensor<1x8x2x4xf32>, tensor<1x8x2xf32>)
+// CHECK: %[[SHIFT:.*]] = arith.addf %{{.*}}, %[[EPS]] : f32
+// CHECK: %[[RS:.*]] = math.rsqrt %[[SHIFT]] : f32
+// CHECK: arith.mulf %{{.*}}, %[[RS]] : f32
+// CHECK: %[[KSUM:.*]] = linalg.generic {{.*}} ins(%[[K]] : tensor<1x8x2x4xf32>)
+// CHECK: %[[KN:.*]] = linalg.generic {{.*}} ins(%[[K]], %[[KSUM]] : tensor<1x8x2x4xf32>, tensor<1x8x2xf32>)
+// CHECK: la.recurrence decay(none) low_rank(delta) %[[QN]], %[[KN]], %[[V]] beta(%[[BETA]] : tensor<1x8x2xf32>) {scale = 5.000000e-01 : f32}
+func.func @deltanet(%q: !qk, %k: !qk, %v: !v, %beta: !b) -> !v {
+  %o = la.attention deltanet %q, %k, %v beta(%beta : !b) {qk_l2norm} : !qk, !qk, !v -> !v
+  return %o : !v
+}
+
+// -----
+
+!qk = tensor<1x8x2x4xf32>
+!v = tensor<1x8x2x6xf32>
+!b = tensor<1x8x2xf32>
+
+// CHECK-LABEL: func.func @decayed_deltanet
+// CHECK: la.recurrence decay(fixed) low_rank(delta) {{.*}} beta(%{{.*}} : tensor<1x8x2xf32>) {log_decay = array<f32: -1.000000e+00, -2.000000e+00>, scale = 5.000000e-01 : f32}
+func.func @decayed_deltanet(%q: !qk, %k: !qk, %v: !v, %beta: !b) -> !v {
+  %o = la.attention decayed_deltanet %q, %k, %v beta(%beta : !b) {log_decay = array<f32: -1.0, -2.0>} : !qk, !qk, !v -> !v
+  return %o : !v
+}
+
+// -----
+
+!qk = tensor<1x8x2x4xf32>
+!v = tensor<1x8x2x6xf32>
+!b = tensor<1x8x2xf32>
+!s = tensor<3x2x4x6xf32>
+!cu = tensor<4xi32>
+
+// CHECK-LABEL: func.func @gated_deltanet_varlen
+// CHECK-SAME: %[[G:[^:]*]]: tensor<1x8x2xf32>, %[[BETA:[^:]*]]: tensor<1x8x2xf32>, %[[S0:[^:]*]]: tensor<3x2x4x6xf32>, %[[CU:[^:]*]]: tensor<4xi32>)
+// CHECK: la.recurrence decay(scalar) low_rank(delta) {{.*}} g(%[[G]] : tensor<1x8x2xf32>) beta(%[[BETA]] : tensor<1x8x2xf32>) initial_state(%[[S0]] : tensor<3x2x4x6xf32>) cu_seqlens(%[[CU]] : tensor<4xi32>) {scale = 5.000000e-01 : f32}
+func.func @gated_deltanet_varlen(%q: !qk, %k: !qk, %v: !v, %g: !b, %beta: !b, %s0: !s, %cu: !cu) -> (!v, !s) {
+  %o, %s = la.attention gated_deltanet %q, %k, %v g(%g : !b) beta(%beta : !b) initial_state(%s0 : !s) cu_seqlens(%cu : !cu) : !qk, !qk, !v -> !v, !s
+  return %o, %s : !v, !s
+}
+
+// -----
+
+!qk = tensor<1x8x2x4xbf16>
+!v = tensor<1x8x2x6xbf16>
+!b = tensor<1x8x2xbf16>
+
+// Normalised bf16 q and k stay f32: no rounding before the recurrence.
+// CHECK-LABEL: func.func @kda_bf16
+// CHECK: arith.extf %{{.*}} : bf16 to f32
+// CHECK: %[[QN:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<1x8x2x4xf32>)
+// CHECK: arith.extf %{{.*}} : bf16 to f32
+// CHECK: %[[KN:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<1x8x2x4xf32>)
+// CHECK: la.recurrence decay(channel) low_rank(delta) %[[QN]], %[[KN]], %{{.*}} g(%{{.*}} : tensor<1x8x2x4xbf16>) beta(%{{.*}} : tensor<1x8x2xbf16>) {scale = 5.000000e-01 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xbf16> -> tensor<1x8x2x6xbf16>
+func.func @kda_bf16(%q: !qk, %k: !qk, %v: !v, %g: !qk, %beta: !b) -> !v {
+  %o = la.attention kda %q, %k, %v g(%g : !qk) beta(%beta : !b) {qk_l2norm} : !qk, !qk, !v -> !v
+  return %o : !v
+}

@@ -1,0 +1,176 @@
+// RUN: la-opt %s -split-input-file | FileCheck %s
+// RUN: la-opt %s -split-input-file | la-opt -split-input-file | FileCheck %s
+// RUN: la-opt %s -split-input-file -mlir-print-op-generic | la-opt -split-input-file | FileCheck %s
+// RUN: la-opt %s -split-input-file -mlir-print-op-generic | FileCheck %s --check-prefix=GENERIC
+
+!qk = tensor<2x8x2x4xf32>
+!v = tensor<2x8x2x6xf32>
+!s = tensor<2x2x4x6xf32>
+
+// CHECK-LABEL: func.func @linear
+// CHECK-SAME: (%[[Q:.*]]: tensor<2x8x2x4xf32>, %[[K:.*]]: tensor<2x8x2x4xf32>, %[[V:.*]]: tensor<2x8x2x6xf32>)
+// CHECK: %[[O:.*]] = la.attention linear %[[Q]], %[[K]], %[[V]] : tensor<2x8x2x4xf32>, tensor<2x8x2x4xf32>, tensor<2x8x2x6xf32> -> tensor<2x8x2x6xf32>
+// CHECK: return %[[O]]
+// GENERIC-LABEL: sym_name = "linear"
+// GENERIC: "la.attention"
+// GENERIC-SAME: gate = #la<gate none>
+// GENERIC-SAME: update = #la<update additive>
+func.func @linear(%q: !qk, %k: !qk, %v: !v) -> !v {
+  %o = la.attention linear %q, %k, %v : !qk, !qk, !v -> !v
+  return %o : !v
+}
+
+// -----
+
+!qk = tensor<2x8x2x4xf32>
+!v = tensor<2x8x2x6xf32>
+!s = tensor<2x2x4x6xf32>
+
+// CHECK-LABEL: func.func @linear_normalized
+// CHECK: la.attention linear %{{.*}}, %{{.*}}, %{{.*}} initial_state(%{{.*}} : tensor<2x2x4x6xf32>) {eps = 1.000000e-03 : f32, normalizer, scale = 5.000000e-01 : f32}
+// CHECK-SAME: -> tensor<2x8x2x6xf32>, tensor<2x2x4x6xf32>
+// GENERIC-LABEL: sym_name = "linear_normalized"
+// GENERIC: operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 1, 0>
+func.func @linear_normalized(%q: !qk, %k: !qk, %v: !v, %s0: !s) -> (!v, !s) {
+  %o, %s = la.attention linear %q, %k, %v initial_state(%s0 : !s) {normalizer, eps = 1.0e-3 : f32, scale = 0.5 : f32} : !qk, !qk, !v -> !v, !s
+  return %o, %s : !v, !s
+}
+
+// -----
+
+!qk = tensor<1x8x2x4xbf16>
+!v = tensor<1x8x4x6xbf16>
+
+// CHECK-LABEL: func.func @retention
+// CHECK: la.attention retention %{{.*}}, %{{.*}}, %{{.*}} {log_decay = array<f32: -3.125000e-02, -1.562500e-02>} : tensor<1x8x2x4xbf16>, tensor<1x8x2x4xbf16>, tensor<1x8x4x6xbf16> -> tensor<1x8x4x6xbf16>
+// GENERIC-LABEL: sym_name = "retention"
+// GENERIC: gate = #la<gate fixed>
+func.func @retention(%q: !qk, %k: !qk, %v: !v) -> !v {
+  %o = la.attention retention %q, %k, %v {log_decay = array<f32: -0.03125, -0.015625>} : !qk, !qk, !v -> !v
+  return %o : !v
+}
+
+// -----
+
+!qk = tensor<1x?x2x4xf16>
+!v = tensor<1x?x2x6xf16>
+!g = tensor<1x?x2xf32>
+
+// CHECK-LABEL: func.func @mamba2
+// CHECK: la.attention mamba2 %{{.*}}, %{{.*}}, %{{.*}} g(%{{.*}} : tensor<1x?x2xf32>) : tensor<1x?x2x4xf16>
+func.func @mamba2(%q: !qk, %k: !qk, %v: !v, %g: !g) -> !v {
+  %o = la.attention mamba2 %q, %k, %v g(%g : !g) : !qk, !qk, !v -> !v
+  return %o : !v
+}
+
+// -----
+
+!qk = tensor<1x8x2x4xf32>
+!v = tensor<1x8x2x6xf32>
+!s = tensor<1x2x4x6xf32>
+
+// CHECK-LABEL: func.func @gla
+// CHECK: la.attention gla %{{.*}}, %{{.*}}, %{{.*}} g(%{{.*}} : tensor<1x8x2x4xf32>) initial_state(%{{.*}} : tensor<1x2x4x6xf32>)
+// GENERIC-LABEL: sym_name = "gla"
+// GENERIC: gate = #la<gate channel>
+func.func @gla(%q: !qk, %k: !qk, %v: !v, %g: !qk, %s0: !s) -> (!v, !s) {
+  %o, %s = la.attention gla %q, %k, %v g(%g : !qk) initial_state(%s0 : !s) : !qk, !qk, !v -> !v, !s
+  return %o, %s : !v, !s
+}
+
+// -----
+
+!qk = tensor<1x8x2x4xf32>
+!v = tensor<1x8x2x6xf32>
+!b = tensor<1x8x2xf32>
+
+// CHECK-LABEL: func.func @deltanet
+// CHECK: la.attention deltanet %{{.*}}, %{{.*}}, %{{.*}} beta(%{{.*}} : tensor<1x8x2xf32>) {qk_l2norm}
+// GENERIC-LABEL: sym_name = "deltanet"
+// GENERIC: update = #la<update delta>
+func.func @deltanet(%q: !qk, %k: !qk, %v: !v, %beta: !b) -> !v {
+  %o = la.attention deltanet %q, %k, %v beta(%beta : !b) {qk_l2norm} : !qk, !qk, !v -> !v
+  return %o : !v
+}
+
+// -----
+
+!qk = tensor<1x8x2x4xf32>
+!v = tensor<1x8x2x6xf32>
+!b = tensor<1x8x2xf32>
+
+// CHECK-LABEL: func.func @decayed_deltanet
+// CHECK: la.attention decayed_deltanet %{{.*}}, %{{.*}}, %{{.*}} beta(%{{.*}} : tensor<1x8x2xf32>) {log_decay = array<f32: -1.000000e+00, -2.000000e+00>}
+func.func @decayed_deltanet(%q: !qk, %k: !qk, %v: !v, %beta: !b) -> !v {
+  %o = la.attention decayed_deltanet %q, %k, %v beta(%beta : !b) {log_decay = array<f32: -1.0, -2.0>} : !qk, !qk, !v -> !v
+  return %o : !v
+}
+
+// -----
+
+!qk = tensor<1x8x2x4xf32>
+!v = tensor<1x8x2x6xf32>
+!b = tensor<1x8x2xf32>
+!s = tensor<3x2x4x6xf32>
+!cu = tensor<4xi32>
+
+// CHECK-LABEL: func.func @gated_deltanet_varlen
+// CHECK: la.attention gated_deltanet %{{.*}}, %{{.*}}, %{{.*}} g(%{{.*}} : tensor<1x8x2xf32>) beta(%{{.*}} : tensor<1x8x2xf32>) initial_state(%{{.*}} : tensor<3x2x4x6xf32>) cu_seqlens(%{{.*}} : tensor<4xi32>)
+func.func @gated_deltanet_varlen(%q: !qk, %k: !qk, %v: !v, %g: !b, %beta: !b, %s0: !s, %cu: !cu) -> (!v, !s) {
+  %o, %s = la.attention gated_deltanet %q, %k, %v g(%g : !b) beta(%beta : !b) initial_state(%s0 : !s) cu_seqlens(%cu : !cu) : !qk, !qk, !v -> !v, !s
+  return %o, %s : !v, !s
+}
+
+// -----
+
+!qk = tensor<1x8x2x4xf32>
+!v = tensor<1x8x2x6xf32>
+!b = tensor<1x8x2xf32>
+
+// CHECK-LABEL: func.func @kda
+// CHECK: la.attention kda %{{.*}}, %{{.*}}, %{{.*}} g(%{{.*}} : tensor<1x8x2x4xf32>) beta(%{{.*}} : tensor<1x8x2xf32>)
+func.func @kda(%q: !qk, %k: !qk, %v: !v, %g: !qk, %beta: !b) -> !v {
+  %o = la.attention kda %q, %k, %v g(%g : !qk) beta(%beta : !b) : !qk, !qk, !v -> !v
+  return %o : !v
+}
+
+// -----
+
+!qk = tensor<1x8x2x4xf32>
+!v = tensor<1x8x2x6xbf16>
+!b = tensor<1x8x2xf32>
+!s = tensor<1x2x4x6xf32>
+
+// CHECK-LABEL: func.func @recurrence_delta
+// CHECK: %{{.*}}, %{{.*}} = la.recurrence decay(channel) low_rank(delta) %{{.*}}, %{{.*}}, %{{.*}} g(%{{.*}} : tensor<1x8x2x4xf32>) beta(%{{.*}} : tensor<1x8x2xf32>) {scale = 5.000000e-01 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xbf16> -> tensor<1x8x2x6xbf16>, tensor<1x2x4x6xf32>
+// GENERIC-LABEL: sym_name = "recurrence_delta"
+// GENERIC: "la.recurrence"
+// GENERIC-SAME: low_rank = #la<low_rank delta>
+func.func @recurrence_delta(%q: !qk, %k: !qk, %v: !v, %g: !qk, %beta: !b) -> (!v, !s) {
+  %o, %s = la.recurrence decay(channel) low_rank(delta) %q, %k, %v g(%g : !qk) beta(%beta : !b) {scale = 0.5 : f32} : !qk, !qk, !v -> !v, !s
+  return %o, %s : !v, !s
+}
+
+// -----
+
+!qk = tensor<1x8x2x4xf32>
+!v = tensor<1x8x2x6xf32>
+
+// CHECK-LABEL: func.func @recurrence_general
+// CHECK: la.recurrence decay(none) low_rank(general) %{{.*}}, %{{.*}}, %{{.*}} a(%{{.*}} : tensor<1x8x2x4xf32>) b(%{{.*}} : tensor<1x8x2x4xf32>) {scale = 1.000000e+00 : f32}
+func.func @recurrence_general(%q: !qk, %k: !qk, %v: !v, %a: !qk, %b: !qk) -> !v {
+  %o = la.recurrence decay(none) low_rank(general) %q, %k, %v a(%a : !qk) b(%b : !qk) {scale = 1.0 : f32} : !qk, !qk, !v -> !v
+  return %o : !v
+}
+
+// -----
+
+!qk = tensor<1x8x2x4xf32>
+!v = tensor<1x8x2x6xf32>
+
+// CHECK-LABEL: func.func @recurrence_fixed_normalizer
+// CHECK: la.recurrence decay(fixed) low_rank(none) %{{.*}}, %{{.*}}, %{{.*}} {eps = 9.99999997E-7 : f32, log_decay = array<f32: -5.000000e-01, -2.500000e-01>, normalizer, scale = 5.000000e-01 : f32}
+func.func @recurrence_fixed_normalizer(%q: !qk, %k: !qk, %v: !v) -> !v {
+  %o = la.recurrence decay(fixed) low_rank(none) %q, %k, %v {log_decay = array<f32: -0.5, -0.25>, normalizer, eps = 1.0e-6 : f32, scale = 0.5 : f32} : !qk, !qk, !v -> !v
+  return %o : !v
+}

@@ -1,0 +1,36 @@
+# -*- Python -*-
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+from lit.llvm.subst import ToolSubst
+
+config.name = "LA"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".test", ".py"]
+config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.la_obj_root, "test")
+
+config.substitutions.append(("%PATH%", config.environment["PATH"]))
+config.substitutions.append(("%la_src_root", config.la_src_root))
+config.substitutions.append(("%la_obj_root", config.la_obj_root))
+config.substitutions.append(("%la_lib_dir", config.la_lib_dir))
+config.substitutions.append(("%mlir_dir", config.mlir_dir))
+config.substitutions.append(("%cmake", config.cmake_executable))
+config.substitutions.append(("%cxx", config.cxx_compiler))
+config.substitutions.append(("%c_compiler", config.c_compiler))
+config.substitutions.append(("%python", config.python_executable))
+
+llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
+llvm_config.use_default_substitutions()
+
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+llvm_config.with_environment("PYTHONPATH", os.path.join(config.la_src_root, "python"),
+                             append_path=True)
+
+tools = [
+    "la-opt",
+    ToolSubst("mlir-opt", os.path.join(config.llvm_tools_dir, "mlir-opt")),
+]
+llvm_config.add_tool_substitutions(tools, [config.la_tools_dir, config.llvm_tools_dir])
