@@ -168,4 +168,99 @@ def La_RecurrenceOp : La_Op<"recurrence", [Pure, AttrSizedOperandSegments]> {
   }];
 }
 
+//===----------------------------------------------------------------------===//
+// Level 2: the chunked form
+//===----------------------------------------------------------------------===//
+//
+// Tensors are in chunked layout: the time axis T is padded to NC * C and split
+// into [NC, C], e.g. q : [B,NC,C,H,K], v : [B,NC,C,HV,V]. Cumulative gates G
+// are f32, [B,NC,C,H] for a scalar gate and [B,NC,C,H,K] for a channel-wise
+// gate; no gate operand means no decay.
+
+class La_ChunkOp<string mnemonic, list<Trait> traits = []>
+    : La_Op<mnemonic, !listconcat(traits, [Pure])>;
+
+def La_ChunkCumsumOp : La_ChunkOp<"chunk_cumsum"> {
+  let summary = "cumulative sum of log-gates inside each chunk";
+  let description = [{
+    `G[b,n,i,...] = sum_{j <= i} g[b,n,j,...]`, restarting at every chunk,
+    accumulated in f32. `g` is `[B,NC,C,H]` or `[B,NC,C,H,K]`; the result has
+    its shape and element type f32. Gates are <= 0, so G decreases along the
+    chunk and every `G_i - G_j` with `j <= i` is <= 0.
+  }];
+  let arguments = (ins La_FloatTensor:$g);
+  let results = (outs La_F32Tensor:$result);
+  let assemblyFormat = "$g attr-dict `:` type($g) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def La_ChunkIntraOp : La_ChunkOp<"chunk_intra"> {
+  let summary = "the masked intra-chunk product ((Q K^T) * D * M) V";
+  let description = [{
+    Per chunk and value head (key head `h = hv / (HV/H)`):
+    `O[i] = sum_{j <= i} scale * (q_i . (k_j * exp(G_i - G_j))) v_j`
+    with the decay taken per channel for a channel-wise gate. Every exponent
+    kept by the mask is <= 0; masked entries are selected away before they
+    are used, so an overflow there never becomes NaN. The result is the f32
+    intra-chunk output `[B,NC,C,HV,V]`.
+  }];
+  let arguments = (ins La_FloatTensor:$q, La_FloatTensor:$k,
+                       La_FloatTensor:$v, Optional<La_F32Tensor>:$gates,
+                       F32Attr:$scale);
+  let results = (outs La_F32Tensor:$result);
+  let assemblyFormat = [{
+    $q `,` $k `,` $v (`gates` `(` $gates^ `:` type($gates) `)`)? attr-dict
+    `:` type($q) `,` type($k) `,` type($v) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def La_ChunkStateScanOp : La_ChunkOp<"chunk_state_scan",
+                                     [AttrSizedOperandSegments]> {
+  let summary = "the chunk-to-chunk state recurrence";
+  let description = [{
+    A sequential pass over chunks, materialising the state that enters each
+    chunk:
+
+    ```
+    S_0 = initial_state (or 0)
+    S_{n+1} = exp(G_C) S_n + (K_n * exp(G_C - G))^T V_n
+    ```
+
+    where `G_C` is the chunk's last cumulative gate. Results: the states
+    entering every chunk `[B,NC,HV,K,V]` and the final state `[B,HV,K,V]`,
+    both f32.
+  }];
+  let arguments = (ins La_FloatTensor:$k, La_FloatTensor:$v,
+                       Optional<La_F32Tensor>:$gates,
+                       Optional<La_F32Tensor>:$initial_state);
+  let results = (outs La_F32Tensor:$states, La_F32Tensor:$final_state);
+  let assemblyFormat = [{
+    $k `,` $v (`gates` `(` $gates^ `:` type($gates) `)`)?
+    (`initial_state` `(` $initial_state^ `:` type($initial_state) `)`)?
+    attr-dict `:` type($k) `,` type($v) `->` type($states) `,` type($final_state)
+  }];
+  let hasVerifier = 1;
+}
+
+def La_ChunkInterOp : La_ChunkOp<"chunk_inter"> {
+  let summary = "the inter-chunk output (Q * exp(G)) S_n plus the intra part";
+  let description = [{
+    `O[i] = scale * (q_i * exp(G_i))^T S_n + intra[i]` per chunk n and value
+    head, where `S_n` is the state entering the chunk and `intra` the result
+    of `la.chunk_intra`. The result `[B,NC,C,HV,V]` has the output element
+    type; the sum is formed in f32.
+  }];
+  let arguments = (ins La_FloatTensor:$q, La_F32Tensor:$states,
+                       La_F32Tensor:$intra, Optional<La_F32Tensor>:$gates,
+                       F32Attr:$scale);
+  let results = (outs La_FloatTensor:$result);
+  let assemblyFormat = [{
+    $q `,` $states `,` $intra (`gates` `(` $gates^ `:` type($gates) `)`)?
+    attr-dict `:` type($q) `,` type($states) `,` type($intra) `->`
+    type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // LA_DIALECT_LA_LAOPS_TD

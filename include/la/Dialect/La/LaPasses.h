@@ -4,6 +4,8 @@
 #define LA_DIALECT_LA_LAPASSES_H
 
 #include "la/Dialect/La/LaOps.h"
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Pass/Pass.h"
 
 namespace mlir {
@@ -16,6 +18,14 @@ namespace la {
 /// Patterns rewriting `la.attention` into `la.recurrence`.
 void populateLowerToRecurrencePatterns(RewritePatternSet &patterns,
                                        double l2normEps = 1e-6);
+
+/// Patterns reducing `la.recurrence` to a gate kind in {none, scalar,
+/// channel} without a normaliser (see la-simplify-recurrence).
+void populateSimplifyRecurrencePatterns(RewritePatternSet &patterns);
+
+/// Patterns rewriting `la.recurrence` (without a low-rank part) into the
+/// chunked level-2 ops.
+void populateChunkPatterns(RewritePatternSet &patterns, int64_t chunkSize);
 
 #define GEN_PASS_REGISTRATION
 #include "la/Dialect/La/LaPasses.h.inc"

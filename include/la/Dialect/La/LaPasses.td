@@ -27,4 +27,52 @@ def LaLowerToRecurrencePass : Pass<"la-lower-to-recurrence"> {
   ];
 }
 
+def LaSimplifyRecurrencePass : Pass<"la-simplify-recurrence"> {
+  let summary = "Reduce la.recurrence to the forms the lowerings handle";
+  let description = [{
+    Two rewrites of the level-1 op onto itself, run by `la-chunk` and
+    `convert-la-to-linalg` too:
+
+    * a `fixed` per-head decay becomes a `scalar` gate tensor `[B,T,H]`
+      broadcast from `log_decay`;
+    * the `normalizer` becomes an extra value column of ones: the recurrence
+      runs on `[v, 1]` in f32, its last output column is `z_t . q'_t`, and the
+      output is the other columns divided by it plus `eps`. The initial state
+      gets a zero column (the normaliser's sum starts at zero in every call)
+      and the final state drops it.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::linalg::LinalgDialect",
+    "::mlir::tensor::TensorDialect"
+  ];
+}
+
+def LaChunkPass : Pass<"la-chunk"> {
+  let summary = "Rewrite the canonical recurrence into its chunkwise-parallel form";
+  let description = [{
+    Rewrites each `la.recurrence` without a low-rank part into the level-2
+    chunked ops: time is padded to a multiple of `chunk-size` (zero keys,
+    values and log-gates leave the state unchanged) and split into chunks,
+    `la.chunk_cumsum` forms the in-chunk cumulative gates,
+    `la.chunk_intra` the masked intra-chunk product, `la.chunk_state_scan`
+    the chunk-to-chunk state recurrence and `la.chunk_inter` the output.
+    With `cu_seqlens`, an `scf.for` runs the chunked program once per packed
+    sequence on its own slice and state, so no state crosses a boundary.
+    Recurrences with a low-rank part (the delta rule) are left for the
+    sequential lowering of `convert-la-to-linalg`.
+  }];
+  let dependentDialects = [
+    "::mlir::affine::AffineDialect",
+    "::mlir::arith::ArithDialect",
+    "::mlir::linalg::LinalgDialect",
+    "::mlir::scf::SCFDialect",
+    "::mlir::tensor::TensorDialect"
+  ];
+  let options = [
+    Option<"chunkSize", "chunk-size", "int64_t", "64",
+           "tokens per chunk (> 0)">
+  ];
+}
+
 #endif // LA_DIALECT_LA_LAPASSES_TD

@@ -387,5 +387,134 @@ LogicalResult RecurrenceOp::verify() {
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// Level 2: chunked ops
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Dims of the chunked layout, ShapedType::kDynamic where unknown.
+struct ChunkDims {
+  int64_t batch, chunks, chunkSize, heads, keyDim, valueHeads, valueDim;
+};
+} // namespace
+
+/// Checks the key-side operand `[B,NC,C,H,K]` and the value-side operand
+/// `[B,NC,C,HV,V]` and returns their dims.
+static FailureOr<ChunkDims> verifyChunkedKeyValue(Operation *op, Value key,
+                                                  StringRef keyName,
+                                                  Value value,
+                                                  StringRef valueName) {
+  auto keyType = cast<RankedTensorType>(key.getType());
+  auto valueType = cast<RankedTensorType>(value.getType());
+  if (keyType.getRank() != 5)
+    return op->emitOpError() << "expects '" << keyName
+                             << "' of rank 5 [B,NC,C,H,K], got rank "
+                             << keyType.getRank();
+  if (valueType.getRank() != 5)
+    return op->emitOpError()
+           << "expects '" << valueName << "' of rank 5 [B,NC,C,HV,V], got rank "
+           << valueType.getRank();
+  ArrayRef<int64_t> ks = keyType.getShape();
+  ArrayRef<int64_t> vs = valueType.getShape();
+  ChunkDims d{ks[0], ks[1], ks[2], ks[3], ks[4], vs[3], vs[4]};
+  if (failed(verifyShape(op, value, valueName,
+                         {d.batch, d.chunks, d.chunkSize, d.valueHeads,
+                          d.valueDim},
+                         "[B,NC,C,HV,V]")))
+    return failure();
+  if (!ShapedType::isDynamic(d.heads) &&
+      !ShapedType::isDynamic(d.valueHeads) &&
+      (d.heads == 0 || d.valueHeads % d.heads != 0))
+    return op->emitOpError() << "expects the value heads (HV = "
+                             << d.valueHeads
+                             << ") to be a multiple of the key heads (H = "
+                             << d.heads << ")";
+  return d;
+}
+
+/// Cumulative gates are [B,NC,C,H] (scalar) or [B,NC,C,H,K] (channel-wise).
+static LogicalResult verifyChunkedGates(Operation *op, Value gates,
+                                        const ChunkDims &d) {
+  if (!gates)
+    return success();
+  auto type = cast<RankedTensorType>(gates.getType());
+  if (type.getRank() == 4)
+    return verifyShape(op, gates, "gates",
+                       {d.batch, d.chunks, d.chunkSize, d.heads},
+                       "[B,NC,C,H] for a scalar gate");
+  return verifyShape(op, gates, "gates",
+                     {d.batch, d.chunks, d.chunkSize, d.heads, d.keyDim},
+                     "[B,NC,C,H,K] for a channel-wise gate");
+}
+
+static LogicalResult verifyScale(Operation *op, APFloat scale) {
+  float value = scale.convertToFloat();
+  if (!std::isfinite(value) || value <= 0.0f)
+    return op->emitOpError() << "expects 'scale' to be finite and > 0, got "
+                             << value;
+  return success();
+}
+
+LogicalResult ChunkCumsumOp::verify() {
+  int64_t rank = getG().getType().getRank();
+  if (rank != 4 && rank != 5)
+    return emitOpError() << "expects 'g' of rank 4 [B,NC,C,H] or 5 "
+                         << "[B,NC,C,H,K], got rank " << rank;
+  return verifyShape(*this, getResult(), "result", getG().getType().getShape(),
+                     "like 'g'");
+}
+
+LogicalResult ChunkIntraOp::verify() {
+  FailureOr<ChunkDims> d = verifyChunkedKeyValue(*this, getK(), "k", getV(), "v");
+  if (failed(d))
+    return failure();
+  if (failed(verifyShape(*this, getQ(), "q", getK().getType().getShape(),
+                         "[B,NC,C,H,K] like 'k'")) ||
+      failed(verifyChunkedGates(*this, getGates(), *d)) ||
+      failed(verifyScale(*this, getScale())))
+    return failure();
+  return verifyShape(*this, getResult(), "result",
+                     {d->batch, d->chunks, d->chunkSize, d->valueHeads,
+                      d->valueDim},
+                     "[B,NC,C,HV,V]");
+}
+
+LogicalResult ChunkStateScanOp::verify() {
+  FailureOr<ChunkDims> d = verifyChunkedKeyValue(*this, getK(), "k", getV(), "v");
+  if (failed(d))
+    return failure();
+  if (failed(verifyChunkedGates(*this, getGates(), *d)))
+    return failure();
+  SmallVector<int64_t> finalShape = {d->batch, d->valueHeads, d->keyDim,
+                                     d->valueDim};
+  if (getInitialState() &&
+      failed(verifyShape(*this, getInitialState(), "initial_state",
+                         finalShape, "[B,HV,K,V]")))
+    return failure();
+  if (failed(verifyShape(*this, getFinalState(), "final_state", finalShape,
+                         "[B,HV,K,V]")))
+    return failure();
+  return verifyShape(*this, getStates(), "states",
+                     {d->batch, d->chunks, d->valueHeads, d->keyDim,
+                      d->valueDim},
+                     "[B,NC,HV,K,V]");
+}
+
+LogicalResult ChunkInterOp::verify() {
+  FailureOr<ChunkDims> d =
+      verifyChunkedKeyValue(*this, getQ(), "q", getIntra(), "intra");
+  if (failed(d))
+    return failure();
+  if (failed(verifyChunkedGates(*this, getGates(), *d)) ||
+      failed(verifyScale(*this, getScale())) ||
+      failed(verifyShape(*this, getStates(), "states",
+                         {d->batch, d->chunks, d->valueHeads, d->keyDim,
+                          d->valueDim},
+                         "[B,NC,HV,K,V]")))
+    return failure();
+  return verifyShape(*this, getResult(), "result",
+                     getIntra().getType().getShape(), "like 'intra'");
+}
+
 #define GET_OP_CLASSES
 #include "la/Dialect/La/LaOps.cpp.inc"

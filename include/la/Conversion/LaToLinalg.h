@@ -1,0 +1,31 @@
+//===- LaToLinalg.h - la ops to linalg, tensor and scf ----------*- C++ -*-===//
+
+#ifndef LA_CONVERSION_LATOLINALG_H
+#define LA_CONVERSION_LATOLINALG_H
+
+#include "la/Dialect/La/LaOps.h"
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Pass/Pass.h"
+
+namespace mlir {
+class RewritePatternSet;
+namespace la {
+
+#define GEN_PASS_DECL
+#include "la/Conversion/Passes.h.inc"
+
+/// Patterns lowering the chunked level-2 ops to linalg.generic and scf.for.
+void populateChunkedToLinalgPatterns(RewritePatternSet &patterns);
+
+/// Patterns lowering `la.recurrence` (after la-simplify-recurrence) to a
+/// sequential scf.for over tokens: the baseline and the decode path.
+void populateRecurrenceToLoopsPatterns(RewritePatternSet &patterns);
+
+#define GEN_PASS_REGISTRATION
+#include "la/Conversion/Passes.h.inc"
+
+} // namespace la
+} // namespace mlir
+
+#endif // LA_CONVERSION_LATOLINALG_H

@@ -1,0 +1,38 @@
+//===- Pipelines.h - la's pass pipelines ------------------------*- C++ -*-===//
+
+#ifndef LA_PIPELINES_PIPELINES_H
+#define LA_PIPELINES_PIPELINES_H
+
+#include "mlir/Pass/PassOptions.h"
+
+namespace mlir {
+class OpPassManager;
+namespace la {
+
+/// Options of `la-lower-to-cpu`.
+struct LowerToCPUOptions : public PassPipelineOptions<LowerToCPUOptions> {
+  PassOptions::Option<int64_t> chunkSize{
+      *this, "chunk-size", llvm::cl::desc("tokens per chunk (> 0)"),
+      llvm::cl::init(64)};
+  PassOptions::Option<bool> sequential{
+      *this, "sequential",
+      llvm::cl::desc("lower the plain recurrence token by token instead of "
+                     "the chunked algorithm"),
+      llvm::cl::init(false)};
+};
+
+/// Builds the pipeline from `la.attention` on tensors to the LLVM dialect:
+/// la-lower-to-recurrence, la-chunk (unless sequential), convert-la-to-linalg,
+/// bufferization with results as out-parameters, loops, and the conversions
+/// to LLVM. Functions then take their results as trailing memref arguments.
+/// Returns failure on invalid options.
+LogicalResult buildLowerToCPUPipeline(OpPassManager &pm,
+                                      const LowerToCPUOptions &options);
+
+/// Registers `la-lower-to-cpu` with the global pipeline registry.
+void registerPipelines();
+
+} // namespace la
+} // namespace mlir
+
+#endif // LA_PIPELINES_PIPELINES_H

@@ -1,0 +1,78 @@
+//===- Pipelines.cpp - la's pass pipelines --------------------------------===//
+
+#include "la/Pipelines/Pipelines.h"
+
+#include "la/Conversion/LaToLinalg.h"
+#include "la/Dialect/La/LaPasses.h"
+
+#include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
+#include "mlir/Dialect/Bufferization/Transforms/Passes.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/Passes.h"
+#include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+using namespace mlir;
+using namespace mlir::la;
+
+LogicalResult mlir::la::buildLowerToCPUPipeline(
+    OpPassManager &pm, const LowerToCPUOptions &options) {
+  if (options.chunkSize <= 0)
+    return failure();
+  // la to linalg and scf on tensors.
+  pm.addPass(createLaLowerToRecurrencePass());
+  if (!options.sequential) {
+    LaChunkPassOptions chunkOptions;
+    chunkOptions.chunkSize = options.chunkSize;
+    pm.addPass(createLaChunkPass(chunkOptions));
+  }
+  pm.addPass(createConvertLaToLinalgPass());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+
+  // Buffers: results become out-parameters so that callers own every output.
+  bufferization::OneShotBufferizePassOptions bufferizeOptions;
+  bufferizeOptions.bufferizeFunctionBoundaries = true;
+  bufferizeOptions.allowReturnAllocsFromLoops = true;
+  bufferizeOptions.functionBoundaryTypeConversion =
+      bufferization::LayoutMapOption::IdentityLayoutMap;
+  pm.addPass(bufferization::createOneShotBufferizePass(bufferizeOptions));
+  bufferization::BufferResultsToOutParamsPassOptions outParamsOptions;
+  outParamsOptions.modifyPublicFunctions = true;
+  outParamsOptions.hoistStaticAllocs = true;
+  pm.addPass(
+      bufferization::createBufferResultsToOutParamsPass(outParamsOptions));
+  pm.addPass(createCanonicalizerPass());
+  bufferization::BufferDeallocationPipelineOptions deallocOptions;
+  bufferization::buildBufferDeallocationPipeline(pm, deallocOptions);
+
+  // Loops and LLVM.
+  pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
+  pm.addPass(memref::createExpandStridedMetadataPass());
+  pm.addPass(createLowerAffinePass());
+  pm.addPass(createSCFToControlFlowPass());
+  pm.addPass(createConvertMathToLLVMPass());
+  pm.addPass(createArithToLLVMConversionPass());
+  pm.addPass(createConvertIndexToLLVMPass());
+  pm.addPass(createFinalizeMemRefToLLVMConversionPass());
+  pm.addPass(createConvertFuncToLLVMPass());
+  pm.addPass(createConvertControlFlowToLLVMPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
+  pm.addPass(createCanonicalizerPass());
+  return success();
+}
+
+void mlir::la::registerPipelines() {
+  PassPipelineRegistration<LowerToCPUOptions>(
+      "la-lower-to-cpu",
+      "Lower la.attention to the LLVM dialect for the CPU (chunked by "
+      "default, or the sequential recurrence)",
+      [](OpPassManager &pm, const LowerToCPUOptions &options) {
+        // The registry has no error channel here; invalid options leave an
+        // empty pipeline that the caller's option parsing already rejected.
+        (void)buildLowerToCPUPipeline(pm, options);
+      });
+}
