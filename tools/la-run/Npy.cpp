@@ -28,7 +28,7 @@
 #include <string>
 #include <system_error>
 
-using namespace la::npy;
+using namespace larun::npy;
 using llvm::StringRef;
 using llvm::Twine;
 
@@ -48,7 +48,7 @@ constexpr unsigned kMaxNesting = 32;
 // DType and Array
 //===----------------------------------------------------------------------===//
 
-StringRef la::npy::dtypeName(DType dtype) {
+StringRef larun::npy::dtypeName(DType dtype) {
   switch (dtype) {
   case DType::F32:
     return "f32";
@@ -66,7 +66,7 @@ StringRef la::npy::dtypeName(DType dtype) {
   llvm_unreachable("unknown DType");
 }
 
-size_t la::npy::dtypeSize(DType dtype) {
+size_t larun::npy::dtypeSize(DType dtype) {
   switch (dtype) {
   case DType::F16:
   case DType::BF16:
@@ -483,7 +483,7 @@ static llvm::Expected<Array> parseNpy(StringRef buffer) {
   return array;
 }
 
-llvm::Expected<Array> la::npy::readFile(StringRef path) {
+llvm::Expected<Array> larun::npy::readFile(StringRef path) {
   llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
       llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
                                   /*RequiresNullTerminator=*/false);
@@ -577,7 +577,7 @@ static llvm::Error writeAtomically(StringRef path,
   return llvm::Error::success();
 }
 
-llvm::Error la::npy::writeFile(StringRef path, const Array &array) {
+llvm::Error larun::npy::writeFile(StringRef path, const Array &array) {
   if (llvm::Error err = checkArray(array))
     return llvm::createStringError(
         path + ": cannot write: " + llvm::toString(std::move(err)));
@@ -712,7 +712,7 @@ static void storeFloat(DType dtype, double value, uint8_t *p) {
   }
 }
 
-llvm::Expected<Array> la::npy::convert(const Array &array, DType to) {
+llvm::Expected<Array> larun::npy::convert(const Array &array, DType to) {
   if (llvm::Error err = checkArray(array))
     return std::move(err);
 

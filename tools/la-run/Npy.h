@@ -22,7 +22,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace la {
+namespace larun {
 namespace npy {
 
 /// Element types. The .npy descr of each is '<f4', '<f2', (none), '<f8',
@@ -76,6 +76,6 @@ llvm::Error writeFile(llvm::StringRef path, const Array &array);
 llvm::Expected<Array> convert(const Array &array, DType to);
 
 } // namespace npy
-} // namespace la
+} // namespace larun
 
 #endif // LA_TOOLS_LA_RUN_NPY_H

@@ -13,6 +13,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Arith/Utils/Utils.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/PatternMatch.h"
 
@@ -250,7 +251,8 @@ struct ChunkStateScanToLinalg : OpRewritePattern<ChunkStateScanOp> {
                                       states);
     Value zero = arith::ConstantIndexOp::create(rewriter, loc, 0);
     Value one = arith::ConstantIndexOp::create(rewriter, loc, 1);
-    Value numChunks = tensor::DimOp::create(rewriter, loc, op.getK(), 1);
+    Value numChunks =
+        getValueOrCreateConstantIndexOp(rewriter, loc, keySizes[1]);
     OpFoldResult lastRow = affine::makeComposedFoldedAffineApply(
         rewriter, loc,
         getAffineSymbolExpr(0, ctx) - 1,

@@ -10,6 +10,7 @@
 #include "la/Dialect/La/LaUtils.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Arith/Utils/Utils.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -263,7 +264,8 @@ struct RecurrenceToLoops : OpRewritePattern<RecurrenceOp> {
                             outputSizes[3]});
       Value output =
           emptyTensor(rewriter, loc, outputSizes, outputElementType);
-      Value time = tensor::DimOp::create(rewriter, loc, op.getQ(), 1);
+      Value time = getValueOrCreateConstantIndexOp(
+          rewriter, loc, tensor::getMixedSize(rewriter, loc, op.getQ(), 1));
       auto loop = timeLoop(rewriter, loc, zero, time, state, output);
       replace(op, rewriter, loop.getResult(1), loop.getResult(0));
       return success();

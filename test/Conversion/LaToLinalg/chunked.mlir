@@ -1,0 +1,108 @@
+// RUN: la-opt %s -split-input-file -convert-la-to-linalg | FileCheck %s
+
+// CHECK-DAG: #[[CUM_IN:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d4, d3)>
+// CHECK-DAG: #[[CUM_OUT:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3)>
+// CHECK-LABEL: func.func @cumsum
+// CHECK-SAME: (%[[G:.*]]: tensor<1x2x16x2xbf16>)
+// CHECK: %[[ZERO:.*]] = linalg.fill
+// CHECK: %[[CUM:.*]] = linalg.generic {indexing_maps = [#[[CUM_IN]], #[[CUM_OUT]]], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%[[G]] : tensor<1x2x16x2xbf16>) outs(%[[ZERO]] : tensor<1x2x16x2xf32>)
+// CHECK: %[[I:.*]] = linalg.index 2 : index
+// CHECK: %[[J:.*]] = linalg.index 4 : index
+// CHECK: %[[KEEP:.*]] = arith.cmpi ule, %[[J]], %[[I]] : index
+// CHECK: %[[EXT:.*]] = arith.extf %{{.*}} : bf16 to f32
+// CHECK: %[[TERM:.*]] = arith.select %[[KEEP]], %[[EXT]], %{{.*}} : f32
+// CHECK: arith.addf %{{.*}}, %[[TERM]] : f32
+// CHECK: return %[[CUM]]
+func.func @cumsum(%g: tensor<1x2x16x2xbf16>) -> tensor<1x2x16x2xf32> {
+  %cum = la.chunk_cumsum %g : tensor<1x2x16x2xbf16> -> tensor<1x2x16x2xf32>
+  return %cum : tensor<1x2x16x2xf32>
+}
+
+// -----
+
+// Scalar gate, grouped value heads (HV = 2H).
+// CHECK-DAG: #[[Q_MAP:.*]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d3, d2, d5)>
+// CHECK-DAG: #[[K_MAP:.*]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d4, d2, d5)>
+// CHECK-DAG: #[[P_MAP:.*]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2, d3, d4)>
+// CHECK-DAG: #[[GI:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3, d2)>
+// CHECK-DAG: #[[GJ:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d4, d2)>
+// CHECK-DAG: #[[GROUPED:.*]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d3 floordiv 2, d2, d5)>
+// CHECK-DAG: #[[V_MAP:.*]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d5, d3, d4)>
+// CHECK-LABEL: func.func @intra
+// CHECK-SAME: (%[[Q:[^:]*]]: {{.*}}, %[[K:[^:]*]]: {{.*}}, %[[V:[^:]*]]: {{.*}}, %[[G:[^:]*]]: tensor<1x2x16x2xf32>)
+// Scores Q K^T per chunk and key head.
+// CHECK: %[[P:.*]] = linalg.generic {indexing_maps = [#[[Q_MAP]], #[[K_MAP]], #[[P_MAP]]], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%[[Q]], %[[K]] : {{.*}}) outs(%{{.*}} : tensor<1x2x2x16x16xf32>)
+// Decay exp(min(G_i - G_j, 0)) and the causal mask, selected after the exp.
+// CHECK: %[[M:.*]] = linalg.generic {{.*}} ins(%[[P]], %[[G]], %[[G]] : {{.*}})
+// CHECK: %[[DIFF:.*]] = arith.subf
+// CHECK: %[[CLAMPED:.*]] = arith.minimumf %[[DIFF]], %{{.*}} : f32
+// CHECK: %[[DECAY:.*]] = math.exp %[[CLAMPED]] : f32
+// CHECK: %[[DECAYED:.*]] = arith.mulf %{{.*}}, %[[DECAY]] : f32
+// CHECK: %[[CAUSAL:.*]] = arith.cmpi ule
+// CHECK: arith.select %[[CAUSAL]], %[[DECAYED]], %{{.*}} : f32
+// Then M V with the value head reading key head hv floordiv 2.
+// CHECK: %[[O:.*]] = linalg.generic {indexing_maps = [#[[GROUPED]], #[[V_MAP]], #[[P_MAP]]], {{.*}}} ins(%[[M]], %[[V]] : tensor<1x2x2x16x16xf32>, tensor<1x2x16x4x8xbf16>)
+// CHECK: return %[[O]]
+func.func @intra(%q: tensor<1x2x16x2x4xf32>, %k: tensor<1x2x16x2x4xf32>, %v: tensor<1x2x16x4x8xbf16>, %g: tensor<1x2x16x2xf32>) -> tensor<1x2x16x4x8xf32> {
+  %o = la.chunk_intra %q, %k, %v gates(%g : tensor<1x2x16x2xf32>) {scale = 0.5 : f32} : tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x4xf32>, tensor<1x2x16x4x8xbf16> -> tensor<1x2x16x4x8xf32>
+  return %o : tensor<1x2x16x4x8xf32>
+}
+
+// -----
+
+// Channel-wise gate: the decay enters the K reduction, clamped to <= 0.
+// CHECK-LABEL: func.func @intra_channel
+// CHECK: linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%{{.*}}, %{{.*}}, %[[G:.*]], %[[G]] : {{.*}})
+// CHECK: arith.subf
+// CHECK: arith.minimumf
+// CHECK: math.exp
+func.func @intra_channel(%q: tensor<1x1x16x1x4xf32>, %k: tensor<1x1x16x1x4xf32>, %v: tensor<1x1x16x1x8xf32>, %g: tensor<1x1x16x1x4xf32>) -> tensor<1x1x16x1x8xf32> {
+  %o = la.chunk_intra %q, %k, %v gates(%g : tensor<1x1x16x1x4xf32>) {scale = 0.5 : f32} : tensor<1x1x16x1x4xf32>, tensor<1x1x16x1x4xf32>, tensor<1x1x16x1x8xf32> -> tensor<1x1x16x1x8xf32>
+  return %o : tensor<1x1x16x1x8xf32>
+}
+
+// -----
+
+// The state recurrence: an scf.for over chunks recording the state entering
+// each chunk, decaying by the chunk's last cumulative gate and adding
+// (K * exp(G_C - G))^T V.
+// CHECK-LABEL: func.func @scan
+// CHECK-SAME: (%[[K:[^:]*]]: {{.*}}, %[[V:[^:]*]]: {{.*}}, %[[G:[^:]*]]: tensor<1x3x16x2xf32>, %[[S0:[^:]*]]: tensor<1x2x4x8xf32>)
+// CHECK: %[[STATES0:.*]] = tensor.empty() : tensor<1x3x2x4x8xf32>
+// CHECK-DAG: %[[C0:.*]] = arith.constant 0 : index
+// CHECK-DAG: %[[C1:.*]] = arith.constant 1 : index
+// CHECK-DAG: %[[C3:.*]] = arith.constant 3 : index
+// CHECK: %[[LOOP:.*]]:2 = scf.for %[[N:.*]] = %[[C0]] to %[[C3]] step %[[C1]] iter_args(%[[S:.*]] = %[[S0]], %[[ALL:.*]] = %[[STATES0]])
+// CHECK: %[[REC:.*]] = tensor.insert_slice %[[S]] into %[[ALL]][0, %[[N]], 0, 0, 0] [1, 1, 2, 4, 8]
+// CHECK: %[[KN:.*]] = tensor.extract_slice %[[K]][0, %[[N]], 0, 0, 0] [1, 1, 16, 2, 4] {{.*}} to tensor<1x16x2x4xf32>
+// CHECK: %[[VN:.*]] = tensor.extract_slice %[[V]][0, %[[N]], 0, 0, 0]
+// CHECK: %[[GN:.*]] = tensor.extract_slice %[[G]][0, %[[N]], 0, 0]
+// CHECK: %[[LAST:.*]] = tensor.extract_slice %[[GN]][0, 15, 0] [1, 1, 2] {{.*}} to tensor<1x2xf32>
+// CHECK: %[[DECAYED:.*]] = linalg.generic {{.*}} ins(%[[S]], %[[LAST]] : tensor<1x2x4x8xf32>, tensor<1x2xf32>)
+// CHECK: math.exp
+// CHECK: %[[KW:.*]] = linalg.generic {{.*}} ins(%[[KN]], %[[GN]], %[[LAST]] : {{.*}})
+// CHECK: %[[NEXT:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%[[KW]], %[[VN]] : {{.*}}) outs(%[[DECAYED]] : tensor<1x2x4x8xf32>)
+// CHECK: scf.yield %[[NEXT]], %[[REC]]
+// CHECK: return %[[LOOP]]#1, %[[LOOP]]#0
+func.func @scan(%k: tensor<1x3x16x2x4xf32>, %v: tensor<1x3x16x2x8xf32>, %g: tensor<1x3x16x2xf32>, %s0: tensor<1x2x4x8xf32>) -> (tensor<1x3x2x4x8xf32>, tensor<1x2x4x8xf32>) {
+  %states, %final = la.chunk_state_scan %k, %v gates(%g : tensor<1x3x16x2xf32>) initial_state(%s0 : tensor<1x2x4x8xf32>) : tensor<1x3x16x2x4xf32>, tensor<1x3x16x2x8xf32> -> tensor<1x3x2x4x8xf32>, tensor<1x2x4x8xf32>
+  return %states, %final : tensor<1x3x2x4x8xf32>, tensor<1x2x4x8xf32>
+}
+
+// -----
+
+// Output: intra + (scale * Q * exp(G))^T S_n, then truncation to bf16.
+// CHECK-LABEL: func.func @inter
+// CHECK-SAME: (%[[Q:[^:]*]]: {{.*}}, %[[S:[^:]*]]: {{.*}}, %[[INTRA:[^:]*]]: {{.*}}, %[[G:[^:]*]]: tensor<1x2x16x2xf32>)
+// CHECK: %[[SCALE:.*]] = arith.constant 5.000000e-01 : f32
+// CHECK: %[[QS:.*]] = linalg.generic {{.*}} ins(%[[Q]], %[[G]] : {{.*}})
+// CHECK: arith.mulf %{{.*}}, %[[SCALE]] : f32
+// CHECK: math.exp
+// CHECK: %[[SUM:.*]] = linalg.generic {{.*}} ins(%[[QS]], %[[S]] : {{.*}}) outs(%[[INTRA]] : tensor<1x2x16x2x8xf32>)
+// CHECK: %[[OUT:.*]] = linalg.generic {{.*}} ins(%[[SUM]] : tensor<1x2x16x2x8xf32>) outs(%{{.*}} : tensor<1x2x16x2x8xbf16>)
+// CHECK: arith.truncf %{{.*}} : f32 to bf16
+// CHECK: return %[[OUT]]
+func.func @inter(%q: tensor<1x2x16x2x4xf32>, %s: tensor<1x2x2x4x8xf32>, %intra: tensor<1x2x16x2x8xf32>, %g: tensor<1x2x16x2xf32>) -> tensor<1x2x16x2x8xbf16> {
+  %o = la.chunk_inter %q, %s, %intra gates(%g : tensor<1x2x16x2xf32>) {scale = 0.5 : f32} : tensor<1x2x16x2x4xf32>, tensor<1x2x2x4x8xf32>, tensor<1x2x16x2x8xf32> -> tensor<1x2x16x2x8xbf16>
+  return %o : tensor<1x2x16x2x8xbf16>
+}

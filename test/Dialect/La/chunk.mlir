@@ -1,0 +1,111 @@
+// RUN: la-opt %s -split-input-file -la-chunk=chunk-size=16 | FileCheck %s
+// RUN: la-opt %s -split-input-file -la-chunk=chunk-size=16 | la-opt -split-input-file | FileCheck %s
+
+// Scalar gate, T = 40 (two full chunks and a tail of 8), bf16 values.
+// CHECK-LABEL: func.func @scalar_tail
+// CHECK-SAME: (%[[Q:[^:]*]]: tensor<2x40x2x8xf32>, %[[K:[^:]*]]: tensor<2x40x2x8xf32>, %[[V:[^:]*]]: tensor<2x40x4x16xbf16>, %[[G:[^:]*]]: tensor<2x40x2xf32>, %[[S0:[^:]*]]: tensor<2x4x8x16xf32>)
+// CHECK-DAG: %[[ZBF:.*]] = arith.constant 0.000000e+00 : bf16
+// CHECK-DAG: %[[ZF:.*]] = arith.constant 0.000000e+00 : f32
+// The tail is zero-padded to 48 tokens, then split into 3 chunks of 16.
+// CHECK: %[[QP:.*]] = tensor.pad %[[Q]] low[0, 0, 0, 0] high[0, 8, 0, 0]
+// CHECK: tensor.yield %[[ZF]] : f32
+// CHECK: %[[QC:.*]] = tensor.expand_shape %[[QP]] {{\[}}[0], [1, 2], [3], [4]] output_shape [2, 3, 16, 2, 8] : tensor<2x48x2x8xf32> into tensor<2x3x16x2x8xf32>
+// CHECK: %[[KP:.*]] = tensor.pad %[[K]]
+// CHECK: %[[KC:.*]] = tensor.expand_shape %[[KP]]
+// CHECK: %[[VP:.*]] = tensor.pad %[[V]]
+// CHECK: tensor.yield %[[ZBF]] : bf16
+// CHECK: %[[VC:.*]] = tensor.expand_shape %[[VP]] {{.*}} into tensor<2x3x16x4x16xbf16>
+// CHECK: %[[GP:.*]] = tensor.pad %[[G]] low[0, 0, 0] high[0, 8, 0]
+// CHECK: %[[GC:.*]] = tensor.expand_shape %[[GP]] {{\[}}[0], [1, 2], [3]] output_shape [2, 3, 16, 2] : tensor<2x48x2xf32> into tensor<2x3x16x2xf32>
+// CHECK: %[[CUM:.*]] = la.chunk_cumsum %[[GC]] : tensor<2x3x16x2xf32> -> tensor<2x3x16x2xf32>
+// CHECK: %[[INTRA:.*]] = la.chunk_intra %[[QC]], %[[KC]], %[[VC]] gates(%[[CUM]] : tensor<2x3x16x2xf32>) {scale = 5.000000e-01 : f32} : {{.*}} -> tensor<2x3x16x4x16xf32>
+// CHECK: %[[STATES:.*]], %[[FINAL:.*]] = la.chunk_state_scan %[[KC]], %[[VC]] gates(%[[CUM]] : tensor<2x3x16x2xf32>) initial_state(%[[S0]] : tensor<2x4x8x16xf32>) : {{.*}} -> tensor<2x3x4x8x16xf32>, tensor<2x4x8x16xf32>
+// CHECK: %[[OC:.*]] = la.chunk_inter %[[QC]], %[[STATES]], %[[INTRA]] gates(%[[CUM]] : tensor<2x3x16x2xf32>) {scale = 5.000000e-01 : f32} : {{.*}} -> tensor<2x3x16x4x16xbf16>
+// CHECK: %[[O48:.*]] = tensor.collapse_shape %[[OC]] {{\[}}[0], [1, 2], [3], [4]] : tensor<2x3x16x4x16xbf16> into tensor<2x48x4x16xbf16>
+// CHECK: %[[O:.*]] = tensor.extract_slice %[[O48]][0, 0, 0, 0] [2, 40, 4, 16] [1, 1, 1, 1]
+// CHECK: return %[[O]], %[[FINAL]]
+func.func @scalar_tail(%q: tensor<2x40x2x8xf32>, %k: tensor<2x40x2x8xf32>, %v: tensor<2x40x4x16xbf16>, %g: tensor<2x40x2xf32>, %s0: tensor<2x4x8x16xf32>) -> (tensor<2x40x4x16xbf16>, tensor<2x4x8x16xf32>) {
+  %o, %s = la.recurrence decay(scalar) low_rank(none) %q, %k, %v g(%g : tensor<2x40x2xf32>) initial_state(%s0 : tensor<2x4x8x16xf32>) {scale = 0.5 : f32} : tensor<2x40x2x8xf32>, tensor<2x40x2x8xf32>, tensor<2x40x4x16xbf16> -> tensor<2x40x4x16xbf16>, tensor<2x4x8x16xf32>
+  return %o, %s : tensor<2x40x4x16xbf16>, tensor<2x4x8x16xf32>
+}
+
+// -----
+
+// No gate, T a multiple of the chunk size: no padding, no cumsum.
+// CHECK-LABEL: func.func @linear_exact
+// CHECK-NOT: tensor.pad
+// CHECK-NOT: la.chunk_cumsum
+// CHECK: %[[INTRA:.*]] = la.chunk_intra %{{.*}}, %{{.*}}, %{{.*}} {scale = 2.500000e-01 : f32} : tensor<1x2x16x1x4xf32>, tensor<1x2x16x1x4xf32>, tensor<1x2x16x1x4xf32> -> tensor<1x2x16x1x4xf32>
+// CHECK: %[[STATES:.*]], %{{.*}} = la.chunk_state_scan %{{.*}}, %{{.*}} : tensor<1x2x16x1x4xf32>, tensor<1x2x16x1x4xf32> -> tensor<1x2x1x4x4xf32>, tensor<1x1x4x4xf32>
+// CHECK: la.chunk_inter %{{.*}}, %[[STATES]], %[[INTRA]] {scale = 2.500000e-01 : f32}
+// CHECK-NOT: tensor.extract_slice
+func.func @linear_exact(%q: tensor<1x32x1x4xf32>, %k: tensor<1x32x1x4xf32>, %v: tensor<1x32x1x4xf32>) -> tensor<1x32x1x4xf32> {
+  %o = la.recurrence decay(none) low_rank(none) %q, %k, %v {scale = 0.25 : f32} : tensor<1x32x1x4xf32>, tensor<1x32x1x4xf32>, tensor<1x32x1x4xf32> -> tensor<1x32x1x4xf32>
+  return %o : tensor<1x32x1x4xf32>
+}
+
+// -----
+
+// Channel-wise gate: the cumulative gate keeps its K dim.
+// CHECK-LABEL: func.func @channel
+// CHECK: %[[CUM:.*]] = la.chunk_cumsum %{{.*}} : tensor<1x1x16x2x4xf32> -> tensor<1x1x16x2x4xf32>
+// CHECK: la.chunk_intra {{.*}} gates(%[[CUM]] : tensor<1x1x16x2x4xf32>)
+// CHECK: la.chunk_state_scan {{.*}} gates(%[[CUM]] : tensor<1x1x16x2x4xf32>)
+// CHECK: la.chunk_inter {{.*}} gates(%[[CUM]] : tensor<1x1x16x2x4xf32>)
+func.func @channel(%q: tensor<1x5x2x4xf32>, %k: tensor<1x5x2x4xf32>, %v: tensor<1x5x2x4xf32>, %g: tensor<1x5x2x4xf32>) -> tensor<1x5x2x4xf32> {
+  %o = la.recurrence decay(channel) low_rank(none) %q, %k, %v g(%g : tensor<1x5x2x4xf32>) {scale = 0.5 : f32} : tensor<1x5x2x4xf32>, tensor<1x5x2x4xf32>, tensor<1x5x2x4xf32> -> tensor<1x5x2x4xf32>
+  return %o : tensor<1x5x2x4xf32>
+}
+
+// -----
+
+// A fixed decay becomes a broadcast scalar gate first.
+// CHECK-LABEL: func.func @fixed
+// CHECK: %[[DECAY:.*]] = arith.constant dense<[-5.000000e-01, -2.500000e-01]> : tensor<2xf32>
+// CHECK: %[[G:.*]] = linalg.generic {{.*}} ins(%[[DECAY]] : tensor<2xf32>) outs(%{{.*}} : tensor<1x16x2xf32>)
+// CHECK: %[[GC:.*]] = tensor.expand_shape %[[G]]
+// CHECK: la.chunk_cumsum %[[GC]] : tensor<1x1x16x2xf32>
+func.func @fixed(%q: tensor<1x16x2x4xf32>, %k: tensor<1x16x2x4xf32>, %v: tensor<1x16x2x4xf32>) -> tensor<1x16x2x4xf32> {
+  %o = la.recurrence decay(fixed) low_rank(none) %q, %k, %v {log_decay = array<f32: -0.5, -0.25>, scale = 0.5 : f32} : tensor<1x16x2x4xf32>, tensor<1x16x2x4xf32>, tensor<1x16x2x4xf32> -> tensor<1x16x2x4xf32>
+  return %o : tensor<1x16x2x4xf32>
+}
+
+// -----
+
+// Packed sequences: one chunked program per sequence in an scf.for, each on
+// its own dynamic-length slice and state.
+// CHECK-LABEL: func.func @varlen
+// CHECK-SAME: %[[S0:[^:]*]]: tensor<3x1x4x4xf32>, %[[CU:[^:]*]]: tensor<4xi32>)
+// CHECK-DAG: %[[C0:.*]] = arith.constant 0 : index
+// CHECK-DAG: %[[C1:.*]] = arith.constant 1 : index
+// CHECK-DAG: %[[C3:.*]] = arith.constant 3 : index
+// CHECK: %[[OUT0:.*]] = linalg.fill
+// CHECK: %[[LOOP:.*]]:2 = scf.for %[[N:.*]] = %[[C0]] to %[[C3]] step %[[C1]] iter_args(%[[OACC:.*]] = %[[OUT0]], %[[SACC:.*]] = %{{.*}}) -> (tensor<1x50x1x4xf32>, tensor<3x1x4x4xf32>)
+// CHECK: %[[NEXT:.*]] = arith.addi %[[N]], %[[C1]]
+// CHECK: %[[B0:.*]] = tensor.extract %[[CU]][%[[N]]]
+// CHECK: %[[BEGIN:.*]] = arith.index_cast %[[B0]]
+// CHECK: %[[E0:.*]] = tensor.extract %[[CU]][%[[NEXT]]]
+// CHECK: %[[END:.*]] = arith.index_cast %[[E0]]
+// CHECK: %[[LEN:.*]] = arith.subi %[[END]], %[[BEGIN]]
+// CHECK: %[[INIT:.*]] = tensor.extract_slice %[[S0]][%[[N]], 0, 0, 0] [1, 1, 4, 4]
+// CHECK: tensor.extract_slice %{{.*}}[0, %[[BEGIN]], 0, 0] [1, %[[LEN]], 1, 4] [1, 1, 1, 1] : tensor<1x50x1x4xf32> to tensor<1x?x1x4xf32>
+// CHECK: la.chunk_state_scan {{.*}} initial_state(%[[INIT]] : tensor<1x1x4x4xf32>) : tensor<1x?x16x1x4xf32>, tensor<1x?x16x1x4xf32>
+// CHECK: %[[OW:.*]] = tensor.insert_slice %{{.*}} into %[[OACC]][0, %[[BEGIN]], 0, 0] [1, %[[LEN]], 1, 4]
+// CHECK: %[[SW:.*]] = tensor.insert_slice %{{.*}} into %[[SACC]][%[[N]], 0, 0, 0] [1, 1, 4, 4]
+// CHECK: scf.yield %[[OW]], %[[SW]]
+// CHECK: return %[[LOOP]]#0, %[[LOOP]]#1
+func.func @varlen(%q: tensor<1x50x1x4xf32>, %k: tensor<1x50x1x4xf32>, %v: tensor<1x50x1x4xf32>, %s0: tensor<3x1x4x4xf32>, %cu: tensor<4xi32>) -> (tensor<1x50x1x4xf32>, tensor<3x1x4x4xf32>) {
+  %o, %s = la.recurrence decay(none) low_rank(none) %q, %k, %v initial_state(%s0 : tensor<3x1x4x4xf32>) cu_seqlens(%cu : tensor<4xi32>) {scale = 0.5 : f32} : tensor<1x50x1x4xf32>, tensor<1x50x1x4xf32>, tensor<1x50x1x4xf32> -> tensor<1x50x1x4xf32>, tensor<3x1x4x4xf32>
+  return %o, %s : tensor<1x50x1x4xf32>, tensor<3x1x4x4xf32>
+}
+
+// -----
+
+// The delta rule is left for the sequential lowering.
+// CHECK-LABEL: func.func @delta_untouched
+// CHECK: la.recurrence decay(none) low_rank(delta)
+// CHECK-NOT: la.chunk
+func.func @delta_untouched(%q: tensor<1x16x1x4xf32>, %v: tensor<1x16x1x4xf32>, %b: tensor<1x16x1xf32>) -> tensor<1x16x1x4xf32> {
+  %o = la.recurrence decay(none) low_rank(delta) %q, %q, %v beta(%b : tensor<1x16x1xf32>) {scale = 0.5 : f32} : tensor<1x16x1x4xf32>, tensor<1x16x1x4xf32>, tensor<1x16x1x4xf32> -> tensor<1x16x1x4xf32>
+  return %o : tensor<1x16x1x4xf32>
+}

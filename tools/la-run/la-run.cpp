@@ -1,0 +1,410 @@
+//===- la-run.cpp - compile an la function for the CPU and run it ---------===//
+//
+// la-run FILE.mlir [--entry=NAME] [--chunk-size=C | --sequential]
+//        (--input=X.npy ... | --random-seed=S) [--output=Y.npy ...]
+//        [--repeat=N] [--print-outputs] [--print-ir-after-all]
+//
+// Parses FILE, lowers it with la-lower-to-cpu, JIT-compiles it at -O3 and
+// calls the entry function on the inputs (one .npy per argument, in order,
+// or seeded random values that suit each argument's role), then writes the
+// results as .npy files and prints the run time.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Npy.h"
+
+#include "la/Dialect/La/LaOps.h"
+#include "la/InitAllDialects.h"
+#include "la/InitAllPasses.h"
+#include "la/Pipelines/Pipelines.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Support/FileUtilities.h"
+#include "mlir/ExecutionEngine/ExecutionEngine.h"
+#include "mlir/ExecutionEngine/OptUtils.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/InitAllDialects.h"
+#include "mlir/InitAllExtensions.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <random>
+
+using namespace mlir;
+namespace npy = larun::npy;
+namespace cl = llvm::cl;
+
+static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<input.mlir>"),
+                                      cl::Required);
+static cl::opt<std::string> entryName("entry",
+                                      cl::desc("function to run (default: "
+                                               "the only public function)"));
+static cl::list<std::string>
+    inputs("input", cl::desc("an .npy file per argument, in order"));
+static cl::opt<unsigned>
+    randomSeed("random-seed",
+               cl::desc("generate the inputs from this seed instead"));
+static cl::list<std::string>
+    outputs("output", cl::desc("an .npy file per result, in order"));
+static cl::opt<int64_t> chunkSize("chunk-size", cl::desc("tokens per chunk"),
+                                  cl::init(64));
+static cl::opt<bool>
+    sequential("sequential",
+               cl::desc("run the plain recurrence token by token"));
+static cl::opt<unsigned> repeat("repeat", cl::desc("timed runs"), cl::init(1));
+static cl::opt<bool> printOutputs("print-outputs",
+                                  cl::desc("print a summary of each result"));
+static cl::opt<bool> printIRAfterAll("print-ir-after-all",
+                                     cl::desc("print the IR after each pass"));
+
+namespace {
+[[noreturn]] void fail(const llvm::Twine &message) {
+  llvm::errs() << "la-run: error: " << message << "\n";
+  exit(1);
+}
+
+npy::DType dtypeOf(Type type) {
+  if (type.isF32())
+    return npy::DType::F32;
+  if (type.isF16())
+    return npy::DType::F16;
+  if (type.isBF16())
+    return npy::DType::BF16;
+  if (type.isF64())
+    return npy::DType::F64;
+  if (type.isInteger(32))
+    return npy::DType::I32;
+  if (type.isInteger(64))
+    return npy::DType::I64;
+  std::string name;
+  llvm::raw_string_ostream os(name);
+  os << type;
+  fail("unsupported element type " + name);
+}
+
+std::string shapeString(ArrayRef<int64_t> shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    text += (i ? "," : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
+/// A buffer with a ranked memref descriptor pointing at it.
+struct MemRefArg {
+  npy::Array array;
+  std::vector<int64_t> descriptor;
+
+  void bind() {
+    int64_t rank = array.shape.size();
+    descriptor.assign(3 + 2 * rank, 0);
+    uint8_t *data = array.data.data();
+    descriptor[0] = reinterpret_cast<int64_t>(data);
+    descriptor[1] = reinterpret_cast<int64_t>(data);
+    int64_t stride = 1;
+    for (int64_t d = rank - 1; d >= 0; --d) {
+      descriptor[3 + d] = array.shape[d];
+      descriptor[3 + rank + d] = stride;
+      stride *= array.shape[d];
+    }
+  }
+};
+
+/// How a function argument is used by la.attention, for random inputs.
+enum class Role { Generic, Query, Key, NormalizedKey, Value, Gate, Beta,
+                  State, SeqLens };
+
+Role roleOf(BlockArgument arg) {
+  for (Operation *user : arg.getUsers()) {
+    auto op = dyn_cast<la::AttentionOp>(user);
+    if (!op)
+      continue;
+    if (arg == op.getQ())
+      return Role::Query;
+    if (arg == op.getK())
+      return op.getUpdate() == la::UpdateRule::Delta && !op.getQkL2norm()
+                 ? Role::NormalizedKey
+                 : Role::Key;
+    if (arg == op.getV())
+      return Role::Value;
+    if (arg == op.getG())
+      return Role::Gate;
+    if (arg == op.getBeta())
+      return Role::Beta;
+    if (arg == op.getInitialState())
+      return Role::State;
+    if (arg == op.getCuSeqlens())
+      return Role::SeqLens;
+  }
+  return Role::Generic;
+}
+
+/// Seeded values that suit the role: log-gates in (-inf, 0) (log-sigmoid,
+/// scaled by 1/16 as GLA does), beta in (0, 1), unit-norm keys for the delta
+/// rule, small initial states.
+npy::Array randomArray(Role role, RankedTensorType type, std::mt19937 &rng) {
+  npy::Array f64;
+  f64.dtype = npy::DType::F64;
+  f64.shape.assign(type.getShape().begin(), type.getShape().end());
+  int64_t n = f64.numElements();
+  f64.data.resize(n * sizeof(double));
+  auto *values = reinterpret_cast<double *>(f64.data.data());
+  std::normal_distribution<double> normal(0.0, 1.0);
+  for (int64_t i = 0; i < n; ++i) {
+    double x = normal(rng);
+    switch (role) {
+    case Role::Gate:
+      x = -std::log1p(std::exp(-x)) / 16.0;
+      break;
+    case Role::Beta:
+      x = 1.0 / (1.0 + std::exp(-x));
+      break;
+    case Role::State:
+      x *= 0.1;
+      break;
+    default:
+      break;
+    }
+    values[i] = x;
+  }
+  if (role == Role::NormalizedKey) {
+    int64_t rowLength = f64.shape.back();
+    for (int64_t row = 0; row < n / std::max<int64_t>(rowLength, 1); ++row) {
+      double norm = 0;
+      for (int64_t i = 0; i < rowLength; ++i)
+        norm += values[row * rowLength + i] * values[row * rowLength + i];
+      norm = std::sqrt(norm) + 1e-12;
+      for (int64_t i = 0; i < rowLength; ++i)
+        values[row * rowLength + i] /= norm;
+    }
+  }
+  llvm::Expected<npy::Array> converted =
+      npy::convert(f64, dtypeOf(type.getElementType()));
+  if (!converted)
+    fail(llvm::toString(converted.takeError()));
+  return std::move(*converted);
+}
+
+npy::Array loadInput(StringRef path, unsigned index, RankedTensorType type) {
+  llvm::Expected<npy::Array> array = npy::readFile(path);
+  if (!array)
+    fail(llvm::toString(array.takeError()));
+  if (ArrayRef<int64_t>(array->shape) != type.getShape())
+    fail("argument " + llvm::Twine(index) + " expects shape " +
+         shapeString(type.getShape()) + ", but " + path + " has shape " +
+         shapeString(array->shape));
+  npy::DType want = dtypeOf(type.getElementType());
+  bool wantFloat = want != npy::DType::I32 && want != npy::DType::I64;
+  bool haveFloat =
+      array->dtype != npy::DType::I32 && array->dtype != npy::DType::I64;
+  if (wantFloat != haveFloat)
+    fail("argument " + llvm::Twine(index) + " expects " + npy::dtypeName(want) +
+         ", but " + path + " holds " + npy::dtypeName(array->dtype));
+  llvm::Expected<npy::Array> converted = npy::convert(*array, want);
+  if (!converted)
+    fail(llvm::toString(converted.takeError()));
+  return std::move(*converted);
+}
+
+void printSummary(unsigned index, const npy::Array &array) {
+  llvm::Expected<npy::Array> f64 = npy::convert(array, npy::DType::F64);
+  llvm::outs() << "result " << index << ": " << npy::dtypeName(array.dtype)
+               << shapeString(array.shape);
+  if (!f64) {
+    llvm::consumeError(f64.takeError());
+    llvm::outs() << "\n";
+    return;
+  }
+  auto *values = reinterpret_cast<const double *>(f64->data.data());
+  int64_t n = f64->numElements();
+  double sumSquares = 0;
+  bool finite = true;
+  for (int64_t i = 0; i < n; ++i) {
+    sumSquares += values[i] * values[i];
+    finite &= std::isfinite(values[i]);
+  }
+  llvm::outs() << " rms=" << llvm::format("%.6g", n ? std::sqrt(sumSquares / n) : 0.0)
+               << (finite ? "" : " (non-finite values)") << " first=[";
+  for (int64_t i = 0; i < std::min<int64_t>(n, 4); ++i)
+    llvm::outs() << (i ? ", " : "") << llvm::format("%.6g", values[i]);
+  llvm::outs() << "]\n";
+}
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM initLLVM(argc, argv);
+  cl::ParseCommandLineOptions(
+      argc, argv, "la-run: compile an la function for the CPU and run it\n");
+  if (chunkSize <= 0)
+    fail("--chunk-size must be > 0, got " + llvm::Twine(chunkSize));
+  if (repeat == 0)
+    fail("--repeat must be > 0");
+  bool useRandom = randomSeed.getNumOccurrences() > 0;
+  if (useRandom && !inputs.empty())
+    fail("give either --input files or --random-seed, not both");
+
+  DialectRegistry registry;
+  registerAllDialects(registry);
+  registerAllExtensions(registry);
+  la::registerAllDialects(registry);
+  registerBuiltinDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
+  std::string openError;
+  std::unique_ptr<llvm::MemoryBuffer> file =
+      openInputFile(inputFile, &openError);
+  if (!file)
+    fail(openError);
+  sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+  if (!module)
+    return 1;
+
+  // The entry function and its signature, before lowering.
+  func::FuncOp entry;
+  for (auto func : module->getOps<func::FuncOp>()) {
+    if (func.isDeclaration())
+      continue;
+    if (!entryName.empty() ? func.getSymName() == entryName : func.isPublic()) {
+      if (entry && entryName.empty())
+        fail("several public functions; choose one with --entry");
+      entry = func;
+    }
+  }
+  if (!entry)
+    fail(entryName.empty() ? llvm::Twine("no public function to run")
+                           : "no function named '" + entryName + "'");
+  SmallVector<RankedTensorType> argTypes, resultTypes;
+  SmallVector<Role> roles;
+  for (BlockArgument arg : entry.getArguments()) {
+    auto type = dyn_cast<RankedTensorType>(arg.getType());
+    if (!type || !type.hasStaticShape())
+      fail("argument " + llvm::Twine(arg.getArgNumber()) +
+           " must be a statically shaped tensor");
+    argTypes.push_back(type);
+    roles.push_back(roleOf(arg));
+  }
+  for (Type result : entry.getResultTypes()) {
+    auto type = dyn_cast<RankedTensorType>(result);
+    if (!type || !type.hasStaticShape())
+      fail("results must be statically shaped tensors");
+    resultTypes.push_back(type);
+  }
+  if (!useRandom && inputs.size() != argTypes.size())
+    fail("'" + entry.getSymName() + "' takes " + llvm::Twine(argTypes.size()) +
+         " arguments, got " + llvm::Twine(inputs.size()) +
+         " --input files (or use --random-seed)");
+  if (!outputs.empty() && outputs.size() != resultTypes.size())
+    fail("'" + entry.getSymName() + "' returns " +
+         llvm::Twine(resultTypes.size()) + " results, got " +
+         llvm::Twine(outputs.size()) + " --output files");
+
+  // Inputs first: a bad input fails before the compile.
+  SmallVector<MemRefArg> args(argTypes.size() + resultTypes.size());
+  std::mt19937 rng(randomSeed);
+  for (auto [index, type] : llvm::enumerate(argTypes)) {
+    if (useRandom) {
+      if (roles[index] == Role::SeqLens)
+        fail("argument " + llvm::Twine(index) +
+             " is cu_seqlens: give it as an --input .npy file");
+      args[index].array = randomArray(roles[index], type, rng);
+    } else {
+      args[index].array = loadInput(inputs[index], index, type);
+    }
+  }
+  for (auto [index, type] : llvm::enumerate(resultTypes)) {
+    npy::Array &array = args[argTypes.size() + index].array;
+    array.dtype = dtypeOf(type.getElementType());
+    array.shape.assign(type.getShape().begin(), type.getShape().end());
+    array.data.assign(array.numElements() * array.elementSize(), 0);
+  }
+
+  // Compile.
+  auto compileStart = std::chrono::steady_clock::now();
+  entry->setAttr(LLVM::LLVMDialect::getEmitCWrapperAttrName(),
+                 UnitAttr::get(&context));
+  std::string functionName = entry.getSymName().str();
+  PassManager pm(&context);
+  if (printIRAfterAll) {
+    context.disableMultithreading();
+    pm.enableIRPrinting(
+        [](Pass *, Operation *) { return false; },
+        [](Pass *, Operation *) { return true; },
+        /*printModuleScope=*/true, /*printAfterOnlyOnChange=*/true,
+        /*printAfterOnlyOnFailure=*/false, llvm::outs());
+  }
+  la::LowerToCPUOptions pipelineOptions;
+  pipelineOptions.chunkSize = chunkSize;
+  pipelineOptions.sequential = sequential;
+  if (failed(la::buildLowerToCPUPipeline(pm, pipelineOptions)))
+    fail("invalid pipeline options");
+  if (failed(pm.run(*module)))
+    return 1;
+
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  auto transformer = makeOptimizingTransformer(3, 0, nullptr);
+  ExecutionEngineOptions engineOptions;
+  engineOptions.transformer = transformer;
+  engineOptions.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Aggressive;
+  SmallVector<StringRef> sharedLibs = {LA_MLIR_C_RUNNER_UTILS};
+  engineOptions.sharedLibPaths = sharedLibs;
+  auto engine = ExecutionEngine::create(*module, engineOptions);
+  if (!engine)
+    fail("JIT compilation failed: " + llvm::toString(engine.takeError()));
+  auto packed = (*engine)->lookupPacked("_mlir_ciface_" + functionName);
+  if (!packed)
+    fail("cannot find the compiled function: " +
+         llvm::toString(packed.takeError()));
+  double compileMs = std::chrono::duration<double, std::milli>(
+                         std::chrono::steady_clock::now() - compileStart)
+                         .count();
+
+  // Run.
+  SmallVector<void *> descriptorPointers, packedArgs;
+  for (MemRefArg &arg : args) {
+    arg.bind();
+    descriptorPointers.push_back(arg.descriptor.data());
+  }
+  for (void *&pointer : descriptorPointers)
+    packedArgs.push_back(&pointer);
+  std::vector<double> times;
+  for (unsigned r = 0; r < repeat; ++r) {
+    auto start = std::chrono::steady_clock::now();
+    (*packed)(packedArgs.data());
+    times.push_back(std::chrono::duration<double, std::milli>(
+                        std::chrono::steady_clock::now() - start)
+                        .count());
+  }
+  std::vector<double> sorted = times;
+  std::sort(sorted.begin(), sorted.end());
+  llvm::outs() << "compile: " << llvm::format("%.1f", compileMs) << " ms\n"
+               << "run: median " << llvm::format("%.3f", sorted[sorted.size() / 2])
+               << " ms, min " << llvm::format("%.3f", sorted.front())
+               << " ms over " << repeat << " runs\n";
+
+  for (auto [index, type] : llvm::enumerate(resultTypes)) {
+    const npy::Array &array = args[argTypes.size() + index].array;
+    if (printOutputs)
+      printSummary(index, array);
+    if (!outputs.empty())
+      if (llvm::Error error = npy::writeFile(outputs[index], array))
+        fail(llvm::toString(std::move(error)));
+  }
+  return 0;
+}
