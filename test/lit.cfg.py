@@ -31,6 +31,7 @@ llvm_config.with_environment("PYTHONPATH", os.path.join(config.la_src_root, "pyt
 
 tools = [
     "la-opt",
+    "la-run",
     ToolSubst("mlir-opt", os.path.join(config.llvm_tools_dir, "mlir-opt")),
 ]
 llvm_config.add_tool_substitutions(tools, [config.la_tools_dir, config.llvm_tools_dir])

@@ -18,10 +18,8 @@
 using namespace mlir;
 using namespace mlir::la;
 
-LogicalResult mlir::la::buildLowerToCPUPipeline(
-    OpPassManager &pm, const LowerToCPUOptions &options) {
-  if (options.chunkSize <= 0)
-    return failure();
+void mlir::la::buildLowerToCPUPipeline(OpPassManager &pm,
+                                       const LowerToCPUOptions &options) {
   // la to linalg and scf on tensors.
   pm.addPass(createLaLowerToRecurrencePass());
   if (!options.sequential) {
@@ -62,7 +60,6 @@ LogicalResult mlir::la::buildLowerToCPUPipeline(
   pm.addPass(createConvertControlFlowToLLVMPass());
   pm.addPass(createReconcileUnrealizedCastsPass());
   pm.addPass(createCanonicalizerPass());
-  return success();
 }
 
 void mlir::la::registerPipelines() {
@@ -70,9 +67,5 @@ void mlir::la::registerPipelines() {
       "la-lower-to-cpu",
       "Lower la.attention to the LLVM dialect for the CPU (chunked by "
       "default, or the sequential recurrence)",
-      [](OpPassManager &pm, const LowerToCPUOptions &options) {
-        // The registry has no error channel here; invalid options leave an
-        // empty pipeline that the caller's option parsing already rejected.
-        (void)buildLowerToCPUPipeline(pm, options);
-      });
+      buildLowerToCPUPipeline);
 }

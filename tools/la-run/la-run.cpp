@@ -351,8 +351,7 @@ int main(int argc, char **argv) {
   la::LowerToCPUOptions pipelineOptions;
   pipelineOptions.chunkSize = chunkSize;
   pipelineOptions.sequential = sequential;
-  if (failed(la::buildLowerToCPUPipeline(pm, pipelineOptions)))
-    fail("invalid pipeline options");
+  la::buildLowerToCPUPipeline(pm, pipelineOptions);
   if (failed(pm.run(*module)))
     return 1;
 

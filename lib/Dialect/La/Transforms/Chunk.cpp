@@ -276,7 +276,8 @@ struct LaChunkPass : la::impl::LaChunkPassBase<LaChunkPass> {
   void runOnOperation() override {
     if (chunkSize <= 0) {
       getOperation()->emitError()
-          << "la-chunk: 'chunk-size' must be > 0, got " << chunkSize;
+          << "la-chunk: 'chunk-size' must be > 0, got "
+          << static_cast<int64_t>(chunkSize);
       return signalPassFailure();
     }
     RewritePatternSet patterns(&getContext());

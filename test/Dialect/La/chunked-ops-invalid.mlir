@@ -1,0 +1,143 @@
+// RUN: la-opt %s -split-input-file -verify-diagnostics
+
+func.func @cumsum_rank(%g: tensor<2x16x2xf32>) {
+  // expected-error @+1 {{expects 'g' of rank 4 [B,NC,C,H] or 5 [B,NC,C,H,K], got rank 3}}
+  %0 = la.chunk_cumsum %g : tensor<2x16x2xf32> -> tensor<2x16x2xf32>
+  return
+}
+
+// -----
+
+func.func @cumsum_result(%g: tensor<1x2x16x2xf32>) {
+  // expected-error @+1 {{expects 'result' of shape [1,2,16,2] like 'g', got [1,2,8,2]}}
+  %0 = la.chunk_cumsum %g : tensor<1x2x16x2xf32> -> tensor<1x2x8x2xf32>
+  return
+}
+
+// -----
+
+func.func @cumsum_result_type(%g: tensor<1x2x16x2xf32>) {
+  // expected-error @+1 {{result #0 must be ranked tensor of 32-bit float values}}
+  %0 = la.chunk_cumsum %g : tensor<1x2x16x2xf32> -> tensor<1x2x16x2xbf16>
+  return
+}
+
+// -----
+
+func.func @intra_key_rank(%q: tensor<1x2x16x2xf32>, %v: tensor<1x2x16x2x8xf32>) {
+  // expected-error @+1 {{expects 'k' of rank 5 [B,NC,C,H,K], got rank 4}}
+  %0 = la.chunk_intra %q, %q, %v {scale = 1.0 : f32} : tensor<1x2x16x2xf32>, tensor<1x2x16x2xf32>, tensor<1x2x16x2x8xf32> -> tensor<1x2x16x2x8xf32>
+  return
+}
+
+// -----
+
+func.func @intra_value_rank(%q: tensor<1x2x16x2x4xf32>, %v: tensor<1x2x16x2xf32>) {
+  // expected-error @+1 {{expects 'v' of rank 5 [B,NC,C,HV,V], got rank 4}}
+  %0 = la.chunk_intra %q, %q, %v {scale = 1.0 : f32} : tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x4xf32>, tensor<1x2x16x2xf32> -> tensor<1x2x16x2x8xf32>
+  return
+}
+
+// -----
+
+func.func @intra_value_chunks(%q: tensor<1x2x16x2x4xf32>, %v: tensor<1x2x8x2x8xf32>) {
+  // expected-error @+1 {{expects 'v' of shape [1,2,16,2,8] [B,NC,C,HV,V], got [1,2,8,2,8]}}
+  %0 = la.chunk_intra %q, %q, %v {scale = 1.0 : f32} : tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x4xf32>, tensor<1x2x8x2x8xf32> -> tensor<1x2x16x2x8xf32>
+  return
+}
+
+// -----
+
+func.func @intra_groups(%q: tensor<1x2x16x2x4xf32>, %v: tensor<1x2x16x3x8xf32>) {
+  // expected-error @+1 {{expects the value heads (HV = 3) to be a multiple of the key heads (H = 2)}}
+  %0 = la.chunk_intra %q, %q, %v {scale = 1.0 : f32} : tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x4xf32>, tensor<1x2x16x3x8xf32> -> tensor<1x2x16x3x8xf32>
+  return
+}
+
+// -----
+
+func.func @intra_query(%q: tensor<1x2x16x2x8xf32>, %k: tensor<1x2x16x2x4xf32>, %v: tensor<1x2x16x2x8xf32>) {
+  // expected-error @+1 {{expects 'q' of shape [1,2,16,2,4] [B,NC,C,H,K] like 'k', got [1,2,16,2,8]}}
+  %0 = la.chunk_intra %q, %k, %v {scale = 1.0 : f32} : tensor<1x2x16x2x8xf32>, tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x8xf32> -> tensor<1x2x16x2x8xf32>
+  return
+}
+
+// -----
+
+func.func @intra_scalar_gates(%q: tensor<1x2x16x2x4xf32>, %v: tensor<1x2x16x2x8xf32>, %g: tensor<1x2x16x3xf32>) {
+  // expected-error @+1 {{expects 'gates' of shape [1,2,16,2] [B,NC,C,H] for a scalar gate, got [1,2,16,3]}}
+  %0 = la.chunk_intra %q, %q, %v gates(%g : tensor<1x2x16x3xf32>) {scale = 1.0 : f32} : tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x8xf32> -> tensor<1x2x16x2x8xf32>
+  return
+}
+
+// -----
+
+func.func @intra_channel_gates(%q: tensor<1x2x16x2x4xf32>, %v: tensor<1x2x16x2x8xf32>, %g: tensor<1x2x16x2x8xf32>) {
+  // expected-error @+1 {{expects 'gates' of shape [1,2,16,2,4] [B,NC,C,H,K] for a channel-wise gate, got [1,2,16,2,8]}}
+  %0 = la.chunk_intra %q, %q, %v gates(%g : tensor<1x2x16x2x8xf32>) {scale = 1.0 : f32} : tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x8xf32> -> tensor<1x2x16x2x8xf32>
+  return
+}
+
+// -----
+
+func.func @intra_scale(%q: tensor<1x2x16x2x4xf32>, %v: tensor<1x2x16x2x8xf32>) {
+  // expected-error @+1 {{expects 'scale' to be finite and > 0, got 0.000000e+00}}
+  %0 = la.chunk_intra %q, %q, %v {scale = 0.0 : f32} : tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x8xf32> -> tensor<1x2x16x2x8xf32>
+  return
+}
+
+// -----
+
+func.func @intra_result(%q: tensor<1x2x16x2x4xf32>, %v: tensor<1x2x16x2x8xf32>) {
+  // expected-error @+1 {{expects 'result' of shape [1,2,16,2,8] [B,NC,C,HV,V], got [1,2,16,2,4]}}
+  %0 = la.chunk_intra %q, %q, %v {scale = 1.0 : f32} : tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x8xf32> -> tensor<1x2x16x2x4xf32>
+  return
+}
+
+// -----
+
+func.func @scan_initial(%k: tensor<1x2x16x2x4xf32>, %v: tensor<1x2x16x2x8xf32>, %s: tensor<1x2x8x4xf32>) {
+  // expected-error @+1 {{expects 'initial_state' of shape [1,2,4,8] [B,HV,K,V], got [1,2,8,4]}}
+  %0:2 = la.chunk_state_scan %k, %v initial_state(%s : tensor<1x2x8x4xf32>) : tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x8xf32> -> tensor<1x2x2x4x8xf32>, tensor<1x2x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @scan_final(%k: tensor<1x2x16x2x4xf32>, %v: tensor<1x2x16x2x8xf32>) {
+  // expected-error @+1 {{expects 'final_state' of shape [1,2,4,8] [B,HV,K,V], got [1,1,4,8]}}
+  %0:2 = la.chunk_state_scan %k, %v : tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x8xf32> -> tensor<1x2x2x4x8xf32>, tensor<1x1x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @scan_states(%k: tensor<1x2x16x2x4xf32>, %v: tensor<1x2x16x2x8xf32>) {
+  // expected-error @+1 {{expects 'states' of shape [1,2,2,4,8] [B,NC,HV,K,V], got [1,3,2,4,8]}}
+  %0:2 = la.chunk_state_scan %k, %v : tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x8xf32> -> tensor<1x3x2x4x8xf32>, tensor<1x2x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @inter_intra(%q: tensor<1x2x16x2x4xf32>, %s: tensor<1x2x2x4x8xf32>, %intra: tensor<1x2x16x2xf32>) {
+  // expected-error @+1 {{expects 'intra' of rank 5 [B,NC,C,HV,V], got rank 4}}
+  %0 = la.chunk_inter %q, %s, %intra {scale = 1.0 : f32} : tensor<1x2x16x2x4xf32>, tensor<1x2x2x4x8xf32>, tensor<1x2x16x2xf32> -> tensor<1x2x16x2x8xf32>
+  return
+}
+
+// -----
+
+func.func @inter_states(%q: tensor<1x2x16x2x4xf32>, %s: tensor<1x1x2x4x8xf32>, %intra: tensor<1x2x16x2x8xf32>) {
+  // expected-error @+1 {{expects 'states' of shape [1,2,2,4,8] [B,NC,HV,K,V], got [1,1,2,4,8]}}
+  %0 = la.chunk_inter %q, %s, %intra {scale = 1.0 : f32} : tensor<1x2x16x2x4xf32>, tensor<1x1x2x4x8xf32>, tensor<1x2x16x2x8xf32> -> tensor<1x2x16x2x8xf32>
+  return
+}
+
+// -----
+
+func.func @inter_result(%q: tensor<1x2x16x2x4xf32>, %s: tensor<1x2x2x4x8xf32>, %intra: tensor<1x2x16x2x8xf32>) {
+  // expected-error @+1 {{expects 'result' of shape [1,2,16,2,8] like 'intra', got [1,2,16,2,4]}}
+  %0 = la.chunk_inter %q, %s, %intra {scale = 1.0 : f32} : tensor<1x2x16x2x4xf32>, tensor<1x2x2x4x8xf32>, tensor<1x2x16x2x8xf32> -> tensor<1x2x16x2x4xf32>
+  return
+}

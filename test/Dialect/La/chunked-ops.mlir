@@ -1,0 +1,28 @@
+// RUN: la-opt %s -split-input-file | la-opt -split-input-file | FileCheck %s
+// RUN: la-opt %s -split-input-file -mlir-print-op-generic | la-opt -split-input-file | FileCheck %s
+
+// CHECK-LABEL: func.func @chunked
+// CHECK-SAME: (%[[Q:[^:]*]]: {{.*}}, %[[K:[^:]*]]: {{.*}}, %[[V:[^:]*]]: {{.*}}, %[[G:[^:]*]]: tensor<2x3x16x2x4xbf16>, %[[S0:[^:]*]]: tensor<2x4x4x8xf32>)
+// CHECK: %[[CUM:.*]] = la.chunk_cumsum %[[G]] : tensor<2x3x16x2x4xbf16> -> tensor<2x3x16x2x4xf32>
+// CHECK: %[[INTRA:.*]] = la.chunk_intra %[[Q]], %[[K]], %[[V]] gates(%[[CUM]] : tensor<2x3x16x2x4xf32>) {scale = 5.000000e-01 : f32} : tensor<2x3x16x2x4xbf16>, tensor<2x3x16x2x4xbf16>, tensor<2x3x16x4x8xbf16> -> tensor<2x3x16x4x8xf32>
+// CHECK: %[[STATES:.*]], %[[FINAL:.*]] = la.chunk_state_scan %[[K]], %[[V]] gates(%[[CUM]] : tensor<2x3x16x2x4xf32>) initial_state(%[[S0]] : tensor<2x4x4x8xf32>) : tensor<2x3x16x2x4xbf16>, tensor<2x3x16x4x8xbf16> -> tensor<2x3x4x4x8xf32>, tensor<2x4x4x8xf32>
+// CHECK: %[[O:.*]] = la.chunk_inter %[[Q]], %[[STATES]], %[[INTRA]] gates(%[[CUM]] : tensor<2x3x16x2x4xf32>) {scale = 5.000000e-01 : f32} : tensor<2x3x16x2x4xbf16>, tensor<2x3x4x4x8xf32>, tensor<2x3x16x4x8xf32> -> tensor<2x3x16x4x8xbf16>
+// CHECK: return %[[O]], %[[FINAL]]
+func.func @chunked(%q: tensor<2x3x16x2x4xbf16>, %k: tensor<2x3x16x2x4xbf16>, %v: tensor<2x3x16x4x8xbf16>, %g: tensor<2x3x16x2x4xbf16>, %s0: tensor<2x4x4x8xf32>) -> (tensor<2x3x16x4x8xbf16>, tensor<2x4x4x8xf32>) {
+  %cum = la.chunk_cumsum %g : tensor<2x3x16x2x4xbf16> -> tensor<2x3x16x2x4xf32>
+  %intra = la.chunk_intra %q, %k, %v gates(%cum : tensor<2x3x16x2x4xf32>) {scale = 0.5 : f32} : tensor<2x3x16x2x4xbf16>, tensor<2x3x16x2x4xbf16>, tensor<2x3x16x4x8xbf16> -> tensor<2x3x16x4x8xf32>
+  %states, %final = la.chunk_state_scan %k, %v gates(%cum : tensor<2x3x16x2x4xf32>) initial_state(%s0 : tensor<2x4x4x8xf32>) : tensor<2x3x16x2x4xbf16>, tensor<2x3x16x4x8xbf16> -> tensor<2x3x4x4x8xf32>, tensor<2x4x4x8xf32>
+  %o = la.chunk_inter %q, %states, %intra gates(%cum : tensor<2x3x16x2x4xf32>) {scale = 0.5 : f32} : tensor<2x3x16x2x4xbf16>, tensor<2x3x4x4x8xf32>, tensor<2x3x16x4x8xf32> -> tensor<2x3x16x4x8xbf16>
+  return %o, %final : tensor<2x3x16x4x8xbf16>, tensor<2x4x4x8xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @ungated_dynamic
+// CHECK: la.chunk_intra %{{.*}}, %{{.*}}, %{{.*}} {scale = 1.000000e+00 : f32} : tensor<1x?x16x1x4xf32>
+// CHECK: la.chunk_state_scan %{{.*}}, %{{.*}} : tensor<1x?x16x1x4xf32>, tensor<1x?x16x1x4xf32> -> tensor<1x?x1x4x4xf32>, tensor<1x1x4x4xf32>
+func.func @ungated_dynamic(%q: tensor<1x?x16x1x4xf32>) -> (tensor<1x?x16x1x4xf32>, tensor<1x?x1x4x4xf32>) {
+  %intra = la.chunk_intra %q, %q, %q {scale = 1.0 : f32} : tensor<1x?x16x1x4xf32>, tensor<1x?x16x1x4xf32>, tensor<1x?x16x1x4xf32> -> tensor<1x?x16x1x4xf32>
+  %states, %final = la.chunk_state_scan %q, %q : tensor<1x?x16x1x4xf32>, tensor<1x?x16x1x4xf32> -> tensor<1x?x1x4x4xf32>, tensor<1x1x4x4xf32>
+  return %intra, %states : tensor<1x?x16x1x4xf32>, tensor<1x?x1x4x4xf32>
+}

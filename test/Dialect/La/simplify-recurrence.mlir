@@ -1,0 +1,55 @@
+// RUN: la-opt %s -split-input-file -la-simplify-recurrence | FileCheck %s
+
+// The normaliser becomes a value column of ones; the output divides the
+// first V columns by the last one plus eps.
+// CHECK-DAG: #[[ID:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+// CHECK-DAG: #[[LAST:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, 0)>
+// CHECK-LABEL: func.func @normalizer
+// CHECK-SAME: (%[[Q:[^:]*]]: {{.*}}, %[[K:[^:]*]]: {{.*}}, %[[V:[^:]*]]: tensor<1x8x2x6xbf16>, %[[S0:[^:]*]]: tensor<1x2x4x6xf32>)
+// CHECK-DAG: %[[EPS:.*]] = arith.constant 1.000000e-03 : f32
+// CHECK-DAG: %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK-DAG: %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
+// CHECK: %[[VF:.*]] = linalg.generic {{.*}} ins(%[[V]] : tensor<1x8x2x6xbf16>) outs(%{{.*}} : tensor<1x8x2x6xf32>)
+// CHECK: %[[VA:.*]] = tensor.pad %[[VF]] low[0, 0, 0, 0] high[0, 0, 0, 1]
+// CHECK: tensor.yield %[[ONE]] : f32
+// CHECK: } : tensor<1x8x2x6xf32> to tensor<1x8x2x7xf32>
+// CHECK: %[[SA:.*]] = tensor.pad %[[S0]] low[0, 0, 0, 0] high[0, 0, 0, 1]
+// CHECK: tensor.yield %[[ZERO]] : f32
+// CHECK: %[[O:.*]], %[[S:.*]] = la.recurrence decay(none) low_rank(none) %[[Q]], %[[K]], %[[VA]] initial_state(%[[SA]] : tensor<1x2x4x7xf32>) {scale = 5.000000e-01 : f32} : {{.*}} -> tensor<1x8x2x7xf32>, tensor<1x2x4x7xf32>
+// CHECK: %[[NUM:.*]] = tensor.extract_slice %[[O]][0, 0, 0, 0] [1, 8, 2, 6] [1, 1, 1, 1]
+// CHECK: %[[DEN:.*]] = tensor.extract_slice %[[O]][0, 0, 0, 6] [1, 8, 2, 1] [1, 1, 1, 1]
+// CHECK: %[[OUT:.*]] = linalg.generic {indexing_maps = [#[[ID]], #[[LAST]], #[[ID]]], {{.*}}} ins(%[[NUM]], %[[DEN]] : tensor<1x8x2x6xf32>, tensor<1x8x2x1xf32>) outs(%{{.*}} : tensor<1x8x2x6xbf16>)
+// CHECK: %[[SHIFTED:.*]] = arith.addf %{{.*}}, %[[EPS]] : f32
+// CHECK: %[[QUOT:.*]] = arith.divf %{{.*}}, %[[SHIFTED]] : f32
+// CHECK: arith.truncf %[[QUOT]] : f32 to bf16
+// CHECK: %[[FINAL:.*]] = tensor.extract_slice %[[S]][0, 0, 0, 0] [1, 2, 4, 6] [1, 1, 1, 1]
+// CHECK: return %[[OUT]], %[[FINAL]]
+func.func @normalizer(%q: tensor<1x8x2x4xf32>, %k: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xbf16>, %s0: tensor<1x2x4x6xf32>) -> (tensor<1x8x2x6xbf16>, tensor<1x2x4x6xf32>) {
+  %o, %s = la.recurrence decay(none) low_rank(none) %q, %k, %v initial_state(%s0 : tensor<1x2x4x6xf32>) {normalizer, eps = 1.0e-3 : f32, scale = 0.5 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xbf16> -> tensor<1x8x2x6xbf16>, tensor<1x2x4x6xf32>
+  return %o, %s : tensor<1x8x2x6xbf16>, tensor<1x2x4x6xf32>
+}
+
+// -----
+
+// A fixed per-head decay becomes a scalar gate broadcast over B and T.
+// CHECK-DAG: #[[HEAD:.*]] = affine_map<(d0, d1, d2) -> (d2)>
+// CHECK-DAG: #[[BTH:.*]] = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+// CHECK-LABEL: func.func @fixed
+// CHECK: %[[D:.*]] = arith.constant dense<[-1.000000e+00, -2.000000e+00]> : tensor<2xf32>
+// CHECK: %[[G:.*]] = linalg.generic {indexing_maps = [#[[HEAD]], #[[BTH]]], iterator_types = ["parallel", "parallel", "parallel"]} ins(%[[D]] : tensor<2xf32>) outs(%{{.*}} : tensor<3x5x2xf32>)
+// CHECK: la.recurrence decay(scalar) low_rank(delta) %{{.*}}, %{{.*}}, %{{.*}} g(%[[G]] : tensor<3x5x2xf32>) beta(%{{.*}} : tensor<3x5x2xf32>) {scale = 5.000000e-01 : f32}
+func.func @fixed(%q: tensor<3x5x2x4xf32>, %v: tensor<3x5x2x4xf32>, %b: tensor<3x5x2xf32>) -> tensor<3x5x2x4xf32> {
+  %o = la.recurrence decay(fixed) low_rank(delta) %q, %q, %v beta(%b : tensor<3x5x2xf32>) {log_decay = array<f32: -1.0, -2.0>, scale = 0.5 : f32} : tensor<3x5x2x4xf32>, tensor<3x5x2x4xf32>, tensor<3x5x2x4xf32> -> tensor<3x5x2x4xf32>
+  return %o : tensor<3x5x2x4xf32>
+}
+
+// -----
+
+// Already simple: unchanged.
+// CHECK-LABEL: func.func @simple
+// CHECK-NEXT: la.recurrence decay(scalar) low_rank(none)
+// CHECK-NEXT: return
+func.func @simple(%q: tensor<1x5x2x4xf32>, %g: tensor<1x5x2xf32>) -> tensor<1x5x2x4xf32> {
+  %o = la.recurrence decay(scalar) low_rank(none) %q, %q, %q g(%g : tensor<1x5x2xf32>) {scale = 0.5 : f32} : tensor<1x5x2x4xf32>, tensor<1x5x2x4xf32>, tensor<1x5x2x4xf32> -> tensor<1x5x2x4xf32>
+  return %o : tensor<1x5x2x4xf32>
+}

@@ -1,0 +1,24 @@
+// RUN: la-opt %s -la-lower-to-cpu | FileCheck %s
+// RUN: la-opt %s -la-lower-to-cpu=sequential | FileCheck %s --check-prefix=SEQ
+// RUN: la-opt %s --pass-pipeline="builtin.module(la-lower-to-cpu{chunk-size=16})" | FileCheck %s
+// RUN: not la-opt %s -la-lower-to-cpu=chunk-size=0 2>&1 | FileCheck %s --check-prefix=BADCHUNK
+
+// The whole pipeline ends in the LLVM dialect: results become trailing
+// out-parameters (the caller owns every output), no la op is left.
+// CHECK-NOT: la.
+// CHECK-LABEL: llvm.func @gla(
+// CHECK-SAME: %{{[^:]*}}: !llvm.ptr
+// CHECK-NOT: -> !llvm.struct
+// CHECK: llvm.intr.exp
+// CHECK: llvm.return
+// CHECK-NOT: la.
+
+// SEQ-LABEL: llvm.func @gla(
+// SEQ: llvm.intr.exp
+// SEQ-NOT: la.
+
+// BADCHUNK: la-chunk: 'chunk-size' must be > 0, got 0
+func.func @gla(%q: tensor<1x20x2x8xf32>, %k: tensor<1x20x2x8xf32>, %v: tensor<1x20x2x8xf32>, %g: tensor<1x20x2x8xf32>) -> (tensor<1x20x2x8xf32>, tensor<1x2x8x8xf32>) {
+  %o, %s = la.attention gla %q, %k, %v g(%g : tensor<1x20x2x8xf32>) : tensor<1x20x2x8xf32>, tensor<1x20x2x8xf32>, tensor<1x20x2x8xf32> -> tensor<1x20x2x8xf32>, tensor<1x2x8x8xf32>
+  return %o, %s : tensor<1x20x2x8xf32>, tensor<1x2x8x8xf32>
+}
