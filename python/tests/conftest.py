@@ -6,3 +6,34 @@ import sys
 _PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if _PYTHON_DIR not in sys.path:
     sys.path.insert(0, _PYTHON_DIR)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """List the CPU execution tests' errors (rel_rms) and la-run timings."""
+    module = sys.modules.get("test_cpu_exec")
+    records = getattr(module, "RECORDS", None)
+    if not records:
+        return
+    verbose = config.option.verbose > 0 or "A" in (config.option.reportchars or "")
+    worst = {}
+    runs = {}
+    for label, name, err, tol, timing in records:
+        key = "f32" if tol <= 1e-5 else "f16/bf16"
+        if key not in worst or not err <= worst[key][0]:
+            worst[key] = (err, tol, f"{label} [{name}]")
+        if timing is not None:
+            runs[timing["command"]] = timing
+    tr = terminalreporter
+    tr.section("la-run vs fp64 reference (rel_rms)")
+    if verbose:
+        for label, name, err, tol, _ in records:
+            tr.write_line(f"{err:10.3e} <= {tol:.0e}  {label} [{name}]")
+    for key, (err, tol, where) in sorted(worst.items()):
+        tr.write_line(f"worst {key}: {err:.3e} (limit {tol:.0e}) in {where}")
+    if runs:
+        compile_ms = sum(t.get("compile_ms", 0.0) for t in runs.values())
+        wall = sum(t.get("wall_s", 0.0) for t in runs.values())
+        tr.write_line(
+            f"{len(runs)} distinct la-run runs checked: {compile_ms / 1000:.1f} s compiling, "
+            f"{wall:.1f} s wall in la-run (incl. process start and I/O)"
+        )

@@ -11,6 +11,7 @@
 #include "la/Dialect/La/LaUtils.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Arith/Utils/Utils.h"
@@ -103,6 +104,90 @@ struct ChunkCumsumToLinalg : OpRewritePattern<ChunkCumsumOp> {
   }
 };
 
+/// The masked, decayed score matrix of a chunk, [B,NC,H,C,C]:
+///   M[b,n,h,i,j] = [j <= i] * scale * rowScale_i * (x_i . (y_j * D_ij))
+/// with D_ij = exp(G_i - G_j) (per channel for a channel-wise gate), and
+/// j < i when `strict`. x, y : [B,NC,C,H,K]; rowScale : [B,NC,C,H] or null.
+static Value buildScores(OpBuilder &b, Location loc, Value x, Value y,
+                         Value gates, Value rowScale, float scale,
+                         bool strict) {
+  MLIRContext *ctx = b.getContext();
+  bool channel = isChannelGate(gates);
+  // P = x y^T (decayed per channel). Loops (b,n,h,i,j,kk).
+  SmallVector<OpFoldResult> xSizes = mixedSizes(b, loc, x);
+  SmallVector<OpFoldResult> scoreSizes = {xSizes[0], xSizes[1], xSizes[3],
+                                          xSizes[2], xSizes[2]};
+  SmallVector<Value> inputs = {x, y};
+  SmallVector<AffineMap> maps = {dimMap(ctx, 6, {0, 1, 3, 2, 5}),
+                                 dimMap(ctx, 6, {0, 1, 4, 2, 5})};
+  if (channel) {
+    inputs.append({gates, gates});
+    maps.append(
+        {dimMap(ctx, 6, {0, 1, 3, 2, 5}), dimMap(ctx, 6, {0, 1, 4, 2, 5})});
+  }
+  maps.push_back(dimMap(ctx, 6, {0, 1, 2, 3, 4}));
+  Value scores = generic(
+      b, loc, inputs, zeroTensor(b, loc, scoreSizes), maps, 5, 1,
+      [&](OpBuilder &nb, Location l, ValueRange args) -> Value {
+        Value product = mulF(nb, l, extendToF32(nb, l, args[0]),
+                             extendToF32(nb, l, args[1]));
+        if (channel) {
+          Value diff = arith::SubFOp::create(nb, l, args[2], args[3]);
+          product = mulF(nb, l, product, safeDecay(nb, l, diff));
+        }
+        return addF(nb, l, args.back(), product);
+      });
+
+  // Mask, scale, and the scalar decay. Loops (b,n,h,i,j).
+  inputs = {scores};
+  maps = {dimMap(ctx, 5, {0, 1, 2, 3, 4})};
+  bool scalarGate = gates && !channel;
+  if (scalarGate) {
+    inputs.append({gates, gates});
+    maps.append({dimMap(ctx, 5, {0, 1, 3, 2}), dimMap(ctx, 5, {0, 1, 4, 2})});
+  }
+  if (rowScale) {
+    inputs.push_back(rowScale);
+    maps.push_back(dimMap(ctx, 5, {0, 1, 3, 2}));
+  }
+  maps.push_back(dimMap(ctx, 5, {0, 1, 2, 3, 4}));
+  Value scaleValue = constantF32(b, loc, scale);
+  return generic(
+      b, loc, inputs, emptyTensor(b, loc, scoreSizes, b.getF32Type()), maps,
+      5, 0, [&](OpBuilder &nb, Location l, ValueRange args) -> Value {
+        Value value = mulF(nb, l, args[0], scaleValue);
+        if (scalarGate) {
+          Value diff = arith::SubFOp::create(nb, l, args[1], args[2]);
+          value = mulF(nb, l, value, safeDecay(nb, l, diff));
+        }
+        if (rowScale)
+          value = mulF(nb, l, value, extendToF32(nb, l, args[scalarGate ? 3 : 1]));
+        Value i = linalg::IndexOp::create(nb, l, 3);
+        Value j = linalg::IndexOp::create(nb, l, 4);
+        Value keep = arith::CmpIOp::create(
+            nb, l, strict ? arith::CmpIPredicate::ult : arith::CmpIPredicate::ule,
+            j, i);
+        return arith::SelectOp::create(nb, l, keep, value,
+                                       constantF32(nb, l, 0.0f));
+      });
+}
+
+/// O[b,n,i,hv,vv] = sum_j M[b,n,hv/group,i,j] x[b,n,j,hv,vv] into `init`.
+/// Loops (b,n,i,hv,vv,j).
+static Value applyScores(OpBuilder &b, Location loc, Value scores, Value x,
+                         Value init, int64_t group) {
+  MLIRContext *ctx = b.getContext();
+  return generic(b, loc, ValueRange{scores, x}, init,
+                 {dimMap(ctx, 6, {0, 1, -4, 2, 5}, group),
+                  dimMap(ctx, 6, {0, 1, 5, 3, 4}),
+                  dimMap(ctx, 6, {0, 1, 2, 3, 4})},
+                 5, 1, [&](OpBuilder &nb, Location l, ValueRange args) {
+                   return addF(nb, l, args[2],
+                               mulF(nb, l, args[0],
+                                    extendToF32(nb, l, args[1])));
+                 });
+}
+
 struct ChunkIntraToLinalg : OpRewritePattern<ChunkIntraOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -113,71 +198,14 @@ struct ChunkIntraToLinalg : OpRewritePattern<ChunkIntraOp> {
     if (failed(group))
       return rewriter.notifyMatchFailure(op, "needs static H and HV");
     Location loc = op.getLoc();
-    MLIRContext *ctx = op.getContext();
-    Value gates = op.getGates();
-    bool channel = isChannelGate(gates);
-    float scale = op.getScale().convertToFloat();
-
-    // P[b,n,h,i,j] = sum_kk q[b,n,i,h,kk] k[b,n,j,h,kk] (* exp(G_i - G_j)
-    // per channel). Loops (b,n,h,i,j,kk).
-    SmallVector<OpFoldResult> qSizes = mixedSizes(rewriter, loc, op.getQ());
-    SmallVector<OpFoldResult> scoreSizes = {qSizes[0], qSizes[1], qSizes[3],
-                                            qSizes[2], qSizes[2]};
-    SmallVector<Value> inputs = {op.getQ(), op.getK()};
-    SmallVector<AffineMap> maps = {dimMap(ctx, 6, {0, 1, 3, 2, 5}),
-                                   dimMap(ctx, 6, {0, 1, 4, 2, 5})};
-    if (channel) {
-      inputs.append({gates, gates});
-      maps.append({dimMap(ctx, 6, {0, 1, 3, 2, 5}),
-                   dimMap(ctx, 6, {0, 1, 4, 2, 5})});
-    }
-    maps.push_back(dimMap(ctx, 6, {0, 1, 2, 3, 4}));
-    Value scores = generic(
-        rewriter, loc, inputs, zeroTensor(rewriter, loc, scoreSizes), maps, 5,
-        1, [&](OpBuilder &b, Location l, ValueRange args) -> Value {
-          Value product = mulF(b, l, extendToF32(b, l, args[0]),
-                               extendToF32(b, l, args[1]));
-          if (channel) {
-            Value diff = arith::SubFOp::create(b, l, args[2], args[3]);
-            product = mulF(b, l, product, safeDecay(b, l, diff));
-          }
-          return addF(b, l, args.back(), product);
-        });
-
-    // M = [j <= i] * scale * P (* exp(G_i - G_j) for a scalar gate).
-    // Loops (b,n,h,i,j).
-    inputs = {scores};
-    maps = {dimMap(ctx, 5, {0, 1, 2, 3, 4})};
-    if (gates && !channel) {
-      inputs.append({gates, gates});
-      maps.append({dimMap(ctx, 5, {0, 1, 3, 2}), dimMap(ctx, 5, {0, 1, 4, 2})});
-    }
-    maps.push_back(dimMap(ctx, 5, {0, 1, 2, 3, 4}));
-    Value scaleValue = constantF32(rewriter, loc, scale);
-    Value masked = generic(
-        rewriter, loc, inputs,
-        emptyTensor(rewriter, loc, scoreSizes, rewriter.getF32Type()), maps, 5,
-        0, [&](OpBuilder &b, Location l, ValueRange args) -> Value {
-          Value value = mulF(b, l, args[0], scaleValue);
-          if (gates && !channel) {
-            Value diff = arith::SubFOp::create(b, l, args[1], args[2]);
-            value = mulF(b, l, value, safeDecay(b, l, diff));
-          }
-          return arith::SelectOp::create(b, l, causal(b, l, 3, 4), value,
-                                         constantF32(b, l, 0.0f));
-        });
-
-    // O[b,n,i,hv,vv] = sum_j M[b,n,hv/G,i,j] v[b,n,j,hv,vv].
-    // Loops (b,n,i,hv,vv,j).
-    Value result = generic(
-        rewriter, loc, ValueRange{masked, op.getV()},
+    Value masked = buildScores(rewriter, loc, op.getQ(), op.getK(),
+                               op.getGates(), /*rowScale=*/Value(),
+                               op.getScale().convertToFloat(),
+                               /*strict=*/false);
+    Value result = applyScores(
+        rewriter, loc, masked, op.getV(),
         zeroTensor(rewriter, loc, mixedSizes(rewriter, loc, op.getV())),
-        {dimMap(ctx, 6, {0, 1, -4, 2, 5}, *group),
-         dimMap(ctx, 6, {0, 1, 5, 3, 4}), dimMap(ctx, 6, {0, 1, 2, 3, 4})},
-        5, 1, [&](OpBuilder &b, Location l, ValueRange args) -> Value {
-          return addF(b, l, args[2],
-                      mulF(b, l, args[0], extendToF32(b, l, args[1])));
-        });
+        *group);
     rewriter.replaceOp(op, result);
     return success();
   }
@@ -236,8 +264,14 @@ struct ChunkStateScanToLinalg : OpRewritePattern<ChunkStateScanOp> {
         mixedSizes(rewriter, loc, op.getV());
     SmallVector<OpFoldResult> stateSizes = {valueSizes[0], valueSizes[3],
                                             keySizes[4], valueSizes[4]};
+    // The loop updates its state in place; the caller's initial state must
+    // not change, so the loop starts from a copy of it.
     Value state = op.getInitialState();
-    if (!state)
+    if (state)
+      state = bufferization::AllocTensorOp::create(
+          rewriter, loc, cast<RankedTensorType>(state.getType()),
+          /*dynamicSizes=*/ValueRange{}, /*copy=*/state);
+    else
       state = zeroTensor(rewriter, loc, stateSizes);
     Value states = emptyTensor(rewriter, loc,
                                {valueSizes[0], valueSizes[1], valueSizes[3],
@@ -258,8 +292,13 @@ struct ChunkStateScanToLinalg : OpRewritePattern<ChunkStateScanOp> {
         getAffineSymbolExpr(0, ctx) - 1,
         {keySizes[2]});
 
+    Value correction = op.getCorrection();
+    SmallVector<Value> inits = {state, states};
+    if (correction)
+      inits.push_back(emptyTensor(rewriter, loc, valueSizes, f32));
+
     auto loop = scf::ForOp::create(
-        rewriter, loc, zero, numChunks, one, ValueRange{state, states},
+        rewriter, loc, zero, numChunks, one, inits,
         [&](OpBuilder &b, Location l, Value n, ValueRange iterArgs) {
           Value current = iterArgs[0];
           // Record the state entering chunk n.
@@ -274,6 +313,26 @@ struct ChunkStateScanToLinalg : OpRewritePattern<ChunkStateScanOp> {
 
           Value keys = extractChunk(b, l, op.getK(), n);   // [B,C,H,K]
           Value values = extractChunk(b, l, op.getV(), n); // [B,C,HV,V]
+          SmallVector<Value> yields;
+          if (correction) {
+            // V' = U - W S_n. Loops (b,j,hv,vv,kk).
+            Value w = extractChunk(b, l, correction, n); // [B,C,H,K]
+            values = generic(
+                b, l, ValueRange{w, current}, values,
+                {dimMap(ctx, 5, {0, 1, -3, 4}, *group),
+                 dimMap(ctx, 5, {0, 2, 4, 3}), dimMap(ctx, 5, {0, 1, 2, 3})},
+                4, 1, [&](OpBuilder &nb, Location nl, ValueRange args) {
+                  return arith::SubFOp::create(
+                      nb, nl, args[2], mulF(nb, nl, args[0], args[1]));
+                });
+            SmallVector<OpFoldResult> chunkOffsets(5, b.getIndexAttr(0));
+            chunkOffsets[1] = n;
+            SmallVector<OpFoldResult> chunkSizes = valueSizes;
+            chunkSizes[1] = b.getIndexAttr(1);
+            yields.push_back(tensor::InsertSliceOp::create(
+                b, l, values, iterArgs[2], chunkOffsets, chunkSizes,
+                SmallVector<OpFoldResult>(5, b.getIndexAttr(1))));
+          }
           Value decayed = current;
           Value weightedKeys = keys;
           if (gates) {
@@ -319,9 +378,251 @@ struct ChunkStateScanToLinalg : OpRewritePattern<ChunkStateScanOp> {
                             mulF(nb, nl, extendToF32(nb, nl, args[0]),
                                  extendToF32(nb, nl, args[1])));
               });
-          scf::YieldOp::create(b, l, ValueRange{next, recorded});
+          yields.insert(yields.begin(), {next, recorded});
+          scf::YieldOp::create(b, l, yields);
         });
-    rewriter.replaceOp(op, {loop.getResult(1), loop.getResult(0)});
+    SmallVector<Value> results = {loop.getResult(1), loop.getResult(0)};
+    if (correction)
+      results.push_back(loop.getResult(2));
+    rewriter.replaceOp(op, results);
+    return success();
+  }
+};
+
+/// Slices `size` entries of dim `dim` at `offset`, keeping the rank.
+static Value sliceDim(OpBuilder &b, Location loc, Value x, unsigned dim,
+                      OpFoldResult offset, int64_t size) {
+  auto type = cast<RankedTensorType>(x.getType());
+  int64_t rank = type.getRank();
+  SmallVector<OpFoldResult> offsets(rank, b.getIndexAttr(0));
+  offsets[dim] = offset;
+  SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, x);
+  sizes[dim] = b.getIndexAttr(size);
+  SmallVector<OpFoldResult> strides(rank, b.getIndexAttr(1));
+  SmallVector<int64_t> shape(type.getShape());
+  shape[dim] = size;
+  return tensor::ExtractSliceOp::create(
+      b, loc, RankedTensorType::get(shape, type.getElementType()), x, offsets,
+      sizes, strides);
+}
+
+/// Inserts `part` into `whole` at `offset` of dim `dim` (same rank).
+static Value insertDim(OpBuilder &b, Location loc, Value part, Value whole,
+                       unsigned dim, OpFoldResult offset) {
+  int64_t rank = cast<RankedTensorType>(part.getType()).getRank();
+  SmallVector<OpFoldResult> offsets(rank, b.getIndexAttr(0));
+  offsets[dim] = offset;
+  SmallVector<OpFoldResult> strides(rank, b.getIndexAttr(1));
+  return tensor::InsertSliceOp::create(b, loc, part, whole, offsets,
+                                       mixedSizes(b, loc, part), strides);
+}
+
+/// T = (I + A)^{-1} for strictly lower triangular A : [B,NC,H,C,C], in f32.
+/// Forward substitution inside the s x s diagonal blocks (one row of every
+/// block at a time), then block forward substitution: for block row i,
+/// T_ij = -T_ii sum_{m<i} A_im T_mj, as two matrix products over full rows
+/// with the columns of blocks >= i masked off.
+static Value invertUnitLower(OpBuilder &b, Location loc, Value a,
+                             int64_t blockSize) {
+  MLIRContext *ctx = b.getContext();
+  auto type = cast<RankedTensorType>(a.getType());
+  int64_t c = type.getDimSize(3);
+  int64_t s = blockSize, numBlocks = c / s;
+  SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, a);
+  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+  Value one = arith::ConstantIndexOp::create(b, loc, 1);
+
+  // Diagonal blocks of A: [B,NC,H,nb,s,s]. Loops (b,n,h,m,r,t) read
+  // A[b,n,h,m*s+r,m*s+t].
+  auto blockExpr = [&](unsigned block, unsigned inner) {
+    return getAffineDimExpr(block, ctx) * s + getAffineDimExpr(inner, ctx);
+  };
+  SmallVector<OpFoldResult> blockSizes = {sizes[0], sizes[1], sizes[2],
+                                          b.getIndexAttr(numBlocks),
+                                          b.getIndexAttr(s), b.getIndexAttr(s)};
+  AffineMap diagRead = AffineMap::get(
+      6, 0,
+      {getAffineDimExpr(0, ctx), getAffineDimExpr(1, ctx),
+       getAffineDimExpr(2, ctx), blockExpr(3, 4), blockExpr(3, 5)},
+      ctx);
+  AffineMap id6 = b.getMultiDimIdentityMap(6);
+  Value diag = generic(b, loc, a, emptyTensor(b, loc, blockSizes, b.getF32Type()),
+                       {diagRead, id6}, 6, 0,
+                       [](OpBuilder &, Location, ValueRange args) {
+                         return args[0];
+                       });
+
+  // Forward substitution: row r of every block,
+  // Td[r, col] = [col == r] - sum_t Ad[r, t] Td[t, col].
+  Value blocksInit = zeroTensor(b, loc, blockSizes);
+  auto rowLoop = scf::ForOp::create(
+      b, loc, zero, arith::ConstantIndexOp::create(b, loc, s), one,
+      ValueRange{blocksInit},
+      [&](OpBuilder &nb, Location l, Value r, ValueRange iterArgs) {
+        Value inverse = iterArgs[0];
+        // Ad[.., r, :] as [B,NC,H,nb,1,s]; loops (b,n,h,m,x,col,t).
+        Value aRow = sliceDim(nb, l, diag, 4, r, 1);
+        SmallVector<OpFoldResult> rowSizes = blockSizes;
+        rowSizes[4] = nb.getIndexAttr(1);
+        Value identityRow = generic(
+            nb, l, ValueRange{}, emptyTensor(nb, l, rowSizes, nb.getF32Type()),
+            {id6}, 6, 0, [&](OpBuilder &bb, Location bl, ValueRange) -> Value {
+              Value col = linalg::IndexOp::create(bb, bl, 5);
+              Value isDiag = arith::CmpIOp::create(
+                  bb, bl, arith::CmpIPredicate::eq, col, r);
+              return arith::SelectOp::create(bb, bl, isDiag,
+                                             constantF32(bb, bl, 1.0f),
+                                             constantF32(bb, bl, 0.0f));
+            });
+        Value row = generic(
+            nb, l, ValueRange{aRow, inverse}, identityRow,
+            {dimMap(ctx, 7, {0, 1, 2, 3, 4, 6}),
+             dimMap(ctx, 7, {0, 1, 2, 3, 6, 5}),
+             dimMap(ctx, 7, {0, 1, 2, 3, 4, 5})},
+            6, 1, [](OpBuilder &bb, Location bl, ValueRange args) {
+              return arith::SubFOp::create(bb, bl, args[2],
+                                           mulF(bb, bl, args[0], args[1]));
+            });
+        scf::YieldOp::create(nb, l, insertDim(nb, l, row, inverse, 4, r));
+      });
+  Value blocks = rowLoop.getResult(0);
+
+  // Block-diagonal T: [B,NC,H,C,C], T[I,J] = [I/s == J/s] Td[I/s, I%s, J%s].
+  AffineMap scatter = AffineMap::get(
+      5, 0,
+      {getAffineDimExpr(0, ctx), getAffineDimExpr(1, ctx),
+       getAffineDimExpr(2, ctx), getAffineDimExpr(3, ctx).floorDiv(s),
+       getAffineDimExpr(3, ctx) % s, getAffineDimExpr(4, ctx) % s},
+      ctx);
+  AffineMap id5 = b.getMultiDimIdentityMap(5);
+  Value inverse = generic(
+      b, loc, blocks, emptyTensor(b, loc, sizes, b.getF32Type()),
+      {scatter, id5}, 5, 0,
+      [&](OpBuilder &nb, Location l, ValueRange args) -> Value {
+        Value row = linalg::IndexOp::create(nb, l, 3);
+        Value col = linalg::IndexOp::create(nb, l, 4);
+        Value sValue = arith::ConstantIndexOp::create(nb, l, s);
+        Value sameBlock = arith::CmpIOp::create(
+            nb, l, arith::CmpIPredicate::eq,
+            arith::DivUIOp::create(nb, l, row, sValue),
+            arith::DivUIOp::create(nb, l, col, sValue));
+        return arith::SelectOp::create(nb, l, sameBlock, args[0],
+                                       constantF32(nb, l, 0.0f));
+      });
+  if (numBlocks == 1)
+    return inverse;
+
+  // Block forward substitution over block rows 1 .. nb-1.
+  auto blockLoop = scf::ForOp::create(
+      b, loc, one, arith::ConstantIndexOp::create(b, loc, numBlocks), one,
+      ValueRange{inverse},
+      [&](OpBuilder &nb, Location l, Value i, ValueRange iterArgs) {
+        Value current = iterArgs[0];
+        Value rowOffset = arith::MulIOp::create(
+            nb, l, i, arith::ConstantIndexOp::create(nb, l, s));
+        Value aRows = sliceDim(nb, l, a, 3, rowOffset, s);       // [..,s,C]
+        Value tRows = sliceDim(nb, l, current, 3, rowOffset, s); // [..,s,C]
+        SmallVector<OpFoldResult> rowsSizes = sizes;
+        rowsSizes[3] = nb.getIndexAttr(s);
+        // X = A[rows_i, :] T. Loops (b,n,h,r,col,t).
+        Value x = generic(nb, l, ValueRange{aRows, current},
+                          zeroTensor(nb, l, rowsSizes),
+                          {dimMap(ctx, 6, {0, 1, 2, 3, 5}),
+                           dimMap(ctx, 6, {0, 1, 2, 5, 4}),
+                           dimMap(ctx, 6, {0, 1, 2, 3, 4})},
+                          5, 1, [](OpBuilder &bb, Location bl, ValueRange a) {
+                            return addF(bb, bl, a[2], mulF(bb, bl, a[0], a[1]));
+                          });
+        // Y = T_ii X. Loops (b,n,h,r,col,t); T_ii read from the blocks.
+        Value tii = sliceDim(nb, l, blocks, 3, i, 1); // [..,1,s,s]
+        Value y = generic(nb, l, ValueRange{tii, x},
+                          zeroTensor(nb, l, rowsSizes),
+                          {AffineMap::get(6, 0,
+                                          {getAffineDimExpr(0, ctx),
+                                           getAffineDimExpr(1, ctx),
+                                           getAffineDimExpr(2, ctx),
+                                           getAffineConstantExpr(0, ctx),
+                                           getAffineDimExpr(3, ctx),
+                                           getAffineDimExpr(5, ctx)},
+                                          ctx),
+                           dimMap(ctx, 6, {0, 1, 2, 5, 4}),
+                           dimMap(ctx, 6, {0, 1, 2, 3, 4})},
+                          5, 1, [](OpBuilder &bb, Location bl, ValueRange a) {
+                            return addF(bb, bl, a[2], mulF(bb, bl, a[0], a[1]));
+                          });
+        // Columns of earlier blocks get -Y; the rest keeps T_ii and zeros.
+        Value rows = generic(
+            nb, l, ValueRange{y}, tRows, {id5, id5}, 5, 0,
+            [&](OpBuilder &bb, Location bl, ValueRange a) -> Value {
+              Value col = linalg::IndexOp::create(bb, bl, 4);
+              Value before = arith::CmpIOp::create(
+                  bb, bl, arith::CmpIPredicate::ult, col, rowOffset);
+              Value negated = arith::NegFOp::create(bb, bl, a[0]);
+              return arith::SelectOp::create(bb, bl, before, negated, a[1]);
+            });
+        scf::YieldOp::create(nb, l,
+                             insertDim(nb, l, rows, current, 3, rowOffset));
+      });
+  return blockLoop.getResult(0);
+}
+
+struct ChunkWYToLinalg : OpRewritePattern<ChunkWYOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(ChunkWYOp op,
+                                PatternRewriter &rewriter) const override {
+    FailureOr<int64_t> group =
+        groupSize(op.getK().getType(), op.getV().getType(), 3, 3);
+    int64_t chunkSize = op.getK().getType().getDimSize(2);
+    if (failed(group) || ShapedType::isDynamic(chunkSize))
+      return rewriter.notifyMatchFailure(op, "needs static H, HV and C");
+    Location loc = op.getLoc();
+    MLIRContext *ctx = op.getContext();
+    Value gates = op.getGates();
+    bool channel = isChannelGate(gates);
+
+    // A = strictly_lower(diag(beta) (K K^T * D)); T = (I + A)^{-1}.
+    Value a = buildScores(rewriter, loc, op.getK(), op.getK(), gates,
+                          op.getBeta(), 1.0f, /*strict=*/true);
+    Value inverse = invertUnitLower(rewriter, loc, a, op.getBlockSize());
+
+    // W = T (beta * exp(G) * K). Loops (b,n,i,h,kk,t).
+    SmallVector<Value> inputs = {inverse, op.getK(), op.getBeta()};
+    SmallVector<AffineMap> maps = {dimMap(ctx, 6, {0, 1, 3, 2, 5}),
+                                   dimMap(ctx, 6, {0, 1, 5, 3, 4}),
+                                   dimMap(ctx, 6, {0, 1, 5, 3})};
+    if (gates) {
+      inputs.push_back(gates);
+      maps.push_back(channel ? dimMap(ctx, 6, {0, 1, 5, 3, 4})
+                             : dimMap(ctx, 6, {0, 1, 5, 3}));
+    }
+    maps.push_back(dimMap(ctx, 6, {0, 1, 2, 3, 4}));
+    Value w = generic(
+        rewriter, loc, inputs,
+        zeroTensor(rewriter, loc, mixedSizes(rewriter, loc, op.getK())), maps,
+        5, 1, [&](OpBuilder &b, Location l, ValueRange args) -> Value {
+          Value term = mulF(b, l, args[0],
+                            mulF(b, l, extendToF32(b, l, args[1]),
+                                 extendToF32(b, l, args[2])));
+          if (gates)
+            term = mulF(b, l, term, safeDecay(b, l, args[3]));
+          return addF(b, l, args.back(), term);
+        });
+
+    // U = T (beta * V). Loops (b,n,i,hv,vv,t).
+    Value u = generic(
+        rewriter, loc, ValueRange{inverse, op.getV(), op.getBeta()},
+        zeroTensor(rewriter, loc, mixedSizes(rewriter, loc, op.getV())),
+        {dimMap(ctx, 6, {0, 1, -4, 2, 5}, *group),
+         dimMap(ctx, 6, {0, 1, 5, 3, 4}), dimMap(ctx, 6, {0, 1, 5, -4}, *group),
+         dimMap(ctx, 6, {0, 1, 2, 3, 4})},
+        5, 1, [&](OpBuilder &b, Location l, ValueRange args) -> Value {
+          Value term = mulF(b, l, args[0],
+                            mulF(b, l, extendToF32(b, l, args[1]),
+                                 extendToF32(b, l, args[2])));
+          return addF(b, l, args[3], term);
+        });
+    rewriter.replaceOp(op, {w, u});
     return success();
   }
 };
@@ -387,6 +688,7 @@ struct ChunkInterToLinalg : OpRewritePattern<ChunkInterOp> {
 } // namespace
 
 void mlir::la::populateChunkedToLinalgPatterns(RewritePatternSet &patterns) {
-  patterns.add<ChunkCumsumToLinalg, ChunkIntraToLinalg, ChunkStateScanToLinalg,
-               ChunkInterToLinalg>(patterns.getContext());
+  patterns.add<ChunkCumsumToLinalg, ChunkIntraToLinalg, ChunkWYToLinalg,
+               ChunkStateScanToLinalg, ChunkInterToLinalg>(
+      patterns.getContext());
 }

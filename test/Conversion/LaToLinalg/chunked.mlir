@@ -68,11 +68,13 @@ func.func @intra_channel(%q: tensor<1x1x16x1x4xf32>, %k: tensor<1x1x16x1x4xf32>,
 // (K * exp(G_C - G))^T V.
 // CHECK-LABEL: func.func @scan
 // CHECK-SAME: (%[[K:[^:]*]]: {{.*}}, %[[V:[^:]*]]: {{.*}}, %[[G:[^:]*]]: tensor<1x3x16x2xf32>, %[[S0:[^:]*]]: tensor<1x2x4x8xf32>)
+// The caller's initial state is copied, never updated in place.
+// CHECK: %[[COPY:.*]] = bufferization.alloc_tensor() copy(%[[S0]]) : tensor<1x2x4x8xf32>
 // CHECK: %[[STATES0:.*]] = tensor.empty() : tensor<1x3x2x4x8xf32>
 // CHECK-DAG: %[[C0:.*]] = arith.constant 0 : index
 // CHECK-DAG: %[[C1:.*]] = arith.constant 1 : index
 // CHECK-DAG: %[[C3:.*]] = arith.constant 3 : index
-// CHECK: %[[LOOP:.*]]:2 = scf.for %[[N:.*]] = %[[C0]] to %[[C3]] step %[[C1]] iter_args(%[[S:.*]] = %[[S0]], %[[ALL:.*]] = %[[STATES0]])
+// CHECK: %[[LOOP:.*]]:2 = scf.for %[[N:.*]] = %[[C0]] to %[[C3]] step %[[C1]] iter_args(%[[S:.*]] = %[[COPY]], %[[ALL:.*]] = %[[STATES0]])
 // CHECK: %[[REC:.*]] = tensor.insert_slice %[[S]] into %[[ALL]][0, %[[N]], 0, 0, 0] [1, 1, 2, 4, 8]
 // CHECK: %[[KN:.*]] = tensor.extract_slice %[[K]][0, %[[N]], 0, 0, 0] [1, 1, 16, 2, 4] {{.*}} to tensor<1x16x2x4xf32>
 // CHECK: %[[VN:.*]] = tensor.extract_slice %[[V]][0, %[[N]], 0, 0, 0]
@@ -105,4 +107,62 @@ func.func @scan(%k: tensor<1x3x16x2x4xf32>, %v: tensor<1x3x16x2x8xf32>, %g: tens
 func.func @inter(%q: tensor<1x2x16x2x4xf32>, %s: tensor<1x2x2x4x8xf32>, %intra: tensor<1x2x16x2x8xf32>, %g: tensor<1x2x16x2xf32>) -> tensor<1x2x16x2x8xbf16> {
   %o = la.chunk_inter %q, %s, %intra gates(%g : tensor<1x2x16x2xf32>) {scale = 0.5 : f32} : tensor<1x2x16x2x4xf32>, tensor<1x2x2x4x8xf32>, tensor<1x2x16x2x8xf32> -> tensor<1x2x16x2x8xbf16>
   return %o : tensor<1x2x16x2x8xbf16>
+}
+
+// -----
+
+// The UT transform, C = 32 with 16 x 16 blocks: A = strictly_lower(beta K K^T
+// * D); forward substitution inside the diagonal blocks (one row per step);
+// block forward substitution for block row 1; then W and U as products with T.
+// CHECK-DAG: #[[DIAG:.*]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2, d3 * 16 + d4, d3 * 16 + d5)>
+// CHECK-DAG: #[[SCATTER:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3 floordiv 16, d3 mod 16, d4 mod 16)>
+// CHECK-LABEL: func.func @wy
+// CHECK-SAME: (%[[K:[^:]*]]: {{.*}}, %[[V:[^:]*]]: {{.*}}, %[[B:[^:]*]]: tensor<1x1x32x1xf32>, %[[G:[^:]*]]: tensor<1x1x32x1xf32>)
+// CHECK: %[[P:.*]] = linalg.generic {{.*}} ins(%[[K]], %[[K]] : {{.*}}) outs(%{{.*}} : tensor<1x1x1x32x32xf32>)
+// CHECK: %[[A:.*]] = linalg.generic {{.*}} ins(%[[P]], %[[G]], %[[G]], %[[B]] : {{.*}})
+// CHECK: %[[STRICT:.*]] = arith.cmpi ult
+// CHECK: arith.select %[[STRICT]]
+// CHECK: %[[AD:.*]] = linalg.generic {indexing_maps = [#[[DIAG]], {{.*}}]} ins(%[[A]] : tensor<1x1x1x32x32xf32>) outs(%{{.*}} : tensor<1x1x1x2x16x16xf32>)
+// CHECK: %[[TD:.*]] = scf.for %[[R:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[TACC:.*]] = %{{.*}}) -> (tensor<1x1x1x2x16x16xf32>)
+// CHECK: %[[AROW:.*]] = tensor.extract_slice %[[AD]][0, 0, 0, 0, %[[R]], 0] [1, 1, 1, 2, 1, 16]
+// CHECK: %[[ROW:.*]] = linalg.generic {{.*}} ins(%[[AROW]], %[[TACC]] : {{.*}})
+// CHECK: arith.subf
+// CHECK: tensor.insert_slice %[[ROW]] into %[[TACC]][0, 0, 0, 0, %[[R]], 0]
+// CHECK: %[[T0:.*]] = linalg.generic {indexing_maps = [#[[SCATTER]], {{.*}}]} ins(%[[TD]] : {{.*}}) outs(%{{.*}} : tensor<1x1x1x32x32xf32>)
+// CHECK: %[[T:.*]] = scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[TCUR:.*]] = %[[T0]]) -> (tensor<1x1x1x32x32xf32>)
+// CHECK: %[[AROWS:.*]] = tensor.extract_slice %[[A]]
+// CHECK: %[[X:.*]] = linalg.generic {{.*}} ins(%[[AROWS]], %[[TCUR]] : {{.*}})
+// CHECK: %[[TII:.*]] = tensor.extract_slice %[[TD]]
+// CHECK: %[[Y:.*]] = linalg.generic {{.*}} ins(%[[TII]], %[[X]] : {{.*}})
+// CHECK: linalg.generic {{.*}} ins(%[[Y]] : {{.*}})
+// CHECK: arith.negf
+// CHECK: %[[W:.*]] = linalg.generic {{.*}} ins(%[[T]], %[[K]], %[[B]], %[[G]] : {{.*}}) outs(%{{.*}} : tensor<1x1x32x1x4xf32>)
+// CHECK: math.exp
+// CHECK: %[[U:.*]] = linalg.generic {{.*}} ins(%[[T]], %[[V]], %[[B]] : {{.*}}) outs(%{{.*}} : tensor<1x1x32x2x8xf32>)
+// CHECK: return %[[W]], %[[U]]
+func.func @wy(%k: tensor<1x1x32x1x4xf32>, %v: tensor<1x1x32x2x8xf32>, %b: tensor<1x1x32x1xf32>, %g: tensor<1x1x32x1xf32>) -> (tensor<1x1x32x1x4xf32>, tensor<1x1x32x2x8xf32>) {
+  %w, %u = la.chunk_wy %k, %v, %b gates(%g : tensor<1x1x32x1xf32>) : tensor<1x1x32x1x4xf32>, tensor<1x1x32x2x8xf32>, tensor<1x1x32x1xf32> -> tensor<1x1x32x1x4xf32>, tensor<1x1x32x2x8xf32>
+  return %w, %u : tensor<1x1x32x1x4xf32>, tensor<1x1x32x2x8xf32>
+}
+
+// -----
+
+// The delta-rule scan: V' = U - W S_n before the state update, recorded per
+// chunk as the third result.
+// CHECK-LABEL: func.func @scan_corrected
+// CHECK-SAME: (%[[K:[^:]*]]: {{.*}}, %[[U:[^:]*]]: {{.*}}, %[[W:[^:]*]]: tensor<1x2x16x1x4xf32>)
+// CHECK: %[[LOOP:.*]]:3 = scf.for %[[N:.*]] = {{.*}} iter_args(%[[S:.*]] = %{{.*}}, %[[ALL:.*]] = %{{.*}}, %[[VACC:.*]] = %{{.*}})
+// CHECK: %[[KN:.*]] = tensor.extract_slice %[[K]][0, %[[N]]
+// CHECK: %[[UN:.*]] = tensor.extract_slice %[[U]][0, %[[N]]
+// CHECK: %[[WN:.*]] = tensor.extract_slice %[[W]][0, %[[N]]
+// CHECK: %[[VNEW:.*]] = linalg.generic {{.*}} ins(%[[WN]], %[[S]] : {{.*}}) outs(%[[UN]] : tensor<1x16x1x8xf32>)
+// CHECK: arith.mulf
+// CHECK: arith.subf
+// CHECK: %[[VREC:.*]] = tensor.insert_slice %[[VNEW]] into %[[VACC]][0, %[[N]], 0, 0, 0] [1, 1, 16, 1, 8]
+// CHECK: %[[NEXT:.*]] = linalg.generic {{.*}} ins(%[[KN]], %[[VNEW]] : {{.*}}) outs(%[[S]] : tensor<1x1x4x8xf32>)
+// CHECK: scf.yield %[[NEXT]], %{{.*}}, %[[VREC]]
+// CHECK: return %[[LOOP]]#1, %[[LOOP]]#0, %[[LOOP]]#2
+func.func @scan_corrected(%k: tensor<1x2x16x1x4xf32>, %u: tensor<1x2x16x1x8xf32>, %w: tensor<1x2x16x1x4xf32>) -> (tensor<1x2x1x4x8xf32>, tensor<1x1x4x8xf32>, tensor<1x2x16x1x8xf32>) {
+  %states, %final, %corrected = la.chunk_state_scan %k, %u correction(%w : tensor<1x2x16x1x4xf32>) : tensor<1x2x16x1x4xf32>, tensor<1x2x16x1x8xf32> -> tensor<1x2x1x4x8xf32>, tensor<1x1x4x8xf32>, tensor<1x2x16x1x8xf32>
+  return %states, %final, %corrected : tensor<1x2x1x4x8xf32>, tensor<1x1x4x8xf32>, tensor<1x2x16x1x8xf32>
 }

@@ -18,8 +18,8 @@
 // CHECK: %[[GP:.*]] = tensor.pad %[[G]] low[0, 0, 0] high[0, 8, 0]
 // CHECK: %[[GC:.*]] = tensor.expand_shape %[[GP]] {{\[}}[0], [1, 2], [3]] output_shape [2, 3, 16, 2] : tensor<2x48x2xf32> into tensor<2x3x16x2xf32>
 // CHECK: %[[CUM:.*]] = la.chunk_cumsum %[[GC]] : tensor<2x3x16x2xf32> -> tensor<2x3x16x2xf32>
-// CHECK: %[[INTRA:.*]] = la.chunk_intra %[[QC]], %[[KC]], %[[VC]] gates(%[[CUM]] : tensor<2x3x16x2xf32>) {scale = 5.000000e-01 : f32} : {{.*}} -> tensor<2x3x16x4x16xf32>
 // CHECK: %[[STATES:.*]], %[[FINAL:.*]] = la.chunk_state_scan %[[KC]], %[[VC]] gates(%[[CUM]] : tensor<2x3x16x2xf32>) initial_state(%[[S0]] : tensor<2x4x8x16xf32>) : {{.*}} -> tensor<2x3x4x8x16xf32>, tensor<2x4x8x16xf32>
+// CHECK: %[[INTRA:.*]] = la.chunk_intra %[[QC]], %[[KC]], %[[VC]] gates(%[[CUM]] : tensor<2x3x16x2xf32>) {scale = 5.000000e-01 : f32} : {{.*}} -> tensor<2x3x16x4x16xf32>
 // CHECK: %[[OC:.*]] = la.chunk_inter %[[QC]], %[[STATES]], %[[INTRA]] gates(%[[CUM]] : tensor<2x3x16x2xf32>) {scale = 5.000000e-01 : f32} : {{.*}} -> tensor<2x3x16x4x16xbf16>
 // CHECK: %[[O48:.*]] = tensor.collapse_shape %[[OC]] {{\[}}[0], [1, 2], [3], [4]] : tensor<2x3x16x4x16xbf16> into tensor<2x48x4x16xbf16>
 // CHECK: %[[O:.*]] = tensor.extract_slice %[[O48]][0, 0, 0, 0] [2, 40, 4, 16] [1, 1, 1, 1]
@@ -35,8 +35,8 @@ func.func @scalar_tail(%q: tensor<2x40x2x8xf32>, %k: tensor<2x40x2x8xf32>, %v: t
 // CHECK-LABEL: func.func @linear_exact
 // CHECK-NOT: tensor.pad
 // CHECK-NOT: la.chunk_cumsum
-// CHECK: %[[INTRA:.*]] = la.chunk_intra %{{.*}}, %{{.*}}, %{{.*}} {scale = 2.500000e-01 : f32} : tensor<1x2x16x1x4xf32>, tensor<1x2x16x1x4xf32>, tensor<1x2x16x1x4xf32> -> tensor<1x2x16x1x4xf32>
 // CHECK: %[[STATES:.*]], %{{.*}} = la.chunk_state_scan %{{.*}}, %{{.*}} : tensor<1x2x16x1x4xf32>, tensor<1x2x16x1x4xf32> -> tensor<1x2x1x4x4xf32>, tensor<1x1x4x4xf32>
+// CHECK: %[[INTRA:.*]] = la.chunk_intra %{{.*}}, %{{.*}}, %{{.*}} {scale = 2.500000e-01 : f32} : tensor<1x2x16x1x4xf32>, tensor<1x2x16x1x4xf32>, tensor<1x2x16x1x4xf32> -> tensor<1x2x16x1x4xf32>
 // CHECK: la.chunk_inter %{{.*}}, %[[STATES]], %[[INTRA]] {scale = 2.500000e-01 : f32}
 // CHECK-NOT: tensor.extract_slice
 func.func @linear_exact(%q: tensor<1x32x1x4xf32>, %k: tensor<1x32x1x4xf32>, %v: tensor<1x32x1x4xf32>) -> tensor<1x32x1x4xf32> {
@@ -49,8 +49,8 @@ func.func @linear_exact(%q: tensor<1x32x1x4xf32>, %k: tensor<1x32x1x4xf32>, %v: 
 // Channel-wise gate: the cumulative gate keeps its K dim.
 // CHECK-LABEL: func.func @channel
 // CHECK: %[[CUM:.*]] = la.chunk_cumsum %{{.*}} : tensor<1x1x16x2x4xf32> -> tensor<1x1x16x2x4xf32>
-// CHECK: la.chunk_intra {{.*}} gates(%[[CUM]] : tensor<1x1x16x2x4xf32>)
 // CHECK: la.chunk_state_scan {{.*}} gates(%[[CUM]] : tensor<1x1x16x2x4xf32>)
+// CHECK: la.chunk_intra {{.*}} gates(%[[CUM]] : tensor<1x1x16x2x4xf32>)
 // CHECK: la.chunk_inter {{.*}} gates(%[[CUM]] : tensor<1x1x16x2x4xf32>)
 func.func @channel(%q: tensor<1x5x2x4xf32>, %k: tensor<1x5x2x4xf32>, %v: tensor<1x5x2x4xf32>, %g: tensor<1x5x2x4xf32>) -> tensor<1x5x2x4xf32> {
   %o = la.recurrence decay(channel) low_rank(none) %q, %k, %v g(%g : tensor<1x5x2x4xf32>) {scale = 0.5 : f32} : tensor<1x5x2x4xf32>, tensor<1x5x2x4xf32>, tensor<1x5x2x4xf32> -> tensor<1x5x2x4xf32>
@@ -101,11 +101,33 @@ func.func @varlen(%q: tensor<1x50x1x4xf32>, %k: tensor<1x50x1x4xf32>, %v: tensor
 
 // -----
 
-// The delta rule is left for the sequential lowering.
-// CHECK-LABEL: func.func @delta_untouched
-// CHECK: la.recurrence decay(none) low_rank(delta)
+// The delta rule: the UT transform gives W and U; the scan forms the
+// corrected values V' = U - W S_n, which the intra-chunk product uses.
+// CHECK-LABEL: func.func @delta
+// CHECK-SAME: (%[[Q:[^:]*]]: {{.*}}, %[[K:[^:]*]]: {{.*}}, %[[V:[^:]*]]: {{.*}}, %[[G:[^:]*]]: {{.*}}, %[[B:[^:]*]]: tensor<1x20x2xf32>)
+// CHECK: %[[QC:.*]] = tensor.expand_shape
+// CHECK: %[[KC:.*]] = tensor.expand_shape
+// CHECK: %[[VC:.*]] = tensor.expand_shape
+// CHECK: %[[GC:.*]] = tensor.expand_shape
+// CHECK: %[[CUM:.*]] = la.chunk_cumsum %[[GC]]
+// CHECK: %[[BP:.*]] = tensor.pad %[[B]] low[0, 0, 0] high[0, 12, 0]
+// CHECK: %[[BC:.*]] = tensor.expand_shape %[[BP]] {{.*}} into tensor<1x2x16x2xf32>
+// CHECK: %[[W:.*]], %[[U:.*]] = la.chunk_wy %[[KC]], %[[VC]], %[[BC]] gates(%[[CUM]] : tensor<1x2x16x2x4xf32>) : {{.*}} -> tensor<1x2x16x2x4xf32>, tensor<1x2x16x4x8xf32>
+// CHECK: %[[STATES:.*]], %[[FINAL:.*]], %[[VNEW:.*]] = la.chunk_state_scan %[[KC]], %[[U]] gates(%[[CUM]] : {{.*}}) correction(%[[W]] : tensor<1x2x16x2x4xf32>) : {{.*}} -> tensor<1x2x4x4x8xf32>, tensor<1x4x4x8xf32>, tensor<1x2x16x4x8xf32>
+// CHECK: %[[INTRA:.*]] = la.chunk_intra %[[QC]], %[[KC]], %[[VNEW]] gates(%[[CUM]]
+// CHECK: la.chunk_inter %[[QC]], %[[STATES]], %[[INTRA]] gates(%[[CUM]]
+func.func @delta(%q: tensor<1x20x2x4xf32>, %k: tensor<1x20x2x4xf32>, %v: tensor<1x20x4x8xf32>, %g: tensor<1x20x2x4xf32>, %b: tensor<1x20x2xf32>) -> (tensor<1x20x4x8xf32>, tensor<1x4x4x8xf32>) {
+  %o, %s = la.recurrence decay(channel) low_rank(delta) %q, %k, %v g(%g : tensor<1x20x2x4xf32>) beta(%b : tensor<1x20x2xf32>) {scale = 0.5 : f32} : tensor<1x20x2x4xf32>, tensor<1x20x2x4xf32>, tensor<1x20x4x8xf32> -> tensor<1x20x4x8xf32>, tensor<1x4x4x8xf32>
+  return %o, %s : tensor<1x20x4x8xf32>, tensor<1x4x4x8xf32>
+}
+
+// -----
+
+// A general low-rank part is left for the sequential lowering.
+// CHECK-LABEL: func.func @general_untouched
+// CHECK: la.recurrence decay(none) low_rank(general)
 // CHECK-NOT: la.chunk
-func.func @delta_untouched(%q: tensor<1x16x1x4xf32>, %v: tensor<1x16x1x4xf32>, %b: tensor<1x16x1xf32>) -> tensor<1x16x1x4xf32> {
-  %o = la.recurrence decay(none) low_rank(delta) %q, %q, %v beta(%b : tensor<1x16x1xf32>) {scale = 0.5 : f32} : tensor<1x16x1x4xf32>, tensor<1x16x1x4xf32>, tensor<1x16x1x4xf32> -> tensor<1x16x1x4xf32>
+func.func @general_untouched(%q: tensor<1x16x1x4xf32>, %v: tensor<1x16x1x4xf32>) -> tensor<1x16x1x4xf32> {
+  %o = la.recurrence decay(none) low_rank(general) %q, %q, %v a(%q : tensor<1x16x1x4xf32>) b(%q : tensor<1x16x1x4xf32>) {scale = 0.5 : f32} : tensor<1x16x1x4xf32>, tensor<1x16x1x4xf32>, tensor<1x16x1x4xf32> -> tensor<1x16x1x4xf32>
   return %o : tensor<1x16x1x4xf32>
 }

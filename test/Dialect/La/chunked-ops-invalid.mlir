@@ -141,3 +141,59 @@ func.func @inter_result(%q: tensor<1x2x16x2x4xf32>, %s: tensor<1x2x2x4x8xf32>, %
   %0 = la.chunk_inter %q, %s, %intra {scale = 1.0 : f32} : tensor<1x2x16x2x4xf32>, tensor<1x2x2x4x8xf32>, tensor<1x2x16x2x8xf32> -> tensor<1x2x16x2x4xf32>
   return
 }
+
+// -----
+
+func.func @wy_block(%k: tensor<1x2x16x2x4xf32>, %v: tensor<1x2x16x2x8xf32>, %b: tensor<1x2x16x2xf32>) {
+  // expected-error @+1 {{expects 'block_size' (6) to be > 0 and to divide the chunk size (16)}}
+  %w, %u = la.chunk_wy %k, %v, %b {block_size = 6} : tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x8xf32>, tensor<1x2x16x2xf32> -> tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x8xf32>
+  return
+}
+
+// -----
+
+func.func @wy_beta(%k: tensor<1x2x16x2x4xf32>, %v: tensor<1x2x16x2x8xf32>, %b: tensor<1x2x16x2x4xf32>) {
+  // expected-error @+1 {{expects 'beta' of rank 4 [B,NC,C,H], got rank 5}}
+  %w, %u = la.chunk_wy %k, %v, %b : tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x8xf32>, tensor<1x2x16x2x4xf32> -> tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x8xf32>
+  return
+}
+
+// -----
+
+func.func @wy_u(%k: tensor<1x2x16x2x4xf32>, %v: tensor<1x2x16x2x8xf32>, %b: tensor<1x2x16x2xf32>) {
+  // expected-error @+1 {{expects 'u' of shape [1,2,16,2,8] [B,NC,C,HV,V] like 'v', got [1,2,16,2,4]}}
+  %w, %u = la.chunk_wy %k, %v, %b : tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x8xf32>, tensor<1x2x16x2xf32> -> tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x4xf32>
+  return
+}
+
+// -----
+
+func.func @wy_w(%k: tensor<1x2x16x2x4xf32>, %v: tensor<1x2x16x2x8xf32>, %b: tensor<1x2x16x2xf32>) {
+  // expected-error @+1 {{expects 'w' of shape [1,2,16,2,4] [B,NC,C,H,K] like 'k', got [1,2,16,2,8]}}
+  %w, %u = la.chunk_wy %k, %v, %b : tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x8xf32>, tensor<1x2x16x2xf32> -> tensor<1x2x16x2x8xf32>, tensor<1x2x16x2x8xf32>
+  return
+}
+
+// -----
+
+func.func @scan_correction_without_result(%k: tensor<1x2x16x2x4xf32>, %u: tensor<1x2x16x2x8xf32>, %w: tensor<1x2x16x2x4xf32>) {
+  // expected-error @+1 {{expects a 'corrected' result exactly when a 'correction' operand is given}}
+  %0:2 = la.chunk_state_scan %k, %u correction(%w : tensor<1x2x16x2x4xf32>) : tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x8xf32> -> tensor<1x2x2x4x8xf32>, tensor<1x2x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @scan_correction_shape(%k: tensor<1x2x16x2x4xf32>, %u: tensor<1x2x16x2x8xf32>, %w: tensor<1x2x16x2x8xf32>) {
+  // expected-error @+1 {{expects 'correction' of shape [1,2,16,2,4] [B,NC,C,H,K] like 'k', got [1,2,16,2,8]}}
+  %0:3 = la.chunk_state_scan %k, %u correction(%w : tensor<1x2x16x2x8xf32>) : tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x8xf32> -> tensor<1x2x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x16x2x8xf32>
+  return
+}
+
+// -----
+
+func.func @scan_corrected_shape(%k: tensor<1x2x16x2x4xf32>, %u: tensor<1x2x16x2x8xf32>, %w: tensor<1x2x16x2x4xf32>) {
+  // expected-error @+1 {{expects 'corrected' of shape [1,2,16,2,8] [B,NC,C,HV,V] like 'v', got [1,2,16,2,4]}}
+  %0:3 = la.chunk_state_scan %k, %u correction(%w : tensor<1x2x16x2x4xf32>) : tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x8xf32> -> tensor<1x2x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x16x2x4xf32>
+  return
+}

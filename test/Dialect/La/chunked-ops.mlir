@@ -26,3 +26,14 @@ func.func @ungated_dynamic(%q: tensor<1x?x16x1x4xf32>) -> (tensor<1x?x16x1x4xf32
   %states, %final = la.chunk_state_scan %q, %q : tensor<1x?x16x1x4xf32>, tensor<1x?x16x1x4xf32> -> tensor<1x?x1x4x4xf32>, tensor<1x1x4x4xf32>
   return %intra, %states : tensor<1x?x16x1x4xf32>, tensor<1x?x1x4x4xf32>
 }
+
+// -----
+
+// CHECK-LABEL: func.func @delta_chunked
+// CHECK: %[[W:.*]], %[[U:.*]] = la.chunk_wy %{{.*}}, %{{.*}}, %{{.*}} {block_size = 8 : i64} : tensor<1x2x16x1x4xf32>, tensor<1x2x16x1x8xf32>, tensor<1x2x16x1xf32> -> tensor<1x2x16x1x4xf32>, tensor<1x2x16x1x8xf32>
+// CHECK: la.chunk_state_scan %{{.*}}, %[[U]] correction(%[[W]] : tensor<1x2x16x1x4xf32>) : tensor<1x2x16x1x4xf32>, tensor<1x2x16x1x8xf32> -> tensor<1x2x1x4x8xf32>, tensor<1x1x4x8xf32>, tensor<1x2x16x1x8xf32>
+func.func @delta_chunked(%k: tensor<1x2x16x1x4xf32>, %v: tensor<1x2x16x1x8xf32>, %b: tensor<1x2x16x1xf32>) -> tensor<1x2x16x1x8xf32> {
+  %w, %u = la.chunk_wy %k, %v, %b {block_size = 8} : tensor<1x2x16x1x4xf32>, tensor<1x2x16x1x8xf32>, tensor<1x2x16x1xf32> -> tensor<1x2x16x1x4xf32>, tensor<1x2x16x1x8xf32>
+  %states, %final, %corrected = la.chunk_state_scan %k, %u correction(%w : tensor<1x2x16x1x4xf32>) : tensor<1x2x16x1x4xf32>, tensor<1x2x16x1x8xf32> -> tensor<1x2x1x4x8xf32>, tensor<1x1x4x8xf32>, tensor<1x2x16x1x8xf32>
+  return %corrected : tensor<1x2x16x1x8xf32>
+}

@@ -215,6 +215,36 @@ def La_ChunkIntraOp : La_ChunkOp<"chunk_intra"> {
   let hasVerifier = 1;
 }
 
+def La_ChunkWYOp : La_ChunkOp<"chunk_wy"> {
+  let summary = "the UT transform of the delta rule inside each chunk";
+  let description = [{
+    For the delta rule, the product of a chunk's C transitions is written in
+    WY form. With `A = strictly_lower(diag(beta) (K K^T * D))`, where
+    `D_ij = exp(G_i - G_j)` per channel (or per head for a scalar gate),
+
+    ```
+    T = (I + A)^{-1}
+    W = T (beta * exp(G) * K)      [B,NC,C,H,K]
+    U = T (beta * V)               [B,NC,C,HV,V]
+    ```
+
+    so that the chunk's corrected values are `V' = U - W S_n` (formed by
+    `la.chunk_state_scan`). `T` is computed in f32 by forward substitution
+    on `block_size` x `block_size` diagonal blocks followed by a block
+    forward substitution that merges them with matrix products
+    (`block_size` must divide C). `beta : [B,NC,C,H]`.
+  }];
+  let arguments = (ins La_FloatTensor:$k, La_FloatTensor:$v,
+                       La_FloatTensor:$beta, Optional<La_F32Tensor>:$gates,
+                       DefaultValuedAttr<I64Attr, "16">:$block_size);
+  let results = (outs La_F32Tensor:$w, La_F32Tensor:$u);
+  let assemblyFormat = [{
+    $k `,` $v `,` $beta (`gates` `(` $gates^ `:` type($gates) `)`)? attr-dict
+    `:` type($k) `,` type($v) `,` type($beta) `->` type($w) `,` type($u)
+  }];
+  let hasVerifier = 1;
+}
+
 def La_ChunkStateScanOp : La_ChunkOp<"chunk_state_scan",
                                      [AttrSizedOperandSegments]> {
   let summary = "the chunk-to-chunk state recurrence";
@@ -230,15 +260,23 @@ def La_ChunkStateScanOp : La_ChunkOp<"chunk_state_scan",
     where `G_C` is the chunk's last cumulative gate. Results: the states
     entering every chunk `[B,NC,HV,K,V]` and the final state `[B,HV,K,V]`,
     both f32.
+
+    With a `correction` W (the delta rule, from `la.chunk_wy`), `v` holds U
+    and each chunk uses the corrected values `V'_n = U_n - W_n S_n`, which
+    depend on the state entering the chunk; they are returned as a third
+    result `[B,NC,C,HV,V]` (f32) for `la.chunk_intra`.
   }];
   let arguments = (ins La_FloatTensor:$k, La_FloatTensor:$v,
                        Optional<La_F32Tensor>:$gates,
-                       Optional<La_F32Tensor>:$initial_state);
-  let results = (outs La_F32Tensor:$states, La_F32Tensor:$final_state);
+                       Optional<La_F32Tensor>:$initial_state,
+                       Optional<La_F32Tensor>:$correction);
+  let results = (outs La_F32Tensor:$states, La_F32Tensor:$final_state,
+                      Optional<La_F32Tensor>:$corrected);
   let assemblyFormat = [{
     $k `,` $v (`gates` `(` $gates^ `:` type($gates) `)`)?
     (`initial_state` `(` $initial_state^ `:` type($initial_state) `)`)?
-    attr-dict `:` type($k) `,` type($v) `->` type($states) `,` type($final_state)
+    (`correction` `(` $correction^ `:` type($correction) `)`)?
+    attr-dict `:` type($k) `,` type($v) `->` type(results)
   }];
   let hasVerifier = 1;
 }

@@ -479,8 +479,32 @@ LogicalResult ChunkIntraOp::verify() {
                      "[B,NC,C,HV,V]");
 }
 
+LogicalResult ChunkWYOp::verify() {
+  FailureOr<ChunkDims> d =
+      verifyChunkedKeyValue(*this, getK(), "k", getV(), "v");
+  if (failed(d))
+    return failure();
+  if (failed(verifyShape(*this, getBeta(), "beta",
+                         {d->batch, d->chunks, d->chunkSize, d->heads},
+                         "[B,NC,C,H]")) ||
+      failed(verifyChunkedGates(*this, getGates(), *d)))
+    return failure();
+  int64_t blockSize = getBlockSize();
+  if (blockSize <= 0 || (!ShapedType::isDynamic(d->chunkSize) &&
+                         d->chunkSize % blockSize != 0))
+    return emitOpError() << "expects 'block_size' (" << blockSize
+                         << ") to be > 0 and to divide the chunk size ("
+                         << d->chunkSize << ")";
+  if (failed(verifyShape(*this, getW(), "w", getK().getType().getShape(),
+                         "[B,NC,C,H,K] like 'k'")))
+    return failure();
+  return verifyShape(*this, getU(), "u", getV().getType().getShape(),
+                     "[B,NC,C,HV,V] like 'v'");
+}
+
 LogicalResult ChunkStateScanOp::verify() {
-  FailureOr<ChunkDims> d = verifyChunkedKeyValue(*this, getK(), "k", getV(), "v");
+  FailureOr<ChunkDims> d =
+      verifyChunkedKeyValue(*this, getK(), "k", getV(), "v");
   if (failed(d))
     return failure();
   if (failed(verifyChunkedGates(*this, getGates(), *d)))
@@ -493,6 +517,17 @@ LogicalResult ChunkStateScanOp::verify() {
     return failure();
   if (failed(verifyShape(*this, getFinalState(), "final_state", finalShape,
                          "[B,HV,K,V]")))
+    return failure();
+  if (static_cast<bool>(getCorrection()) != static_cast<bool>(getCorrected()))
+    return emitOpError("expects a 'corrected' result exactly when a "
+                       "'correction' operand is given");
+  if (getCorrection() &&
+      (failed(verifyShape(*this, getCorrection(), "correction",
+                          getK().getType().getShape(),
+                          "[B,NC,C,H,K] like 'k'")) ||
+       failed(verifyShape(*this, getCorrected(), "corrected",
+                          getV().getType().getShape(),
+                          "[B,NC,C,HV,V] like 'v'"))))
     return failure();
   return verifyShape(*this, getStates(), "states",
                      {d->batch, d->chunks, d->valueHeads, d->keyDim,

@@ -41,9 +41,10 @@ public:
   };
 
   /// q, k : [B,T,H,K], v : [B,T,HV,V], g : [B,T,H(,K)] or null,
-  /// initialState : [B,HV,K,V] or null. T may be dynamic.
-  Result build(Value q, Value k, Value v, Value g, Value initialState,
-               float scale, Type outputElementType) {
+  /// beta : [B,T,H] for the delta rule or null, initialState : [B,HV,K,V] or
+  /// null. T may be dynamic.
+  Result build(Value q, Value k, Value v, Value g, Value beta,
+               Value initialState, float scale, Type outputElementType) {
     time = tensor::getMixedSize(b, loc, q, 1);
     AffineExpr t = getAffineSymbolExpr(0, b.getContext());
     numChunks = affine::makeComposedFoldedAffineApply(
@@ -70,10 +71,24 @@ public:
     auto finalType = RankedTensorType::get(
         {vShape[0], vShape[3], kShape[4], vShape[4]}, f32);
 
-    Value intra = ChunkIntraOp::create(b, loc, intraType, qc, kc, vc, gates,
-                                       scaleAttr);
-    auto scan = ChunkStateScanOp::create(b, loc, statesType, finalType, kc,
-                                         vc, gates, initialState);
+    // The delta rule: the UT transform gives W and U, and the scan forms
+    // the corrected values V' = U - W S_n that replace V below.
+    Value scanValues = vc, correction;
+    SmallVector<Type> scanTypes = {statesType, finalType};
+    if (beta) {
+      auto wy = ChunkWYOp::create(
+          b, loc, RankedTensorType::get(kShape, f32), intraType, kc, vc,
+          chunkify(beta), gates,
+          b.getI64IntegerAttr(chunkSize % 16 == 0 ? 16 : chunkSize));
+      scanValues = wy.getU();
+      correction = wy.getW();
+      scanTypes.push_back(intraType);
+    }
+    auto scan = ChunkStateScanOp::create(b, loc, scanTypes, kc, scanValues,
+                                         gates, initialState, correction);
+    Value values = beta ? scan.getCorrected() : vc;
+    Value intra = ChunkIntraOp::create(b, loc, intraType, qc, kc, values,
+                                       gates, scaleAttr);
     Value outputChunks = ChunkInterOp::create(
         b, loc, RankedTensorType::get(vShape, outputElementType), qc,
         scan.getStates(), intra, gates, scaleAttr);
@@ -182,8 +197,9 @@ struct ChunkRecurrence : OpRewritePattern<RecurrenceOp> {
 
   LogicalResult matchAndRewrite(RecurrenceOp op,
                                 PatternRewriter &rewriter) const override {
-    if (op.getLowRank() != LowRank::None)
-      return rewriter.notifyMatchFailure(op, "low-rank part is not chunked");
+    if (op.getLowRank() == LowRank::General)
+      return rewriter.notifyMatchFailure(
+          op, "general low-rank part is left to the sequential lowering");
     if (op.getGate() == GateKind::Fixed || op.getNormalizer())
       return rewriter.notifyMatchFailure(op, "simplify the recurrence first");
     Location loc = op.getLoc();
@@ -194,7 +210,8 @@ struct ChunkRecurrence : OpRewritePattern<RecurrenceOp> {
       ChunkedProgramBuilder program(rewriter, loc, chunkSize);
       ChunkedProgramBuilder::Result result =
           program.build(op.getQ(), op.getK(), op.getV(), op.getG(),
-                        op.getInitialState(), scale, outputElementType);
+                        op.getBeta(), op.getInitialState(), scale,
+                        outputElementType);
       replace(op, rewriter, result.output, result.finalState);
       return success();
     }
@@ -242,7 +259,8 @@ struct ChunkRecurrence : OpRewritePattern<RecurrenceOp> {
           ChunkedProgramBuilder program(b, l, chunkSize);
           ChunkedProgramBuilder::Result result = program.build(
               slice(op.getQ()), slice(op.getK()), slice(op.getV()),
-              slice(op.getG()), initialState, scale, outputElementType);
+              slice(op.getG()), slice(op.getBeta()), initialState, scale,
+              outputElementType);
           Value output =
               insertAt(b, l, result.output, iterArgs[0], /*dim=*/1, start);
           Value finalState =

@@ -1,0 +1,415 @@
+"""Run one ``la.attention`` on the CPU through the ``la-run`` tool.
+
+``la-run`` (built into ``build/bin``) parses an MLIR file, lowers it with the
+``la-lower-to-cpu`` pipeline, JIT-compiles it and calls one function on
+``.npy`` inputs. This module writes that MLIR file for one attention layer
+(:func:`attention_mlir`), and drives ``la-run`` from NumPy arrays
+(:func:`run_attention`).
+
+Inputs use the dict layout of :func:`la.testing.make_inputs`: ``q``, ``k``,
+``v`` and, depending on the variant, ``g``, ``log_decay``, ``beta``,
+``initial_state``, ``cu_seqlens``.
+
+bf16 is not a NumPy dtype. :func:`run_attention` rounds q, k and v to bf16 with
+:func:`round_to_bf16` (round to nearest, ties to even) and hands la-run the
+rounded values as float32, which la-run converts to bf16 exactly. Callers that
+compare against the fp64 reference should feed it the same rounded values:
+:func:`prepare_inputs` returns them (and is what :func:`run_attention` uses).
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+
+import numpy as np
+
+from . import reference
+from .testing import VARIANTS
+
+__all__ = [
+    "DTYPES",
+    "LaRunError",
+    "attention_mlir",
+    "find_la_run",
+    "prepare_inputs",
+    "round_to_bf16",
+    "run_attention",
+]
+
+#: element types of q, k, v and o that ``la.attention`` accepts.
+DTYPES = ("f32", "f16", "bf16")
+
+_REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+class LaRunError(RuntimeError):
+    """``la-run`` exited with a non-zero status; the message holds its stderr."""
+
+    def __init__(self, message, *, returncode=None, stdout="", stderr="", command=None,
+                 mlir=None):
+        super().__init__(message)
+        self.returncode = returncode
+        self.stdout = stdout
+        self.stderr = stderr
+        self.command = command
+        self.mlir = mlir
+
+
+# --------------------------------------------------------------------------
+# bf16 rounding
+# --------------------------------------------------------------------------
+
+def round_to_bf16(x):
+    """Round to the nearest bf16 value (ties to even); return float32.
+
+    The input is first converted to float32 (so float64 inputs are rounded
+    twice, f64 -> f32 -> bf16, which can differ from a direct rounding only on
+    exact f32 ties, never for values that are already float32). Infinities
+    stay infinite, finite values above bf16's range become infinite, NaNs stay
+    (quiet) NaNs.
+    """
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    bits = x.view(np.uint32).astype(np.uint64)
+    nan = np.isnan(x)
+    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    rounded = np.where(nan, (bits | 0x00400000) & 0xFFFF0000, rounded)
+    return rounded.astype(np.uint32).view(np.float32).reshape(x.shape)
+
+
+def _check_dtype(dtype):
+    aliases = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}
+    if not isinstance(dtype, str):
+        dtype = np.dtype(dtype).name
+    dtype = aliases.get(dtype, dtype)
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
+    return dtype
+
+
+def _round_qkv(x, dtype):
+    if dtype == "f32":
+        return np.asarray(x, dtype=np.float32)
+    if dtype == "f16":
+        return np.asarray(x).astype(np.float16)
+    return round_to_bf16(x)
+
+
+def prepare_inputs(inputs, dtype="f32"):
+    """The values la-run will compute with, as NumPy arrays.
+
+    q, k, v are rounded to ``dtype`` (float16 arrays for f16; float32 arrays
+    holding bf16 values for bf16); ``g``, ``beta``, ``initial_state`` and
+    ``log_decay`` become float32, ``cu_seqlens`` int32. Idempotent. Returns a
+    new dict; feed it to the reference so that both see the same numbers.
+    """
+    dtype = _check_dtype(dtype)
+    unknown = set(inputs) - {"q", "k", "v", "g", "log_decay", "beta", "initial_state",
+                             "cu_seqlens"}
+    if unknown:
+        raise ValueError(f"unknown inputs {sorted(unknown)}")
+    out = {}
+    for key in ("q", "k", "v"):
+        if key not in inputs:
+            raise ValueError(f"inputs must contain {key!r}")
+        out[key] = _round_qkv(inputs[key], dtype)
+    for key in ("g", "log_decay", "beta", "initial_state"):
+        if inputs.get(key) is not None:
+            out[key] = np.asarray(inputs[key], dtype=np.float32)
+    if inputs.get("cu_seqlens") is not None:
+        cu = np.asarray(inputs["cu_seqlens"])
+        if not np.issubdtype(cu.dtype, np.integer):
+            raise ValueError(f"cu_seqlens must be an integer array, got {cu.dtype}")
+        out["cu_seqlens"] = cu.astype(np.int32)
+    return out
+
+
+# --------------------------------------------------------------------------
+# MLIR text
+# --------------------------------------------------------------------------
+
+def _float_literal(x):
+    """An MLIR float literal for x that parses to exactly float(x)."""
+    x = float(x)
+    if not np.isfinite(x):
+        raise ValueError(f"attribute values must be finite, got {x}")
+    return "%.17e" % x  # always has a '.', 17 digits round-trip a double
+
+
+def _tensor(shape, elt):
+    return "tensor<" + "x".join(str(int(d)) for d in shape) + "x" + elt + ">"
+
+
+def attention_mlir(
+    variant,
+    B,
+    T,
+    H,
+    K,
+    V,
+    HV=None,
+    *,
+    dtype="f32",
+    has_initial_state=False,
+    output_final_state=True,
+    cu_seqlens_len=None,
+    qk_l2norm=False,
+    normalizer=False,
+    scale=None,
+    eps=None,
+    log_decay=None,
+    name="attention",
+):
+    """MLIR text of one function ``@name`` holding one ``la.attention``.
+
+    The arguments are exactly the present inputs, in the order
+    ``q, k, v, [g], [beta], [initial_state], [cu_seqlens]``; the results are
+    ``o`` and, when ``output_final_state``, the f32 final state. q, k, v and o
+    have element type ``dtype`` (``'f32'``, ``'f16'`` or ``'bf16'``); g and
+    beta are always f32. ``cu_seqlens_len`` is the length N+1 of the
+    ``cu_seqlens`` operand (requires B == 1); the state is ``[N, HV, K, V]``
+    with N = B without it. ``log_decay`` ([H] values) is required by the
+    fixed-gate variants (retention, decayed_deltanet); None there means
+    RetNet's schedule rounded to f32. ``scale``/``eps`` None leave the op's
+    defaults (``K**-0.5``, 1e-6).
+    """
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown variant {variant!r}; expected one of {tuple(VARIANTS)}")
+    dtype = _check_dtype(dtype)
+    HV = H if HV is None else HV
+    update, gate = VARIANTS[variant]
+    if cu_seqlens_len is not None:
+        if B != 1:
+            raise ValueError(f"cu_seqlens requires B == 1, got B={B}")
+        if cu_seqlens_len < 2:
+            raise ValueError(f"cu_seqlens_len must be >= 2, got {cu_seqlens_len}")
+        N = cu_seqlens_len - 1
+    else:
+        N = B
+    if normalizer and update != "additive":
+        raise ValueError(f"normalizer is only supported by additive variants, not {variant!r}")
+
+    qk_t = _tensor((B, T, H, K), dtype)
+    v_t = _tensor((B, T, HV, V), dtype)
+    s_t = _tensor((N, HV, K, V), "f32")
+
+    args = [("q", qk_t), ("k", qk_t), ("v", v_t)]
+    groups = []
+    if gate in ("scalar", "channel"):
+        g_t = _tensor((B, T, H) if gate == "scalar" else (B, T, H, K), "f32")
+        args.append(("g", g_t))
+        groups.append(f"g(%g : {g_t})")
+    if update == "delta":
+        b_t = _tensor((B, T, H), "f32")
+        args.append(("beta", b_t))
+        groups.append(f"beta(%beta : {b_t})")
+    if has_initial_state:
+        args.append(("s0", s_t))
+        groups.append(f"initial_state(%s0 : {s_t})")
+    if cu_seqlens_len is not None:
+        cu_t = _tensor((cu_seqlens_len,), "i32")
+        args.append(("cu", cu_t))
+        groups.append(f"cu_seqlens(%cu : {cu_t})")
+
+    attrs = []
+    if gate == "fixed":
+        if log_decay is None:
+            log_decay = reference.retnet_log_decay(H).astype(np.float32)
+        ld = np.asarray(log_decay, dtype=np.float32).reshape(-1)
+        if ld.shape != (H,):
+            raise ValueError(f"log_decay must have shape ({H},), got {ld.shape}")
+        attrs.append("log_decay = array<f32: " + ", ".join(_float_literal(x) for x in ld) + ">")
+    elif log_decay is not None:
+        raise ValueError(f"log_decay is only used by fixed-gate variants, not {variant!r}")
+    if qk_l2norm:
+        attrs.append("qk_l2norm")
+    if scale is not None:
+        attrs.append(f"scale = {_float_literal(np.float32(scale))} : f32")
+    if normalizer:
+        attrs.append("normalizer")
+    if eps is not None:
+        attrs.append(f"eps = {_float_literal(np.float32(eps))} : f32")
+
+    results = [("o", v_t)] + ([("s", s_t)] if output_final_state else [])
+    result_types = ", ".join(t for _, t in results)
+    result_names = ", ".join("%" + n for n, _ in results)
+    signature = ",\n    ".join(f"%{n}: {t}" for n, t in args)
+    op_results = f"({result_types})" if len(results) > 1 else result_types
+    op = f"la.attention {variant} %q, %k, %v"
+    if groups:
+        op += "\n      " + " ".join(groups)
+    if attrs:
+        op += " {" + ", ".join(attrs) + "}"
+    op += f"\n      : {qk_t}, {qk_t}, {v_t} -> {result_types}"
+    return (
+        f"func.func @{name}(\n    {signature})\n    -> {op_results} {{\n"
+        f"  {result_names} = {op}\n"
+        f"  return {result_names} : {result_types}\n"
+        "}\n"
+    )
+
+
+# --------------------------------------------------------------------------
+# running la-run
+# --------------------------------------------------------------------------
+
+def find_la_run():
+    """Path of the ``la-run`` executable, or None when it is not built.
+
+    Looks at ``$LA_RUN``, then ``$LA_BUILD_DIR/bin/la-run``, then
+    ``<repo>/build/bin/la-run``. ``$LA_RUN`` is returned even when it does not
+    name an executable file, so that a wrong setting fails loudly.
+    """
+    env = os.environ.get("LA_RUN")
+    if env:
+        return env
+    candidates = []
+    if os.environ.get("LA_BUILD_DIR"):
+        candidates.append(os.path.join(os.environ["LA_BUILD_DIR"], "bin", "la-run"))
+    candidates.append(os.path.join(_REPO_ROOT, "build", "bin", "la-run"))
+    for path in candidates:
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    return None
+
+
+_COMPILE_RE = re.compile(r"^compile:\s*([0-9.eE+-]+)\s*ms", re.M)
+_RUN_RE = re.compile(
+    r"^run:\s*median\s*([0-9.eE+-]+)\s*ms,\s*min\s*([0-9.eE+-]+)\s*ms\s*over\s*(\d+)\s*runs",
+    re.M,
+)
+
+
+def _parse_timing(stdout):
+    timing = {}
+    m = _COMPILE_RE.search(stdout)
+    if m:
+        timing["compile_ms"] = float(m.group(1))
+    m = _RUN_RE.search(stdout)
+    if m:
+        timing["run_median_ms"] = float(m.group(1))
+        timing["run_min_ms"] = float(m.group(2))
+        timing["repeat"] = int(m.group(3))
+    return timing
+
+
+def run_attention(
+    variant,
+    inputs,
+    *,
+    dtype="f32",
+    chunk_size=64,
+    sequential=False,
+    repeat=1,
+    output_final_state=True,
+    la_run=None,
+    keep_dir=None,
+    timeout=600,
+    **attrs,
+):
+    """Compile and run ``la.attention variant`` on ``inputs`` with la-run.
+
+    ``inputs`` is a :func:`la.testing.make_inputs`-style dict; q, k, v are
+    rounded to ``dtype`` first (see :func:`prepare_inputs`). ``attrs`` are the
+    op's attributes: ``qk_l2norm``, ``normalizer``, ``scale``, ``eps``
+    (``log_decay`` comes from ``inputs`` or may be given here).
+
+    ``chunk_size`` is passed as ``--chunk-size``; ``sequential=True`` passes
+    ``--sequential`` instead (the token-by-token recurrence).
+
+    Returns ``(o, final_state, timing)``: ``o`` as la-run wrote it (float32
+    for f32 and bf16, float16 for f16), ``final_state`` float32 or None when
+    ``output_final_state`` is False, and ``timing`` a dict with
+    ``compile_ms``, ``run_median_ms``, ``run_min_ms``, ``repeat``, plus
+    ``command`` (the la-run command line) and ``mlir`` (the function text).
+    Raises :class:`LaRunError` with la-run's stderr when it fails.
+
+    ``keep_dir``: write the files there (and keep them) instead of a
+    temporary directory; useful to rerun la-run by hand.
+    """
+    dtype = _check_dtype(dtype)
+    unknown = set(attrs) - {"qk_l2norm", "normalizer", "scale", "eps", "log_decay"}
+    if unknown:
+        raise TypeError(f"unknown attributes {sorted(unknown)}")
+    exe = la_run or find_la_run()
+    if exe is None:
+        raise FileNotFoundError(
+            "la-run is not built (expected build/bin/la-run; set LA_RUN to its path)"
+        )
+    prepared = prepare_inputs(inputs, dtype)
+    q, v = prepared["q"], prepared["v"]
+    if q.ndim != 4 or v.ndim != 4:
+        raise ValueError(f"q and v must be 4-D, got shapes {q.shape} and {v.shape}")
+    B, T, H, K = q.shape
+    HV, V = v.shape[2], v.shape[3]
+    log_decay = attrs.pop("log_decay", prepared.get("log_decay"))
+    cu = prepared.get("cu_seqlens")
+    mlir = attention_mlir(
+        variant, B, T, H, K, V, HV, dtype=dtype,
+        has_initial_state="initial_state" in prepared,
+        output_final_state=output_final_state,
+        cu_seqlens_len=None if cu is None else cu.size,
+        log_decay=log_decay, name="attention", **attrs,
+    )
+    update, gate = VARIANTS[variant]
+    order = ["q", "k", "v"]
+    if gate in ("scalar", "channel"):
+        order.append("g")
+    if update == "delta":
+        order.append("beta")
+    if "initial_state" in prepared:
+        order.append("initial_state")
+    if cu is not None:
+        order.append("cu_seqlens")
+    for key in order:
+        if key not in prepared:
+            raise ValueError(f"variant {variant!r} needs input {key!r}")
+    extra = set(prepared) - set(order) - {"log_decay"}
+    if extra:
+        raise ValueError(f"variant {variant!r} does not take inputs {sorted(extra)}")
+
+    def run_in(directory):
+        mlir_path = os.path.join(directory, "attention.mlir")
+        with open(mlir_path, "w") as f:
+            f.write(mlir)
+        cmd = [exe, mlir_path, "--entry=attention"]
+        for key in order:
+            path = os.path.join(directory, f"{key}.npy")
+            np.save(path, prepared[key])
+            cmd.append(f"--input={path}")
+        out_names = ["o"] + (["final_state"] if output_final_state else [])
+        out_paths = [os.path.join(directory, f"out_{n}.npy") for n in out_names]
+        cmd += [f"--output={p}" for p in out_paths]
+        cmd.append("--sequential" if sequential else f"--chunk-size={int(chunk_size)}")
+        cmd.append(f"--repeat={int(repeat)}")
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        if proc.returncode != 0:
+            raise LaRunError(
+                f"la-run failed with exit status {proc.returncode}:\n"
+                f"  command: {' '.join(cmd)}\n"
+                f"  stderr:\n{proc.stderr.rstrip()}\n"
+                + (f"  stdout (tail):\n{proc.stdout[-2000:].rstrip()}\n" if proc.stdout else "")
+                + f"  MLIR:\n{mlir}",
+                returncode=proc.returncode, stdout=proc.stdout, stderr=proc.stderr,
+                command=cmd, mlir=mlir,
+            )
+        timing = _parse_timing(proc.stdout)
+        if "run_median_ms" not in timing:
+            raise LaRunError(
+                f"cannot parse la-run's timing output:\n{proc.stdout}",
+                returncode=0, stdout=proc.stdout, stderr=proc.stderr, command=cmd, mlir=mlir,
+            )
+        timing["command"] = " ".join(cmd)
+        timing["mlir"] = mlir
+        results = [np.load(p) for p in out_paths]
+        return results[0], (results[1] if output_final_state else None), timing
+
+    if keep_dir is not None:
+        os.makedirs(keep_dir, exist_ok=True)
+        return run_in(keep_dir)
+    directory = tempfile.mkdtemp(prefix="la-run-")
+    try:
+        return run_in(directory)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
