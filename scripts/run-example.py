@@ -5,8 +5,8 @@ For each variant, generates realistic inputs (la.testing.make_inputs), writes
 the la.attention function (la.runner.attention_mlir), compiles and runs it
 with build/bin/la-run (--repeat timed runs), compares the output and final
 state with the fp64 NumPy reference (la.reference) and prints one table row:
-variant, path that ran (chunked, or sequential for the delta rule, whose
-chunking is not implemented yet), rel_rms error, la-run's median run time and
+variant, path that ran (chunked; --sequential for the token-by-token
+program), rel_rms error, la-run's median run time and
 compile time, and the reference's run time for comparison.
 
 It then prints the MLIR of one example and the command that shows the IR
@@ -26,8 +26,6 @@ from la import runner  # noqa: E402
 from la import testing as lt  # noqa: E402
 
 VARIANTS = ("linear", "retention", "mamba2", "gla", "deltanet", "gated_deltanet", "kda")
-#: update rules that la-lower-to-cpu can chunk today; the others run sequentially.
-CHUNKED_UPDATES = ("additive",)
 
 
 def main():
@@ -39,6 +37,8 @@ def main():
     parser.add_argument("--V", type=int, default=64)
     parser.add_argument("--chunk-size", type=int, default=64)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--sequential", action="store_true",
+                        help="run the token-by-token program instead of the chunked one")
     parser.add_argument("--dtype", default="f32", choices=runner.DTYPES)
     parser.add_argument("--variants", default=",".join(VARIANTS),
                         help="comma-separated list (default: %(default)s)")
@@ -71,8 +71,7 @@ def main():
     examples = {}
     bad = []
     for variant in variants:
-        update, _ = lt.VARIANTS[variant]
-        sequential = update not in CHUNKED_UPDATES
+        sequential = args.sequential
         path = "sequential" if sequential else f"chunked C={C}"
         inputs = lt.make_inputs(variant, B, T, H, K, V, seed=0, gate_scale=1 / 16,
                                 with_initial_state=True)
@@ -115,7 +114,7 @@ def main():
         print(f"=== the {name} function that ran above ({rel}):")
         print(examples[name])
         print("To see the IR after every pass (random inputs, chunk size "
-              f"{C}{'' if lt.VARIANTS[name][0] in CHUNKED_UPDATES else ', sequential'}):")
+              f"{C}):")
         print(f"  {exe} {rel} --random-seed=0 --print-ir-after-all")
         print(f"  {exe} {rel} --random-seed=0 --sequential --print-ir-after-all"
               "   # the token-by-token program")

@@ -1,15 +1,9 @@
 #!/usr/bin/env bash
-# Sets up, builds and runs the main job: compiles the example attention graphs
-# in examples/ through the la passes, printing the IR after each stage.
+# The main job: sets up, builds, then compiles and runs one linear-attention
+# layer per variant on the CPU with la-run, printing per variant the error
+# against the fp64 reference and the run and compile times; then shows how to
+# print the IR after every pass. Extra arguments go to run-example.py.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-build=${LA_BUILD_DIR:-$root/build}
 "$root/scripts/build.sh" >/dev/null
-for example in "${@:-$root/examples/*.mlir}"; do
-  for file in $example; do
-    echo "=== $(basename "$file"): input"
-    cat "$file"
-    echo "=== $(basename "$file"): after la-lower-to-recurrence"
-    "$build/bin/la-opt" "$file" --la-lower-to-recurrence
-  done
-done
+exec "${PYTHON:-python3}" "$root/scripts/run-example.py" "$@"

@@ -159,6 +159,7 @@ def attention_mlir(
     scale=None,
     eps=None,
     log_decay=None,
+    allow_neg_eigval=False,
     name="attention",
 ):
     """MLIR text of one function ``@name`` holding one ``la.attention``.
@@ -228,6 +229,10 @@ def attention_mlir(
         attrs.append(f"scale = {_float_literal(np.float32(scale))} : f32")
     if normalizer:
         attrs.append("normalizer")
+    if allow_neg_eigval:
+        if update != "delta":
+            raise ValueError(f"allow_neg_eigval needs the delta rule, not {variant!r}")
+        attrs.append("allow_neg_eigval")
     if eps is not None:
         attrs.append(f"eps = {_float_literal(np.float32(eps))} : f32")
 
@@ -329,7 +334,8 @@ def run_attention(
     temporary directory; useful to rerun la-run by hand.
     """
     dtype = _check_dtype(dtype)
-    unknown = set(attrs) - {"qk_l2norm", "normalizer", "scale", "eps", "log_decay"}
+    unknown = set(attrs) - {"qk_l2norm", "normalizer", "scale", "eps", "log_decay",
+                            "allow_neg_eigval"}
     if unknown:
         raise TypeError(f"unknown attributes {sorted(unknown)}")
     exe = la_run or find_la_run()

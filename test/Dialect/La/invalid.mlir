@@ -381,3 +381,11 @@ func.func @recurrence_output_type(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xbf
   %o = la.recurrence decay(none) low_rank(none) %q, %q, %v {scale = 1.0 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xbf16> -> tensor<1x8x2x6xf32>
   return
 }
+
+// -----
+
+func.func @neg_eigval_additive(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>) {
+  // expected-error @+1 {{'allow_neg_eigval' is only valid with the delta rule}}
+  %o = la.attention linear %q, %q, %v {allow_neg_eigval} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  return
+}

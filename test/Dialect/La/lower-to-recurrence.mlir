@@ -143,3 +143,22 @@ func.func @kda_bf16(%q: !qk, %k: !qk, %v: !v, %g: !qk, %beta: !b) -> !v {
   %o = la.attention kda %q, %k, %v g(%g : !qk) beta(%beta : !b) {qk_l2norm} : !qk, !qk, !v -> !v
   return %o : !v
 }
+
+// -----
+
+!qk = tensor<1x8x2x4xf32>
+!v = tensor<1x8x2x6xf32>
+!b = tensor<1x8x2xbf16>
+
+// allow_neg_eigval doubles beta (in f32) before the recurrence.
+// CHECK-LABEL: func.func @negative_eigenvalues
+// CHECK-SAME: %[[BETA:[^:]*]]: tensor<1x8x2xbf16>)
+// CHECK: %[[TWO:.*]] = arith.constant 2.000000e+00 : f32
+// CHECK: %[[B2:.*]] = linalg.generic {{.*}} ins(%[[BETA]] : tensor<1x8x2xbf16>) outs(%{{.*}} : tensor<1x8x2xf32>)
+// CHECK: %[[EXT:.*]] = arith.extf
+// CHECK: arith.mulf %[[EXT]], %[[TWO]] : f32
+// CHECK: la.recurrence decay(none) low_rank(delta) {{.*}} beta(%[[B2]] : tensor<1x8x2xf32>)
+func.func @negative_eigenvalues(%q: !qk, %k: !qk, %v: !v, %beta: !b) -> !v {
+  %o = la.attention deltanet %q, %k, %v beta(%beta : !b) {allow_neg_eigval} : !qk, !qk, !v -> !v
+  return %o : !v
+}

@@ -85,11 +85,11 @@ func.func @gla(%q: !qk, %k: !qk, %v: !v, %g: !qk, %s0: !s) -> (!v, !s) {
 !b = tensor<1x8x2xf32>
 
 // CHECK-LABEL: func.func @deltanet
-// CHECK: la.attention deltanet %{{.*}}, %{{.*}}, %{{.*}} beta(%{{.*}} : tensor<1x8x2xf32>) {qk_l2norm}
+// CHECK: la.attention deltanet %{{.*}}, %{{.*}}, %{{.*}} beta(%{{.*}} : tensor<1x8x2xf32>) {allow_neg_eigval, qk_l2norm}
 // GENERIC-LABEL: sym_name = "deltanet"
 // GENERIC: update = #la<update delta>
 func.func @deltanet(%q: !qk, %k: !qk, %v: !v, %beta: !b) -> !v {
-  %o = la.attention deltanet %q, %k, %v beta(%beta : !b) {qk_l2norm} : !qk, !qk, !v -> !v
+  %o = la.attention deltanet %q, %k, %v beta(%beta : !b) {qk_l2norm, allow_neg_eigval} : !qk, !qk, !v -> !v
   return %o : !v
 }
 

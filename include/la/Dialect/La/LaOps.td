@@ -49,7 +49,10 @@ def La_AttentionOp : La_Op<"attention", [Pure, AttrSizedOperandSegments]> {
     Attributes: `scale` (default `K^-0.5`), `qk_l2norm` (normalise q and k
     over K, `x / sqrt(sum(x^2) + 1e-6)`, before anything else), `normalizer`
     (additive rule only: `o_t = S_t^T q'_t / (z_t . q'_t + eps)` with
-    `z_t = alpha_t * z_{t-1} + k_t`; `eps` defaults to 1e-6).
+    `z_t = alpha_t * z_{t-1} + k_t`; `eps` defaults to 1e-6),
+    `allow_neg_eigval` (delta rule only, flash-linear-attention's convention:
+    beta is multiplied by 2, so beta in (0, 1) becomes (0, 2) and the
+    transition `I - beta k k^T` may have a negative eigenvalue).
 
     Example:
 
@@ -75,7 +78,8 @@ def La_AttentionOp : La_Op<"attention", [Pure, AttrSizedOperandSegments]> {
     OptionalAttr<F32Attr>:$scale,
     UnitAttr:$normalizer,
     OptionalAttr<F32Attr>:$eps,
-    UnitAttr:$qk_l2norm
+    UnitAttr:$qk_l2norm,
+    UnitAttr:$allow_neg_eigval
   );
   let results = (outs La_FloatTensor:$o, Optional<La_F32Tensor>:$final_state);
 

@@ -338,6 +338,8 @@ LogicalResult AttentionOp::verify() {
     return emitOpError("'beta' is only valid with the delta rule");
   if (delta && getNormalizer())
     return emitOpError("'normalizer' is only valid with the additive rule");
+  if (!delta && getAllowNegEigval())
+    return emitOpError("'allow_neg_eigval' is only valid with the delta rule");
 
   float scale = qType.getRank() == 4 ? getEffectiveScale() : 1.0f;
   return verifySignature(*this, getSignature(*this, scale));

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "la/Dialect/La/LaPasses.h"
+#include "la/Dialect/La/LaUtils.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -25,13 +26,6 @@ namespace la {
 
 using namespace mlir;
 using namespace mlir::la;
-
-/// Converts a scalar of float type to f32 (no-op for f32).
-static Value extendToF32(OpBuilder &b, Location loc, Value x) {
-  if (x.getType().isF32())
-    return x;
-  return arith::ExtFOp::create(b, loc, b.getF32Type(), x);
-}
 
 /// Returns `x / sqrt(sum_K(x^2) + eps)` for `x : [B,T,H,K]` as an f32 tensor;
 /// the sum runs over the last dimension, in f32.
@@ -87,6 +81,26 @@ static Value buildL2Normalize(OpBuilder &b, Location loc, Value x,
       .getResult(0);
 }
 
+/// Returns `2 * beta` in f32 (allow_neg_eigval: beta in (0, 2)).
+static Value buildDoubled(OpBuilder &b, Location loc, Value beta) {
+  auto type = cast<RankedTensorType>(beta.getType());
+  Value init = tensor::EmptyOp::create(b, loc, tensor::getMixedSizes(b, loc, beta),
+                                       b.getF32Type());
+  AffineMap id = b.getMultiDimIdentityMap(type.getRank());
+  Value two = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(2.0f));
+  return linalg::GenericOp::create(
+             b, loc, init.getType(), ValueRange{beta}, ValueRange{init},
+             ArrayRef<AffineMap>{id, id},
+             SmallVector<utils::IteratorType>(type.getRank(),
+                                              utils::IteratorType::parallel),
+             [&](OpBuilder &nb, Location nloc, ValueRange args) {
+               Value doubled = arith::MulFOp::create(
+                   nb, nloc, extendToF32(nb, nloc, args[0]), two);
+               linalg::YieldOp::create(nb, nloc, doubled);
+             })
+      .getResult(0);
+}
+
 namespace {
 struct AttentionToRecurrence : OpRewritePattern<AttentionOp> {
   AttentionToRecurrence(MLIRContext *ctx, double l2normEps)
@@ -104,13 +118,16 @@ struct AttentionToRecurrence : OpRewritePattern<AttentionOp> {
     }
     LowRank lowRank = op.getUpdate() == UpdateRule::Delta ? LowRank::Delta
                                                           : LowRank::None;
+    Value beta = op.getBeta();
+    if (op.getAllowNegEigval())
+      beta = buildDoubled(rewriter, loc, beta);
     FloatAttr eps;
     if (op.getNormalizer())
       eps = rewriter.getF32FloatAttr(op.getEffectiveEps());
     auto recurrence = RecurrenceOp::create(
         rewriter, loc, op.getO().getType(),
         op.getFinalState() ? op.getFinalState().getType() : Type(), q, k,
-        op.getV(), op.getG(), op.getBeta(), /*a=*/Value(), /*b=*/Value(),
+        op.getV(), op.getG(), beta, /*a=*/Value(), /*b=*/Value(),
         op.getInitialState(), op.getCuSeqlens(), op.getGateAttr(),
         op.getLogDecayAttr(), LowRankAttr::get(ctx, lowRank),
         rewriter.getF32FloatAttr(op.getEffectiveScale()),
