@@ -17,7 +17,7 @@ def La_Dialect : Dialect {
       (linear attention, retention, Mamba-2 style scalar decay, GLA, DeltaNet,
       Gated DeltaNet, KDA), named by its update rule and gate kind.
     * Level 1, `la.recurrence`: the canonical diagonal-plus-low-rank
-      recurrence `S_t = (Diag(alpha_t) - b_t a_t^T) S_{t-1} + k_t v_t^T` that
+      recurrence `S_t = (Diag(alpha_t) - b_t a_t^T) S_{t-1} + w_t v_t^T` that
       every level-0 variant lowers to, so that one chunking algorithm serves
       the family.
     * Level 2: chunked ops produced by the chunking pass.

@@ -51,15 +51,17 @@ def LaSimplifyRecurrencePass : Pass<"la-simplify-recurrence"> {
 def LaChunkPass : Pass<"la-chunk"> {
   let summary = "Rewrite the canonical recurrence into its chunkwise-parallel form";
   let description = [{
-    Rewrites each `la.recurrence` without a low-rank part into the level-2
-    chunked ops: time is padded to a multiple of `chunk-size` (zero keys,
-    values and log-gates leave the state unchanged) and split into chunks,
-    `la.chunk_cumsum` forms the in-chunk cumulative gates,
-    `la.chunk_intra` the masked intra-chunk product, `la.chunk_state_scan`
-    the chunk-to-chunk state recurrence and `la.chunk_inter` the output.
-    With `cu_seqlens`, an `scf.for` runs the chunked program once per packed
-    sequence on its own slice and state, so no state crosses a boundary.
-    Recurrences with a low-rank part (the delta rule) are left for the
+    Rewrites each `la.recurrence` without a low-rank part or with the
+    delta-rule structure into the level-2 chunked ops: time is padded to a
+    multiple of `chunk-size` (zero keys, values, beta and log-gates leave the
+    state unchanged) and split into chunks, `la.chunk_cumsum` forms the
+    in-chunk cumulative gates, `la.chunk_state_scan` the chunk-to-chunk state
+    recurrence, `la.chunk_intra` the masked intra-chunk product and
+    `la.chunk_inter` the output. For the delta rule, `la.chunk_wy` (the UT
+    transform) gives W and U first and the scan forms the corrected values
+    `V' = U - W S_n` that replace V. With `cu_seqlens`, an `scf.for` runs the
+    chunked program once per packed sequence on its own slice and state, so
+    no state crosses a boundary. A general low-rank part is left for the
     sequential lowering of `convert-la-to-linalg`.
   }];
   let dependentDialects = [

@@ -1,0 +1,66 @@
+//===- la-fuzz.cpp - libFuzzer target for la's parser, verifiers, passes --===//
+//
+// Each input is MLIR text. It is parsed and verified; if valid, the la passes
+// run on it one stage at a time (la-lower-to-recurrence, la-chunk with a small
+// chunk size, convert-la-to-linalg), then the whole la-lower-to-cpu pipeline
+// on a copy. Errors are expected and ignored; crashes, sanitizer reports and
+// timeouts are the findings.
+//
+//===----------------------------------------------------------------------===//
+
+#include "la/InitAllDialects.h"
+#include "la/InitAllPasses.h"
+#include "la/Pipelines/Pipelines.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/InitAllDialects.h"
+#include "mlir/InitAllExtensions.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+
+#include <cstdint>
+#include <cstdlib>
+
+using namespace mlir;
+
+static const DialectRegistry &getRegistry() {
+  static DialectRegistry *registry = [] {
+    auto *r = new DialectRegistry();
+    registerAllDialects(*r);
+    registerAllExtensions(*r);
+    la::registerAllDialects(*r);
+    la::registerPasses();
+    return r;
+  }();
+  return *registry;
+}
+
+static void runPipeline(ModuleOp module, StringRef pipeline) {
+  PassManager pm(module.getContext());
+  if (failed(parsePassPipeline(pipeline, pm)))
+    abort(); // The pipelines below are fixed; failing to parse is a bug.
+  (void)pm.run(module);
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  if (size > 8192)
+    return 0; // Large inputs only slow the search down.
+  MLIRContext context(getRegistry(), MLIRContext::Threading::DISABLED);
+  // Errors are the expected outcome for most inputs: drop them.
+  ScopedDiagnosticHandler silence(&context, [](Diagnostic &) {
+    return success();
+  });
+  StringRef text(reinterpret_cast<const char *>(data), size);
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(
+      text, ParserConfig(&context, /*verifyAfterParse=*/true));
+  if (!module)
+    return 0;
+  OwningOpRef<ModuleOp> copy = module->clone();
+  runPipeline(*module, "builtin.module(la-lower-to-recurrence,"
+                       "la-chunk{chunk-size=4},convert-la-to-linalg,"
+                       "canonicalize)");
+  runPipeline(*copy, "builtin.module(la-lower-to-cpu{chunk-size=8})");
+  return 0;
+}
