@@ -1,9 +1,16 @@
 #!/usr/bin/env bash
-# Sets up, builds and runs every test: the lit suite (check-la) and the
-# Python tests (the fp64 reference and, later, the package).
+# Sets up, builds and runs every test: the lit suite (check-la), the Python
+# tests (fp64 reference, CPU execution, delta rule, stress subset), then both
+# again on a sanitizer build.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${LA_BUILD_DIR:-$root/build}
 "$root/scripts/build.sh"
 cmake --build "$build" --target check-la
 "${PYTHON:-python3}" -m pytest -q "$root/python/tests"
+# The same suites on an AddressSanitizer + UndefinedBehaviorSanitizer build
+# (build-asan/), plus the fuzzer's regression corpus. LA_SKIP_SANITIZERS=1
+# skips this stage for a quick local run.
+if [ "${LA_SKIP_SANITIZERS:-0}" != 1 ]; then
+  "$root/scripts/sanitize.sh"
+fi

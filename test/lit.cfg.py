@@ -22,7 +22,12 @@ config.substitutions.append(("%cxx", config.cxx_compiler))
 config.substitutions.append(("%c_compiler", config.c_compiler))
 config.substitutions.append(("%python", config.python_executable))
 
-llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
+# Sanitizer builds: stock mlir-opt cannot load an instrumented plugin, and the
+# consumer project would need the same flags.
+if config.la_sanitize:
+    config.available_features.add("sanitizers")
+
+llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP", "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"])
 llvm_config.use_default_substitutions()
 
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)

@@ -1,4 +1,5 @@
 // Stock mlir-opt loads la as a dialect plugin and a pass plugin.
+// UNSUPPORTED: sanitizers
 // RUN: mlir-opt %s --load-dialect-plugin=%la_lib_dir/LaPlugin.so --load-pass-plugin=%la_lib_dir/LaPlugin.so --pass-pipeline="builtin.module(la-lower-to-recurrence)" | FileCheck %s
 // RUN: mlir-opt %s --load-dialect-plugin=%la_lib_dir/LaPlugin.so | FileCheck %s --check-prefix=PARSE
 // RUN: not mlir-opt %s 2>&1 | FileCheck %s --check-prefix=NOPLUGIN

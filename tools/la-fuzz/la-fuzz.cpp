@@ -17,8 +17,10 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
+#include "mlir/InitAllPasses.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
 
 #include <cstdint>
 #include <cstdlib>
@@ -31,6 +33,7 @@ static const DialectRegistry &getRegistry() {
     registerAllDialects(*r);
     registerAllExtensions(*r);
     la::registerAllDialects(*r);
+    registerAllPasses();
     la::registerPasses();
     return r;
   }();

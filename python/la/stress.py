@@ -1,0 +1,364 @@
+"""Seeded random-configuration stress suite for the CPU path (``la-run``).
+
+:func:`generate_configs` draws ``count`` configurations from a seed; each one
+is a plain dict (JSON-serialisable) with a stable ``id``: configuration
+``index`` of seed ``seed`` is always the same, whatever ``count`` is (every
+configuration has its own generator, seeded with ``[seed, index]``).
+
+The draw covers
+
+* all 8 variants (cycled, so any 8 consecutive indices hold each once);
+* shapes: B in {1, 2, 3}; T in 1..300 (T = 1, T a multiple of the chunk size
+  and T % C != 0 all occur); H in {1, 2, 4}; HV = H or 2H; K, V in
+  {4, 8, 16, 32, 64} drawn independently (K != V); ``B*T*HV*K*V`` is capped
+  at :data:`MAX_ELEMENTS` by shortening T, so that one la-run call stays
+  well under a second;
+* chunk sizes {8, 16, 32, 64} or the sequential (token-by-token) program;
+* q, k, v (and o) in f32, f16 or bf16;
+* gate strength ``gate_scale`` in {1/16, 1, 8, 40} with log-gates clamped at
+  ``gate_min = -30`` (data-dependent gates); the fixed-gate variants use
+  RetNet's schedule or per-head log decays drawn the same way;
+* beta (delta rule): ``small`` (sigmoid * 1e-3), ``typical`` (sigmoid),
+  ``near1`` (1 - 1e-4), ``neg_eigval`` (``allow_neg_eigval``: the op uses
+  2*beta, so the reference gets 2*beta) and ``neg_eigval_near1`` (2*beta =
+  2 - 2e-4, a near reflection);
+* ``qk_l2norm`` on/off (on: q and k get random per-token scales, so that the
+  normalisation matters), initial state on/off;
+* modes: ``plain``; ``varlen`` (B = 1, 2-4 packed sequences through
+  ``cu_seqlens``, sometimes an empty one); ``segmented`` (T split at a random
+  point, the final state of the first part carried into the second, compared
+  with the reference and with one pass);
+* the normaliser, for additive variants, with ``positive_qk`` inputs (not in
+  segmented mode: the normaliser's sum z is not part of the state).
+
+:func:`run_config` builds the inputs, runs la-run (:func:`la.runner.run_attention`)
+and compares ``o`` and the final state with the fp64 reference
+(:func:`la.testing.reference_for`) on the same rounded inputs: ``rel_rms`` at
+most :data:`TOL` (1e-5 for f32, 5e-3 for f16/bf16 q, k, v) and every output
+finite. In segmented mode both the one-pass and the segmented results must
+meet the tolerance against the reference; their direct difference is
+reported but is not a pass criterion.
+"""
+
+import os
+import time
+
+import numpy as np
+
+from . import runner
+from . import testing as lt
+
+__all__ = [
+    "BETA_MODES",
+    "CHUNK_SIZES",
+    "DIMS",
+    "GATE_SCALES",
+    "MAX_ELEMENTS",
+    "TOL",
+    "build_inputs",
+    "check_outputs",
+    "format_result",
+    "generate_configs",
+    "run_config",
+]
+
+#: rel_rms limits against the fp64 reference, by the dtype of q, k, v.
+TOL = {"f32": 1e-5, "f16": 5e-3, "bf16": 5e-3}
+
+VARIANT_NAMES = tuple(lt.VARIANTS)
+DTYPES = ("f32", "f16", "bf16")
+CHUNK_SIZES = (8, 16, 32, 64)
+DIMS = (4, 8, 16, 32, 64)
+GATE_SCALES = (1 / 16, 1.0, 8.0, 40.0)
+GATE_MIN = -30.0
+BETA_MODES = ("small", "typical", "near1", "neg_eigval", "neg_eigval_near1")
+MODES = ("plain", "varlen", "segmented")
+MAX_T = 300
+#: cap on B * T * HV * K * V (T is shortened to meet it).
+MAX_ELEMENTS = 1 << 21
+
+
+def _scale_name(scale):
+    if scale is None:
+        return "retnet"
+    return "1/16" if scale == 1 / 16 else f"{scale:g}"
+
+
+def _make_id(cfg):
+    parts = [f"s{cfg['seed']}-{cfg['index']:03d}", cfg["variant"], cfg["dtype"],
+             "seq" if cfg["sequential"] else f"C{cfg['chunk_size']}",
+             "B{B}T{T}H{H}HV{HV}K{K}V{V}".format(**cfg)]
+    if cfg["gate_scale"] is not None or lt.VARIANTS[cfg["variant"]][1] == "fixed":
+        parts.append("g" + _scale_name(cfg["gate_scale"]).replace("/", "_"))
+    if cfg["beta_mode"] is not None:
+        parts.append("beta_" + cfg["beta_mode"])
+    if cfg["qk_l2norm"]:
+        parts.append("l2")
+    if cfg["normalizer"]:
+        parts.append("norm")
+    if cfg["initial_state"]:
+        parts.append("s0")
+    if cfg["mode"] == "varlen":
+        parts.append("cu" + "_".join(str(c) for c in cfg["cu_seqlens"]))
+    elif cfg["mode"] == "segmented":
+        parts.append(f"split{cfg['split']}")
+    return "-".join(parts)
+
+
+def _one_config(seed, index):
+    rng = np.random.default_rng([seed, index])
+    variant = VARIANT_NAMES[index % len(VARIANT_NAMES)]
+    update, gate = lt.VARIANTS[variant]
+
+    mode = str(rng.choice(MODES, p=[0.6, 0.2, 0.2]))
+    dtype = str(rng.choice(DTYPES, p=[0.5, 0.25, 0.25]))
+    sequential = bool(rng.random() < 0.25)
+    chunk = int(rng.choice(CHUNK_SIZES))  # drawn always, so the draws stay aligned
+    H = int(rng.choice([1, 2, 4]))
+    HV = H * int(rng.choice([1, 2]))
+    K = int(rng.choice(DIMS))
+    V = int(rng.choice(DIMS))
+    B = int(rng.choice([1, 2, 3]))
+    if mode == "varlen":
+        B = 1
+
+    r = rng.random()
+    if r < 0.08:
+        T = 1
+    elif r < 0.18:
+        T = chunk * int(rng.integers(1, MAX_T // chunk + 1))  # T % C == 0
+    else:
+        T = int(rng.integers(2, MAX_T + 1))
+    T = max(1, min(T, MAX_ELEMENTS // (B * HV * K * V)))
+    if mode == "segmented":
+        T = max(T, 2)
+
+    if gate in ("scalar", "channel"):
+        gate_scale = float(rng.choice(GATE_SCALES))
+    elif gate == "fixed":
+        pick = int(rng.integers(0, len(GATE_SCALES) + 1))
+        gate_scale = None if pick == len(GATE_SCALES) else float(GATE_SCALES[pick])
+    else:
+        gate_scale = None
+
+    beta_mode = None
+    if update == "delta":
+        beta_mode = str(rng.choice(BETA_MODES, p=[0.2, 0.3, 0.2, 0.2, 0.1]))
+
+    qk_l2norm = bool(rng.random() < 0.3)
+    initial_state = bool(rng.random() < 0.5)
+    normalizer = bool(update == "additive" and mode != "segmented" and rng.random() < 0.3)
+
+    cu_seqlens = None
+    split = None
+    if mode == "varlen":
+        nseq = int(rng.integers(2, 5))
+        cuts = sorted(int(c) for c in rng.integers(0, T + 1, size=nseq - 1))
+        if rng.random() < 0.3:  # force an empty sequence somewhere
+            j = int(rng.integers(0, nseq - 1))
+            cuts[j] = int(rng.choice([0, T, cuts[j - 1] if j > 0 else 0]))
+            cuts = sorted(cuts)
+        cu_seqlens = [0] + cuts + [T]
+    elif mode == "segmented":
+        split = int(rng.integers(1, T))
+
+    cfg = dict(
+        index=index, seed=seed, input_seed=int(rng.integers(0, 2**31 - 1)),
+        variant=variant, mode=mode, dtype=dtype, sequential=sequential,
+        chunk_size=None if sequential else chunk,
+        B=B, T=T, H=H, HV=HV, K=K, V=V,
+        gate_scale=gate_scale, gate_min=GATE_MIN if gate != "none" else None,
+        beta_mode=beta_mode, allow_neg_eigval=bool(beta_mode and beta_mode.startswith("neg")),
+        qk_l2norm=qk_l2norm, initial_state=initial_state,
+        normalizer=normalizer, positive_qk=normalizer,
+        cu_seqlens=cu_seqlens, split=split,
+    )
+    cfg["id"] = _make_id(cfg)
+    return cfg
+
+
+def generate_configs(count=120, seed=0):
+    """``count`` random configurations (dicts) from ``seed``; see the module docstring."""
+    if count < 0:
+        raise ValueError(f"count must be >= 0, got {count}")
+    return [_one_config(int(seed), index) for index in range(int(count))]
+
+
+# --------------------------------------------------------------------------
+# inputs
+# --------------------------------------------------------------------------
+
+def _log_sigmoid(x):
+    return -np.logaddexp(0.0, -x)
+
+
+def build_inputs(cfg):
+    """The ``make_inputs``-style dict of one configuration (float32, not rounded)."""
+    variant = cfg["variant"]
+    update, gate = lt.VARIANTS[variant]
+    inputs = lt.make_inputs(
+        variant, cfg["B"], cfg["T"], cfg["H"], cfg["K"], cfg["V"], HV=cfg["HV"],
+        dtype=np.float32, seed=cfg["input_seed"],
+        gate_min=cfg["gate_min"] if gate in ("scalar", "channel") else None,
+        with_initial_state=cfg["initial_state"], cu_seqlens=cfg["cu_seqlens"],
+        gate_scale=cfg["gate_scale"] if gate in ("scalar", "channel") else 1.0,
+        positive_qk=cfg["positive_qk"],
+    )
+    rng = np.random.default_rng([cfg["input_seed"], 1])
+    if gate == "fixed" and cfg["gate_scale"] is not None:
+        ld = np.maximum(cfg["gate_scale"] * _log_sigmoid(rng.standard_normal(cfg["H"])),
+                        cfg["gate_min"])
+        inputs["log_decay"] = np.minimum(ld, -1e-6).astype(np.float32)
+    if update == "delta":
+        beta = np.asarray(inputs["beta"], dtype=np.float64)
+        mode = cfg["beta_mode"]
+        if mode == "small":
+            beta = beta * 1e-3
+        elif mode in ("near1", "neg_eigval_near1"):
+            beta = np.full_like(beta, 1.0 - 1e-4)
+        inputs["beta"] = beta.astype(np.float32)
+    if cfg["qk_l2norm"]:
+        B, T, H = cfg["B"], cfg["T"], cfg["H"]
+        for key in ("q", "k"):
+            factor = np.exp(rng.uniform(-1.0, 1.5, size=(B, T, H, 1)))
+            inputs[key] = (inputs[key] * factor).astype(np.float32)
+    return inputs
+
+
+def _slice_time(inputs, start, stop, initial_state):
+    part = {}
+    for key, value in inputs.items():
+        if key in ("q", "k", "v", "g", "beta"):
+            part[key] = value[:, start:stop]
+        elif key != "initial_state":
+            part[key] = value
+    if initial_state is not None:
+        part["initial_state"] = initial_state
+    return part
+
+
+# --------------------------------------------------------------------------
+# checking
+# --------------------------------------------------------------------------
+
+def _error(ref, out):
+    """rel_rms(ref, out), NaN on a shape mismatch."""
+    if out is None or np.shape(ref) != np.shape(out):
+        return float("nan")
+    return lt.rel_rms(ref, out)
+
+
+def check_outputs(name, ref, out, tol, result):
+    """Record ``rel_rms(ref, out)`` as ``result['errors'][name]`` and whether
+    ``out`` is finite; append a failure message unless both hold. Returns the
+    error. ``tol=None`` only records (no pass criterion)."""
+    err = _error(ref, out)
+    result["errors"][name] = err
+    if tol is None:
+        return err
+    finite = out is not None and bool(np.all(np.isfinite(np.asarray(out, dtype=np.float64))))
+    result["finite"] = result["finite"] and finite
+    if out is None or np.shape(ref) != np.shape(out):
+        result["failures"].append(
+            f"{name}: shape {None if out is None else np.shape(out)}, expected {np.shape(ref)}")
+    elif not finite:
+        bad = int(np.sum(~np.isfinite(np.asarray(out, dtype=np.float64))))
+        result["failures"].append(f"{name}: {bad} non-finite values")
+    elif not err <= tol:
+        ref64 = np.asarray(ref, dtype=np.float64)
+        diff = np.abs(ref64 - np.asarray(out, dtype=np.float64))
+        idx = np.unravel_index(int(np.argmax(diff)), diff.shape)
+        result["failures"].append(
+            f"{name}: rel_rms {err:.3e} > {tol:.0e} (worst at {tuple(int(i) for i in idx)}: "
+            f"ref {ref64[idx]:.6g}, got {float(np.asarray(out)[idx]):.6g})")
+    return err
+
+
+# --------------------------------------------------------------------------
+# running
+# --------------------------------------------------------------------------
+
+def run_config(cfg, *, la_run=None, keep_dir=None):
+    """Run one configuration; return a JSON-serialisable result dict.
+
+    Keys: ``id``, ``config``, ``passed``, ``errors`` (rel_rms by name: ``o``,
+    ``state``; segmented mode adds ``o_seg``, ``state_seg`` against the
+    reference and ``o_seg_vs_one``, ``state_seg_vs_one`` against the one-pass
+    run), ``tol``, ``finite``, ``failures`` (messages), ``timing``
+    (``compile_ms``, ``run_ms``: sums over la-run calls; ``la_run_s``,
+    ``reference_s``, ``wall_s``), ``commands`` (la-run command lines; the
+    files are kept only with ``keep_dir``) and, when la-run failed,
+    ``exception``.
+    """
+    start = time.perf_counter()
+    variant, dtype = cfg["variant"], cfg["dtype"]
+    tol = TOL[dtype]
+    result = dict(id=cfg["id"], config=dict(cfg), passed=False, errors={}, tol=tol,
+                  finite=True, failures=[], commands=[],
+                  timing=dict(compile_ms=0.0, run_ms=0.0, la_run_s=0.0, reference_s=0.0,
+                              wall_s=0.0))
+    attrs = dict(qk_l2norm=cfg["qk_l2norm"], normalizer=cfg["normalizer"],
+                 allow_neg_eigval=cfg["allow_neg_eigval"])
+    timing = result["timing"]
+
+    def call(inputs, tag):
+        directory = None if keep_dir is None else os.path.join(keep_dir, cfg["id"], tag)
+        t0 = time.perf_counter()
+        o, s, t = runner.run_attention(
+            variant, inputs, dtype=dtype, chunk_size=cfg["chunk_size"] or 64,
+            sequential=cfg["sequential"], la_run=la_run, keep_dir=directory, **attrs)
+        timing["la_run_s"] += time.perf_counter() - t0
+        timing["compile_ms"] += t.get("compile_ms", 0.0)
+        timing["run_ms"] += t.get("run_median_ms", 0.0)
+        result["commands"].append(t["command"])
+        return o, s
+
+    try:
+        prepared = runner.prepare_inputs(build_inputs(cfg), dtype)
+        ref_inputs = prepared
+        if cfg["allow_neg_eigval"]:
+            ref_inputs = dict(prepared, beta=2.0 * np.asarray(prepared["beta"], np.float64))
+        t0 = time.perf_counter()
+        ref_o, ref_s = lt.reference_for(variant, ref_inputs, qk_l2norm=cfg["qk_l2norm"],
+                                        normalizer=cfg["normalizer"])
+        timing["reference_s"] = time.perf_counter() - t0
+
+        o, s = call(prepared, "full")
+        check_outputs("o", ref_o, o, tol, result)
+        check_outputs("state", ref_s, s, tol, result)
+
+        if cfg["mode"] == "segmented":
+            split = cfg["split"]
+            o1, s1 = call(_slice_time(prepared, 0, split, prepared.get("initial_state")),
+                          "seg1")
+            o2, s2 = call(_slice_time(prepared, split, cfg["T"], s1), "seg2")
+            o_seg = np.concatenate([o1, o2], axis=1)
+            check_outputs("o_seg", ref_o, o_seg, tol, result)
+            check_outputs("state_seg", ref_s, s2, tol, result)
+            check_outputs("o_seg_vs_one", o, o_seg, None, result)
+            check_outputs("state_seg_vs_one", s, s2, None, result)
+    except runner.LaRunError as exc:
+        result["exception"] = str(exc)
+        if exc.command:
+            result["commands"].append(" ".join(exc.command))
+        last = (exc.stderr or "").strip().splitlines()
+        result["failures"].append(f"la-run failed (exit {exc.returncode})"
+                                  + (f": {last[-1]}" if last else ""))
+    result["passed"] = not result["failures"]
+    timing["wall_s"] = time.perf_counter() - start
+    return result
+
+
+def format_result(result):
+    """One line: PASS/FAIL, id, errors, wall time."""
+    errs = result["errors"]
+    fields = []
+    for name in ("o", "state", "o_seg", "state_seg", "o_seg_vs_one", "state_seg_vs_one"):
+        if name in errs:
+            fields.append(f"{name}={errs[name]:.2e}")
+    status = "PASS" if result["passed"] else "FAIL"
+    line = (f"{status} {result['id']}  {' '.join(fields)}  (tol {result['tol']:.0e}) "
+            f"{result['timing']['wall_s']:.2f}s")
+    if not result["passed"]:
+        line += "\n    " + "\n    ".join(result["failures"])
+    return line

@@ -1,0 +1,117 @@
+"""A fast subset of the random-configuration stress suite (``la.stress``).
+
+16 configurations from a fixed seed (chosen so that the subset holds every
+variant twice, every chunk size and the sequential program, f16 and bf16,
+T = 1, T % C != 0, a varlen run with an empty sequence, segmented runs
+(chunked, sequential, bf16), the normaliser, beta near 0 / near 1 /
+allow_neg_eigval, qk_l2norm and log-gates down to -30) are run with la-run
+and compared with the fp64 reference: rel_rms within 1e-5 (f32) or 5e-3
+(f16/bf16) and finite outputs. The full set is ``scripts/stress.py``.
+
+The generator and checker tests run without la-run.
+"""
+
+import json
+
+import numpy as np
+import pytest
+
+from la import runner
+from la import stress
+from la import testing as lt
+
+SEED = 6
+COUNT = 16
+CONFIGS = stress.generate_configs(COUNT, SEED)
+
+needs_la_run = pytest.mark.skipif(
+    runner.find_la_run() is None,
+    reason="la-run is not built (build/bin/la-run missing; set LA_RUN to the executable)",
+)
+
+
+@needs_la_run
+@pytest.mark.parametrize("cfg", CONFIGS, ids=[c["id"] for c in CONFIGS])
+def test_stress_config(cfg):
+    result = stress.run_config(cfg)
+    tol = stress.TOL[cfg["dtype"]]
+    detail = stress.format_result(result) + "\n    " + "\n    ".join(result["commands"])
+    assert "exception" not in result, detail + "\n" + result.get("exception", "")
+    names = ["o", "state"] + (["o_seg", "state_seg"] if cfg["mode"] == "segmented" else [])
+    for name in names:
+        err = result["errors"][name]
+        assert err <= tol, f"{name}: rel_rms {err:.3e} > {tol:.0e}\n{detail}"
+    assert result["finite"], f"non-finite outputs\n{detail}"
+    assert result["passed"], detail
+
+
+# --------------------------------------------------------------------------
+# generator and checker (no la-run needed)
+# --------------------------------------------------------------------------
+
+def test_generate_configs_is_stable_and_covers_the_space():
+    configs = stress.generate_configs(120, 0)
+    assert [c["id"] for c in configs[:COUNT]] == [c["id"] for c in
+                                                  stress.generate_configs(COUNT, 0)]
+    assert stress.generate_configs(120, 0) == configs
+    assert len({c["id"] for c in configs}) == len(configs)
+    json.dumps(configs)
+    assert {c["variant"] for c in configs} == set(lt.VARIANTS)
+    assert {c["dtype"] for c in configs} == {"f32", "f16", "bf16"}
+    assert {c["chunk_size"] for c in configs} == {None, 8, 16, 32, 64}
+    assert {c["mode"] for c in configs} == {"plain", "varlen", "segmented"}
+    assert {c["gate_scale"] for c in configs if c["variant"] in ("mamba2", "gla")} == set(
+        stress.GATE_SCALES)
+    assert {c["beta_mode"] for c in configs if c["beta_mode"]} == set(stress.BETA_MODES)
+    assert any(c["T"] == 1 for c in configs)
+    assert any(c["chunk_size"] and c["T"] > c["chunk_size"] and c["T"] % c["chunk_size"]
+               for c in configs)
+    assert any(c["K"] != c["V"] for c in configs)
+    assert any(c["normalizer"] for c in configs)
+    assert any(c["cu_seqlens"] and 0 in np.diff(c["cu_seqlens"]) for c in configs)
+    for c in configs:
+        update, _ = lt.VARIANTS[c["variant"]]
+        assert c["B"] * c["T"] * c["HV"] * c["K"] * c["V"] <= stress.MAX_ELEMENTS
+        assert 1 <= c["T"] <= stress.MAX_T and c["HV"] % c["H"] == 0
+        assert not (c["normalizer"] and update != "additive")
+        assert not (c["normalizer"] and c["mode"] == "segmented")
+        if c["mode"] == "varlen":
+            cu = c["cu_seqlens"]
+            assert c["B"] == 1 and cu[0] == 0 and cu[-1] == c["T"] and 3 <= len(cu) <= 5
+            assert np.all(np.diff(cu) >= 0)
+        if c["mode"] == "segmented":
+            assert 0 < c["split"] < c["T"]
+
+
+def test_build_inputs_follow_the_config():
+    by_mode = {}
+    for c in stress.generate_configs(120, 0):
+        by_mode.setdefault(c["beta_mode"], c)
+        if c["gate_scale"] == 40.0 and lt.VARIANTS[c["variant"]][1] in ("scalar", "channel"):
+            g = stress.build_inputs(c)["g"]
+            assert g.min() >= -30.0 and g.max() < 0.0
+    beta = stress.build_inputs(by_mode["small"])["beta"]
+    assert 0.0 < beta.min() and beta.max() < 1e-3
+    beta = stress.build_inputs(by_mode["near1"])["beta"]
+    np.testing.assert_array_equal(beta, np.float32(1.0 - 1e-4))
+    assert by_mode["neg_eigval"]["allow_neg_eigval"]
+
+
+def test_checker_fails_on_errors_and_non_finite_values():
+    rng = np.random.default_rng(0)
+    ref = rng.standard_normal((2, 5, 3))
+
+    def check(out, tol=1e-5):
+        result = dict(errors={}, finite=True, failures=[])
+        stress.check_outputs("o", ref, out, tol, result)
+        return result
+
+    assert not check(ref.astype(np.float32))["failures"]
+    assert check(ref * (1 + 1e-4))["failures"]
+    bad = ref.copy()
+    bad[1, 2, 0] = np.nan
+    result = check(bad)
+    assert result["failures"] and not result["finite"]
+    bad[1, 2, 0] = np.inf
+    assert check(bad, tol=np.inf)["failures"]
+    assert check(ref[:1])["failures"]
