@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <string>
 
 using namespace mlir;
 
@@ -41,9 +42,11 @@ static const DialectRegistry &getRegistry() {
 }
 
 static void runPipeline(ModuleOp module, StringRef pipeline) {
-  PassManager pm(module.getContext());
-  if (failed(parsePassPipeline(pipeline, pm)))
+  FailureOr<OpPassManager> parsed = parsePassPipeline(pipeline);
+  if (failed(parsed))
     abort(); // The pipelines below are fixed; failing to parse is a bug.
+  PassManager pm(module.getContext());
+  static_cast<OpPassManager &>(pm) = std::move(*parsed);
   (void)pm.run(module);
 }
 
@@ -55,7 +58,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   ScopedDiagnosticHandler silence(&context, [](Diagnostic &) {
     return success();
   });
-  StringRef text(reinterpret_cast<const char *>(data), size);
+  // The MLIR lexer expects a null-terminated buffer; libFuzzer's is not.
+  std::string text(reinterpret_cast<const char *>(data), size);
   OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(
       text, ParserConfig(&context, /*verifyAfterParse=*/true));
   if (!module)

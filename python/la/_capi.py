@@ -1,0 +1,133 @@
+"""ctypes bindings of la's C API (include/la-c/La.h, libLaCAPI.so).
+
+The library is looked up in this order: ``$LA_CAPI_LIB``; next to this file
+(an installed wheel); ``$LA_BUILD_DIR/lib``; ``<repo>/build/lib``.
+"""
+
+import ctypes
+import glob
+import os
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_REPO = os.path.dirname(os.path.dirname(_HERE))
+_NAME = "libLaCAPI.so"
+
+
+class LaError(RuntimeError):
+    """An error reported by the compiler (parse, verify, pass or JIT)."""
+
+
+def library_path():
+    """Path of libLaCAPI.so, or None when it cannot be found."""
+    candidates = [os.environ.get("LA_CAPI_LIB"), os.path.join(_HERE, _NAME)]
+    # A wheel holds the versioned file only (libLaCAPI.so.<version>).
+    candidates += sorted(glob.glob(os.path.join(_HERE, _NAME + ".*")))
+    if os.environ.get("LA_BUILD_DIR"):
+        candidates.append(os.path.join(os.environ["LA_BUILD_DIR"], "lib", _NAME))
+    candidates.append(os.path.join(_REPO, "build", "lib", _NAME))
+    for path in candidates:
+        if path and os.path.isfile(path):
+            return path
+    return None
+
+
+class MlirStringRef(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_char_p), ("length", ctypes.c_size_t)]
+
+    @classmethod
+    def of(cls, text):
+        data = text.encode() if isinstance(text, str) else bytes(text)
+        ref = cls(data, len(data))
+        ref._keep = data  # the bytes must outlive the call
+        return ref
+
+
+class _Handle(ctypes.Structure):
+    _fields_ = [("ptr", ctypes.c_void_p)]
+
+
+class MlirContext(_Handle):
+    pass
+
+
+class MlirModule(_Handle):
+    pass
+
+
+class MlirDialectRegistry(_Handle):
+    pass
+
+
+class LaExecutionEngine(_Handle):
+    pass
+
+
+class MlirLogicalResult(ctypes.Structure):
+    _fields_ = [("value", ctypes.c_int8)]
+
+    def succeeded(self):
+        return self.value != 0
+
+
+STRING_CALLBACK = ctypes.CFUNCTYPE(None, MlirStringRef, ctypes.c_void_p)
+
+
+class TextSink:
+    """Collects the text a C API call sends to an MlirStringCallback."""
+
+    def __init__(self):
+        self.parts = []
+        self.callback = STRING_CALLBACK(self._append)
+
+    def _append(self, ref, _):
+        self.parts.append(ctypes.string_at(ref.data, ref.length).decode("utf-8", "replace"))
+
+    def text(self):
+        return "".join(self.parts)
+
+
+_lib = None
+
+
+def lib():
+    """The loaded C API library (raises LaError when it is not built)."""
+    global _lib
+    if _lib is not None:
+        return _lib
+    path = library_path()
+    if path is None:
+        raise LaError(
+            "libLaCAPI.so not found: build the project (scripts/build.sh), "
+            "pip install the package, or set LA_CAPI_LIB"
+        )
+    handle = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+    sigs = {
+        "laRegisterAllPasses": (None, []),
+        "laContextCreate": (MlirContext, []),
+        "laContextDestroy": (None, [MlirContext]),
+        "laModuleParse": (MlirModule, [MlirContext, MlirStringRef, STRING_CALLBACK,
+                                       ctypes.c_void_p]),
+        "laModuleDestroy": (None, [MlirModule]),
+        "laModuleIsNull": (ctypes.c_bool, [MlirModule]),
+        "laModulePrint": (None, [MlirModule, ctypes.c_bool, STRING_CALLBACK, ctypes.c_void_p]),
+        "laModuleRunPipeline": (MlirLogicalResult, [MlirModule, MlirStringRef, ctypes.c_bool,
+                                                    STRING_CALLBACK, ctypes.c_void_p]),
+        "laModuleEmitCInterface": (MlirLogicalResult, [MlirModule, MlirStringRef]),
+        "laModuleTranslateToLLVMIR": (MlirLogicalResult, [MlirModule, STRING_CALLBACK,
+                                                          ctypes.c_void_p]),
+        "laExecutionEngineCreate": (LaExecutionEngine,
+                                    [MlirModule, ctypes.c_int, ctypes.c_int,
+                                     ctypes.POINTER(MlirStringRef), STRING_CALLBACK,
+                                     ctypes.c_void_p]),
+        "laExecutionEngineIsNull": (ctypes.c_bool, [LaExecutionEngine]),
+        "laExecutionEngineDestroy": (None, [LaExecutionEngine]),
+        "laExecutionEngineInvokePacked": (MlirLogicalResult,
+                                          [LaExecutionEngine, MlirStringRef,
+                                           ctypes.POINTER(ctypes.c_void_p)]),
+    }
+    for name, (restype, argtypes) in sigs.items():
+        function = getattr(handle, name)
+        function.restype = restype
+        function.argtypes = argtypes
+    _lib = handle
+    return _lib

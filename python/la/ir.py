@@ -1,0 +1,136 @@
+"""Compiler IR from Python, with upstream MLIR's Python names.
+
+    from la import ir
+    ctx = ir.Context()
+    module = ir.Module.parse(text, ctx)
+    ir.PassManager.parse("builtin.module(la-lower-to-recurrence)").run(module)
+    print(module)
+    pm = ir.PassManager.parse("builtin.module(la-lower-to-cpu{chunk-size=64})")
+    pm.run(module, print_ir_after_all=True)      # returns the printed stages
+    print(module.to_llvm_ir())
+    engine = ir.ExecutionEngine(module, opt_level=3)
+    engine.invoke_packed("_mlir_ciface_f", [ctypes pointers...])
+"""
+
+import ctypes
+import os
+
+from ._capi import LaError, MlirStringRef, TextSink, lib
+
+__all__ = ["Context", "Module", "PassManager", "ExecutionEngine", "LaError"]
+
+#: MLIR's C runner utils (memrefCopy and friends), needed by lowered code.
+C_RUNNER_UTILS = "/usr/lib/llvm-22/lib/libmlir_c_runner_utils.so"
+
+
+class Context:
+    """An MLIR context with every upstream dialect and la's."""
+
+    def __init__(self):
+        self._lib = lib()
+        self._handle = self._lib.laContextCreate()
+
+    def __del__(self):
+        handle = getattr(self, "_handle", None)
+        if handle is not None and handle.ptr:
+            self._lib.laContextDestroy(handle)
+            self._handle = None
+
+
+class Module:
+    """A builtin.module owned by Python."""
+
+    def __init__(self, handle, context):
+        self._handle = handle
+        self.context = context  # keeps the context alive
+
+    @staticmethod
+    def parse(text, context=None):
+        """Parses and verifies ``text``; raises LaError with the diagnostics."""
+        context = context or Context()
+        sink = TextSink()
+        handle = lib().laModuleParse(context._handle, MlirStringRef.of(text), sink.callback,
+                                     None)
+        if lib().laModuleIsNull(handle):
+            raise LaError(sink.text().strip() or "failed to parse the module")
+        return Module(handle, context)
+
+    def __str__(self):
+        return self.to_text()
+
+    def to_text(self, generic=False):
+        sink = TextSink()
+        lib().laModulePrint(self._handle, generic, sink.callback, None)
+        return sink.text()
+
+    def emit_c_interface(self, function):
+        """Adds llvm.emit_c_interface to ``function`` (before lowering)."""
+        if not lib().laModuleEmitCInterface(self._handle,
+                                            MlirStringRef.of(function)).succeeded():
+            raise LaError(f"no function named {function!r}")
+
+    def to_llvm_ir(self):
+        """LLVM IR text of a module already lowered to the LLVM dialect."""
+        sink = TextSink()
+        if not lib().laModuleTranslateToLLVMIR(self._handle, sink.callback, None).succeeded():
+            raise LaError("translation to LLVM IR failed: lower the module to the LLVM "
+                          "dialect first (e.g. la-lower-to-cpu)")
+        return sink.text()
+
+    def __del__(self):
+        handle = getattr(self, "_handle", None)
+        if handle is not None and handle.ptr:
+            lib().laModuleDestroy(handle)
+            self._handle = None
+
+
+class PassManager:
+    """A textual pass pipeline, run with :meth:`run`."""
+
+    def __init__(self, pipeline):
+        self.pipeline = pipeline
+
+    @staticmethod
+    def parse(pipeline):
+        return PassManager(pipeline)
+
+    def run(self, module, print_ir_after_all=False):
+        """Runs the pipeline on ``module`` in place. Raises LaError with the
+        diagnostics on failure; returns the IR printed after each pass when
+        ``print_ir_after_all``."""
+        sink = TextSink()
+        result = lib().laModuleRunPipeline(module._handle, MlirStringRef.of(self.pipeline),
+                                           print_ir_after_all, sink.callback, None)
+        if not result.succeeded():
+            raise LaError(sink.text().strip() or f"pipeline {self.pipeline!r} failed")
+        return sink.text() if print_ir_after_all else None
+
+
+class ExecutionEngine:
+    """JIT compilation of a module in the LLVM dialect (MLIR's ExecutionEngine)."""
+
+    def __init__(self, module, opt_level=3, shared_libs=None):
+        libs = list(shared_libs) if shared_libs is not None else (
+            [C_RUNNER_UTILS] if os.path.exists(C_RUNNER_UTILS) else [])
+        refs = (MlirStringRef * max(len(libs), 1))(*[MlirStringRef.of(p) for p in libs])
+        sink = TextSink()
+        self._module = module
+        self._handle = lib().laExecutionEngineCreate(module._handle, opt_level, len(libs), refs,
+                                                     sink.callback, None)
+        if lib().laExecutionEngineIsNull(self._handle):
+            raise LaError(sink.text().strip() or "JIT compilation failed")
+
+    def invoke_packed(self, name, args):
+        """Calls the packed wrapper of ``name``: ``args`` are pointers to the
+        arguments (for memrefs: pointers to pointers to descriptors)."""
+        array = (ctypes.c_void_p * max(len(args), 1))(
+            *[ctypes.cast(a, ctypes.c_void_p) for a in args])
+        if not lib().laExecutionEngineInvokePacked(self._handle, MlirStringRef.of(name),
+                                                   array).succeeded():
+            raise LaError(f"no compiled function {name!r}")
+
+    def __del__(self):
+        handle = getattr(self, "_handle", None)
+        if handle is not None and handle.ptr:
+            lib().laExecutionEngineDestroy(handle)
+            self._handle = None
