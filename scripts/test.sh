@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs every test: the lit suite (check-la), the Python
 # tests (fp64 reference, CPU execution, delta rule, stress subset), then both
-# again on a sanitizer build.
+# again on a sanitizer build, then a pip install of the Python package.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${LA_BUILD_DIR:-$root/build}
@@ -13,4 +13,8 @@ cmake --build "$build" --target check-la
 # skips this stage for a quick local run.
 if [ "${LA_SKIP_SANITIZERS:-0}" != 1 ]; then
   "$root/scripts/sanitize.sh"
+fi
+# pip install of the Python package into a fresh virtual environment.
+if [ "${LA_SKIP_PIP:-0}" != 1 ]; then
+  "$root/scripts/test-pip-install.sh"
 fi

@@ -1,8 +1,55 @@
 """Python side of the ``la`` linear-attention compiler.
 
-``la.reference`` holds the fp64 NumPy reference recurrences that every
-execution test compares against; ``la.testing`` holds input generators and
-the accuracy metric.
+* ``la.linear_attention``, ``la.retention``, ``la.simple_gla``, ``la.gla``,
+  ``la.delta_rule``, ``la.gated_delta_rule``, ``la.kda`` (and the generic
+  ``la.attention``): layers in flash-linear-attention's conventions on NumPy
+  arrays or CPU torch tensors, compiled by la through its C API and cached
+  (``la.cache_info``); ``la.lower`` returns the IR of a call at one stage of
+  the pipeline (see ``la.ops``);
+* ``la.ir``: the compiler from Python (Context, Module, PassManager,
+  ExecutionEngine), and ``la.LaError`` for the errors it reports;
+* ``la.reference``: the fp64 NumPy reference recurrences that every execution
+  test compares against; ``la.testing``: input generators and the accuracy
+  metric.
+
+Importing ``la`` does not need the compiled C API library (libLaCAPI.so): it
+is loaded on first use, and a missing library raises LaError then.
 """
 
-from . import reference
+from . import ir, reference, testing
+from ._capi import LaError
+from .ops import (
+    STAGES,
+    attention,
+    cache_dir,
+    cache_info,
+    clear_cache,
+    delta_rule,
+    gated_delta_rule,
+    gla,
+    kda,
+    linear_attention,
+    lower,
+    retention,
+    simple_gla,
+)
+
+__all__ = [
+    "LaError",
+    "STAGES",
+    "attention",
+    "cache_dir",
+    "cache_info",
+    "clear_cache",
+    "delta_rule",
+    "gated_delta_rule",
+    "gla",
+    "ir",
+    "kda",
+    "linear_attention",
+    "lower",
+    "reference",
+    "retention",
+    "simple_gla",
+    "testing",
+]

@@ -1,0 +1,768 @@
+"""Linear-attention layers compiled by la, called from NumPy or PyTorch.
+
+The functions follow flash-linear-attention's conventions:
+
+* ``q, k : [B, T, H, K]``, ``v : [B, T, HV, V]`` with HV a multiple of H
+  (grouped value heads: value head ``hv`` reads key head ``hv // (HV // H)``);
+* gates ``g`` in natural-log space: ``[B, T, H]`` (scalar, Mamba-2 style) or
+  ``[B, T, H, K]`` (channel, GLA/KDA); ``beta : [B, T, H]``;
+* ``initial_state`` / final state ``[N, HV, K, V]`` float32, N = B or the
+  number of packed sequences given by ``cu_seqlens`` (then B == 1);
+* every function returns ``(o, final_state)``, ``o : [B, T, HV, V]`` and
+  ``final_state`` None unless ``output_final_state=True``.
+
+Each call builds the MLIR of one ``la.attention`` function for the inputs'
+shapes and dtype (:func:`la.runner.attention_mlir`), lowers it with the
+``la-lower-to-cpu`` pipeline through the C API (:mod:`la.ir`), compiles the
+LLVM IR with clang into a shared library and calls it with ctypes. Kernels are
+cached in memory (per process) and on disk (``$LA_CACHE_DIR``, default
+``$XDG_CACHE_HOME/la`` or ``~/.cache/la``): a second call with the same shapes,
+dtype and options does not recompile; see :func:`cache_info`.
+
+dtypes: q, k, v are float32 or float16 (NumPy or torch), or bf16 (torch
+``bfloat16`` tensors; NumPy: ``dtype="bf16"`` rounds float inputs to bf16 and
+returns ``o`` as float32 holding bf16 values). ``g``, ``beta`` and the states
+are float32 (other float dtypes are converted).
+
+:func:`lower` returns the IR of a call at one stage of the pipeline.
+"""
+
+import ctypes
+import hashlib
+import inspect
+import json
+import math
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+
+import numpy as np
+
+from . import _capi, ir, runner
+from ._capi import LaError
+from .testing import VARIANTS
+
+__all__ = [
+    "attention",
+    "linear_attention",
+    "retention",
+    "simple_gla",
+    "gla",
+    "delta_rule",
+    "gated_delta_rule",
+    "kda",
+    "lower",
+    "STAGES",
+    "cache_info",
+    "clear_cache",
+    "cache_dir",
+    "LaError",
+]
+
+#: bump when the generated library's calling convention or the key changes.
+_FORMAT_VERSION = 1
+_ENTRY = "attention"
+_CLANG_FLAGS = ("-O3", "-march=native", "-shared", "-fPIC", "-Wno-override-module")
+_LLVM_LIB = "/usr/lib/llvm-22/lib"
+_LINK_FLAGS = (f"-L{_LLVM_LIB}", "-lmlir_c_runner_utils", f"-Wl,-rpath,{_LLVM_LIB}",
+               "-Wl,-Bsymbolic")
+
+#: the stages :func:`lower` can return.
+STAGES = ("attention", "recurrence", "chunked", "linalg", "llvm", "llvm-ir", "all")
+
+_TARGETS = ("cpu", "cuda")
+_GPU_UNAVAILABLE = (
+    "the GPU path is not available in this build of la (no GPU code generation "
+    "or runtime yet); use target='cpu' with NumPy arrays or CPU tensors (tensor.cpu())"
+)
+
+
+# --------------------------------------------------------------------------
+# inputs: NumPy / torch, dtypes, shapes
+# --------------------------------------------------------------------------
+
+def _torch():
+    """The torch module when it is already imported (tensors imply it is)."""
+    return sys.modules.get("torch")
+
+
+def _is_tensor(x):
+    torch = _torch()
+    return torch is not None and isinstance(x, torch.Tensor)
+
+
+def _compute_dtype(dtype):
+    """Normalise the ``dtype`` keyword to 'f32', 'f16' or 'bf16'."""
+    if dtype is None:
+        return None
+    if isinstance(dtype, str):
+        name = dtype
+    elif _torch() is not None and isinstance(dtype, _torch().dtype):
+        name = str(dtype).replace("torch.", "")
+    else:
+        try:
+            name = np.dtype(dtype).name
+        except TypeError:
+            raise TypeError(f"dtype must be 'f32', 'f16' or 'bf16', got {dtype!r}") from None
+    name = {"float32": "f32", "float16": "f16", "half": "f16", "float": "f32",
+            "bfloat16": "bf16"}.get(name, name)
+    if name not in runner.DTYPES:
+        raise TypeError(f"dtype must be 'f32', 'f16' or 'bf16', got {dtype!r}")
+    return name
+
+
+def _device_check(name, x):
+    if _is_tensor(x) and x.device.type != "cpu":
+        raise LaError(f"{name} is on device {x.device}: {_GPU_UNAVAILABLE}")
+
+
+def _qkv_array(name, x):
+    """(array, kind) for q, k or v: kind is 'f32', 'f16', 'bf16' (array holds
+    the bf16 bits as uint16) or None for any other dtype (array as given)."""
+    if _is_tensor(x):
+        torch = _torch()
+        x = x.detach()
+        if x.dtype == torch.bfloat16:
+            return x.contiguous().view(torch.int16).numpy().view(np.uint16), "bf16"
+        if x.dtype in (torch.float32, torch.float16):
+            arr = x.contiguous().numpy()
+            return arr, ("f32" if x.dtype == torch.float32 else "f16")
+        return x.contiguous().numpy(), None
+    arr = np.asarray(x)
+    if arr.dtype == np.float32:
+        return arr, "f32"
+    if arr.dtype == np.float16:
+        return arr, "f16"
+    if arr.dtype.name == "bfloat16" and arr.dtype.itemsize == 2:  # ml_dtypes
+        return arr.view(np.uint16), "bf16"
+    return arr, None
+
+
+def _bf16_bits(x):
+    """Round float values to bf16 (nearest, ties to even); the bits as uint16."""
+    rounded = runner.round_to_bf16(x)
+    return (rounded.view(np.uint32) >> 16).astype(np.uint16)
+
+
+def _bf16_to_f32(bits):
+    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+def _to_compute(name, arr, kind, dtype):
+    """q, k or v converted to the compute dtype ('f32', 'f16' or 'bf16' bits)."""
+    if kind is None and (arr.dtype == object or not (
+            np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer))):
+        raise TypeError(f"{name} must be a float array, got dtype {arr.dtype}")
+    if kind == dtype:
+        return arr
+    if kind == "bf16":
+        arr = _bf16_to_f32(arr)
+    if dtype == "f32":
+        return arr.astype(np.float32)
+    if dtype == "f16":
+        return arr.astype(np.float16)
+    return _bf16_bits(arr)
+
+
+def _f32_array(name, x, what):
+    """g, beta, initial_state: any real float array or tensor -> float32."""
+    if _is_tensor(x):
+        x = x.detach().float().contiguous().numpy()
+    arr = np.asarray(x)
+    if arr.dtype.name == "bfloat16" and arr.dtype.itemsize == 2:
+        arr = _bf16_to_f32(arr.view(np.uint16))
+    if arr.dtype == object or not (np.issubdtype(arr.dtype, np.floating)
+                                   or np.issubdtype(arr.dtype, np.integer)):
+        raise TypeError(f"{name} must be a float array {what}, got dtype {arr.dtype}")
+    return arr.astype(np.float32, copy=False)
+
+
+def _shape_error(name, expected, got, what=""):
+    extra = f" {what}" if what else ""
+    return ValueError(f"{name} must have shape {expected}{extra}, got {tuple(got)}")
+
+
+def _cu_seqlens_array(cu, B, T):
+    if _is_tensor(cu):
+        cu = cu.detach().cpu().numpy()
+    cu = np.asarray(cu)
+    if cu.ndim != 1 or cu.size < 2:
+        raise ValueError(f"cu_seqlens must be a 1-D array of N+1 >= 2 offsets, "
+                         f"got shape {cu.shape}")
+    if not np.issubdtype(cu.dtype, np.integer):
+        raise TypeError(f"cu_seqlens must have an integer dtype (int32), got {cu.dtype}")
+    if B != 1:
+        raise ValueError(f"cu_seqlens requires B == 1 (packed sequences along T), "
+                         f"got q with B={B}")
+    if cu[0] != 0 or cu[-1] != T or np.any(np.diff(cu) < 0):
+        raise ValueError(f"cu_seqlens must go non-decreasing from 0 to T={T}, "
+                         f"got {cu.tolist()}")
+    # Every value lies in [0, T], so the int32 conversion is exact when T fits.
+    if T > np.iinfo(np.int32).max:
+        raise ValueError(f"cu_seqlens values up to T={T} do not fit in int32")
+    return cu.astype(np.int32, copy=False)
+
+
+class _Call:
+    """One prepared call: the MLIR text, the pipeline, the argument arrays and
+    what to allocate for the results."""
+
+    def __init__(self, **fields):
+        self.__dict__.update(fields)
+
+
+def _pipeline(chunk_size, sequential):
+    if sequential:
+        return "builtin.module(la-lower-to-cpu{sequential=1})"
+    return f"builtin.module(la-lower-to-cpu{{chunk-size={chunk_size} sequential=0}})"
+
+
+def _prepare(variant, q, k, v, g=None, beta=None, *, log_decay=None, scale=None,
+             initial_state=None, output_final_state=False, cu_seqlens=None, normalize=False,
+             eps=None, qk_l2norm=False, allow_neg_eigval=False, chunk_size=64,
+             sequential=False, dtype=None, target="cpu"):
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown variant {variant!r}; expected one of {tuple(VARIANTS)}")
+    if not isinstance(target, str) or target not in _TARGETS:
+        raise ValueError(f"target must be 'cpu' (or 'cuda', not available yet), got {target!r}")
+    if target == "cuda":
+        raise LaError(f"target='cuda': {_GPU_UNAVAILABLE}")
+    named = {"q": q, "k": k, "v": v, "g": g, "beta": beta, "initial_state": initial_state,
+             "cu_seqlens": cu_seqlens}
+    for name, x in named.items():
+        _device_check(name, x)
+    update, gate = VARIANTS[variant]
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) \
+            or chunk_size < 1:
+        raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}")
+
+    # q, k, v: shapes first (clear messages), then dtypes.
+    torch_out = _is_tensor(q)
+    arrays = {}
+    for name in ("q", "k", "v"):
+        arrays[name] = _qkv_array(name, named[name])
+    qa, ka, va = (arrays[n][0] for n in ("q", "k", "v"))
+    if qa.ndim != 4:
+        raise ValueError(f"q must be 4-D [B, T, H, K], got shape {tuple(qa.shape)}")
+    B, T, H, K = qa.shape
+    if ka.shape != qa.shape:
+        raise _shape_error("k", f"[B, T, H, K] = {(B, T, H, K)} (the shape of q)", ka.shape)
+    if va.ndim != 4 or va.shape[:2] != (B, T):
+        raise _shape_error("v", f"[B, T, HV, V] with B={B}, T={T}", va.shape)
+    HV, V = va.shape[2], va.shape[3]
+    if min(B, T, H, K, HV, V) < 1:
+        raise ValueError(f"every dimension must be >= 1, got q {tuple(qa.shape)} and "
+                         f"v {tuple(va.shape)}")
+    if HV % H != 0:
+        raise ValueError(f"v has HV={HV} value heads, which is not a multiple of the "
+                         f"H={H} key heads of q and k")
+
+    kinds = {n: arrays[n][1] for n in ("q", "k", "v")}
+    compute = _compute_dtype(dtype)
+    if compute is None:
+        for name in ("q", "k", "v"):
+            if kinds[name] is None:
+                raise TypeError(
+                    f"{name} has dtype {arrays[name][0].dtype}; la computes with float32, "
+                    "float16 or bf16 q, k, v: convert it (x.astype(np.float32), tensor.float()) or "
+                    "pass dtype='f32', 'f16' or 'bf16'")
+        if len(set(kinds.values())) != 1:
+            raise TypeError("q, k and v must have the same dtype, got "
+                            + ", ".join(f"{n}: {kinds[n]}" for n in ("q", "k", "v"))
+                            + " (or pass dtype= to convert them)")
+        compute = kinds["q"]
+    qkv = [_to_compute(n, arrays[n][0], kinds[n], compute) for n in ("q", "k", "v")]
+    inputs = list(qkv)
+
+    # Gate, beta.
+    if gate in ("scalar", "channel"):
+        if g is None:
+            raise ValueError(f"{variant} needs the gate g")
+        shape, what = ((B, T, H), "[B, T, H]") if gate == "scalar" else \
+            ((B, T, H, K), "[B, T, H, K]")
+        g = _f32_array("g", g, what)
+        if g.shape != shape:
+            raise _shape_error("g", f"{what} = {shape}",
+                               g.shape, f"({gate} gate of {variant})")
+        inputs.append(g)
+    elif g is not None:
+        raise ValueError(f"{variant} takes no gate g")
+    if update == "delta":
+        if beta is None:
+            raise ValueError(f"{variant} needs beta [B, T, H]")
+        beta = _f32_array("beta", beta, "[B, T, H]")
+        if beta.shape != (B, T, H):
+            raise _shape_error("beta", f"[B, T, H] = {(B, T, H)}", beta.shape)
+        inputs.append(beta)
+    else:
+        if beta is not None:
+            raise ValueError(f"{variant} takes no beta (only the delta rule does)")
+        if allow_neg_eigval:
+            raise ValueError(f"allow_neg_eigval needs the delta rule, not {variant!r}")
+    if normalize and update != "additive":
+        raise ValueError(f"normalize is only supported by additive variants, not {variant!r}")
+    if gate == "fixed":
+        if log_decay is not None:
+            log_decay = _f32_array("log_decay", log_decay, "[H]")
+            if log_decay.shape != (H,):
+                raise _shape_error("log_decay", f"[H] = ({H},)", log_decay.shape)
+    elif log_decay is not None:
+        raise ValueError(f"log_decay is only used by fixed-decay variants, not {variant!r}")
+
+    # Packed sequences, states.
+    cu = None
+    N = B
+    if cu_seqlens is not None:
+        cu = _cu_seqlens_array(cu_seqlens, B, T)
+        N = cu.size - 1
+    if initial_state is not None:
+        initial_state = _f32_array("initial_state", initial_state, "[N, HV, K, V]")
+        if initial_state.shape != (N, HV, K, V):
+            what = "N = number of sequences in cu_seqlens" if cu is not None else "N = B"
+            raise _shape_error("initial_state", f"[N, HV, K, V] = {(N, HV, K, V)}",
+                               initial_state.shape, f"({what})")
+        inputs.append(initial_state)
+    if cu is not None:
+        inputs.append(cu)
+    if scale is not None:
+        if isinstance(scale, bool) or not np.isscalar(scale) or not np.isreal(scale) \
+                or not math.isfinite(float(scale)):
+            raise ValueError(f"scale must be a finite real number or None, got {scale!r}")
+
+    text = runner.attention_mlir(
+        variant, B, T, H, K, V, HV, dtype=compute,
+        has_initial_state=initial_state is not None,
+        output_final_state=bool(output_final_state),
+        cu_seqlens_len=None if cu is None else cu.size,
+        qk_l2norm=bool(qk_l2norm), normalizer=bool(normalize), scale=scale, eps=eps,
+        log_decay=log_decay, allow_neg_eigval=bool(allow_neg_eigval), name=_ENTRY)
+    o_np = {"f32": np.float32, "f16": np.float16, "bf16": np.uint16}[compute]
+    outputs = [((B, T, HV, V), o_np)]
+    if output_final_state:
+        outputs.append(((N, HV, K, V), np.float32))
+    return _Call(text=text, pipeline=_pipeline(int(chunk_size), bool(sequential)),
+                 inputs=inputs, outputs=outputs, dtype=compute, torch_out=torch_out,
+                 numpy_bf16=(np.asarray(q).dtype if not torch_out and
+                             kinds["q"] == "bf16" else None),
+                 chunk_size=int(chunk_size), sequential=bool(sequential))
+
+
+# --------------------------------------------------------------------------
+# compilation and caches
+# --------------------------------------------------------------------------
+
+_lock = threading.RLock()
+_kernels = {}
+_stats = {"hits": 0, "misses": 0, "disk_hits": 0, "compiles": 0, "compile_seconds": 0.0}
+
+
+def cache_dir():
+    """The disk cache: ``$LA_CACHE_DIR``, else ``$XDG_CACHE_HOME/la``, else
+    ``~/.cache/la`` (read at every compile)."""
+    if os.environ.get("LA_CACHE_DIR"):
+        return os.environ["LA_CACHE_DIR"]
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "la")
+
+
+def cache_info():
+    """Counters of this process: ``hits`` (kernel found in memory), ``misses``
+    (not in memory), ``disk_hits`` (misses loaded from the disk cache),
+    ``compiles`` (misses compiled), ``compile_seconds``, ``entries`` (kernels
+    in memory) and ``dir`` (the disk cache)."""
+    with _lock:
+        info = dict(_stats)
+        info["entries"] = len(_kernels)
+    info["dir"] = cache_dir()
+    return info
+
+
+def clear_cache(disk=False):
+    """Forgets the kernels held in memory and resets the counters; with
+    ``disk=True`` also deletes the compiled libraries in :func:`cache_dir`.
+    (Libraries already loaded stay mapped until the process exits.)"""
+    with _lock:
+        _kernels.clear()
+        for key in _stats:
+            _stats[key] = 0.0 if key == "compile_seconds" else 0
+    if disk and os.path.isdir(cache_dir()):
+        for name in os.listdir(cache_dir()):
+            if name.startswith("la-") and name.endswith(".so"):
+                try:
+                    os.remove(os.path.join(cache_dir(), name))
+                except FileNotFoundError:
+                    pass
+
+
+def _find_clang():
+    path = shutil.which("clang-22")
+    if path:
+        return path
+    if os.path.isfile("/usr/lib/llvm-22/bin/clang"):
+        return "/usr/lib/llvm-22/bin/clang"
+    raise LaError("clang-22 not found (neither clang-22 on PATH nor "
+                  "/usr/lib/llvm-22/bin/clang): install Debian's clang-22 package "
+                  "(scripts/setup.sh does)")
+
+
+_host = None
+
+
+def _host_id():
+    """The CPU the kernels are compiled for (-march=native), so that a cache
+    directory shared between different machines never hands one a kernel
+    with instructions it lacks."""
+    global _host
+    if _host is None:
+        lines = []
+        try:
+            with open("/proc/cpuinfo") as f:
+                for line in f:
+                    if line.startswith(("model name", "flags")) and line not in lines:
+                        lines.append(line.strip())
+                    if len(lines) >= 2:
+                        break
+        except OSError:
+            pass
+        _host = [platform.machine()] + lines
+    return _host
+
+
+def _disk_key(text, pipeline, clang):
+    path = _capi.library_path()
+    if path is None:
+        _capi.lib()  # raises LaError with the build hint
+    st = os.stat(path)
+    blob = json.dumps([_FORMAT_VERSION, text, pipeline, st.st_size, st.st_mtime_ns,
+                       os.path.realpath(clang), _CLANG_FLAGS, _LINK_FLAGS, _host_id()])
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _llvm_ir(text, pipeline):
+    module = ir.Module.parse(text)
+    module.emit_c_interface(_ENTRY)
+    ir.PassManager.parse(pipeline).run(module)
+    return module.to_llvm_ir()
+
+
+def _compile_to(path, text, pipeline, clang):
+    """Lowers ``text`` and compiles it into the shared library ``path``
+    (written under a temporary name, then renamed atomically)."""
+    llvm_ir = _llvm_ir(text, pipeline)
+    directory = os.path.dirname(path)
+    fd, ll_path = tempfile.mkstemp(prefix=".tmp-", suffix=".ll", dir=directory)
+    so_path = ll_path[:-3] + ".so"
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(llvm_ir)
+        cmd = [clang, *_CLANG_FLAGS, ll_path, "-o", so_path, *_LINK_FLAGS]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise LaError(f"clang failed with exit status {proc.returncode}:\n"
+                          f"  command: {' '.join(cmd)}\n{proc.stderr.strip()}")
+        os.replace(so_path, path)
+    finally:
+        for p in (ll_path, so_path):
+            try:
+                os.remove(p)
+            except FileNotFoundError:
+                pass
+
+
+class _Kernel:
+    def __init__(self, path, n_args):
+        self.path = path
+        self.library = ctypes.CDLL(path)
+        self.function = getattr(self.library, "_mlir_ciface_" + _ENTRY)
+        self.function.restype = None
+        self.function.argtypes = [ctypes.c_void_p] * n_args
+
+
+def _kernel(call):
+    import time
+
+    key = (call.text, call.pipeline)
+    n_args = len(call.inputs) + len(call.outputs)
+    with _lock:
+        kernel = _kernels.get(key)
+        if kernel is not None:
+            _stats["hits"] += 1
+            return kernel
+        _stats["misses"] += 1
+        clang = _find_clang()
+        directory = cache_dir()
+        try:
+            os.makedirs(directory, exist_ok=True)
+        except OSError as error:
+            raise LaError(f"cannot create the kernel cache {directory!r}: {error}; "
+                          "set LA_CACHE_DIR to a writable directory") from None
+        path = os.path.join(directory, f"la-{_disk_key(call.text, call.pipeline, clang)}.so")
+        kernel = None
+        if os.path.isfile(path):
+            try:
+                kernel = _Kernel(path, n_args)
+                _stats["disk_hits"] += 1
+            except (OSError, AttributeError):
+                kernel = None  # a damaged file: compile it again
+        if kernel is None:
+            start = time.perf_counter()
+            _compile_to(path, call.text, call.pipeline, clang)
+            kernel = _Kernel(path, n_args)
+            _stats["compiles"] += 1
+            _stats["compile_seconds"] += time.perf_counter() - start
+        _kernels[key] = kernel
+        return kernel
+
+
+# --------------------------------------------------------------------------
+# calling a kernel
+# --------------------------------------------------------------------------
+
+_descriptor_types = {}
+
+
+def _descriptor_type(rank):
+    """ctypes layout of MLIR's ``StridedMemRefType<T, rank>``."""
+    if rank not in _descriptor_types:
+        class MemRefDescriptor(ctypes.Structure):
+            _fields_ = [("allocated", ctypes.c_void_p), ("aligned", ctypes.c_void_p),
+                        ("offset", ctypes.c_int64), ("sizes", ctypes.c_int64 * rank),
+                        ("strides", ctypes.c_int64 * rank)]
+        MemRefDescriptor.__name__ = f"MemRefDescriptor{rank}D"
+        _descriptor_types[rank] = MemRefDescriptor
+    return _descriptor_types[rank]
+
+
+def _descriptor(array):
+    """A descriptor of a C-contiguous array (strides in elements)."""
+    shape = array.shape
+    strides = [1] * len(shape)
+    for i in range(len(shape) - 2, -1, -1):
+        strides[i] = strides[i + 1] * shape[i + 1]
+    desc = _descriptor_type(len(shape))()
+    desc.allocated = desc.aligned = array.ctypes.data
+    desc.offset = 0
+    desc.sizes[:] = list(shape)
+    desc.strides[:] = strides
+    return desc
+
+
+def _c_array(array):
+    if array.flags.c_contiguous and array.flags.aligned:
+        return array
+    return np.ascontiguousarray(array)
+
+
+def _execute(call):
+    kernel = _kernel(call)
+    inputs = [_c_array(a) for a in call.inputs]
+    outputs = [np.empty(shape, dtype=dt) for shape, dt in call.outputs]
+    descriptors = [_descriptor(a) for a in inputs + outputs]
+    kernel.function(*[ctypes.addressof(d) for d in descriptors])
+    del descriptors, inputs  # the arrays had to live until here
+    o = outputs[0]
+    state = outputs[1] if len(outputs) > 1 else None
+    if call.torch_out:
+        torch = _torch()
+        if call.dtype == "bf16":
+            o = torch.from_numpy(o.view(np.int16)).view(torch.bfloat16)
+        else:
+            o = torch.from_numpy(o)
+        if state is not None:
+            state = torch.from_numpy(state)
+    elif call.dtype == "bf16":
+        o = o.view(call.numpy_bf16) if call.numpy_bf16 is not None else _bf16_to_f32(o)
+    return o, state
+
+
+# --------------------------------------------------------------------------
+# public functions
+# --------------------------------------------------------------------------
+
+def attention(variant, q, k, v, g=None, beta=None, *, log_decay=None, scale=None,
+              initial_state=None, output_final_state=False, cu_seqlens=None,
+              normalize=False, eps=None, qk_l2norm=False, allow_neg_eigval=False,
+              chunk_size=64, sequential=False, dtype=None, target="cpu"):
+    """Any ``la.attention`` variant (``linear``, ``retention``, ``mamba2``,
+    ``gla``, ``deltanet``, ``decayed_deltanet``, ``gated_deltanet``, ``kda``).
+
+    The named functions below are thin wrappers; this one also reaches
+    ``decayed_deltanet`` (the delta rule with a fixed per-head ``log_decay``)
+    and every attribute of the op:
+
+    * ``log_decay`` ``[H]`` (fixed-decay variants; None: RetNet's schedule);
+    * ``scale`` (default ``K ** -0.5``), ``qk_l2norm`` (L2-normalise q and k
+      over K first), ``normalize`` and ``eps`` (additive variants: divide by
+      ``z_t . q_t + eps``; z starts at 0 in every call), ``allow_neg_eigval``
+      (delta rule: beta is doubled, so (0, 1) becomes (0, 2));
+    * ``chunk_size`` of the chunkwise-parallel program, or
+      ``sequential=True`` for the token-by-token program;
+    * ``dtype`` (None: from q, k, v; 'f32', 'f16' or 'bf16' converts them);
+    * ``target``: 'cpu' ('cuda' raises LaError: no GPU path yet).
+
+    Returns ``(o, final_state)``.
+    """
+    call = _prepare(variant, q, k, v, g, beta, log_decay=log_decay, scale=scale,
+                    initial_state=initial_state, output_final_state=output_final_state,
+                    cu_seqlens=cu_seqlens, normalize=normalize, eps=eps, qk_l2norm=qk_l2norm,
+                    allow_neg_eigval=allow_neg_eigval, chunk_size=chunk_size,
+                    sequential=sequential, dtype=dtype, target=target)
+    return _execute(call)
+
+
+def linear_attention(q, k, v, *, scale=None, initial_state=None, output_final_state=False,
+                     cu_seqlens=None, normalize=False, eps=None, chunk_size=64,
+                     sequential=False, dtype=None, target="cpu"):
+    """Linear attention ``S_t = S_{t-1} + k_t v_t^T``, ``o_t = S_t^T (scale q_t)``.
+
+    Feature maps (elu + 1, ...) are applied by the caller. ``normalize=True``
+    divides by ``z_t . (scale q_t) + eps`` with ``z_t = z_{t-1} + k_t``, ``z_0 = 0``
+    in every call (z is not part of the state). Returns ``(o, final_state)``.
+    """
+    return attention("linear", q, k, v, scale=scale, initial_state=initial_state,
+                     output_final_state=output_final_state, cu_seqlens=cu_seqlens,
+                     normalize=normalize, eps=eps, chunk_size=chunk_size,
+                     sequential=sequential, dtype=dtype, target=target)
+
+
+def retention(q, k, v, *, log_decay=None, scale=None, initial_state=None,
+              output_final_state=False, cu_seqlens=None, chunk_size=64, sequential=False,
+              dtype=None, target="cpu"):
+    """RetNet: fixed decay ``exp(log_decay[h])`` per key head.
+
+    ``log_decay`` ``[H]`` (values <= 0) defaults to RetNet's ``log(1 - 2**(-5-h))``;
+    the values are compiled into the kernel. Returns ``(o, final_state)``.
+    """
+    return attention("retention", q, k, v, log_decay=log_decay, scale=scale,
+                     initial_state=initial_state, output_final_state=output_final_state,
+                     cu_seqlens=cu_seqlens, chunk_size=chunk_size, sequential=sequential,
+                     dtype=dtype, target=target)
+
+
+def simple_gla(q, k, v, g, *, scale=None, initial_state=None, output_final_state=False,
+               cu_seqlens=None, chunk_size=64, sequential=False, dtype=None, target="cpu"):
+    """Scalar data-dependent decay (Mamba-2 SSD, simple GLA): ``g : [B, T, H]`` log
+    gates, ``S_t = exp(g_t) S_{t-1} + k_t v_t^T``. Returns ``(o, final_state)``."""
+    return attention("mamba2", q, k, v, g, scale=scale, initial_state=initial_state,
+                     output_final_state=output_final_state, cu_seqlens=cu_seqlens,
+                     chunk_size=chunk_size, sequential=sequential, dtype=dtype, target=target)
+
+
+def gla(q, k, v, g, *, scale=None, initial_state=None, output_final_state=False,
+        cu_seqlens=None, chunk_size=64, sequential=False, dtype=None, target="cpu"):
+    """GLA: channel-wise log gate ``g : [B, T, H, K]`` decaying the K rows of the
+    state. Returns ``(o, final_state)``."""
+    return attention("gla", q, k, v, g, scale=scale, initial_state=initial_state,
+                     output_final_state=output_final_state, cu_seqlens=cu_seqlens,
+                     chunk_size=chunk_size, sequential=sequential, dtype=dtype, target=target)
+
+
+def delta_rule(q, k, v, beta, *, scale=None, initial_state=None, output_final_state=False,
+               cu_seqlens=None, use_qk_l2norm_in_kernel=False, allow_neg_eigval=False,
+               chunk_size=64, sequential=False, dtype=None, target="cpu"):
+    """DeltaNet: ``S_t = (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T``,
+    ``beta : [B, T, H]``. Keys should be L2-normalised (or pass
+    ``use_qk_l2norm_in_kernel=True``). Returns ``(o, final_state)``."""
+    return attention("deltanet", q, k, v, None, beta, scale=scale,
+                     initial_state=initial_state, output_final_state=output_final_state,
+                     cu_seqlens=cu_seqlens, qk_l2norm=use_qk_l2norm_in_kernel,
+                     allow_neg_eigval=allow_neg_eigval, chunk_size=chunk_size,
+                     sequential=sequential, dtype=dtype, target=target)
+
+
+def gated_delta_rule(q, k, v, g, beta, *, scale=None, initial_state=None,
+                     output_final_state=False, cu_seqlens=None, use_qk_l2norm_in_kernel=False,
+                     allow_neg_eigval=False, chunk_size=64, sequential=False, dtype=None,
+                     target="cpu"):
+    """Gated DeltaNet: scalar log gate ``g : [B, T, H]`` and ``beta : [B, T, H]``,
+    ``S_t = (I - beta_t k_t k_t^T) exp(g_t) S_{t-1} + beta_t k_t v_t^T``.
+    Returns ``(o, final_state)``."""
+    return attention("gated_deltanet", q, k, v, g, beta, scale=scale,
+                     initial_state=initial_state, output_final_state=output_final_state,
+                     cu_seqlens=cu_seqlens, qk_l2norm=use_qk_l2norm_in_kernel,
+                     allow_neg_eigval=allow_neg_eigval, chunk_size=chunk_size,
+                     sequential=sequential, dtype=dtype, target=target)
+
+
+def kda(q, k, v, g, beta, *, scale=None, initial_state=None, output_final_state=False,
+        cu_seqlens=None, use_qk_l2norm_in_kernel=False, allow_neg_eigval=False,
+        chunk_size=64, sequential=False, dtype=None, target="cpu"):
+    """Kimi Delta Attention: channel log gate ``g : [B, T, H, K]`` and
+    ``beta : [B, T, H]``. Returns ``(o, final_state)``."""
+    return attention("kda", q, k, v, g, beta, scale=scale, initial_state=initial_state,
+                     output_final_state=output_final_state, cu_seqlens=cu_seqlens,
+                     qk_l2norm=use_qk_l2norm_in_kernel, allow_neg_eigval=allow_neg_eigval,
+                     chunk_size=chunk_size, sequential=sequential, dtype=dtype, target=target)
+
+
+#: named function -> (variant, {its keyword -> attention's keyword})
+_WRAPPERS = {
+    linear_attention: ("linear", {}),
+    retention: ("retention", {}),
+    simple_gla: ("mamba2", {}),
+    gla: ("gla", {}),
+    delta_rule: ("deltanet", {"use_qk_l2norm_in_kernel": "qk_l2norm"}),
+    gated_delta_rule: ("gated_deltanet", {"use_qk_l2norm_in_kernel": "qk_l2norm"}),
+    kda: ("kda", {"use_qk_l2norm_in_kernel": "qk_l2norm"}),
+}
+
+
+def lower(op, *args, stage, **kwargs):
+    """The IR of one call at one stage of the CPU pipeline, as text.
+
+    ``op`` is one of the functions of this module (``la.gla``, ...) or a variant
+    name for :func:`attention`; ``args``/``kwargs`` are what you would pass to
+    it (arrays give only their shapes and dtypes; nothing is run). ``stage``:
+
+    * ``'attention'``: the input, one ``la.attention`` op;
+    * ``'recurrence'``: after ``la-lower-to-recurrence`` (``la.recurrence``);
+    * ``'chunked'``: after ``la-chunk{chunk-size}`` (``la.chunk_*`` ops;
+      with ``sequential=True`` there is no chunked stage);
+    * ``'linalg'``: after ``convert-la-to-linalg`` (linalg/scf on tensors);
+    * ``'llvm'``: after the whole ``la-lower-to-cpu`` pipeline (LLVM dialect);
+    * ``'llvm-ir'``: the LLVM IR that clang compiles;
+    * ``'all'``: the module after every pass of ``la-lower-to-cpu``.
+
+    Compiler errors raise LaError.
+    """
+    if stage not in STAGES:
+        raise ValueError(f"stage must be one of {STAGES}, got {stage!r}")
+    if isinstance(op, str):
+        bound = inspect.signature(attention).bind(op, *args, **kwargs)
+        arguments = dict(bound.arguments)
+    elif op in _WRAPPERS or op is attention:
+        bound = inspect.signature(op).bind(*args, **kwargs)
+        arguments = dict(bound.arguments)
+        if op is not attention:
+            variant, renames = _WRAPPERS[op]
+            arguments = {renames.get(name, name): value for name, value in arguments.items()}
+            arguments["variant"] = variant
+    else:
+        raise TypeError(f"op must be a function of la.ops or a variant name, got {op!r}")
+    call = _prepare(**arguments)
+    if stage == "attention":
+        return call.text
+    chunk = f"la-chunk{{chunk-size={call.chunk_size}}}"
+    partial = {
+        "recurrence": ["la-lower-to-recurrence"],
+        "chunked": ["la-lower-to-recurrence", chunk],
+        "linalg": ["la-lower-to-recurrence"] + ([] if call.sequential else [chunk])
+                  + ["convert-la-to-linalg", "canonicalize", "cse"],
+    }
+    if stage == "chunked" and call.sequential:
+        raise ValueError("stage='chunked' does not exist with sequential=True "
+                         "(the recurrence is lowered to a token-by-token loop)")
+    module = ir.Module.parse(call.text)
+    if stage in partial:
+        ir.PassManager.parse("builtin.module(" + ",".join(partial[stage]) + ")").run(module)
+        return str(module)
+    module.emit_c_interface(_ENTRY)
+    printed = ir.PassManager.parse(call.pipeline).run(module,
+                                                      print_ir_after_all=stage == "all")
+    if stage == "all":
+        return printed
+    return str(module) if stage == "llvm" else module.to_llvm_ir()
