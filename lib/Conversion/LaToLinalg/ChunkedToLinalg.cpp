@@ -21,34 +21,11 @@
 using namespace mlir;
 using namespace mlir::la;
 
-/// A generic op with one f32/typed init and the given inputs and maps.
-static Value generic(OpBuilder &b, Location loc, ValueRange inputs, Value init,
-                     ArrayRef<AffineMap> maps, unsigned parallel,
-                     unsigned reductions,
-                     function_ref<Value(OpBuilder &, Location, ValueRange)>
-                         body) {
-  return linalg::GenericOp::create(
-             b, loc, init.getType(), inputs, ValueRange{init}, maps,
-             iteratorTypes(parallel, reductions),
-             [&](OpBuilder &nb, Location nloc, ValueRange args) {
-               linalg::YieldOp::create(nb, nloc, body(nb, nloc, args));
-             })
-      .getResult(0);
-}
-
 /// exp(min(x, 0)): the decay factor of a log-gate difference that is <= 0 in
 /// exact arithmetic; the clamp keeps rounding (or masked entries) finite.
 static Value safeDecay(OpBuilder &b, Location loc, Value x) {
   Value zero = constantF32(b, loc, 0.0f);
   return math::ExpOp::create(b, loc, arith::MinimumFOp::create(b, loc, x, zero));
-}
-
-static Value mulF(OpBuilder &b, Location loc, Value x, Value y) {
-  return arith::MulFOp::create(b, loc, x, y);
-}
-
-static Value addF(OpBuilder &b, Location loc, Value x, Value y) {
-  return arith::AddFOp::create(b, loc, x, y);
 }
 
 /// `j <= i` for two linalg loop indices.
@@ -90,7 +67,7 @@ struct ChunkCumsumToLinalg : OpRewritePattern<ChunkCumsumOp> {
       inDims.push_back(d == 2 ? rank : d);
     }
     Value init = zeroTensor(rewriter, loc, mixedSizes(rewriter, loc, op.getG()));
-    Value result = generic(
+    Value result = buildGeneric(
         rewriter, loc, op.getG(), init,
         {dimMap(ctx, numLoops, inDims), dimMap(ctx, numLoops, outDims)}, rank,
         1, [&](OpBuilder &b, Location l, ValueRange args) -> Value {
@@ -126,7 +103,7 @@ static Value buildScores(OpBuilder &b, Location loc, Value x, Value y,
         {dimMap(ctx, 6, {0, 1, 3, 2, 5}), dimMap(ctx, 6, {0, 1, 4, 2, 5})});
   }
   maps.push_back(dimMap(ctx, 6, {0, 1, 2, 3, 4}));
-  Value scores = generic(
+  Value scores = buildGeneric(
       b, loc, inputs, zeroTensor(b, loc, scoreSizes), maps, 5, 1,
       [&](OpBuilder &nb, Location l, ValueRange args) -> Value {
         Value product = mulF(nb, l, extendToF32(nb, l, args[0]),
@@ -152,7 +129,7 @@ static Value buildScores(OpBuilder &b, Location loc, Value x, Value y,
   }
   maps.push_back(dimMap(ctx, 5, {0, 1, 2, 3, 4}));
   Value scaleValue = constantF32(b, loc, scale);
-  return generic(
+  return buildGeneric(
       b, loc, inputs, emptyTensor(b, loc, scoreSizes, b.getF32Type()), maps,
       5, 0, [&](OpBuilder &nb, Location l, ValueRange args) -> Value {
         Value value = mulF(nb, l, args[0], scaleValue);
@@ -177,7 +154,7 @@ static Value buildScores(OpBuilder &b, Location loc, Value x, Value y,
 static Value applyScores(OpBuilder &b, Location loc, Value scores, Value x,
                          Value init, int64_t group) {
   MLIRContext *ctx = b.getContext();
-  return generic(b, loc, ValueRange{scores, x}, init,
+  return buildGeneric(b, loc, ValueRange{scores, x}, init,
                  {dimMap(ctx, 6, {0, 1, -4, 2, 5}, group),
                   dimMap(ctx, 6, {0, 1, 5, 3, 4}),
                   dimMap(ctx, 6, {0, 1, 2, 3, 4})},
@@ -210,38 +187,6 @@ struct ChunkIntraToLinalg : OpRewritePattern<ChunkIntraOp> {
     return success();
   }
 };
-
-/// Extracts chunk `n` of a [B,NC,C,...] tensor as [B,C,...].
-static Value extractChunk(OpBuilder &b, Location loc, Value x, Value n) {
-  auto type = cast<RankedTensorType>(x.getType());
-  int64_t rank = type.getRank();
-  SmallVector<OpFoldResult> offsets(rank, b.getIndexAttr(0));
-  offsets[1] = n;
-  SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, x);
-  sizes[1] = b.getIndexAttr(1);
-  SmallVector<OpFoldResult> strides(rank, b.getIndexAttr(1));
-  SmallVector<int64_t> shape(type.getShape());
-  shape.erase(shape.begin() + 1);
-  return tensor::ExtractSliceOp::create(
-      b, loc, RankedTensorType::get(shape, type.getElementType()), x, offsets,
-      sizes, strides);
-}
-
-/// Extracts row `row` of dim 1 of a [B,C,...] tensor as [B,...].
-static Value extractRow(OpBuilder &b, Location loc, Value x, OpFoldResult row) {
-  auto type = cast<RankedTensorType>(x.getType());
-  int64_t rank = type.getRank();
-  SmallVector<OpFoldResult> offsets(rank, b.getIndexAttr(0));
-  offsets[1] = row;
-  SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, x);
-  sizes[1] = b.getIndexAttr(1);
-  SmallVector<OpFoldResult> strides(rank, b.getIndexAttr(1));
-  SmallVector<int64_t> shape(type.getShape());
-  shape.erase(shape.begin() + 1);
-  return tensor::ExtractSliceOp::create(
-      b, loc, RankedTensorType::get(shape, type.getElementType()), x, offsets,
-      sizes, strides);
-}
 
 struct ChunkStateScanToLinalg : OpRewritePattern<ChunkStateScanOp> {
   using OpRewritePattern::OpRewritePattern;
@@ -302,22 +247,15 @@ struct ChunkStateScanToLinalg : OpRewritePattern<ChunkStateScanOp> {
         [&](OpBuilder &b, Location l, Value n, ValueRange iterArgs) {
           Value current = iterArgs[0];
           // Record the state entering chunk n.
-          SmallVector<OpFoldResult> offsets(5, b.getIndexAttr(0));
-          offsets[1] = n;
-          SmallVector<OpFoldResult> sizes =
-              mixedSizes(b, l, iterArgs[1]);
-          sizes[1] = b.getIndexAttr(1);
-          SmallVector<OpFoldResult> strides(5, b.getIndexAttr(1));
-          Value recorded = tensor::InsertSliceOp::create(
-              b, l, current, iterArgs[1], offsets, sizes, strides);
+          Value recorded = insertAt(b, l, current, iterArgs[1], 1, n);
 
-          Value keys = extractChunk(b, l, op.getK(), n);   // [B,C,H,K]
-          Value values = extractChunk(b, l, op.getV(), n); // [B,C,HV,V]
+          Value keys = extractUnitSlice(b, l, op.getK(), 1, n);   // [B,C,H,K]
+          Value values = extractUnitSlice(b, l, op.getV(), 1, n); // [B,C,HV,V]
           SmallVector<Value> yields;
           if (correction) {
             // V' = U - W S_n. Loops (b,j,hv,vv,kk).
-            Value w = extractChunk(b, l, correction, n); // [B,C,H,K]
-            values = generic(
+            Value w = extractUnitSlice(b, l, correction, 1, n); // [B,C,H,K]
+            values = buildGeneric(
                 b, l, ValueRange{w, current}, values,
                 {dimMap(ctx, 5, {0, 1, -3, 4}, *group),
                  dimMap(ctx, 5, {0, 2, 4, 3}), dimMap(ctx, 5, {0, 1, 2, 3})},
@@ -325,24 +263,18 @@ struct ChunkStateScanToLinalg : OpRewritePattern<ChunkStateScanOp> {
                   return arith::SubFOp::create(
                       nb, nl, args[2], mulF(nb, nl, args[0], args[1]));
                 });
-            SmallVector<OpFoldResult> chunkOffsets(5, b.getIndexAttr(0));
-            chunkOffsets[1] = n;
-            SmallVector<OpFoldResult> chunkSizes = valueSizes;
-            chunkSizes[1] = b.getIndexAttr(1);
-            yields.push_back(tensor::InsertSliceOp::create(
-                b, l, values, iterArgs[2], chunkOffsets, chunkSizes,
-                SmallVector<OpFoldResult>(5, b.getIndexAttr(1))));
+            yields.push_back(insertAt(b, l, values, iterArgs[2], 1, n));
           }
           Value decayed = current;
           Value weightedKeys = keys;
           if (gates) {
-            Value g = extractChunk(b, l, gates, n);  // [B,C,H(,K)]
-            Value last = extractRow(b, l, g, lastRow); // [B,H(,K)]
+            Value g = extractUnitSlice(b, l, gates, 1, n);  // [B,C,H(,K)]
+            Value last = extractUnitSlice(b, l, g, 1, lastRow); // [B,H(,K)]
             // S <- exp(G_C) S. Loops (b,hv,kk,vv).
             SmallVector<int64_t> lastDims = {0, -2};
             if (channel)
               lastDims.push_back(2);
-            decayed = generic(
+            decayed = buildGeneric(
                 b, l, ValueRange{current, last},
                 emptyTensor(b, l, stateSizes, f32),
                 {dimMap(ctx, 4, {0, 1, 2, 3}), dimMap(ctx, 4, lastDims, *group),
@@ -357,7 +289,7 @@ struct ChunkStateScanToLinalg : OpRewritePattern<ChunkStateScanOp> {
               gDims.push_back(3);
               lDims.push_back(3);
             }
-            weightedKeys = generic(
+            weightedKeys = buildGeneric(
                 b, l, ValueRange{keys, g, last},
                 emptyTensor(b, l, mixedSizes(b, l, keys), f32),
                 {dimMap(ctx, 4, {0, 1, 2, 3}), dimMap(ctx, 4, gDims),
@@ -369,7 +301,7 @@ struct ChunkStateScanToLinalg : OpRewritePattern<ChunkStateScanOp> {
                 });
           }
           // S += (K w)^T V. Loops (b,hv,kk,vv,j).
-          Value next = generic(
+          Value next = buildGeneric(
               b, l, ValueRange{weightedKeys, values}, decayed,
               {dimMap(ctx, 5, {0, 4, -2, 2}, *group),
                dimMap(ctx, 5, {0, 4, 1, 3}), dimMap(ctx, 5, {0, 1, 2, 3})},
@@ -388,34 +320,6 @@ struct ChunkStateScanToLinalg : OpRewritePattern<ChunkStateScanOp> {
     return success();
   }
 };
-
-/// Slices `size` entries of dim `dim` at `offset`, keeping the rank.
-static Value sliceDim(OpBuilder &b, Location loc, Value x, unsigned dim,
-                      OpFoldResult offset, int64_t size) {
-  auto type = cast<RankedTensorType>(x.getType());
-  int64_t rank = type.getRank();
-  SmallVector<OpFoldResult> offsets(rank, b.getIndexAttr(0));
-  offsets[dim] = offset;
-  SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, x);
-  sizes[dim] = b.getIndexAttr(size);
-  SmallVector<OpFoldResult> strides(rank, b.getIndexAttr(1));
-  SmallVector<int64_t> shape(type.getShape());
-  shape[dim] = size;
-  return tensor::ExtractSliceOp::create(
-      b, loc, RankedTensorType::get(shape, type.getElementType()), x, offsets,
-      sizes, strides);
-}
-
-/// Inserts `part` into `whole` at `offset` of dim `dim` (same rank).
-static Value insertDim(OpBuilder &b, Location loc, Value part, Value whole,
-                       unsigned dim, OpFoldResult offset) {
-  int64_t rank = cast<RankedTensorType>(part.getType()).getRank();
-  SmallVector<OpFoldResult> offsets(rank, b.getIndexAttr(0));
-  offsets[dim] = offset;
-  SmallVector<OpFoldResult> strides(rank, b.getIndexAttr(1));
-  return tensor::InsertSliceOp::create(b, loc, part, whole, offsets,
-                                       mixedSizes(b, loc, part), strides);
-}
 
 /// T = (I + A)^{-1} for strictly lower triangular A : [B,NC,H,C,C], in f32.
 /// Forward substitution inside the s x s diagonal blocks (one row of every
@@ -446,7 +350,7 @@ static Value invertUnitLower(OpBuilder &b, Location loc, Value a,
        getAffineDimExpr(2, ctx), blockExpr(3, 4), blockExpr(3, 5)},
       ctx);
   AffineMap id6 = b.getMultiDimIdentityMap(6);
-  Value diag = generic(b, loc, a, emptyTensor(b, loc, blockSizes, b.getF32Type()),
+  Value diag = buildGeneric(b, loc, a, emptyTensor(b, loc, blockSizes, b.getF32Type()),
                        {diagRead, id6}, 6, 0,
                        [](OpBuilder &, Location, ValueRange args) {
                          return args[0];
@@ -461,10 +365,10 @@ static Value invertUnitLower(OpBuilder &b, Location loc, Value a,
       [&](OpBuilder &nb, Location l, Value r, ValueRange iterArgs) {
         Value inverse = iterArgs[0];
         // Ad[.., r, :] as [B,NC,H,nb,1,s]; loops (b,n,h,m,x,col,t).
-        Value aRow = sliceDim(nb, l, diag, 4, r, 1);
+        Value aRow = sliceDim(nb, l, diag, 4, r, nb.getIndexAttr(1));
         SmallVector<OpFoldResult> rowSizes = blockSizes;
         rowSizes[4] = nb.getIndexAttr(1);
-        Value identityRow = generic(
+        Value identityRow = buildGeneric(
             nb, l, ValueRange{}, emptyTensor(nb, l, rowSizes, nb.getF32Type()),
             {id6}, 6, 0, [&](OpBuilder &bb, Location bl, ValueRange) -> Value {
               Value col = linalg::IndexOp::create(bb, bl, 5);
@@ -474,7 +378,7 @@ static Value invertUnitLower(OpBuilder &b, Location loc, Value a,
                                              constantF32(bb, bl, 1.0f),
                                              constantF32(bb, bl, 0.0f));
             });
-        Value row = generic(
+        Value row = buildGeneric(
             nb, l, ValueRange{aRow, inverse}, identityRow,
             {dimMap(ctx, 7, {0, 1, 2, 3, 4, 6}),
              dimMap(ctx, 7, {0, 1, 2, 3, 6, 5}),
@@ -483,7 +387,7 @@ static Value invertUnitLower(OpBuilder &b, Location loc, Value a,
               return arith::SubFOp::create(bb, bl, args[2],
                                            mulF(bb, bl, args[0], args[1]));
             });
-        scf::YieldOp::create(nb, l, insertDim(nb, l, row, inverse, 4, r));
+        scf::YieldOp::create(nb, l, insertAt(nb, l, row, inverse, 4, r));
       });
   Value blocks = rowLoop.getResult(0);
 
@@ -495,7 +399,7 @@ static Value invertUnitLower(OpBuilder &b, Location loc, Value a,
        getAffineDimExpr(3, ctx) % s, getAffineDimExpr(4, ctx) % s},
       ctx);
   AffineMap id5 = b.getMultiDimIdentityMap(5);
-  Value inverse = generic(
+  Value inverse = buildGeneric(
       b, loc, blocks, emptyTensor(b, loc, sizes, b.getF32Type()),
       {scatter, id5}, 5, 0,
       [&](OpBuilder &nb, Location l, ValueRange args) -> Value {
@@ -520,12 +424,12 @@ static Value invertUnitLower(OpBuilder &b, Location loc, Value a,
         Value current = iterArgs[0];
         Value rowOffset = arith::MulIOp::create(
             nb, l, i, arith::ConstantIndexOp::create(nb, l, s));
-        Value aRows = sliceDim(nb, l, a, 3, rowOffset, s);       // [..,s,C]
-        Value tRows = sliceDim(nb, l, current, 3, rowOffset, s); // [..,s,C]
+        Value aRows = sliceDim(nb, l, a, 3, rowOffset, nb.getIndexAttr(s));       // [..,s,C]
+        Value tRows = sliceDim(nb, l, current, 3, rowOffset, nb.getIndexAttr(s)); // [..,s,C]
         SmallVector<OpFoldResult> rowsSizes = sizes;
         rowsSizes[3] = nb.getIndexAttr(s);
         // X = A[rows_i, :] T. Loops (b,n,h,r,col,t).
-        Value x = generic(nb, l, ValueRange{aRows, current},
+        Value x = buildGeneric(nb, l, ValueRange{aRows, current},
                           zeroTensor(nb, l, rowsSizes),
                           {dimMap(ctx, 6, {0, 1, 2, 3, 5}),
                            dimMap(ctx, 6, {0, 1, 2, 5, 4}),
@@ -534,8 +438,8 @@ static Value invertUnitLower(OpBuilder &b, Location loc, Value a,
                             return addF(bb, bl, a[2], mulF(bb, bl, a[0], a[1]));
                           });
         // Y = T_ii X. Loops (b,n,h,r,col,t); T_ii read from the blocks.
-        Value tii = sliceDim(nb, l, blocks, 3, i, 1); // [..,1,s,s]
-        Value y = generic(nb, l, ValueRange{tii, x},
+        Value tii = sliceDim(nb, l, blocks, 3, i, nb.getIndexAttr(1)); // [..,1,s,s]
+        Value y = buildGeneric(nb, l, ValueRange{tii, x},
                           zeroTensor(nb, l, rowsSizes),
                           {AffineMap::get(6, 0,
                                           {getAffineDimExpr(0, ctx),
@@ -551,7 +455,7 @@ static Value invertUnitLower(OpBuilder &b, Location loc, Value a,
                             return addF(bb, bl, a[2], mulF(bb, bl, a[0], a[1]));
                           });
         // Columns of earlier blocks get -Y; the rest keeps T_ii and zeros.
-        Value rows = generic(
+        Value rows = buildGeneric(
             nb, l, ValueRange{y}, tRows, {id5, id5}, 5, 0,
             [&](OpBuilder &bb, Location bl, ValueRange a) -> Value {
               Value col = linalg::IndexOp::create(bb, bl, 4);
@@ -561,7 +465,7 @@ static Value invertUnitLower(OpBuilder &b, Location loc, Value a,
               return arith::SelectOp::create(bb, bl, before, negated, a[1]);
             });
         scf::YieldOp::create(nb, l,
-                             insertDim(nb, l, rows, current, 3, rowOffset));
+                             insertAt(nb, l, rows, current, 3, rowOffset));
       });
   return blockLoop.getResult(0);
 }
@@ -597,7 +501,7 @@ struct ChunkWYToLinalg : OpRewritePattern<ChunkWYOp> {
                              : dimMap(ctx, 6, {0, 1, 5, 3}));
     }
     maps.push_back(dimMap(ctx, 6, {0, 1, 2, 3, 4}));
-    Value w = generic(
+    Value w = buildGeneric(
         rewriter, loc, inputs,
         zeroTensor(rewriter, loc, mixedSizes(rewriter, loc, op.getK())), maps,
         5, 1, [&](OpBuilder &b, Location l, ValueRange args) -> Value {
@@ -610,7 +514,7 @@ struct ChunkWYToLinalg : OpRewritePattern<ChunkWYOp> {
         });
 
     // U = T (beta * V). Loops (b,n,i,hv,vv,t).
-    Value u = generic(
+    Value u = buildGeneric(
         rewriter, loc, ValueRange{inverse, op.getV(), op.getBeta()},
         zeroTensor(rewriter, loc, mixedSizes(rewriter, loc, op.getV())),
         {dimMap(ctx, 6, {0, 1, -4, 2, 5}, *group),
@@ -651,7 +555,7 @@ struct ChunkInterToLinalg : OpRewritePattern<ChunkInterOp> {
     }
     maps.push_back(dimMap(ctx, 5, {0, 1, 2, 3, 4}));
     Value scaleValue = constantF32(rewriter, loc, op.getScale().convertToFloat());
-    Value scaledQueries = generic(
+    Value scaledQueries = buildGeneric(
         rewriter, loc, inputs,
         emptyTensor(rewriter, loc, mixedSizes(rewriter, loc, op.getQ()), f32),
         maps, 5, 0, [&](OpBuilder &b, Location l, ValueRange args) -> Value {
@@ -662,7 +566,7 @@ struct ChunkInterToLinalg : OpRewritePattern<ChunkInterOp> {
         });
 
     // O = intra + Q'^T S_n. Loops (b,n,i,hv,vv,kk).
-    Value sum = generic(
+    Value sum = buildGeneric(
         rewriter, loc, ValueRange{scaledQueries, op.getStates()},
         op.getIntra(),
         {dimMap(ctx, 6, {0, 1, 2, -4, 5}, *group),
@@ -673,7 +577,7 @@ struct ChunkInterToLinalg : OpRewritePattern<ChunkInterOp> {
     Type outputElementType = op.getResult().getType().getElementType();
     if (!outputElementType.isF32()) {
       AffineMap id = rewriter.getMultiDimIdentityMap(5);
-      sum = generic(rewriter, loc, sum,
+      sum = buildGeneric(rewriter, loc, sum,
                     emptyTensor(rewriter, loc, mixedSizes(rewriter, loc, sum),
                                 outputElementType),
                     {id, id}, 5, 0,

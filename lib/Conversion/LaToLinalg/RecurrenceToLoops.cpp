@@ -31,10 +31,10 @@ public:
   /// Returns the state after token t and the output row [B,HV,V] (f32).
   std::pair<Value, Value> build(OpBuilder &b, Location loc, Value state,
                                 Value t) {
-    Value q = row(b, loc, op.getQ(), t);
-    Value k = row(b, loc, op.getK(), t);
-    Value v = row(b, loc, op.getV(), t);
-    Value g = op.getG() ? row(b, loc, op.getG(), t) : Value();
+    Value q = extractUnitSlice(b, loc, op.getQ(), 1, t);
+    Value k = extractUnitSlice(b, loc, op.getK(), 1, t);
+    Value v = extractUnitSlice(b, loc, op.getV(), 1, t);
+    Value g = op.getG() ? extractUnitSlice(b, loc, op.getG(), 1, t) : Value();
     SmallVector<OpFoldResult> stateSizes = mixedSizes(b, loc, state);
     Type f32 = b.getF32Type();
     AffineMap stateMap = dimMap(ctx, 4, {0, 1, 2, 3});
@@ -49,11 +49,11 @@ public:
       SmallVector<AffineMap> maps = {stateMap, keyMap, valueMap};
       appendGate(g, inputs, maps);
       maps.push_back(stateMap);
-      next = generic(b, loc, inputs, emptyTensor(b, loc, stateSizes, f32),
+      next = buildGeneric(b, loc, inputs, emptyTensor(b, loc, stateSizes, f32),
                      maps, 4, 0, [&](OpBuilder &nb, Location l, ValueRange a) {
                        Value s = decay(nb, l, a[0], g ? a[3] : Value());
-                       Value kv = mul(nb, l, ext(nb, l, a[1]), ext(nb, l, a[2]));
-                       return add(nb, l, s, kv);
+                       Value kv = mulF(nb, l, extendToF32(nb, l, a[1]), extendToF32(nb, l, a[2]));
+                       return addF(nb, l, s, kv);
                      });
       break;
     }
@@ -65,41 +65,41 @@ public:
         SmallVector<AffineMap> maps = {stateMap};
         appendGate(g, inputs, maps);
         maps.push_back(stateMap);
-        decayed = generic(b, loc, inputs, emptyTensor(b, loc, stateSizes, f32),
+        decayed = buildGeneric(b, loc, inputs, emptyTensor(b, loc, stateSizes, f32),
                           maps, 4, 0,
                           [&](OpBuilder &nb, Location l, ValueRange a) {
                             return decay(nb, l, a[0], a[1]);
                           });
       }
       Value readBack = contractKeys(b, loc, k, decayed);
-      Value beta = row(b, loc, op.getBeta(), t);
-      next = generic(
+      Value beta = extractUnitSlice(b, loc, op.getBeta(), 1, t);
+      next = buildGeneric(
           b, loc, ValueRange{decayed, k, v, readBack, beta},
           emptyTensor(b, loc, stateSizes, f32),
           {stateMap, keyMap, valueMap, valueMap, dimMap(ctx, 4, {0, -2}, group),
            stateMap},
           4, 0, [&](OpBuilder &nb, Location l, ValueRange a) {
-            Value error = arith::SubFOp::create(nb, l, ext(nb, l, a[2]), a[3]);
-            Value scaledKey = mul(nb, l, ext(nb, l, a[4]), ext(nb, l, a[1]));
-            return add(nb, l, a[0], mul(nb, l, scaledKey, error));
+            Value error = arith::SubFOp::create(nb, l, extendToF32(nb, l, a[2]), a[3]);
+            Value scaledKey = mulF(nb, l, extendToF32(nb, l, a[4]), extendToF32(nb, l, a[1]));
+            return addF(nb, l, a[0], mulF(nb, l, scaledKey, error));
           });
       break;
     }
     case LowRank::General: {
       // S = alpha * S - b (a^T S)^T + k v^T, with a^T applied to the old S.
-      Value readBack = contractKeys(b, loc, row(b, loc, op.getA(), t), state);
+      Value readBack = contractKeys(b, loc, extractUnitSlice(b, loc, op.getA(), 1, t), state);
       SmallVector<Value> inputs = {state, k, v, readBack,
-                                   row(b, loc, op.getB(), t)};
+                                   extractUnitSlice(b, loc, op.getB(), 1, t)};
       SmallVector<AffineMap> maps = {stateMap, keyMap, valueMap, valueMap,
                                      keyMap};
       appendGate(g, inputs, maps);
       maps.push_back(stateMap);
-      next = generic(b, loc, inputs, emptyTensor(b, loc, stateSizes, f32),
+      next = buildGeneric(b, loc, inputs, emptyTensor(b, loc, stateSizes, f32),
                      maps, 4, 0, [&](OpBuilder &nb, Location l, ValueRange a) {
                        Value s = decay(nb, l, a[0], g ? a[5] : Value());
-                       Value kv = mul(nb, l, ext(nb, l, a[1]), ext(nb, l, a[2]));
-                       Value lowRank = mul(nb, l, ext(nb, l, a[4]), a[3]);
-                       return add(nb, l, arith::SubFOp::create(nb, l, s, lowRank),
+                       Value kv = mulF(nb, l, extendToF32(nb, l, a[1]), extendToF32(nb, l, a[2]));
+                       Value lowRank = mulF(nb, l, extendToF32(nb, l, a[4]), a[3]);
+                       return addF(nb, l, arith::SubFOp::create(nb, l, s, lowRank),
                                   kv);
                      });
       break;
@@ -110,13 +110,13 @@ public:
     SmallVector<OpFoldResult> outSizes = {stateSizes[0], stateSizes[1],
                                           stateSizes[3]};
     Value scale = constantF32(b, loc, op.getScale().convertToFloat());
-    Value out = generic(
+    Value out = buildGeneric(
         b, loc, ValueRange{q, next}, zeroTensor(b, loc, outSizes),
         {dimMap(ctx, 4, {0, -2, 3}, group), dimMap(ctx, 4, {0, 1, 3, 2}),
          dimMap(ctx, 4, {0, 1, 2})},
         3, 1, [&](OpBuilder &nb, Location l, ValueRange a) {
-          Value scaled = mul(nb, l, ext(nb, l, a[0]), scale);
-          return add(nb, l, a[2], mul(nb, l, scaled, a[1]));
+          Value scaled = mulF(nb, l, extendToF32(nb, l, a[0]), scale);
+          return addF(nb, l, a[2], mulF(nb, l, scaled, a[1]));
         });
     return {next, out};
   }
@@ -126,12 +126,12 @@ private:
   Value contractKeys(OpBuilder &b, Location loc, Value x, Value state) {
     SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, state);
     SmallVector<OpFoldResult> outSizes = {sizes[0], sizes[1], sizes[3]};
-    return generic(b, loc, ValueRange{x, state}, zeroTensor(b, loc, outSizes),
+    return buildGeneric(b, loc, ValueRange{x, state}, zeroTensor(b, loc, outSizes),
                    {dimMap(ctx, 4, {0, -2, 3}, group),
                     dimMap(ctx, 4, {0, 1, 3, 2}), dimMap(ctx, 4, {0, 1, 2})},
                    3, 1, [&](OpBuilder &nb, Location l, ValueRange a) {
-                     return add(nb, l, a[2],
-                                mul(nb, l, ext(nb, l, a[0]), a[1]));
+                     return addF(nb, l, a[2],
+                                mulF(nb, l, extendToF32(nb, l, a[0]), a[1]));
                    });
   }
 
@@ -148,46 +148,7 @@ private:
   static Value decay(OpBuilder &b, Location loc, Value s, Value logGate) {
     if (!logGate)
       return s;
-    return mul(b, loc, s, math::ExpOp::create(b, loc, ext(b, loc, logGate)));
-  }
-
-  /// Row t of dim 1: [B,T,...] -> [B,...].
-  static Value row(OpBuilder &b, Location loc, Value x, Value t) {
-    auto type = cast<RankedTensorType>(x.getType());
-    int64_t rank = type.getRank();
-    SmallVector<OpFoldResult> offsets(rank, b.getIndexAttr(0));
-    offsets[1] = t;
-    SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, x);
-    sizes[1] = b.getIndexAttr(1);
-    SmallVector<OpFoldResult> strides(rank, b.getIndexAttr(1));
-    SmallVector<int64_t> shape(type.getShape());
-    shape.erase(shape.begin() + 1);
-    return tensor::ExtractSliceOp::create(
-        b, loc, RankedTensorType::get(shape, type.getElementType()), x,
-        offsets, sizes, strides);
-  }
-
-  static Value generic(OpBuilder &b, Location loc, ValueRange inputs,
-                       Value init, ArrayRef<AffineMap> maps, unsigned parallel,
-                       unsigned reductions,
-                       function_ref<Value(OpBuilder &, Location, ValueRange)>
-                           body) {
-    return linalg::GenericOp::create(
-               b, loc, init.getType(), inputs, ValueRange{init}, maps,
-               iteratorTypes(parallel, reductions),
-               [&](OpBuilder &nb, Location l, ValueRange args) {
-                 linalg::YieldOp::create(nb, l, body(nb, l, args));
-               })
-        .getResult(0);
-  }
-  static Value ext(OpBuilder &b, Location l, Value x) {
-    return extendToF32(b, l, x);
-  }
-  static Value mul(OpBuilder &b, Location l, Value x, Value y) {
-    return arith::MulFOp::create(b, l, x, y);
-  }
-  static Value add(OpBuilder &b, Location l, Value x, Value y) {
-    return arith::AddFOp::create(b, l, x, y);
+    return mulF(b, loc, s, math::ExpOp::create(b, loc, extendToF32(b, loc, logGate)));
   }
 
   RecurrenceOp op;
@@ -195,33 +156,21 @@ private:
   MLIRContext *ctx;
 };
 
-/// Inserts the output row [B,HV,V] at token t of o [B,T,HV,V].
+/// Inserts the output row [B,HV,V] (f32) at token t of o [B,T,HV,V].
 static Value insertRow(OpBuilder &b, Location loc, Value rowValue, Value output,
                        Value t) {
-  auto outputType = cast<RankedTensorType>(output.getType());
+  Type elementType = cast<RankedTensorType>(output.getType()).getElementType();
   Value converted = rowValue;
-  Type elementType = outputType.getElementType();
   if (!elementType.isF32()) {
-    auto rowType = cast<RankedTensorType>(rowValue.getType());
     AffineMap id = b.getMultiDimIdentityMap(3);
-    Value init = emptyTensor(b, loc, mixedSizes(b, loc, rowValue), elementType);
-    converted = linalg::GenericOp::create(
-                    b, loc, init.getType(), rowValue, init,
-                    ArrayRef<AffineMap>{id, id}, iteratorTypes(3),
-                    [&](OpBuilder &nb, Location l, ValueRange a) {
-                      linalg::YieldOp::create(
-                          nb, l, castFloat(nb, l, a[0], elementType));
-                    })
-                    .getResult(0);
-    (void)rowType;
+    converted = buildGeneric(
+        b, loc, rowValue,
+        emptyTensor(b, loc, mixedSizes(b, loc, rowValue), elementType),
+        {id, id}, 3, 0, [&](OpBuilder &nb, Location l, ValueRange a) {
+          return castFloat(nb, l, a[0], elementType);
+        });
   }
-  SmallVector<OpFoldResult> offsets(4, b.getIndexAttr(0));
-  offsets[1] = t;
-  SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, output);
-  sizes[1] = b.getIndexAttr(1);
-  SmallVector<OpFoldResult> strides(4, b.getIndexAttr(1));
-  return tensor::InsertSliceOp::create(b, loc, converted, output, offsets,
-                                       sizes, strides);
+  return insertAt(b, loc, converted, output, 1, t);
 }
 
 struct RecurrenceToLoops : OpRewritePattern<RecurrenceOp> {
@@ -267,7 +216,7 @@ struct RecurrenceToLoops : OpRewritePattern<RecurrenceOp> {
       Value time = getValueOrCreateConstantIndexOp(
           rewriter, loc, tensor::getMixedSize(rewriter, loc, op.getQ(), 1));
       auto loop = timeLoop(rewriter, loc, zero, time, state, output);
-      replace(op, rewriter, loop.getResult(1), loop.getResult(0));
+      replaceWithCasts(rewriter, op, {loop.getResult(1), loop.getResult(0)});
       return success();
     }
 
@@ -276,14 +225,8 @@ struct RecurrenceToLoops : OpRewritePattern<RecurrenceOp> {
     Value numSequences = arith::SubIOp::create(
         rewriter, loc, tensor::DimOp::create(rewriter, loc, cuSeqlens, 0),
         one);
-    Value outputZero = arith::ConstantOp::create(
-        rewriter, loc, rewriter.getZeroAttr(outputElementType));
     Value outputInit =
-        linalg::FillOp::create(
-            rewriter, loc, ValueRange{outputZero},
-            ValueRange{emptyTensor(rewriter, loc, outputSizes,
-                                   outputElementType)})
-            .getResult(0);
+        filledTensor(rewriter, loc, outputSizes, outputElementType, 0.0);
     SmallVector<OpFoldResult> finalSizes = {numSequences, outputSizes[2],
                                             keyDim, outputSizes[3]};
     Value finalInit =
@@ -292,48 +235,24 @@ struct RecurrenceToLoops : OpRewritePattern<RecurrenceOp> {
         rewriter, loc, zero, numSequences, one,
         ValueRange{outputInit, finalInit},
         [&](OpBuilder &b, Location l, Value n, ValueRange iterArgs) {
-          auto offsetAt = [&](Value index) -> Value {
-            Value offset = tensor::ExtractOp::create(b, l, cuSeqlens, index);
-            return arith::IndexCastOp::create(b, l, b.getIndexType(), offset);
-          };
-          Value begin = offsetAt(n);
-          Value end = offsetAt(arith::AddIOp::create(b, l, n, one));
-          SmallVector<OpFoldResult> oneState = {
-              b.getIndexAttr(1), outputSizes[2], keyDim, outputSizes[3]};
-          SmallVector<OpFoldResult> offsets(4, b.getIndexAttr(0));
-          offsets[0] = n;
-          SmallVector<OpFoldResult> strides(4, b.getIndexAttr(1));
+          Value begin = extractIndex(b, l, cuSeqlens, n);
+          Value end = extractIndex(b, l, cuSeqlens,
+                                   arith::AddIOp::create(b, l, n, one));
           Value state;
           if (Value initial = op.getInitialState())
-            state = tensor::ExtractSliceOp::create(
-                b, l,
-                RankedTensorType::get(staticShape(oneState),
-                                      b.getF32Type()),
-                initial, offsets, oneState, strides);
+            state = sliceDim(b, l, initial, 0, n, b.getIndexAttr(1));
           else
-            state = zeroTensor(b, l, oneState);
+            state = zeroTensor(b, l,
+                               {b.getIndexAttr(1), outputSizes[2], keyDim,
+                                outputSizes[3]});
           auto inner = timeLoop(b, l, begin, end, state, iterArgs[0]);
-          Value finals = tensor::InsertSliceOp::create(
-              b, l, inner.getResult(0), iterArgs[1], offsets, oneState,
-              strides);
+          Value finals = insertAt(b, l, inner.getResult(0), iterArgs[1], 0, n);
           scf::YieldOp::create(b, l, ValueRange{inner.getResult(1), finals});
         });
-    replace(op, rewriter, loop.getResult(0), loop.getResult(1));
+    replaceWithCasts(rewriter, op, {loop.getResult(0), loop.getResult(1)});
     return success();
   }
 
-  static void replace(RecurrenceOp op, PatternRewriter &rewriter,
-                      Value output, Value finalState) {
-    auto castTo = [&](Value value, Type type) -> Value {
-      if (value.getType() == type)
-        return value;
-      return tensor::CastOp::create(rewriter, op.getLoc(), type, value);
-    };
-    SmallVector<Value> results = {castTo(output, op.getO().getType())};
-    if (Value final = op.getFinalState())
-      results.push_back(castTo(finalState, final.getType()));
-    rewriter.replaceOp(op, results);
-  }
 };
 } // namespace
 

@@ -6,6 +6,7 @@
 #include "la/Dialect/La/LaOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/PatternMatch.h"
 
 namespace mlir {
 namespace la {
@@ -23,8 +24,36 @@ Value constantF32(OpBuilder &b, Location loc, float value);
 Value emptyTensor(OpBuilder &b, Location loc, ArrayRef<OpFoldResult> sizes,
                   Type elementType);
 
+/// A tensor of the given sizes filled with `value`.
+Value filledTensor(OpBuilder &b, Location loc, ArrayRef<OpFoldResult> sizes,
+                   Type elementType, double value);
+
 /// `tensor.empty` filled with an f32 zero.
 Value zeroTensor(OpBuilder &b, Location loc, ArrayRef<OpFoldResult> sizes);
+
+/// f32 multiply and add.
+Value mulF(OpBuilder &b, Location loc, Value x, Value y);
+Value addF(OpBuilder &b, Location loc, Value x, Value y);
+
+/// A `linalg.generic` with `inputs`, one `init`, `parallel` then
+/// `reductions` loops, and a body that returns the value to yield.
+Value buildGeneric(OpBuilder &b, Location loc, ValueRange inputs, Value init,
+                   ArrayRef<AffineMap> maps, unsigned parallel,
+                   unsigned reductions,
+                   function_ref<Value(OpBuilder &, Location, ValueRange)> body);
+
+/// `size` entries of dim `dim` of `x` from `offset`, keeping the rank.
+Value sliceDim(OpBuilder &b, Location loc, Value x, unsigned dim,
+               OpFoldResult offset, OpFoldResult size);
+
+/// Entry `offset` of dim `dim` of `x`, with that dim dropped.
+Value extractUnitSlice(OpBuilder &b, Location loc, Value x, unsigned dim,
+                       OpFoldResult offset);
+
+/// Inserts `part` into `whole` at `offset` of dim `dim`. `part` has the rank
+/// of `whole`, or one less (the unit dim `dim` dropped).
+Value insertAt(OpBuilder &b, Location loc, Value part, Value whole,
+               unsigned dim, OpFoldResult offset);
 
 /// An affine map over `numDims` dims whose results are the listed dims;
 /// a negative entry -d-1 stands for `dim(d) floordiv groupSize` (the key
@@ -41,6 +70,15 @@ SmallVector<OpFoldResult> mixedSizes(OpBuilder &b, Location loc, Value value);
 
 /// The static shape of mixed sizes (dynamic where not constant).
 SmallVector<int64_t> staticShape(ArrayRef<OpFoldResult> sizes);
+
+/// Element `index` of a 1-D integer tensor (e.g. cu_seqlens) as an index.
+Value extractIndex(OpBuilder &b, Location loc, Value tensor, Value index);
+
+/// Replaces `op`'s results with `values` (one per result; a null value for
+/// an absent optional result is skipped), inserting tensor.cast where the
+/// static shapes differ.
+void replaceWithCasts(RewriterBase &rewriter, Operation *op,
+                      ArrayRef<Value> values);
 
 /// The operands and attributes of an `la.recurrence`, so that a pattern can
 /// rebuild one with a few parts changed.

@@ -144,53 +144,6 @@ private:
   OpFoldResult time, numChunks, padding;
 };
 
-/// Slices [1, len] of the time axis starting at `start`.
-static Value sliceTime(OpBuilder &b, Location loc, Value x, Value start,
-                       Value length) {
-  auto type = cast<RankedTensorType>(x.getType());
-  SmallVector<OpFoldResult> offsets(type.getRank(), b.getIndexAttr(0));
-  offsets[1] = start;
-  SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, x);
-  sizes[1] = length;
-  SmallVector<OpFoldResult> strides(type.getRank(), b.getIndexAttr(1));
-  auto sliceType =
-      RankedTensorType::get(staticShape(sizes), type.getElementType());
-  return tensor::ExtractSliceOp::create(b, loc, sliceType, x, offsets, sizes,
-                                        strides);
-}
-
-/// Slices state n, [1,HV,K,V], of [N,HV,K,V].
-static Value sliceState(OpBuilder &b, Location loc, Value states, Value n) {
-  SmallVector<OpFoldResult> offsets(4, b.getIndexAttr(0));
-  offsets[0] = n;
-  SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, states);
-  sizes[0] = b.getIndexAttr(1);
-  SmallVector<OpFoldResult> strides(4, b.getIndexAttr(1));
-  auto type = RankedTensorType::get(
-      staticShape(sizes),
-      cast<RankedTensorType>(states.getType()).getElementType());
-  return tensor::ExtractSliceOp::create(b, loc, type, states, offsets, sizes,
-                                        strides);
-}
-
-/// Inserts `part` into `whole` at dim `dim` offset `offset`.
-static Value insertAt(OpBuilder &b, Location loc, Value part, Value whole,
-                      unsigned dim, Value offset) {
-  auto type = cast<RankedTensorType>(part.getType());
-  SmallVector<OpFoldResult> offsets(type.getRank(), b.getIndexAttr(0));
-  offsets[dim] = offset;
-  SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, part);
-  SmallVector<OpFoldResult> strides(type.getRank(), b.getIndexAttr(1));
-  return tensor::InsertSliceOp::create(b, loc, part, whole, offsets, sizes,
-                                       strides);
-}
-
-static Value extractOffset(OpBuilder &b, Location loc, Value cuSeqlens,
-                           Value index) {
-  Value offset = tensor::ExtractOp::create(b, loc, cuSeqlens, index);
-  return arith::IndexCastOp::create(b, loc, b.getIndexType(), offset);
-}
-
 struct ChunkRecurrence : OpRewritePattern<RecurrenceOp> {
   ChunkRecurrence(MLIRContext *ctx, int64_t chunkSize)
       : OpRewritePattern(ctx), chunkSize(chunkSize) {}
@@ -212,7 +165,7 @@ struct ChunkRecurrence : OpRewritePattern<RecurrenceOp> {
           program.build(op.getQ(), op.getK(), op.getV(), op.getG(),
                         op.getBeta(), op.getInitialState(), scale,
                         outputElementType);
-      replace(op, rewriter, result.output, result.finalState);
+      replaceWithCasts(rewriter, op, {result.output, result.finalState});
       return success();
     }
 
@@ -225,14 +178,8 @@ struct ChunkRecurrence : OpRewritePattern<RecurrenceOp> {
 
     SmallVector<OpFoldResult> outputSizes = mixedSizes(rewriter, loc, op.getV());
     // Tokens outside every sequence stay zero.
-    Value outputZero = arith::ConstantOp::create(
-        rewriter, loc, rewriter.getZeroAttr(outputElementType));
     Value outputInit =
-        linalg::FillOp::create(
-            rewriter, loc, ValueRange{outputZero},
-            ValueRange{emptyTensor(rewriter, loc, outputSizes,
-                                   outputElementType)})
-            .getResult(0);
+        filledTensor(rewriter, loc, outputSizes, outputElementType, 0.0);
     SmallVector<OpFoldResult> stateSizes = {
         numSequences, outputSizes[2],
         tensor::getMixedSize(rewriter, loc, op.getK(), 3), outputSizes[3]};
@@ -247,15 +194,16 @@ struct ChunkRecurrence : OpRewritePattern<RecurrenceOp> {
         ValueRange{outputInit, finalInit},
         [&](OpBuilder &b, Location l, Value n, ValueRange iterArgs) {
           Value next = arith::AddIOp::create(b, l, n, one);
-          Value start = extractOffset(b, l, cuSeqlens, n);
-          Value end = extractOffset(b, l, cuSeqlens, next);
+          Value start = extractIndex(b, l, cuSeqlens, n);
+          Value end = extractIndex(b, l, cuSeqlens, next);
           Value length = arith::SubIOp::create(b, l, end, start);
           auto slice = [&](Value x) -> Value {
-            return x ? sliceTime(b, l, x, start, length) : Value();
+            return x ? sliceDim(b, l, x, 1, start, length) : Value();
           };
           Value initialState;
           if (op.getInitialState())
-            initialState = sliceState(b, l, op.getInitialState(), n);
+            initialState = sliceDim(b, l, op.getInitialState(), 0, n,
+                                    b.getIndexAttr(1));
           ChunkedProgramBuilder program(b, l, chunkSize);
           ChunkedProgramBuilder::Result result = program.build(
               slice(op.getQ()), slice(op.getK()), slice(op.getV()),
@@ -267,22 +215,8 @@ struct ChunkRecurrence : OpRewritePattern<RecurrenceOp> {
               insertAt(b, l, result.finalState, iterArgs[1], /*dim=*/0, n);
           scf::YieldOp::create(b, l, ValueRange{output, finalState});
         });
-    replace(op, rewriter, loop.getResult(0), loop.getResult(1));
+    replaceWithCasts(rewriter, op, {loop.getResult(0), loop.getResult(1)});
     return success();
-  }
-
-  static void replace(RecurrenceOp op, PatternRewriter &rewriter,
-                      Value output, Value finalState) {
-    Location loc = op.getLoc();
-    auto castTo = [&](Value value, Type type) -> Value {
-      if (value.getType() == type)
-        return value;
-      return tensor::CastOp::create(rewriter, loc, type, value);
-    };
-    SmallVector<Value> results = {castTo(output, op.getO().getType())};
-    if (Value final = op.getFinalState())
-      results.push_back(castTo(finalState, final.getType()));
-    rewriter.replaceOp(op, results);
   }
 
   int64_t chunkSize;

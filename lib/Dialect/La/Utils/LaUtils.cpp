@@ -31,11 +31,84 @@ Value mlir::la::emptyTensor(OpBuilder &b, Location loc,
   return tensor::EmptyOp::create(b, loc, sizes, elementType);
 }
 
+Value mlir::la::filledTensor(OpBuilder &b, Location loc,
+                             ArrayRef<OpFoldResult> sizes, Type elementType,
+                             double value) {
+  Value empty = emptyTensor(b, loc, sizes, elementType);
+  Value fill = arith::ConstantOp::create(b, loc,
+                                         b.getFloatAttr(elementType, value));
+  return linalg::FillOp::create(b, loc, ValueRange{fill}, ValueRange{empty})
+      .getResult(0);
+}
+
 Value mlir::la::zeroTensor(OpBuilder &b, Location loc,
                            ArrayRef<OpFoldResult> sizes) {
-  Value empty = emptyTensor(b, loc, sizes, b.getF32Type());
-  return linalg::FillOp::create(b, loc, constantF32(b, loc, 0.0f), empty)
+  return filledTensor(b, loc, sizes, b.getF32Type(), 0.0);
+}
+
+Value mlir::la::mulF(OpBuilder &b, Location loc, Value x, Value y) {
+  return arith::MulFOp::create(b, loc, x, y);
+}
+
+Value mlir::la::addF(OpBuilder &b, Location loc, Value x, Value y) {
+  return arith::AddFOp::create(b, loc, x, y);
+}
+
+Value mlir::la::buildGeneric(
+    OpBuilder &b, Location loc, ValueRange inputs, Value init,
+    ArrayRef<AffineMap> maps, unsigned parallel, unsigned reductions,
+    function_ref<Value(OpBuilder &, Location, ValueRange)> body) {
+  return linalg::GenericOp::create(
+             b, loc, init.getType(), inputs, ValueRange{init}, maps,
+             iteratorTypes(parallel, reductions),
+             [&](OpBuilder &nb, Location nloc, ValueRange args) {
+               linalg::YieldOp::create(nb, nloc, body(nb, nloc, args));
+             })
       .getResult(0);
+}
+
+Value mlir::la::sliceDim(OpBuilder &b, Location loc, Value x, unsigned dim,
+                         OpFoldResult offset, OpFoldResult size) {
+  auto type = cast<RankedTensorType>(x.getType());
+  int64_t rank = type.getRank();
+  SmallVector<OpFoldResult> offsets(rank, b.getIndexAttr(0));
+  offsets[dim] = offset;
+  SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, x);
+  sizes[dim] = size;
+  SmallVector<OpFoldResult> strides(rank, b.getIndexAttr(1));
+  auto sliceType =
+      RankedTensorType::get(staticShape(sizes), type.getElementType());
+  return tensor::ExtractSliceOp::create(b, loc, sliceType, x, offsets, sizes,
+                                        strides);
+}
+
+Value mlir::la::extractUnitSlice(OpBuilder &b, Location loc, Value x,
+                                 unsigned dim, OpFoldResult offset) {
+  auto type = cast<RankedTensorType>(x.getType());
+  int64_t rank = type.getRank();
+  SmallVector<OpFoldResult> offsets(rank, b.getIndexAttr(0));
+  offsets[dim] = offset;
+  SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, x);
+  sizes[dim] = b.getIndexAttr(1);
+  SmallVector<OpFoldResult> strides(rank, b.getIndexAttr(1));
+  SmallVector<int64_t> shape(type.getShape());
+  shape.erase(shape.begin() + dim);
+  return tensor::ExtractSliceOp::create(
+      b, loc, RankedTensorType::get(shape, type.getElementType()), x, offsets,
+      sizes, strides);
+}
+
+Value mlir::la::insertAt(OpBuilder &b, Location loc, Value part, Value whole,
+                         unsigned dim, OpFoldResult offset) {
+  int64_t rank = cast<RankedTensorType>(whole.getType()).getRank();
+  SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, part);
+  if (static_cast<int64_t>(sizes.size()) < rank)
+    sizes.insert(sizes.begin() + dim, b.getIndexAttr(1));
+  SmallVector<OpFoldResult> offsets(rank, b.getIndexAttr(0));
+  offsets[dim] = offset;
+  SmallVector<OpFoldResult> strides(rank, b.getIndexAttr(1));
+  return tensor::InsertSliceOp::create(b, loc, part, whole, offsets, sizes,
+                                       strides);
 }
 
 AffineMap mlir::la::dimMap(MLIRContext *ctx, unsigned numDims,
@@ -70,6 +143,25 @@ SmallVector<int64_t> mlir::la::staticShape(ArrayRef<OpFoldResult> sizes) {
   for (OpFoldResult size : sizes)
     shape.push_back(getConstantIntValue(size).value_or(ShapedType::kDynamic));
   return shape;
+}
+
+Value mlir::la::extractIndex(OpBuilder &b, Location loc, Value tensor,
+                             Value index) {
+  Value element = tensor::ExtractOp::create(b, loc, tensor, index);
+  return arith::IndexCastOp::create(b, loc, b.getIndexType(), element);
+}
+
+void mlir::la::replaceWithCasts(RewriterBase &rewriter, Operation *op,
+                                ArrayRef<Value> values) {
+  SmallVector<Value> results;
+  for (auto [result, value] : llvm::zip(op->getResults(), values)) {
+    Value replacement = value;
+    if (replacement.getType() != result.getType())
+      replacement = tensor::CastOp::create(rewriter, op->getLoc(),
+                                           result.getType(), replacement);
+    results.push_back(replacement);
+  }
+  rewriter.replaceOp(op, results);
 }
 
 RecurrenceParts RecurrenceParts::of(RecurrenceOp op) {
