@@ -418,3 +418,44 @@ def kda(
         q, k, v, update="delta", gate="channel", g=g, beta=beta, scale=scale,
         initial_state=initial_state, qk_l2norm=qk_l2norm, cu_seqlens=cu_seqlens,
     )
+
+
+def gated_delta_rule2(
+    q, k, v, g, erase, write, *, scale=None, initial_state=None, qk_l2norm=False,
+    cu_seqlens=None,
+):
+    """Gated DeltaNet-2: a channel-wise erase gate on the key side and a write
+    gate on the value side in place of KDA's scalar beta,
+    ``S_t = (I - (e_t * k_t) k_t^T) Diag(exp(g_t)) S_{t-1} + k_t (w_t * v_t)^T``,
+    ``o_t = S_t^T (scale q_t)``. ``g, erase : [B, T, H, K]`` (``g`` may be
+    None: no decay), ``write : [B, T, HV, V]``. With ``erase`` and ``write``
+    equal to one scalar beta per token this is :func:`kda`.
+    """
+    q, k, v, (B, T, H, K, HV, V) = _check_qkv(q, k, v)
+    if qk_l2norm:
+        q, k = l2norm(q), l2norm(k)
+    g = np.zeros((B, T, H, K)) if g is None else _f64(g, "g")
+    erase = _f64(erase, "erase")
+    write = _f64(write, "write")
+    _check_shape(g, (B, T, H, K), "g", "[B, T, H, K]")
+    _check_shape(erase, (B, T, H, K), "erase", "[B, T, H, K]")
+    _check_shape(write, (B, T, HV, V), "write", "[B, T, HV, V]")
+    scale = _check_scale(scale, K)
+    seqs = _sequences(cu_seqlens, B, T)
+    N = len(seqs)
+    s0 = _check_initial_state(initial_state, N, HV, K, V)
+    group = HV // H
+    o = np.zeros((B, T, HV, V), dtype=np.float64)
+    final_state = np.zeros((N, HV, K, V), dtype=np.float64)
+    for n, (bi, start, end) in enumerate(seqs):
+        for hv in range(HV):
+            h = hv // group
+            S = s0[n, hv].copy()
+            for t in range(start, end):
+                kt = k[bi, t, h]
+                S = np.exp(g[bi, t, h])[:, None] * S
+                S = S - np.outer(erase[bi, t, h] * kt, kt @ S)
+                S = S + np.outer(kt, write[bi, t, hv] * v[bi, t, hv])
+                o[bi, t, hv] = S.T @ (scale * q[bi, t, h])
+            final_state[n, hv] = S
+    return o, final_state

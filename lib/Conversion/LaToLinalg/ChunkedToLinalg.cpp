@@ -18,6 +18,8 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/PatternMatch.h"
 
+#include <functional>
+
 using namespace mlir;
 using namespace mlir::la;
 
@@ -29,10 +31,13 @@ static Value safeDecay(OpBuilder &b, Location loc, Value x) {
 }
 
 /// `j <= i` for two linalg loop indices.
-static Value causal(OpBuilder &b, Location loc, unsigned iDim, unsigned jDim) {
+static Value causal(OpBuilder &b, Location loc, unsigned iDim, unsigned jDim,
+                    bool strict = false) {
   Value i = linalg::IndexOp::create(b, loc, iDim);
   Value j = linalg::IndexOp::create(b, loc, jDim);
-  return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ule, j, i);
+  return arith::CmpIOp::create(
+      b, loc, strict ? arith::CmpIPredicate::ult : arith::CmpIPredicate::ule, j,
+      i);
 }
 
 /// HV / H, requiring both static.
@@ -72,7 +77,8 @@ struct ChunkCumsumToLinalg : OpRewritePattern<ChunkCumsumOp> {
         {dimMap(ctx, numLoops, inDims), dimMap(ctx, numLoops, outDims)}, rank,
         1, [&](OpBuilder &b, Location l, ValueRange args) -> Value {
           Value term = arith::SelectOp::create(
-              b, l, causal(b, l, 2, rank), extendToF32(b, l, args[0]),
+              b, l, causal(b, l, 2, rank, op.getExclusive()),
+              extendToF32(b, l, args[0]),
               constantF32(b, l, 0.0f));
           return addF(b, l, args[1], term);
         });
@@ -83,13 +89,16 @@ struct ChunkCumsumToLinalg : OpRewritePattern<ChunkCumsumOp> {
 
 /// The masked, decayed score matrix of a chunk, [B,NC,H,C,C]:
 ///   M[b,n,h,i,j] = [j <= i] * scale * rowScale_i * (x_i . (y_j * D_ij))
-/// with D_ij = exp(G_i - G_j) (per channel for a channel-wise gate), and
+/// with D_ij = exp(X_i - G_j) (per channel for a channel-wise gate), X the
+/// cumulative gates of the x side (`xGates`, or `gates` when null), and
 /// j < i when `strict`. x, y : [B,NC,C,H,K]; rowScale : [B,NC,C,H] or null.
 static Value buildScores(OpBuilder &b, Location loc, Value x, Value y,
-                         Value gates, Value rowScale, float scale,
-                         bool strict) {
+                         Value gates, Value rowScale, float scale, bool strict,
+                         Value xGates = Value()) {
   MLIRContext *ctx = b.getContext();
   bool channel = isChannelGate(gates);
+  if (!xGates)
+    xGates = gates;
   // P = x y^T (decayed per channel). Loops (b,n,h,i,j,kk).
   SmallVector<OpFoldResult> xSizes = mixedSizes(b, loc, x);
   SmallVector<OpFoldResult> scoreSizes = {xSizes[0], xSizes[1], xSizes[3],
@@ -98,7 +107,7 @@ static Value buildScores(OpBuilder &b, Location loc, Value x, Value y,
   SmallVector<AffineMap> maps = {dimMap(ctx, 6, {0, 1, 3, 2, 5}),
                                  dimMap(ctx, 6, {0, 1, 4, 2, 5})};
   if (channel) {
-    inputs.append({gates, gates});
+    inputs.append({xGates, gates});
     maps.append(
         {dimMap(ctx, 6, {0, 1, 3, 2, 5}), dimMap(ctx, 6, {0, 1, 4, 2, 5})});
   }
@@ -120,7 +129,7 @@ static Value buildScores(OpBuilder &b, Location loc, Value x, Value y,
   maps = {dimMap(ctx, 5, {0, 1, 2, 3, 4})};
   bool scalarGate = gates && !channel;
   if (scalarGate) {
-    inputs.append({gates, gates});
+    inputs.append({xGates, gates});
     maps.append({dimMap(ctx, 5, {0, 1, 3, 2}), dimMap(ctx, 5, {0, 1, 4, 2})});
   }
   if (rowScale) {
@@ -183,10 +192,34 @@ struct ChunkIntraToLinalg : OpRewritePattern<ChunkIntraOp> {
         rewriter, loc, masked, op.getV(),
         zeroTensor(rewriter, loc, mixedSizes(rewriter, loc, op.getV())),
         *group);
+    if (Value extraKeys = op.getExtraKeys()) {
+      Value extraScores = buildScores(
+          rewriter, loc, op.getQ(), extraKeys, op.getGates(),
+          /*rowScale=*/Value(), op.getScale().convertToFloat(),
+          /*strict=*/false);
+      result = applyScores(rewriter, loc, extraScores, op.getExtraValues(),
+                           result, *group);
+    }
     rewriter.replaceOp(op, result);
     return success();
   }
 };
+
+/// S[b,hv,kk,vv] += sum_j keys[b,j,hv/group,kk] values[b,j,hv,vv].
+/// Loops (b,hv,kk,vv,j).
+static Value accumulateOuter(OpBuilder &b, Location loc, Value keys,
+                             Value values, Value state, int64_t group) {
+  MLIRContext *ctx = b.getContext();
+  return buildGeneric(b, loc, ValueRange{keys, values}, state,
+                      {dimMap(ctx, 5, {0, 4, -2, 2}, group),
+                       dimMap(ctx, 5, {0, 4, 1, 3}),
+                       dimMap(ctx, 5, {0, 1, 2, 3})},
+                      4, 1, [&](OpBuilder &nb, Location l, ValueRange args) {
+                        return addF(nb, l, args[2],
+                                    mulF(nb, l, extendToF32(nb, l, args[0]),
+                                         extendToF32(nb, l, args[1])));
+                      });
+}
 
 struct ChunkStateScanToLinalg : OpRewritePattern<ChunkStateScanOp> {
   using OpRewritePattern::OpRewritePattern;
@@ -266,7 +299,8 @@ struct ChunkStateScanToLinalg : OpRewritePattern<ChunkStateScanOp> {
             yields.push_back(insertAt(b, l, values, iterArgs[2], 1, n));
           }
           Value decayed = current;
-          Value weightedKeys = keys;
+          // K * exp(G_C - G) for a key tensor of the chunk. Loops (b,j,h,kk).
+          std::function<Value(Value)> weigh = [](Value k) { return k; };
           if (gates) {
             Value g = extractUnitSlice(b, l, gates, 1, n);  // [B,C,H(,K)]
             Value last = extractUnitSlice(b, l, g, 1, lastRow); // [B,H(,K)]
@@ -283,33 +317,35 @@ struct ChunkStateScanToLinalg : OpRewritePattern<ChunkStateScanOp> {
                   return mulF(nb, nl, args[0],
                               math::ExpOp::create(nb, nl, args[1]));
                 });
-            // K * exp(G_C - G). Loops (b,j,h,kk).
             SmallVector<int64_t> gDims = {0, 1, 2}, lDims = {0, 2};
             if (channel) {
               gDims.push_back(3);
               lDims.push_back(3);
             }
-            weightedKeys = buildGeneric(
-                b, l, ValueRange{keys, g, last},
-                emptyTensor(b, l, mixedSizes(b, l, keys), f32),
-                {dimMap(ctx, 4, {0, 1, 2, 3}), dimMap(ctx, 4, gDims),
-                 dimMap(ctx, 4, lDims), dimMap(ctx, 4, {0, 1, 2, 3})},
-                4, 0, [&](OpBuilder &nb, Location nl, ValueRange args) {
-                  Value diff = arith::SubFOp::create(nb, nl, args[2], args[1]);
-                  return mulF(nb, nl, extendToF32(nb, nl, args[0]),
-                              safeDecay(nb, nl, diff));
-                });
+            weigh = [&, g, last, gDims, lDims](Value k) {
+              return buildGeneric(
+                  b, l, ValueRange{k, g, last},
+                  emptyTensor(b, l, mixedSizes(b, l, k), f32),
+                  {dimMap(ctx, 4, {0, 1, 2, 3}), dimMap(ctx, 4, gDims),
+                   dimMap(ctx, 4, lDims), dimMap(ctx, 4, {0, 1, 2, 3})},
+                  4, 0, [&](OpBuilder &nb, Location nl, ValueRange args) {
+                    Value diff =
+                        arith::SubFOp::create(nb, nl, args[2], args[1]);
+                    return mulF(nb, nl, extendToF32(nb, nl, args[0]),
+                                safeDecay(nb, nl, diff));
+                  });
+            };
           }
-          // S += (K w)^T V. Loops (b,hv,kk,vv,j).
-          Value next = buildGeneric(
-              b, l, ValueRange{weightedKeys, values}, decayed,
-              {dimMap(ctx, 5, {0, 4, -2, 2}, *group),
-               dimMap(ctx, 5, {0, 4, 1, 3}), dimMap(ctx, 5, {0, 1, 2, 3})},
-              4, 1, [&](OpBuilder &nb, Location nl, ValueRange args) {
-                return addF(nb, nl, args[2],
-                            mulF(nb, nl, extendToF32(nb, nl, args[0]),
-                                 extendToF32(nb, nl, args[1])));
-              });
+          // S += (K2 w)^T V2 for the uncorrected extra pair.
+          if (Value extraKeys = op.getExtraKeys())
+            decayed = accumulateOuter(
+                b, l, weigh(extractUnitSlice(b, l, extraKeys, 1, n)),
+                extractUnitSlice(b, l, op.getExtraValues(), 1, n), decayed,
+                *group);
+          Value weightedKeys = weigh(keys);
+          // S += (K w)^T V.
+          Value next =
+              accumulateOuter(b, l, weightedKeys, values, decayed, *group);
           yields.insert(yields.begin(), {next, recorded});
           scf::YieldOp::create(b, l, yields);
         });
@@ -473,6 +509,60 @@ static Value invertUnitLower(OpBuilder &b, Location loc, Value a,
 struct ChunkWYToLinalg : OpRewritePattern<ChunkWYOp> {
   using OpRewritePattern::OpRewritePattern;
 
+  /// The general low-rank form: with P the exclusive cumulative gates,
+  /// A = strictly_lower((a e^P)(b e^-G)^T), M = strictly_lower((a e^P)(k
+  /// e^-G)^T), T = (I + A)^{-1}, W = T (a e^P), U = -T (M V).
+  static SmallVector<Value> lowerGeneral(PatternRewriter &rewriter,
+                                         ChunkWYOp op, int64_t group) {
+    Location loc = op.getLoc();
+    MLIRContext *ctx = op.getContext();
+    Value gates = op.getGates(), prevGates = op.getPrevGates();
+    Value lowRank = buildScores(rewriter, loc, op.getA(), op.getB(), gates,
+                                /*rowScale=*/Value(), 1.0f, /*strict=*/true,
+                                prevGates);
+    Value write = buildScores(rewriter, loc, op.getA(), op.getK(), gates,
+                              /*rowScale=*/Value(), 1.0f, /*strict=*/true,
+                              prevGates);
+    Value inverse =
+        invertUnitLower(rewriter, loc, lowRank, op.getBlockSize());
+
+    // W = T (a * exp(P)). Loops (b,n,i,h,kk,t).
+    SmallVector<Value> inputs = {inverse, op.getA()};
+    SmallVector<AffineMap> maps = {dimMap(ctx, 6, {0, 1, 3, 2, 5}),
+                                   dimMap(ctx, 6, {0, 1, 5, 3, 4})};
+    if (prevGates) {
+      inputs.push_back(prevGates);
+      maps.push_back(isChannelGate(prevGates)
+                         ? dimMap(ctx, 6, {0, 1, 5, 3, 4})
+                         : dimMap(ctx, 6, {0, 1, 5, 3}));
+    }
+    maps.push_back(dimMap(ctx, 6, {0, 1, 2, 3, 4}));
+    Value w = buildGeneric(
+        rewriter, loc, inputs,
+        zeroTensor(rewriter, loc, mixedSizes(rewriter, loc, op.getA())), maps,
+        5, 1, [&](OpBuilder &b, Location l, ValueRange args) -> Value {
+          Value term = mulF(b, l, args[0], extendToF32(b, l, args[1]));
+          if (prevGates)
+            term = mulF(b, l, term, safeDecay(b, l, args[2]));
+          return addF(b, l, args.back(), term);
+        });
+
+    // U = -T (M V).
+    SmallVector<OpFoldResult> valueSizes = mixedSizes(rewriter, loc, op.getV());
+    Value written = applyScores(rewriter, loc, write, op.getV(),
+                                zeroTensor(rewriter, loc, valueSizes), group);
+    Value solved = applyScores(rewriter, loc, inverse, written,
+                               zeroTensor(rewriter, loc, valueSizes), group);
+    AffineMap id = rewriter.getMultiDimIdentityMap(5);
+    Value u = buildGeneric(
+        rewriter, loc, solved,
+        emptyTensor(rewriter, loc, valueSizes, rewriter.getF32Type()),
+        {id, id}, 5, 0, [](OpBuilder &b, Location l, ValueRange args) {
+          return arith::NegFOp::create(b, l, args[0]);
+        });
+    return {w, u};
+  }
+
   LogicalResult matchAndRewrite(ChunkWYOp op,
                                 PatternRewriter &rewriter) const override {
     FailureOr<int64_t> group =
@@ -484,6 +574,10 @@ struct ChunkWYToLinalg : OpRewritePattern<ChunkWYOp> {
     MLIRContext *ctx = op.getContext();
     Value gates = op.getGates();
     bool channel = isChannelGate(gates);
+    if (!op.getBeta()) {
+      rewriter.replaceOp(op, lowerGeneral(rewriter, op, *group));
+      return success();
+    }
 
     // A = strictly_lower(diag(beta) (K K^T * D)); T = (I + A)^{-1}.
     Value a = buildScores(rewriter, loc, op.getK(), op.getK(), gates,

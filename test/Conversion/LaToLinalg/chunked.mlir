@@ -141,7 +141,7 @@ func.func @inter(%q: tensor<1x2x16x2x4xf32>, %s: tensor<1x2x2x4x8xf32>, %intra: 
 // CHECK: %[[U:.*]] = linalg.generic {{.*}} ins(%[[T]], %[[V]], %[[B]] : {{.*}}) outs(%{{.*}} : tensor<1x1x32x2x8xf32>)
 // CHECK: return %[[W]], %[[U]]
 func.func @wy(%k: tensor<1x1x32x1x4xf32>, %v: tensor<1x1x32x2x8xf32>, %b: tensor<1x1x32x1xf32>, %g: tensor<1x1x32x1xf32>) -> (tensor<1x1x32x1x4xf32>, tensor<1x1x32x2x8xf32>) {
-  %w, %u = la.chunk_wy %k, %v, %b gates(%g : tensor<1x1x32x1xf32>) : tensor<1x1x32x1x4xf32>, tensor<1x1x32x2x8xf32>, tensor<1x1x32x1xf32> -> tensor<1x1x32x1x4xf32>, tensor<1x1x32x2x8xf32>
+  %w, %u = la.chunk_wy %k, %v beta(%b : tensor<1x1x32x1xf32>) gates(%g : tensor<1x1x32x1xf32>) : tensor<1x1x32x1x4xf32>, tensor<1x1x32x2x8xf32> -> tensor<1x1x32x1x4xf32>, tensor<1x1x32x2x8xf32>
   return %w, %u : tensor<1x1x32x1x4xf32>, tensor<1x1x32x2x8xf32>
 }
 

@@ -112,7 +112,7 @@ func.func @varlen(%q: tensor<1x50x1x4xf32>, %k: tensor<1x50x1x4xf32>, %v: tensor
 // CHECK: %[[CUM:.*]] = la.chunk_cumsum %[[GC]]
 // CHECK: %[[BP:.*]] = tensor.pad %[[B]] low[0, 0, 0] high[0, 12, 0]
 // CHECK: %[[BC:.*]] = tensor.expand_shape %[[BP]] {{.*}} into tensor<1x2x16x2xf32>
-// CHECK: %[[W:.*]], %[[U:.*]] = la.chunk_wy %[[KC]], %[[VC]], %[[BC]] gates(%[[CUM]] : tensor<1x2x16x2x4xf32>) : {{.*}} -> tensor<1x2x16x2x4xf32>, tensor<1x2x16x4x8xf32>
+// CHECK: %[[W:.*]], %[[U:.*]] = la.chunk_wy %[[KC]], %[[VC]] beta(%[[BC]] : tensor<1x2x16x2xf32>) gates(%[[CUM]] : tensor<1x2x16x2x4xf32>) : {{.*}} -> tensor<1x2x16x2x4xf32>, tensor<1x2x16x4x8xf32>
 // CHECK: %[[STATES:.*]], %[[FINAL:.*]], %[[VNEW:.*]] = la.chunk_state_scan %[[KC]], %[[U]] gates(%[[CUM]] : {{.*}}) correction(%[[W]] : tensor<1x2x16x2x4xf32>) : {{.*}} -> tensor<1x2x4x4x8xf32>, tensor<1x4x4x8xf32>, tensor<1x2x16x4x8xf32>
 // CHECK: %[[INTRA:.*]] = la.chunk_intra %[[QC]], %[[KC]], %[[VNEW]] gates(%[[CUM]]
 // CHECK: la.chunk_inter %[[QC]], %[[STATES]], %[[INTRA]] gates(%[[CUM]]
@@ -123,11 +123,20 @@ func.func @delta(%q: tensor<1x20x2x4xf32>, %k: tensor<1x20x2x4xf32>, %v: tensor<
 
 // -----
 
-// A general low-rank part is left for the sequential lowering.
-// CHECK-LABEL: func.func @general_untouched
-// CHECK: la.recurrence decay(none) low_rank(general)
-// CHECK-NOT: la.chunk
-func.func @general_untouched(%q: tensor<1x16x1x4xf32>, %v: tensor<1x16x1x4xf32>) -> tensor<1x16x1x4xf32> {
-  %o = la.recurrence decay(none) low_rank(general) %q, %q, %v a(%q : tensor<1x16x1x4xf32>) b(%q : tensor<1x16x1x4xf32>) {scale = 0.5 : f32} : tensor<1x16x1x4xf32>, tensor<1x16x1x4xf32>, tensor<1x16x1x4xf32> -> tensor<1x16x1x4xf32>
+// A general low-rank part: the (b, -U) pair is corrected by the scan and
+// (k, v) rides along as an extra pair; the WY form uses the exclusive
+// cumulative gates.
+// CHECK-LABEL: func.func @general
+// CHECK-SAME: (%[[Q:[^:]*]]: {{.*}}, %[[K:[^:]*]]: {{.*}}, %[[V:[^:]*]]: {{.*}}, %[[G:[^:]*]]: {{.*}}, %[[A:[^:]*]]: {{.*}}, %[[B:[^:]*]]: tensor<1x16x1x4xf32>)
+// CHECK: %[[GC:.*]] = tensor.expand_shape %[[G]]
+// CHECK: %[[CUM:.*]] = la.chunk_cumsum %[[GC]] :
+// CHECK: %[[PREV:.*]] = la.chunk_cumsum %[[GC]] {exclusive}
+// CHECK: %[[BC:.*]] = tensor.expand_shape %[[B]]
+// CHECK: %[[AC:.*]] = tensor.expand_shape %[[A]]
+// CHECK: %[[W:.*]], %[[U:.*]] = la.chunk_wy %[[KC:.*]], %[[VC:[^ ]*]] a(%[[AC]] : {{.*}}) b(%[[BC]] : {{.*}}) gates(%[[CUM]] : {{.*}}) prev_gates(%[[PREV]] : {{.*}})
+// CHECK: %[[STATES:.*]], %[[FINAL:.*]], %[[CORR:.*]] = la.chunk_state_scan %[[BC]], %[[U]] gates(%[[CUM]] : {{.*}}) correction(%[[W]] : {{.*}}) extra(%[[KC]], %[[VC]] : {{.*}})
+// CHECK: la.chunk_intra %{{.*}}, %[[BC]], %[[CORR]] gates(%[[CUM]] : {{.*}}) extra(%[[KC]], %[[VC]] : {{.*}})
+func.func @general(%q: tensor<1x16x1x4xf32>, %k: tensor<1x16x1x4xf32>, %v: tensor<1x16x1x4xf32>, %g: tensor<1x16x1x4xf32>, %a: tensor<1x16x1x4xf32>, %b: tensor<1x16x1x4xf32>) -> tensor<1x16x1x4xf32> {
+  %o = la.recurrence decay(channel) low_rank(general) %q, %k, %v g(%g : tensor<1x16x1x4xf32>) a(%a : tensor<1x16x1x4xf32>) b(%b : tensor<1x16x1x4xf32>) {scale = 0.5 : f32} : tensor<1x16x1x4xf32>, tensor<1x16x1x4xf32>, tensor<1x16x1x4xf32> -> tensor<1x16x1x4xf32>
   return %o : tensor<1x16x1x4xf32>
 }

@@ -146,7 +146,7 @@ func.func @inter_result(%q: tensor<1x2x16x2x4xf32>, %s: tensor<1x2x2x4x8xf32>, %
 
 func.func @wy_block(%k: tensor<1x2x16x2x4xf32>, %v: tensor<1x2x16x2x8xf32>, %b: tensor<1x2x16x2xf32>) {
   // expected-error @+1 {{expects 'block_size' (6) to be > 0 and to divide the chunk size (16)}}
-  %w, %u = la.chunk_wy %k, %v, %b {block_size = 6} : tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x8xf32>, tensor<1x2x16x2xf32> -> tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x8xf32>
+  %w, %u = la.chunk_wy %k, %v beta(%b : tensor<1x2x16x2xf32>) {block_size = 6} : tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x8xf32> -> tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x8xf32>
   return
 }
 
@@ -154,7 +154,7 @@ func.func @wy_block(%k: tensor<1x2x16x2x4xf32>, %v: tensor<1x2x16x2x8xf32>, %b: 
 
 func.func @wy_beta(%k: tensor<1x2x16x2x4xf32>, %v: tensor<1x2x16x2x8xf32>, %b: tensor<1x2x16x2x4xf32>) {
   // expected-error @+1 {{expects 'beta' of rank 4 [B,NC,C,H], got rank 5}}
-  %w, %u = la.chunk_wy %k, %v, %b : tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x8xf32>, tensor<1x2x16x2x4xf32> -> tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x8xf32>
+  %w, %u = la.chunk_wy %k, %v beta(%b : tensor<1x2x16x2x4xf32>) : tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x8xf32> -> tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x8xf32>
   return
 }
 
@@ -162,7 +162,7 @@ func.func @wy_beta(%k: tensor<1x2x16x2x4xf32>, %v: tensor<1x2x16x2x8xf32>, %b: t
 
 func.func @wy_u(%k: tensor<1x2x16x2x4xf32>, %v: tensor<1x2x16x2x8xf32>, %b: tensor<1x2x16x2xf32>) {
   // expected-error @+1 {{expects 'u' of shape [1,2,16,2,8] [B,NC,C,HV,V] like 'v', got [1,2,16,2,4]}}
-  %w, %u = la.chunk_wy %k, %v, %b : tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x8xf32>, tensor<1x2x16x2xf32> -> tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x4xf32>
+  %w, %u = la.chunk_wy %k, %v beta(%b : tensor<1x2x16x2xf32>) : tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x8xf32> -> tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x4xf32>
   return
 }
 
@@ -170,7 +170,7 @@ func.func @wy_u(%k: tensor<1x2x16x2x4xf32>, %v: tensor<1x2x16x2x8xf32>, %b: tens
 
 func.func @wy_w(%k: tensor<1x2x16x2x4xf32>, %v: tensor<1x2x16x2x8xf32>, %b: tensor<1x2x16x2xf32>) {
   // expected-error @+1 {{expects 'w' of shape [1,2,16,2,4] [B,NC,C,H,K] like 'k', got [1,2,16,2,8]}}
-  %w, %u = la.chunk_wy %k, %v, %b : tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x8xf32>, tensor<1x2x16x2xf32> -> tensor<1x2x16x2x8xf32>, tensor<1x2x16x2x8xf32>
+  %w, %u = la.chunk_wy %k, %v beta(%b : tensor<1x2x16x2xf32>) : tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x8xf32> -> tensor<1x2x16x2x8xf32>, tensor<1x2x16x2x8xf32>
   return
 }
 
@@ -195,5 +195,77 @@ func.func @scan_correction_shape(%k: tensor<1x2x16x2x4xf32>, %u: tensor<1x2x16x2
 func.func @scan_corrected_shape(%k: tensor<1x2x16x2x4xf32>, %u: tensor<1x2x16x2x8xf32>, %w: tensor<1x2x16x2x4xf32>) {
   // expected-error @+1 {{expects 'corrected' of shape [1,2,16,2,8] [B,NC,C,HV,V] like 'v', got [1,2,16,2,4]}}
   %0:3 = la.chunk_state_scan %k, %u correction(%w : tensor<1x2x16x2x4xf32>) : tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x8xf32> -> tensor<1x2x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x16x2x4xf32>
+  return
+}
+
+// -----
+
+func.func @wy_beta_and_general(%k: tensor<1x2x16x2x4xf32>, %v: tensor<1x2x16x2x8xf32>, %b: tensor<1x2x16x2xf32>) {
+  // expected-error @+1 {{expects either 'beta' (the delta rule) or 'a' and 'b' (the general low-rank form)}}
+  %w, %u = la.chunk_wy %k, %v beta(%b : tensor<1x2x16x2xf32>) a(%k : tensor<1x2x16x2x4xf32>) b(%k : tensor<1x2x16x2x4xf32>) : tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x8xf32> -> tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x8xf32>
+  return
+}
+
+// -----
+
+func.func @wy_a_only(%k: tensor<1x2x16x2x4xf32>, %v: tensor<1x2x16x2x8xf32>) {
+  // expected-error @+1 {{expects 'a' and 'b' together}}
+  %w, %u = la.chunk_wy %k, %v a(%k : tensor<1x2x16x2x4xf32>) : tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x8xf32> -> tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x8xf32>
+  return
+}
+
+// -----
+
+func.func @wy_general_without_prev(%k: tensor<1x2x16x2x4xf32>, %v: tensor<1x2x16x2x8xf32>, %g: tensor<1x2x16x2xf32>) {
+  // expected-error @+1 {{the general form with 'gates' requires 'prev_gates' (the exclusive cumulative gates)}}
+  %w, %u = la.chunk_wy %k, %v a(%k : tensor<1x2x16x2x4xf32>) b(%k : tensor<1x2x16x2x4xf32>) gates(%g : tensor<1x2x16x2xf32>) : tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x8xf32> -> tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x8xf32>
+  return
+}
+
+// -----
+
+func.func @wy_prev_without_general(%k: tensor<1x2x16x2x4xf32>, %v: tensor<1x2x16x2x8xf32>, %b: tensor<1x2x16x2xf32>, %g: tensor<1x2x16x2xf32>) {
+  // expected-error @+1 {{'prev_gates' is only valid with 'gates' and the general form}}
+  %w, %u = la.chunk_wy %k, %v beta(%b : tensor<1x2x16x2xf32>) gates(%g : tensor<1x2x16x2xf32>) prev_gates(%g : tensor<1x2x16x2xf32>) : tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x8xf32> -> tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x8xf32>
+  return
+}
+
+// -----
+
+func.func @intra_extra_keys_only(%q: tensor<1x2x16x2x4xf32>, %v: tensor<1x2x16x2x8xf32>) {
+  // expected-error @+1 {{expects 'extra_values' of shape [1,2,16,2,8] [B,NC,C,HV,V] like 'v', got [1,2,16,2,4]}}
+  %0 = la.chunk_intra %q, %q, %v extra(%q, %q : tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x4xf32>) {scale = 1.0 : f32} : tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x8xf32> -> tensor<1x2x16x2x8xf32>
+  return
+}
+
+// -----
+
+func.func @scan_extra_keys(%k: tensor<1x2x16x2x4xf32>, %v: tensor<1x2x16x2x8xf32>) {
+  // expected-error @+1 {{expects 'extra_keys' of shape [1,2,16,2,4] [B,NC,C,H,K] like 'k', got [1,2,16,2,8]}}
+  %0:2 = la.chunk_state_scan %k, %v extra(%v, %v : tensor<1x2x16x2x8xf32>, tensor<1x2x16x2x8xf32>) : tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x8xf32> -> tensor<1x2x2x4x8xf32>, tensor<1x2x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @intra_extra_keys_without_values(%q: tensor<1x2x16x2x4xf32>, %v: tensor<1x2x16x2x8xf32>) {
+  // expected-error @+1 {{expects 'extra' keys and values together}}
+  %0 = "la.chunk_intra"(%q, %q, %v, %q) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 1, 0>, scale = 1.0 : f32}> : (tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x8xf32>, tensor<1x2x16x2x4xf32>) -> tensor<1x2x16x2x8xf32>
+  return
+}
+
+// -----
+
+func.func @wy_a_shape(%k: tensor<1x2x16x2x4xf32>, %v: tensor<1x2x16x2x8xf32>) {
+  // expected-error @+1 {{expects 'a' of shape [1,2,16,2,4] [B,NC,C,H,K] like 'k', got [1,2,16,2,8]}}
+  %w, %u = la.chunk_wy %k, %v a(%v : tensor<1x2x16x2x8xf32>) b(%k : tensor<1x2x16x2x4xf32>) : tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x8xf32> -> tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x8xf32>
+  return
+}
+
+// -----
+
+func.func @wy_prev_shape(%k: tensor<1x2x16x2x4xf32>, %v: tensor<1x2x16x2x8xf32>, %g: tensor<1x2x16x2xf32>, %p: tensor<1x2x16x2x4xf32>) {
+  // expected-error @+1 {{expects 'prev_gates' of rank 4 like 'gates', got rank 5}}
+  %w, %u = la.chunk_wy %k, %v a(%k : tensor<1x2x16x2x4xf32>) b(%k : tensor<1x2x16x2x4xf32>) gates(%g : tensor<1x2x16x2xf32>) prev_gates(%p : tensor<1x2x16x2x4xf32>) : tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x8xf32> -> tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x8xf32>
   return
 }

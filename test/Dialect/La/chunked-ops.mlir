@@ -30,10 +30,28 @@ func.func @ungated_dynamic(%q: tensor<1x?x16x1x4xf32>) -> (tensor<1x?x16x1x4xf32
 // -----
 
 // CHECK-LABEL: func.func @delta_chunked
-// CHECK: %[[W:.*]], %[[U:.*]] = la.chunk_wy %{{.*}}, %{{.*}}, %{{.*}} {block_size = 8 : i64} : tensor<1x2x16x1x4xf32>, tensor<1x2x16x1x8xf32>, tensor<1x2x16x1xf32> -> tensor<1x2x16x1x4xf32>, tensor<1x2x16x1x8xf32>
+// CHECK: %[[W:.*]], %[[U:.*]] = la.chunk_wy %{{.*}}, %{{.*}} beta(%{{.*}} : tensor<1x2x16x1xf32>) {block_size = 8 : i64} : tensor<1x2x16x1x4xf32>, tensor<1x2x16x1x8xf32> -> tensor<1x2x16x1x4xf32>, tensor<1x2x16x1x8xf32>
 // CHECK: la.chunk_state_scan %{{.*}}, %[[U]] correction(%[[W]] : tensor<1x2x16x1x4xf32>) : tensor<1x2x16x1x4xf32>, tensor<1x2x16x1x8xf32> -> tensor<1x2x1x4x8xf32>, tensor<1x1x4x8xf32>, tensor<1x2x16x1x8xf32>
 func.func @delta_chunked(%k: tensor<1x2x16x1x4xf32>, %v: tensor<1x2x16x1x8xf32>, %b: tensor<1x2x16x1xf32>) -> tensor<1x2x16x1x8xf32> {
-  %w, %u = la.chunk_wy %k, %v, %b {block_size = 8} : tensor<1x2x16x1x4xf32>, tensor<1x2x16x1x8xf32>, tensor<1x2x16x1xf32> -> tensor<1x2x16x1x4xf32>, tensor<1x2x16x1x8xf32>
+  %w, %u = la.chunk_wy %k, %v beta(%b : tensor<1x2x16x1xf32>) {block_size = 8} : tensor<1x2x16x1x4xf32>, tensor<1x2x16x1x8xf32> -> tensor<1x2x16x1x4xf32>, tensor<1x2x16x1x8xf32>
   %states, %final, %corrected = la.chunk_state_scan %k, %u correction(%w : tensor<1x2x16x1x4xf32>) : tensor<1x2x16x1x4xf32>, tensor<1x2x16x1x8xf32> -> tensor<1x2x1x4x8xf32>, tensor<1x1x4x8xf32>, tensor<1x2x16x1x8xf32>
   return %corrected : tensor<1x2x16x1x8xf32>
+}
+
+// -----
+
+// The general low-rank form: exclusive cumulative gates, chunk_wy with a and
+// b, a scan and an intra product with an extra (uncorrected) pair.
+// CHECK-LABEL: func.func @general_chunked
+// CHECK: %[[P:.*]] = la.chunk_cumsum %{{.*}} {exclusive} : tensor<1x2x16x1x4xf32> -> tensor<1x2x16x1x4xf32>
+// CHECK: la.chunk_wy %{{.*}}, %{{.*}} a(%{{.*}} : tensor<1x2x16x1x4xf32>) b(%{{.*}} : tensor<1x2x16x1x4xf32>) gates(%{{.*}} : tensor<1x2x16x1x4xf32>) prev_gates(%[[P]] : tensor<1x2x16x1x4xf32>)
+// CHECK: la.chunk_state_scan {{.*}} correction(%{{.*}} : tensor<1x2x16x1x4xf32>) extra(%{{.*}}, %{{.*}} : tensor<1x2x16x1x4xf32>, tensor<1x2x16x1x8xf32>)
+// CHECK: la.chunk_intra {{.*}} extra(%{{.*}}, %{{.*}} : tensor<1x2x16x1x4xf32>, tensor<1x2x16x1x8xf32>) {scale = 1.000000e+00 : f32}
+func.func @general_chunked(%k: tensor<1x2x16x1x4xf32>, %v: tensor<1x2x16x1x8xf32>, %g: tensor<1x2x16x1x4xf32>) -> tensor<1x2x16x1x8xf32> {
+  %cum = la.chunk_cumsum %g : tensor<1x2x16x1x4xf32> -> tensor<1x2x16x1x4xf32>
+  %prev = la.chunk_cumsum %g {exclusive} : tensor<1x2x16x1x4xf32> -> tensor<1x2x16x1x4xf32>
+  %w, %u = la.chunk_wy %k, %v a(%k : tensor<1x2x16x1x4xf32>) b(%k : tensor<1x2x16x1x4xf32>) gates(%cum : tensor<1x2x16x1x4xf32>) prev_gates(%prev : tensor<1x2x16x1x4xf32>) : tensor<1x2x16x1x4xf32>, tensor<1x2x16x1x8xf32> -> tensor<1x2x16x1x4xf32>, tensor<1x2x16x1x8xf32>
+  %states, %final, %corrected = la.chunk_state_scan %k, %u gates(%cum : tensor<1x2x16x1x4xf32>) correction(%w : tensor<1x2x16x1x4xf32>) extra(%k, %v : tensor<1x2x16x1x4xf32>, tensor<1x2x16x1x8xf32>) : tensor<1x2x16x1x4xf32>, tensor<1x2x16x1x8xf32> -> tensor<1x2x1x4x8xf32>, tensor<1x1x4x8xf32>, tensor<1x2x16x1x8xf32>
+  %intra = la.chunk_intra %k, %k, %corrected gates(%cum : tensor<1x2x16x1x4xf32>) extra(%k, %v : tensor<1x2x16x1x4xf32>, tensor<1x2x16x1x8xf32>) {scale = 1.0 : f32} : tensor<1x2x16x1x4xf32>, tensor<1x2x16x1x4xf32>, tensor<1x2x16x1x8xf32> -> tensor<1x2x16x1x8xf32>
+  return %intra : tensor<1x2x16x1x8xf32>
 }

@@ -376,16 +376,48 @@ func.func @recurrence_nan_scale(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>
 
 // -----
 
-func.func @recurrence_output_type(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xbf16>) {
-  // expected-error @+1 {{expects 'o' to have the element type of 'v' ('bf16'), got 'f32'}}
-  %o = la.recurrence decay(none) low_rank(none) %q, %q, %v {scale = 1.0 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xbf16> -> tensor<1x8x2x6xf32>
+func.func @neg_eigval_additive(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>) {
+  // expected-error @+1 {{'allow_neg_eigval' is only valid with the delta rule}}
+  %o = la.attention linear %q, %q, %v {allow_neg_eigval} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
   return
 }
 
 // -----
 
-func.func @neg_eigval_additive(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>) {
-  // expected-error @+1 {{'allow_neg_eigval' is only valid with the delta rule}}
-  %o = la.attention linear %q, %q, %v {allow_neg_eigval} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+func.func @erase_write_without_gates(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>, %g: tensor<1x8x2x4xf32>) {
+  // expected-error @+1 {{the erase_write rule requires 'erase' and 'write' operands}}
+  %o = la.attention gated_deltanet2 %q, %q, %v g(%g : tensor<1x8x2x4xf32>) erase(%q : tensor<1x8x2x4xf32>) : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  return
+}
+
+// -----
+
+func.func @erase_with_delta(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>, %b: tensor<1x8x2xf32>) {
+  // expected-error @+1 {{'erase' and 'write' are only valid with the erase_write rule}}
+  %o = la.attention deltanet %q, %q, %v beta(%b : tensor<1x8x2xf32>) erase(%q : tensor<1x8x2x4xf32>) write(%v : tensor<1x8x2x6xf32>) : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  return
+}
+
+// -----
+
+func.func @erase_shape(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>, %e: tensor<1x8x2xf32>) {
+  // expected-error @+1 {{expects 'erase' of rank 4 [B,T,H,K] like 'q', got rank 3}}
+  %o = la.attention deltanet2 %q, %q, %v erase(%e : tensor<1x8x2xf32>) write(%v : tensor<1x8x2x6xf32>) : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  return
+}
+
+// -----
+
+func.func @write_shape(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>) {
+  // expected-error @+1 {{expects 'write' of shape [1,8,2,6] [B,T,HV,V] like 'v', got [1,8,2,4]}}
+  %o = la.attention deltanet2 %q, %q, %v erase(%q : tensor<1x8x2x4xf32>) write(%q : tensor<1x8x2x4xf32>) : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  return
+}
+
+// -----
+
+func.func @erase_write_normalizer(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>) {
+  // expected-error @+1 {{'normalizer' is only valid with the additive rule}}
+  %o = la.attention deltanet2 %q, %q, %v erase(%q : tensor<1x8x2x4xf32>) write(%v : tensor<1x8x2x6xf32>) {normalizer} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
   return
 }

@@ -162,3 +162,22 @@ func.func @negative_eigenvalues(%q: !qk, %k: !qk, %v: !v, %beta: !b) -> !v {
   %o = la.attention deltanet %q, %k, %v beta(%beta : !b) {allow_neg_eigval} : !qk, !qk, !v -> !v
   return %o : !v
 }
+
+// -----
+
+!qk = tensor<1x8x2x4xbf16>
+!v = tensor<1x8x4x6xbf16>
+
+// Gated DeltaNet-2 in the general form: a = exp(g) * k, b = erase * k,
+// values write * v, all f32.
+// CHECK-LABEL: func.func @gated_deltanet2
+// CHECK-SAME: (%[[Q:[^:]*]]: {{.*}}, %[[K:[^:]*]]: {{.*}}, %[[V:[^:]*]]: {{.*}}, %[[G:[^:]*]]: {{.*}}, %[[E:[^:]*]]: {{.*}}, %[[W:[^:]*]]: tensor<1x8x4x6xbf16>)
+// CHECK: %[[A:.*]] = linalg.generic {{.*}} ins(%[[K]], %[[G]] : {{.*}}) outs(%{{.*}} : tensor<1x8x2x4xf32>)
+// CHECK: math.exp
+// CHECK: %[[B:.*]] = linalg.generic {{.*}} ins(%[[E]], %[[K]] : {{.*}}) outs(%{{.*}} : tensor<1x8x2x4xf32>)
+// CHECK: %[[WV:.*]] = linalg.generic {{.*}} ins(%[[W]], %[[V]] : {{.*}}) outs(%{{.*}} : tensor<1x8x4x6xf32>)
+// CHECK: la.recurrence decay(channel) low_rank(general) %[[Q]], %[[K]], %[[WV]] g(%[[G]] : tensor<1x8x2x4xbf16>) a(%[[A]] : tensor<1x8x2x4xf32>) b(%[[B]] : tensor<1x8x2x4xf32>) {scale = 5.000000e-01 : f32} : {{.*}}, tensor<1x8x4x6xf32> -> tensor<1x8x4x6xbf16>
+func.func @gated_deltanet2(%q: !qk, %k: !qk, %v: !v, %g: !qk, %e: !qk, %w: !v) -> !v {
+  %o = la.attention gated_deltanet2 %q, %k, %v g(%g : !qk) erase(%e : !qk) write(%w : !v) : !qk, !qk, !v -> !v
+  return %o : !v
+}

@@ -30,7 +30,7 @@ func.func @linear(%q: !qk, %k: !qk, %v: !v) -> !v {
 // CHECK: la.attention linear %{{.*}}, %{{.*}}, %{{.*}} initial_state(%{{.*}} : tensor<2x2x4x6xf32>) {eps = 1.000000e-03 : f32, normalizer, scale = 5.000000e-01 : f32}
 // CHECK-SAME: -> tensor<2x8x2x6xf32>, tensor<2x2x4x6xf32>
 // GENERIC-LABEL: sym_name = "linear_normalized"
-// GENERIC: operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 1, 0>
+// GENERIC: operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0, 1, 0>
 func.func @linear_normalized(%q: !qk, %k: !qk, %v: !v, %s0: !s) -> (!v, !s) {
   %o, %s = la.attention linear %q, %k, %v initial_state(%s0 : !s) {normalizer, eps = 1.0e-3 : f32, scale = 0.5 : f32} : !qk, !qk, !v -> !v, !s
   return %o, %s : !v, !s
@@ -172,5 +172,19 @@ func.func @recurrence_general(%q: !qk, %k: !qk, %v: !v, %a: !qk, %b: !qk) -> !v 
 // CHECK: la.recurrence decay(fixed) low_rank(none) %{{.*}}, %{{.*}}, %{{.*}} {eps = 9.99999997E-7 : f32, log_decay = array<f32: -5.000000e-01, -2.500000e-01>, normalizer, scale = 5.000000e-01 : f32}
 func.func @recurrence_fixed_normalizer(%q: !qk, %k: !qk, %v: !v) -> !v {
   %o = la.recurrence decay(fixed) low_rank(none) %q, %k, %v {log_decay = array<f32: -0.5, -0.25>, normalizer, eps = 1.0e-6 : f32, scale = 0.5 : f32} : !qk, !qk, !v -> !v
+  return %o : !v
+}
+
+// -----
+
+!qk = tensor<1x8x2x4xf32>
+!v = tensor<1x8x4x6xf32>
+
+// CHECK-LABEL: func.func @gated_deltanet2
+// CHECK: la.attention gated_deltanet2 %{{.*}}, %{{.*}}, %{{.*}} g(%{{.*}} : tensor<1x8x2x4xf32>) erase(%{{.*}} : tensor<1x8x2x4xf32>) write(%{{.*}} : tensor<1x8x4x6xf32>) {qk_l2norm}
+// GENERIC-LABEL: sym_name = "gated_deltanet2"
+// GENERIC: update = #la<update erase_write>
+func.func @gated_deltanet2(%q: !qk, %k: !qk, %v: !v, %g: !qk, %e: !qk, %w: !v) -> !v {
+  %o = la.attention gated_deltanet2 %q, %k, %v g(%g : !qk) erase(%e : !qk) write(%w : !v) {qk_l2norm} : !qk, !qk, !v -> !v
   return %o : !v
 }

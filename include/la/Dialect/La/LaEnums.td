@@ -8,13 +8,15 @@ include "mlir/IR/EnumAttr.td"
 
 def La_UpdateRule : I32EnumAttr<"UpdateRule", "state update rule", [
     I32EnumAttrCase<"Additive", 0, "additive">,
-    I32EnumAttrCase<"Delta", 1, "delta">
+    I32EnumAttrCase<"Delta", 1, "delta">,
+    I32EnumAttrCase<"EraseWrite", 2, "erase_write">
   ]> {
   let cppNamespace = "::mlir::la";
   let genSpecializedAttr = 0;
 }
 def La_UpdateRuleAttr : EnumAttr<La_Dialect, La_UpdateRule, "update"> {
-  let summary = "additive (S += k v^T) or delta (S -= beta k (k^T S - v^T))";
+  let summary = "additive (S += k v^T), delta (S -= beta k (k^T S - v^T)) or "
+                "erase_write (Gated DeltaNet-2: S -= (e*k)(k^T S) + k (w*v)^T)";
 }
 
 def La_GateKind : I32EnumAttr<"GateKind", "kind of the diagonal decay", [

@@ -32,6 +32,13 @@ def La_AttentionOp : La_Op<"attention", [Pure, AttrSizedOperandSegments]> {
     | `decayed_deltanet` | delta  | fixed   | as `gated_deltanet` with a fixed per-head gate  |
     | `gated_deltanet` | delta    | scalar  | `S_t = exp(g_t)(I - b_t k_t k_t^T) S_{t-1} + b_t k_t v_t^T` |
     | `kda`            | delta    | channel | `S_t = (I - b_t k_t k_t^T) Diag(exp(g_t)) S_{t-1} + b_t k_t v_t^T` |
+    | `gated_deltanet2` | erase_write | channel | `S_t = (I - (e_t * k_t) k_t^T) Diag(exp(g_t)) S_{t-1} + k_t (w_t * v_t)^T` |
+
+    Gated DeltaNet-2 replaces the scalar beta by a channel-wise erase gate
+    `erase : [B,T,H,K]` on the key side and a write gate `write : [B,T,HV,V]`
+    on the value side; with both equal to one scalar beta it is KDA. Its
+    other gate kinds are `deltanet2` (none), `decayed_deltanet2` (fixed) and
+    `scalar_gated_deltanet2` (scalar).
 
     Operands: `q, k : [B,T,H,K]`, `v : [B,T,HV,V]` (HV a multiple of H; value
     head `hv` reads key head `hv / (HV/H)`), all of one element type (f32, f16
@@ -70,6 +77,8 @@ def La_AttentionOp : La_Op<"attention", [Pure, AttrSizedOperandSegments]> {
     La_FloatTensor:$v,
     Optional<La_FloatTensor>:$g,
     Optional<La_FloatTensor>:$beta,
+    Optional<La_FloatTensor>:$erase,
+    Optional<La_FloatTensor>:$write,
     Optional<La_F32Tensor>:$initial_state,
     Optional<La_SeqLensTensor>:$cu_seqlens,
     La_UpdateRuleAttr:$update,
@@ -87,6 +96,8 @@ def La_AttentionOp : La_Op<"attention", [Pure, AttrSizedOperandSegments]> {
     custom<Variant>($update, $gate) $q `,` $k `,` $v
     (`g` `(` $g^ `:` type($g) `)`)?
     (`beta` `(` $beta^ `:` type($beta) `)`)?
+    (`erase` `(` $erase^ `:` type($erase) `)`)?
+    (`write` `(` $write^ `:` type($write) `)`)?
     (`initial_state` `(` $initial_state^ `:` type($initial_state) `)`)?
     (`cu_seqlens` `(` $cu_seqlens^ `:` type($cu_seqlens) `)`)?
     attr-dict `:` type($q) `,` type($k) `,` type($v) `->` type(results)
@@ -126,7 +137,8 @@ def La_RecurrenceOp : La_Op<"recurrence", [Pure, AttrSizedOperandSegments]> {
       `a_t = alpha_t * k_t`, `w_t = beta_t k_t`, with `beta : [B,T,H]`;
     * `general`: explicit `a, b : [B,T,H,K]`, `w_t = k_t`.
 
-    `q` and `k` share an element type; `o` has the element type of `v`.
+    `q` and `k` share an element type; `o` may be any of f32, f16 and bf16
+    (level 0 gives it the input type; values may be f32 after lowering).
     `scale` is explicit at this level. `normalizer` (only without a low-rank
     part) divides by `z_t . (scale q_t) + eps` where `z_t = alpha_t * z_{t-1}
     + k_t`. Every level-0 variant lowers to this op
@@ -190,15 +202,17 @@ def La_ChunkCumsumOp : La_ChunkOp<"chunk_cumsum"> {
     `G[b,n,i,...] = sum_{j <= i} g[b,n,j,...]`, restarting at every chunk,
     accumulated in f32. `g` is `[B,NC,C,H]` or `[B,NC,C,H,K]`; the result has
     its shape and element type f32. Gates are <= 0, so G decreases along the
-    chunk and every `G_i - G_j` with `j <= i` is <= 0.
+    chunk and every `G_i - G_j` with `j <= i` is <= 0. With `exclusive`, the
+    sum runs over `j < i` (the gate before token i; 0 for the first token),
+    which the general low-rank form needs.
   }];
-  let arguments = (ins La_FloatTensor:$g);
+  let arguments = (ins La_FloatTensor:$g, UnitAttr:$exclusive);
   let results = (outs La_F32Tensor:$result);
   let assemblyFormat = "$g attr-dict `:` type($g) `->` type($result)";
   let hasVerifier = 1;
 }
 
-def La_ChunkIntraOp : La_ChunkOp<"chunk_intra"> {
+def La_ChunkIntraOp : La_ChunkOp<"chunk_intra", [AttrSizedOperandSegments]> {
   let summary = "the masked intra-chunk product ((Q K^T) * D * M) V";
   let description = [{
     Per chunk and value head (key head `h = hv / (HV/H)`):
@@ -206,25 +220,34 @@ def La_ChunkIntraOp : La_ChunkOp<"chunk_intra"> {
     with the decay taken per channel for a channel-wise gate. Every exponent
     kept by the mask is <= 0; masked entries are selected away before they
     are used, so an overflow there never becomes NaN. The result is the f32
-    intra-chunk output `[B,NC,C,HV,V]`.
+    intra-chunk output `[B,NC,C,HV,V]`. An optional second key/value pair
+    `extra(k2, v2)` adds the same product of `k2` and `v2` (the general
+    low-rank form writes two rank-one terms per token).
   }];
   let arguments = (ins La_FloatTensor:$q, La_FloatTensor:$k,
                        La_FloatTensor:$v, Optional<La_F32Tensor>:$gates,
+                       Optional<La_FloatTensor>:$extra_keys,
+                       Optional<La_FloatTensor>:$extra_values,
                        F32Attr:$scale);
   let results = (outs La_F32Tensor:$result);
   let assemblyFormat = [{
-    $q `,` $k `,` $v (`gates` `(` $gates^ `:` type($gates) `)`)? attr-dict
+    $q `,` $k `,` $v (`gates` `(` $gates^ `:` type($gates) `)`)?
+    (`extra` `(` $extra_keys^ `,` $extra_values `:` type($extra_keys) `,`
+      type($extra_values) `)`)? attr-dict
     `:` type($q) `,` type($k) `,` type($v) `->` type($result)
   }];
   let hasVerifier = 1;
 }
 
-def La_ChunkWYOp : La_ChunkOp<"chunk_wy"> {
-  let summary = "the UT transform of the delta rule inside each chunk";
+def La_ChunkWYOp : La_ChunkOp<"chunk_wy", [AttrSizedOperandSegments]> {
+  let summary = "the UT transform of a low-rank transition inside each chunk";
   let description = [{
-    For the delta rule, the product of a chunk's C transitions is written in
-    WY form. With `A = strictly_lower(diag(beta) (K K^T * D))`, where
-    `D_ij = exp(G_i - G_j)` per channel (or per head for a scalar gate),
+    The product of a chunk's C transitions written in WY form, so that the
+    state scan can form the chunk's corrected values `V' = U - W S_n`.
+
+    The delta rule (`beta : [B,NC,C,H]`): with
+    `A = strictly_lower(diag(beta) (K K^T * D))`, `D_ij = exp(G_i - G_j)`
+    per channel (or per head for a scalar gate),
 
     ```
     T = (I + A)^{-1}
@@ -232,19 +255,39 @@ def La_ChunkWYOp : La_ChunkOp<"chunk_wy"> {
     U = T (beta * V)               [B,NC,C,HV,V]
     ```
 
-    so that the chunk's corrected values are `V' = U - W S_n` (formed by
-    `la.chunk_state_scan`). `T` is computed in f32 by forward substitution
-    on `block_size` x `block_size` diagonal blocks followed by a block
-    forward substitution that merges them with matrix products
-    (`block_size` must divide C). `beta : [B,NC,C,H]`.
+    The general low-rank form (`a, b : [B,NC,C,H,K]`, transition
+    `Diag(alpha_t) - b_t a_t^T`): with `u_t = a_t^T S_{t-1}`, `P` the
+    exclusive cumulative gates (`prev_gates`, see `la.chunk_cumsum
+    exclusive`), `A = strictly_lower((a * exp(P)) (b * exp(-G))^T)` and
+    `M = strictly_lower((a * exp(P)) (k * exp(-G))^T)` (formed with every
+    exponent <= 0),
+
+    ```
+    T = (I + A)^{-1}
+    W = T (a * exp(P))             [B,NC,C,H,K]
+    U = -T (M V)                   [B,NC,C,HV,V]
+    ```
+
+    so that `U - W S_n = -(u_t)_t`: the values that pair with the keys `b`.
+
+    `T` is computed in f32 by forward substitution on `block_size` x
+    `block_size` diagonal blocks followed by a block forward substitution
+    that merges them with matrix products (`block_size` must divide C).
   }];
   let arguments = (ins La_FloatTensor:$k, La_FloatTensor:$v,
-                       La_FloatTensor:$beta, Optional<La_F32Tensor>:$gates,
+                       Optional<La_FloatTensor>:$beta,
+                       Optional<La_FloatTensor>:$a,
+                       Optional<La_FloatTensor>:$b,
+                       Optional<La_F32Tensor>:$gates,
+                       Optional<La_F32Tensor>:$prev_gates,
                        DefaultValuedAttr<I64Attr, "16">:$block_size);
   let results = (outs La_F32Tensor:$w, La_F32Tensor:$u);
   let assemblyFormat = [{
-    $k `,` $v `,` $beta (`gates` `(` $gates^ `:` type($gates) `)`)? attr-dict
-    `:` type($k) `,` type($v) `,` type($beta) `->` type($w) `,` type($u)
+    $k `,` $v (`beta` `(` $beta^ `:` type($beta) `)`)?
+    (`a` `(` $a^ `:` type($a) `)`)? (`b` `(` $b^ `:` type($b) `)`)?
+    (`gates` `(` $gates^ `:` type($gates) `)`)?
+    (`prev_gates` `(` $prev_gates^ `:` type($prev_gates) `)`)? attr-dict
+    `:` type($k) `,` type($v) `->` type($w) `,` type($u)
   }];
   let hasVerifier = 1;
 }
@@ -265,21 +308,27 @@ def La_ChunkStateScanOp : La_ChunkOp<"chunk_state_scan",
     entering every chunk `[B,NC,HV,K,V]` and the final state `[B,HV,K,V]`,
     both f32.
 
-    With a `correction` W (the delta rule, from `la.chunk_wy`), `v` holds U
-    and each chunk uses the corrected values `V'_n = U_n - W_n S_n`, which
-    depend on the state entering the chunk; they are returned as a third
-    result `[B,NC,C,HV,V]` (f32) for `la.chunk_intra`.
+    With a `correction` W (from `la.chunk_wy`), `v` holds U and each chunk
+    uses the corrected values `V'_n = U_n - W_n S_n`, which depend on the
+    state entering the chunk; they are returned as a third result
+    `[B,NC,C,HV,V]` (f32) for `la.chunk_intra`. An optional uncorrected pair
+    `extra(k2, v2)` adds `(K2_n * exp(G_C - G))^T V2_n` to every update (the
+    general low-rank form).
   }];
   let arguments = (ins La_FloatTensor:$k, La_FloatTensor:$v,
                        Optional<La_F32Tensor>:$gates,
                        Optional<La_F32Tensor>:$initial_state,
-                       Optional<La_F32Tensor>:$correction);
+                       Optional<La_F32Tensor>:$correction,
+                       Optional<La_FloatTensor>:$extra_keys,
+                       Optional<La_FloatTensor>:$extra_values);
   let results = (outs La_F32Tensor:$states, La_F32Tensor:$final_state,
                       Optional<La_F32Tensor>:$corrected);
   let assemblyFormat = [{
     $k `,` $v (`gates` `(` $gates^ `:` type($gates) `)`)?
     (`initial_state` `(` $initial_state^ `:` type($initial_state) `)`)?
     (`correction` `(` $correction^ `:` type($correction) `)`)?
+    (`extra` `(` $extra_keys^ `,` $extra_values `:` type($extra_keys) `,`
+      type($extra_values) `)`)?
     attr-dict `:` type($k) `,` type($v) `->` type(results)
   }];
   let hasVerifier = 1;

@@ -51,8 +51,7 @@ def LaSimplifyRecurrencePass : Pass<"la-simplify-recurrence"> {
 def LaChunkPass : Pass<"la-chunk"> {
   let summary = "Rewrite the canonical recurrence into its chunkwise-parallel form";
   let description = [{
-    Rewrites each `la.recurrence` without a low-rank part or with the
-    delta-rule structure into the level-2 chunked ops: time is padded to a
+    Rewrites each `la.recurrence` into the level-2 chunked ops: time is padded to a
     multiple of `chunk-size` (zero keys, values, beta and log-gates leave the
     state unchanged) and split into chunks, `la.chunk_cumsum` forms the
     in-chunk cumulative gates, `la.chunk_state_scan` the chunk-to-chunk state
@@ -61,8 +60,10 @@ def LaChunkPass : Pass<"la-chunk"> {
     transform) gives W and U first and the scan forms the corrected values
     `V' = U - W S_n` that replace V. With `cu_seqlens`, an `scf.for` runs the
     chunked program once per packed sequence on its own slice and state, so
-    no state crosses a boundary. A general low-rank part is left for the
-    sequential lowering of `convert-la-to-linalg`.
+    no state crosses a boundary. A general low-rank part (`b_t a_t^T`) goes
+    through the same WY transform with `a` and `b` (`la.chunk_wy a(..) b(..)`
+    with the exclusive cumulative gates); its corrected values pair with `b`
+    and `(k, v)` is carried as an extra, uncorrected pair.
   }];
   let dependentDialects = [
     "::mlir::affine::AffineDialect",

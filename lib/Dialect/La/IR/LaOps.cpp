@@ -34,6 +34,10 @@ static constexpr VariantName kVariants[] = {
     {"decayed_deltanet", UpdateRule::Delta, GateKind::Fixed},
     {"gated_deltanet", UpdateRule::Delta, GateKind::Scalar},
     {"kda", UpdateRule::Delta, GateKind::Channel},
+    {"deltanet2", UpdateRule::EraseWrite, GateKind::None},
+    {"decayed_deltanet2", UpdateRule::EraseWrite, GateKind::Fixed},
+    {"scalar_gated_deltanet2", UpdateRule::EraseWrite, GateKind::Scalar},
+    {"gated_deltanet2", UpdateRule::EraseWrite, GateKind::Channel},
 };
 
 static ParseResult parseVariant(OpAsmParser &parser, UpdateRuleAttr &update,
@@ -260,15 +264,10 @@ static LogicalResult verifySignature(Operation *op,
                          stateLayout)))
     return failure();
 
-  auto oType = cast<RankedTensorType>(sig.o.getType());
   if (failed(verifyShape(op, sig.o, "o",
                          {d.batch, d.time, d.valueHeads, d.valueDim},
                          "[B,T,HV,V]")))
     return failure();
-  if (oType.getElementType() != vType.getElementType())
-    return op->emitOpError() << "expects 'o' to have the element type of 'v' ("
-                             << vType.getElementType() << "), got "
-                             << oType.getElementType();
 
   // Attributes.
   if (!std::isfinite(sig.scale) || sig.scale <= 0.0f)
@@ -328,16 +327,36 @@ LogicalResult AttentionOp::verify() {
     return emitOpError() << "expects 'q', 'k' and 'v' of one element type, got "
                          << qType.getElementType() << " and "
                          << getV().getType().getElementType();
+  Type oElement = getO().getType().getElementType();
+  if (oElement != getV().getType().getElementType())
+    return emitOpError() << "expects 'o' to have the element type of 'v' ("
+                         << getV().getType().getElementType() << "), got "
+                         << oElement;
   if (!getScale() && qType.getRank() == 4 && qType.isDynamicDim(3))
     return emitOpError(
         "needs a static K to default 'scale' to K^-0.5; set 'scale'");
   bool delta = getUpdate() == UpdateRule::Delta;
+  bool eraseWrite = getUpdate() == UpdateRule::EraseWrite;
   if (delta && !getBeta())
     return emitOpError("the delta rule requires a 'beta' operand");
   if (!delta && getBeta())
     return emitOpError("'beta' is only valid with the delta rule");
-  if (delta && getNormalizer())
+  if (eraseWrite && (!getErase() || !getWrite()))
+    return emitOpError(
+        "the erase_write rule requires 'erase' and 'write' operands");
+  if (!eraseWrite && (getErase() || getWrite()))
+    return emitOpError(
+        "'erase' and 'write' are only valid with the erase_write rule");
+  if (getUpdate() != UpdateRule::Additive && getNormalizer())
     return emitOpError("'normalizer' is only valid with the additive rule");
+  if (getErase() &&
+      failed(verifyShape(*this, getErase(), "erase", qType.getShape(),
+                         "[B,T,H,K] like 'q'")))
+    return failure();
+  if (getWrite() &&
+      failed(verifyShape(*this, getWrite(), "write",
+                         getV().getType().getShape(), "[B,T,HV,V] like 'v'")))
+    return failure();
   if (!delta && getAllowNegEigval())
     return emitOpError("'allow_neg_eigval' is only valid with the delta rule");
 
@@ -457,6 +476,23 @@ static LogicalResult verifyScale(Operation *op, APFloat scale) {
   return success();
 }
 
+/// An optional second key/value pair: both or neither, shaped like k and v.
+static LogicalResult verifyExtraPair(Operation *op, Value extraKeys,
+                                     Value extraValues, Value keys,
+                                     Value values) {
+  if (static_cast<bool>(extraKeys) != static_cast<bool>(extraValues))
+    return op->emitOpError("expects 'extra' keys and values together");
+  if (!extraKeys)
+    return success();
+  if (failed(verifyShape(op, extraKeys, "extra_keys",
+                         cast<RankedTensorType>(keys.getType()).getShape(),
+                         "[B,NC,C,H,K] like 'k'")))
+    return failure();
+  return verifyShape(op, extraValues, "extra_values",
+                     cast<RankedTensorType>(values.getType()).getShape(),
+                     "[B,NC,C,HV,V] like 'v'");
+}
+
 LogicalResult ChunkCumsumOp::verify() {
   int64_t rank = getG().getType().getRank();
   if (rank != 4 && rank != 5)
@@ -473,7 +509,9 @@ LogicalResult ChunkIntraOp::verify() {
   if (failed(verifyShape(*this, getQ(), "q", getK().getType().getShape(),
                          "[B,NC,C,H,K] like 'k'")) ||
       failed(verifyChunkedGates(*this, getGates(), *d)) ||
-      failed(verifyScale(*this, getScale())))
+      failed(verifyScale(*this, getScale())) ||
+      failed(verifyExtraPair(*this, getExtraKeys(), getExtraValues(), getK(),
+                             getV())))
     return failure();
   return verifyShape(*this, getResult(), "result",
                      {d->batch, d->chunks, d->chunkSize, d->valueHeads,
@@ -486,10 +524,33 @@ LogicalResult ChunkWYOp::verify() {
       verifyChunkedKeyValue(*this, getK(), "k", getV(), "v");
   if (failed(d))
     return failure();
-  if (failed(verifyShape(*this, getBeta(), "beta",
+  bool general = getA() || getB();
+  if (general == static_cast<bool>(getBeta()))
+    return emitOpError("expects either 'beta' (the delta rule) or 'a' and "
+                       "'b' (the general low-rank form)");
+  if (general && (!getA() || !getB()))
+    return emitOpError("expects 'a' and 'b' together");
+  if (getBeta() &&
+      failed(verifyShape(*this, getBeta(), "beta",
                          {d->batch, d->chunks, d->chunkSize, d->heads},
-                         "[B,NC,C,H]")) ||
-      failed(verifyChunkedGates(*this, getGates(), *d)))
+                         "[B,NC,C,H]")))
+    return failure();
+  for (auto [value, name] : {std::pair{getA(), "a"}, std::pair{getB(), "b"}})
+    if (value && failed(verifyShape(*this, value, name,
+                                    getK().getType().getShape(),
+                                    "[B,NC,C,H,K] like 'k'")))
+      return failure();
+  if (failed(verifyChunkedGates(*this, getGates(), *d)))
+    return failure();
+  if (getPrevGates() && (!general || !getGates()))
+    return emitOpError(
+        "'prev_gates' is only valid with 'gates' and the general form");
+  if (general && getGates() && !getPrevGates())
+    return emitOpError("the general form with 'gates' requires 'prev_gates' "
+                       "(the exclusive cumulative gates)");
+  if (getPrevGates() &&
+      failed(verifyShape(*this, getPrevGates(), "prev_gates",
+                         getGates().getType().getShape(), "like 'gates'")))
     return failure();
   int64_t blockSize = getBlockSize();
   if (blockSize <= 0 || (!ShapedType::isDynamic(d->chunkSize) &&
@@ -519,6 +580,9 @@ LogicalResult ChunkStateScanOp::verify() {
     return failure();
   if (failed(verifyShape(*this, getFinalState(), "final_state", finalShape,
                          "[B,HV,K,V]")))
+    return failure();
+  if (failed(verifyExtraPair(*this, getExtraKeys(), getExtraValues(), getK(),
+                             getV())))
     return failure();
   if (static_cast<bool>(getCorrection()) != static_cast<bool>(getCorrected()))
     return emitOpError("expects a 'corrected' result exactly when a "

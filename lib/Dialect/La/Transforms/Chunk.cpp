@@ -40,55 +40,80 @@ public:
     Value finalState; // [B,HV,K,V] f32
   };
 
-  /// q, k : [B,T,H,K], v : [B,T,HV,V], g : [B,T,H(,K)] or null,
-  /// beta : [B,T,H] for the delta rule or null, initialState : [B,HV,K,V] or
-  /// null. T may be dynamic.
-  Result build(Value q, Value k, Value v, Value g, Value beta,
-               Value initialState, float scale, Type outputElementType) {
-    time = tensor::getMixedSize(b, loc, q, 1);
+  /// The inputs of one chunked program, [B,T,...] with T possibly dynamic:
+  /// q, k : [B,T,H,K], v : [B,T,HV,V], g : [B,T,H(,K)] or null, beta :
+  /// [B,T,H] (the delta rule) or a, b : [B,T,H,K] (the general low-rank
+  /// form) or neither, initialState : [B,HV,K,V] or null.
+  struct Inputs {
+    Value q, k, v, g, beta, a, b, initialState;
+  };
+
+  Result build(const Inputs &in, float scale, Type outputElementType) {
+    time = tensor::getMixedSize(b, loc, in.q, 1);
     AffineExpr t = getAffineSymbolExpr(0, b.getContext());
     numChunks = affine::makeComposedFoldedAffineApply(
         b, loc, t.ceilDiv(chunkSize), {time});
     padding = affine::makeComposedFoldedAffineApply(
         b, loc, t.ceilDiv(chunkSize) * chunkSize - t, {time});
 
-    Value qc = chunkify(q), kc = chunkify(k), vc = chunkify(v);
-    Value gates;
-    if (g) {
-      Value gc = chunkify(g);
-      auto gType = cast<RankedTensorType>(gc.getType());
-      gates = ChunkCumsumOp::create(
-          b, loc, RankedTensorType::get(gType.getShape(), b.getF32Type()), gc);
+    Value qc = chunkify(in.q), kc = chunkify(in.k), vc = chunkify(in.v);
+    Value gates, prevGates;
+    if (in.g) {
+      Value gc = chunkify(in.g);
+      auto gType = RankedTensorType::get(
+          cast<RankedTensorType>(gc.getType()).getShape(), b.getF32Type());
+      gates = ChunkCumsumOp::create(b, loc, gType, gc, /*exclusive=*/false);
+      if (in.a)
+        prevGates = ChunkCumsumOp::create(b, loc, gType, gc,
+                                          /*exclusive=*/true);
     }
     FloatAttr scaleAttr = b.getF32FloatAttr(scale);
 
     ArrayRef<int64_t> vShape = cast<RankedTensorType>(vc.getType()).getShape();
     ArrayRef<int64_t> kShape = cast<RankedTensorType>(kc.getType()).getShape();
     Type f32 = b.getF32Type();
+    auto keyType = RankedTensorType::get(kShape, f32);
     auto intraType = RankedTensorType::get(vShape, f32);
     auto statesType = RankedTensorType::get(
         {vShape[0], vShape[1], vShape[3], kShape[4], vShape[4]}, f32);
     auto finalType = RankedTensorType::get(
         {vShape[0], vShape[3], kShape[4], vShape[4]}, f32);
+    IntegerAttr blockSize =
+        b.getI64IntegerAttr(chunkSize % 16 == 0 ? 16 : chunkSize);
 
-    // The delta rule: the UT transform gives W and U, and the scan forms
-    // the corrected values V' = U - W S_n that replace V below.
-    Value scanValues = vc, correction;
-    SmallVector<Type> scanTypes = {statesType, finalType};
-    if (beta) {
-      auto wy = ChunkWYOp::create(
-          b, loc, RankedTensorType::get(kShape, f32), intraType, kc, vc,
-          chunkify(beta), gates,
-          b.getI64IntegerAttr(chunkSize % 16 == 0 ? 16 : chunkSize));
-      scanValues = wy.getU();
+    // A low-rank part: the UT transform gives W and U, and the scan forms the
+    // corrected values V' = U - W S_n. The delta rule pairs them with k in
+    // place of v; the general form pairs them with b and keeps (k, v) as an
+    // extra, uncorrected pair.
+    Value keys = kc, values = vc, correction, extraKeys, extraValues;
+    if (in.beta) {
+      auto wy = ChunkWYOp::create(b, loc, keyType, intraType, kc, vc,
+                                  chunkify(in.beta), Value(), Value(), gates,
+                                  Value(), blockSize);
+      values = wy.getU();
       correction = wy.getW();
-      scanTypes.push_back(intraType);
+    } else if (in.a) {
+      Value bc = chunkify(in.b);
+      auto wy = ChunkWYOp::create(b, loc, keyType, intraType, kc, vc, Value(),
+                                  chunkify(in.a), bc, gates, prevGates,
+                                  blockSize);
+      keys = bc;
+      values = wy.getU();
+      correction = wy.getW();
+      extraKeys = kc;
+      extraValues = vc;
     }
-    auto scan = ChunkStateScanOp::create(b, loc, scanTypes, kc, scanValues,
-                                         gates, initialState, correction);
-    Value values = beta ? scan.getCorrected() : vc;
-    Value intra = ChunkIntraOp::create(b, loc, intraType, qc, kc, values,
-                                       gates, scaleAttr);
+    SmallVector<Type> scanTypes = {statesType, finalType};
+    if (correction)
+      scanTypes.push_back(intraType);
+    auto scan = ChunkStateScanOp::create(b, loc, scanTypes, keys, values,
+                                         gates, in.initialState, correction,
+                                         extraKeys, extraValues);
+    if (correction)
+      values = scan.getCorrected();
+    Value intra = ChunkIntraOp::create(b, loc, intraType, qc, keys, values,
+                                       gates, extraKeys, extraValues,
+                                       scaleAttr);
     Value outputChunks = ChunkInterOp::create(
         b, loc, RankedTensorType::get(vShape, outputElementType), qc,
         scan.getStates(), intra, gates, scaleAttr);
@@ -150,9 +175,6 @@ struct ChunkRecurrence : OpRewritePattern<RecurrenceOp> {
 
   LogicalResult matchAndRewrite(RecurrenceOp op,
                                 PatternRewriter &rewriter) const override {
-    if (op.getLowRank() == LowRank::General)
-      return rewriter.notifyMatchFailure(
-          op, "general low-rank part is left to the sequential lowering");
     if (op.getGate() == GateKind::Fixed || op.getNormalizer())
       return rewriter.notifyMatchFailure(op, "simplify the recurrence first");
     Location loc = op.getLoc();
@@ -162,9 +184,10 @@ struct ChunkRecurrence : OpRewritePattern<RecurrenceOp> {
     if (!op.getCuSeqlens()) {
       ChunkedProgramBuilder program(rewriter, loc, chunkSize);
       ChunkedProgramBuilder::Result result =
-          program.build(op.getQ(), op.getK(), op.getV(), op.getG(),
-                        op.getBeta(), op.getInitialState(), scale,
-                        outputElementType);
+          program.build({op.getQ(), op.getK(), op.getV(), op.getG(),
+                         op.getBeta(), op.getA(), op.getB(),
+                         op.getInitialState()},
+                        scale, outputElementType);
       replaceWithCasts(rewriter, op, {result.output, result.finalState});
       return success();
     }
@@ -206,9 +229,10 @@ struct ChunkRecurrence : OpRewritePattern<RecurrenceOp> {
                                     b.getIndexAttr(1));
           ChunkedProgramBuilder program(b, l, chunkSize);
           ChunkedProgramBuilder::Result result = program.build(
-              slice(op.getQ()), slice(op.getK()), slice(op.getV()),
-              slice(op.getG()), slice(op.getBeta()), initialState, scale,
-              outputElementType);
+              {slice(op.getQ()), slice(op.getK()), slice(op.getV()),
+               slice(op.getG()), slice(op.getBeta()), slice(op.getA()),
+               slice(op.getB()), initialState},
+              scale, outputElementType);
           Value output =
               insertAt(b, l, result.output, iterArgs[0], /*dim=*/1, start);
           Value finalState =

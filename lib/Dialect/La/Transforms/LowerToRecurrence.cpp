@@ -101,6 +101,68 @@ static Value buildDoubled(OpBuilder &b, Location loc, Value beta) {
       .getResult(0);
 }
 
+/// Gated DeltaNet-2 in the general form: a = alpha * k, b = erase * k and
+/// values write * v, all in f32. Loops (b,t,h,kk) for a and b, (b,t,hv,vv)
+/// for the values.
+struct EraseWriteParts {
+  Value a, b, values;
+};
+static EraseWriteParts buildEraseWrite(OpBuilder &b, Location loc,
+                                       AttentionOp op, Value k) {
+  MLIRContext *ctx = b.getContext();
+  Type f32 = b.getF32Type();
+  SmallVector<OpFoldResult> keySizes = mixedSizes(b, loc, k);
+  AffineMap id = b.getMultiDimIdentityMap(4);
+
+  // alpha: exp(g) per channel, per head, per fixed head decay, or 1.
+  SmallVector<Value> inputs = {k};
+  SmallVector<AffineMap> maps = {id};
+  switch (op.getGate()) {
+  case GateKind::None:
+    break;
+  case GateKind::Fixed: {
+    ArrayRef<float> decay = *op.getLogDecay();
+    auto type = RankedTensorType::get({static_cast<int64_t>(decay.size())},
+                                      f32);
+    inputs.push_back(arith::ConstantOp::create(
+        b, loc, DenseElementsAttr::get(type, decay)));
+    maps.push_back(dimMap(ctx, 4, {2}));
+    break;
+  }
+  case GateKind::Scalar:
+    inputs.push_back(op.getG());
+    maps.push_back(dimMap(ctx, 4, {0, 1, 2}));
+    break;
+  case GateKind::Channel:
+    inputs.push_back(op.getG());
+    maps.push_back(id);
+    break;
+  }
+  maps.push_back(id);
+  bool gated = inputs.size() > 1;
+  Value a = buildGeneric(
+      b, loc, inputs, emptyTensor(b, loc, keySizes, f32), maps, 4, 0,
+      [&](OpBuilder &nb, Location l, ValueRange args) {
+        Value key = extendToF32(nb, l, args[0]);
+        if (!gated)
+          return key;
+        return mulF(nb, l, key,
+                    math::ExpOp::create(nb, l, extendToF32(nb, l, args[1])));
+      });
+  auto product = [&](Value x, Value y, ArrayRef<OpFoldResult> sizes) {
+    return buildGeneric(b, loc, ValueRange{x, y},
+                        emptyTensor(b, loc, sizes, f32), {id, id, id}, 4, 0,
+                        [](OpBuilder &nb, Location l, ValueRange args) {
+                          return mulF(nb, l, extendToF32(nb, l, args[0]),
+                                      extendToF32(nb, l, args[1]));
+                        });
+  };
+  Value erase = product(op.getErase(), k, keySizes);
+  Value values = product(op.getWrite(), op.getV(),
+                         mixedSizes(b, loc, op.getV()));
+  return {a, erase, values};
+}
+
 namespace {
 struct AttentionToRecurrence : OpRewritePattern<AttentionOp> {
   AttentionToRecurrence(MLIRContext *ctx, double l2normEps)
@@ -121,13 +183,21 @@ struct AttentionToRecurrence : OpRewritePattern<AttentionOp> {
     Value beta = op.getBeta();
     if (op.getAllowNegEigval())
       beta = buildDoubled(rewriter, loc, beta);
+    Value values = op.getV(), a, b;
+    if (op.getUpdate() == UpdateRule::EraseWrite) {
+      EraseWriteParts parts = buildEraseWrite(rewriter, loc, op, k);
+      lowRank = LowRank::General;
+      a = parts.a;
+      b = parts.b;
+      values = parts.values;
+    }
     FloatAttr eps;
     if (op.getNormalizer())
       eps = rewriter.getF32FloatAttr(op.getEffectiveEps());
     auto recurrence = RecurrenceOp::create(
         rewriter, loc, op.getO().getType(),
         op.getFinalState() ? op.getFinalState().getType() : Type(), q, k,
-        op.getV(), op.getG(), beta, /*a=*/Value(), /*b=*/Value(),
+        values, op.getG(), beta, a, b,
         op.getInitialState(), op.getCuSeqlens(), op.getGateAttr(),
         op.getLogDecayAttr(), LowRankAttr::get(ctx, lowRank),
         rewriter.getF32FloatAttr(op.getEffectiveScale()),
