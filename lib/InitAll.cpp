@@ -8,9 +8,22 @@
 #include "la/Dialect/La/LaPasses.h"
 #include "la/Pipelines/Pipelines.h"
 
+#include "mlir/InitAllDialects.h"
+#include "mlir/InitAllExtensions.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+
 void mlir::la::registerAllDialects(DialectRegistry &registry) {
   registry.insert<LaDialect, arith::ArithDialect, linalg::LinalgDialect,
                   math::MathDialect, tensor::TensorDialect>();
+}
+
+void mlir::la::registerCompilerDialects(DialectRegistry &registry) {
+  mlir::registerAllDialects(registry);
+  mlir::registerAllExtensions(registry);
+  mlir::la::registerAllDialects(registry);
+  registerBuiltinDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
 }
 
 void mlir::la::registerPasses() {

@@ -12,6 +12,11 @@ namespace la {
 /// `registry`. Embedders call this before parsing `la` IR.
 void registerAllDialects(DialectRegistry &registry);
 
+/// Registers everything a whole compiler built on `la` needs: every upstream
+/// dialect and extension, la's dialects, and the translations to LLVM IR.
+/// la-opt, la-run, la-fuzz and the C API use it.
+void registerCompilerDialects(DialectRegistry &registry);
+
 } // namespace la
 } // namespace mlir
 

@@ -46,11 +46,7 @@ void laRegisterAllPasses(void) {
 
 MlirContext laContextCreate(void) {
   DialectRegistry registry;
-  registerAllDialects(registry);
-  registerAllExtensions(registry);
-  la::registerAllDialects(registry);
-  registerBuiltinDialectTranslation(registry);
-  registerLLVMDialectTranslation(registry);
+  la::registerCompilerDialects(registry);
   auto *context = new MLIRContext(registry);
   context->loadAllAvailableDialects();
   return wrap(context);

@@ -31,9 +31,7 @@ using namespace mlir;
 static const DialectRegistry &getRegistry() {
   static DialectRegistry *registry = [] {
     auto *r = new DialectRegistry();
-    registerAllDialects(*r);
-    registerAllExtensions(*r);
-    la::registerAllDialects(*r);
+    la::registerCompilerDialects(*r);
     registerAllPasses();
     la::registerPasses();
     return r;

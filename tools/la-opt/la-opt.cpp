@@ -18,9 +18,7 @@ int main(int argc, char **argv) {
   mlir::la::registerPasses();
 
   mlir::DialectRegistry registry;
-  mlir::registerAllDialects(registry);
-  mlir::registerAllExtensions(registry);
-  mlir::la::registerAllDialects(registry);
+  mlir::la::registerCompilerDialects(registry);
 
   return mlir::asMainReturnCode(mlir::MlirOptMain(
       argc, argv, "la: the linear-attention compiler's optimizer driver\n",

@@ -255,11 +255,7 @@ int main(int argc, char **argv) {
     fail("give either --input files or --random-seed, not both");
 
   DialectRegistry registry;
-  registerAllDialects(registry);
-  registerAllExtensions(registry);
-  la::registerAllDialects(registry);
-  registerBuiltinDialectTranslation(registry);
-  registerLLVMDialectTranslation(registry);
+  la::registerCompilerDialects(registry);
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
 

@@ -184,22 +184,19 @@ struct ChunkIntraToLinalg : OpRewritePattern<ChunkIntraOp> {
     if (failed(group))
       return rewriter.notifyMatchFailure(op, "needs static H and HV");
     Location loc = op.getLoc();
-    Value masked = buildScores(rewriter, loc, op.getQ(), op.getK(),
-                               op.getGates(), /*rowScale=*/Value(),
-                               op.getScale().convertToFloat(),
-                               /*strict=*/false);
-    Value result = applyScores(
-        rewriter, loc, masked, op.getV(),
-        zeroTensor(rewriter, loc, mixedSizes(rewriter, loc, op.getV())),
-        *group);
-    if (Value extraKeys = op.getExtraKeys()) {
-      Value extraScores = buildScores(
-          rewriter, loc, op.getQ(), extraKeys, op.getGates(),
-          /*rowScale=*/Value(), op.getScale().convertToFloat(),
-          /*strict=*/false);
-      result = applyScores(rewriter, loc, extraScores, op.getExtraValues(),
-                           result, *group);
-    }
+    // Adds the masked product of one key/value pair to `init`.
+    auto addPair = [&](Value keys, Value values, Value init) {
+      Value scores = buildScores(rewriter, loc, op.getQ(), keys, op.getGates(),
+                                 /*rowScale=*/Value(),
+                                 op.getScale().convertToFloat(),
+                                 /*strict=*/false);
+      return applyScores(rewriter, loc, scores, values, init, *group);
+    };
+    Value result =
+        addPair(op.getK(), op.getV(),
+                zeroTensor(rewriter, loc, mixedSizes(rewriter, loc, op.getV())));
+    if (Value extraKeys = op.getExtraKeys())
+      result = addPair(extraKeys, op.getExtraValues(), result);
     rewriter.replaceOp(op, result);
     return success();
   }
