@@ -50,10 +50,9 @@ LA_CAPI_EXPORTED void laModulePrint(MlirModule module, bool generic,
 /// Runs a textual pass pipeline, e.g.
 /// "builtin.module(la-lower-to-cpu{chunk-size=64})". Diagnostics, and with
 /// `printIRAfterAll` the IR after every pass, go to `output`.
-LA_CAPI_EXPORTED MlirLogicalResult
-laModuleRunPipeline(MlirModule module, MlirStringRef pipeline,
-                    bool printIRAfterAll, MlirStringCallback output,
-                    void *userData);
+LA_CAPI_EXPORTED MlirLogicalResult laModuleRunPipeline(
+    MlirModule module, MlirStringRef pipeline, bool printIRAfterAll,
+    MlirStringCallback output, void *userData);
 
 /// Marks `function` with llvm.emit_c_interface, so that lowering adds
 /// `_mlir_ciface_<function>` taking memref descriptors by pointer.
@@ -61,9 +60,8 @@ LA_CAPI_EXPORTED MlirLogicalResult
 laModuleEmitCInterface(MlirModule module, MlirStringRef function);
 
 /// Translates a module in the LLVM dialect to LLVM IR text.
-LA_CAPI_EXPORTED MlirLogicalResult
-laModuleTranslateToLLVMIR(MlirModule module, MlirStringCallback callback,
-                          void *userData);
+LA_CAPI_EXPORTED MlirLogicalResult laModuleTranslateToLLVMIR(
+    MlirModule module, MlirStringCallback callback, void *userData);
 
 /// A JIT-compiled module (MLIR's ExecutionEngine).
 typedef struct {
@@ -73,10 +71,10 @@ typedef struct {
 /// JIT-compiles a module in the LLVM dialect at `optLevel` (0-3); errors go
 /// to `diagnostics` and give a null engine. `sharedLibPaths` (may be empty)
 /// are loaded for symbol resolution.
-LA_CAPI_EXPORTED LaExecutionEngine laExecutionEngineCreate(
-    MlirModule module, int optLevel, int numSharedLibPaths,
-    const MlirStringRef *sharedLibPaths, MlirStringCallback diagnostics,
-    void *userData);
+LA_CAPI_EXPORTED LaExecutionEngine
+laExecutionEngineCreate(MlirModule module, int optLevel, int numSharedLibPaths,
+                        const MlirStringRef *sharedLibPaths,
+                        MlirStringCallback diagnostics, void *userData);
 LA_CAPI_EXPORTED bool laExecutionEngineIsNull(LaExecutionEngine engine);
 LA_CAPI_EXPORTED void laExecutionEngineDestroy(LaExecutionEngine engine);
 

@@ -76,8 +76,8 @@ void laModuleDestroy(MlirModule module) {
 
 bool laModuleIsNull(MlirModule module) { return !module.ptr; }
 
-void laModulePrint(MlirModule module, bool generic,
-                   MlirStringCallback callback, void *userData) {
+void laModulePrint(MlirModule module, bool generic, MlirStringCallback callback,
+                   void *userData) {
   detail::CallbackOstream stream(callback, userData);
   OpPrintingFlags flags;
   if (generic)
@@ -85,8 +85,7 @@ void laModulePrint(MlirModule module, bool generic,
   unwrap(module)->print(stream, flags);
 }
 
-MlirLogicalResult laModuleRunPipeline(MlirModule module,
-                                      MlirStringRef pipeline,
+MlirLogicalResult laModuleRunPipeline(MlirModule module, MlirStringRef pipeline,
                                       bool printIRAfterAll,
                                       MlirStringCallback output,
                                       void *userData) {
@@ -103,8 +102,8 @@ MlirLogicalResult laModuleRunPipeline(MlirModule module,
   FailureOr<OpPassManager> parsed =
       parsePassPipeline(unwrap(pipeline), errorStream);
   if (failed(parsed)) {
-    stream << "invalid pass pipeline '" << unwrap(pipeline)
-           << "': " << errors << "\n";
+    stream << "invalid pass pipeline '" << unwrap(pipeline) << "': " << errors
+           << "\n";
     return mlirLogicalResultFailure();
   }
   PassManager pm(context, parsed->getOpAnchorName());

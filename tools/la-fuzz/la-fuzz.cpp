@@ -53,9 +53,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return 0; // Large inputs only slow the search down.
   MLIRContext context(getRegistry(), MLIRContext::Threading::DISABLED);
   // Errors are the expected outcome for most inputs: drop them.
-  ScopedDiagnosticHandler silence(&context, [](Diagnostic &) {
-    return success();
-  });
+  ScopedDiagnosticHandler silence(&context,
+                                  [](Diagnostic &) { return success(); });
   // The MLIR lexer expects a null-terminated buffer; libFuzzer's is not.
   std::string text(reinterpret_cast<const char *>(data), size);
   OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(

@@ -20,7 +20,6 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
-#include "mlir/Support/FileUtilities.h"
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -29,6 +28,7 @@
 #include "mlir/InitAllExtensions.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "llvm/Support/CommandLine.h"
@@ -122,8 +122,17 @@ struct MemRefArg {
 };
 
 /// How a function argument is used by la.attention, for random inputs.
-enum class Role { Generic, Query, Key, NormalizedKey, Value, Gate, Beta,
-                  State, SeqLens };
+enum class Role {
+  Generic,
+  Query,
+  Key,
+  NormalizedKey,
+  Value,
+  Gate,
+  Beta,
+  State,
+  SeqLens
+};
 
 Role roleOf(BlockArgument arg) {
   for (Operation *user : arg.getUsers()) {
@@ -234,7 +243,8 @@ void printSummary(unsigned index, const npy::Array &array) {
     sumSquares += values[i] * values[i];
     finite &= std::isfinite(values[i]);
   }
-  llvm::outs() << " rms=" << llvm::format("%.6g", n ? std::sqrt(sumSquares / n) : 0.0)
+  llvm::outs() << " rms="
+               << llvm::format("%.6g", n ? std::sqrt(sumSquares / n) : 0.0)
                << (finite ? "" : " (non-finite values)") << " first=[";
   for (int64_t i = 0; i < std::min<int64_t>(n, 4); ++i)
     llvm::outs() << (i ? ", " : "") << llvm::format("%.6g", values[i]);
@@ -338,11 +348,11 @@ int main(int argc, char **argv) {
   PassManager pm(&context);
   if (printIRAfterAll) {
     context.disableMultithreading();
-    pm.enableIRPrinting(
-        [](Pass *, Operation *) { return false; },
-        [](Pass *, Operation *) { return true; },
-        /*printModuleScope=*/true, /*printAfterOnlyOnChange=*/true,
-        /*printAfterOnlyOnFailure=*/false, llvm::outs());
+    pm.enableIRPrinting([](Pass *, Operation *) { return false; },
+                        [](Pass *, Operation *) { return true; },
+                        /*printModuleScope=*/true,
+                        /*printAfterOnlyOnChange=*/true,
+                        /*printAfterOnlyOnFailure=*/false, llvm::outs());
   }
   la::LowerToCPUOptions pipelineOptions;
   pipelineOptions.chunkSize = chunkSize;
@@ -389,9 +399,10 @@ int main(int argc, char **argv) {
   std::vector<double> sorted = times;
   std::sort(sorted.begin(), sorted.end());
   llvm::outs() << "compile: " << llvm::format("%.1f", compileMs) << " ms\n"
-               << "run: median " << llvm::format("%.3f", sorted[sorted.size() / 2])
-               << " ms, min " << llvm::format("%.3f", sorted.front())
-               << " ms over " << repeat << " runs\n";
+               << "run: median "
+               << llvm::format("%.3f", sorted[sorted.size() / 2]) << " ms, min "
+               << llvm::format("%.3f", sorted.front()) << " ms over " << repeat
+               << " runs\n";
 
   for (auto [index, type] : llvm::enumerate(resultTypes)) {
     const npy::Array &array = args[argTypes.size() + index].array;

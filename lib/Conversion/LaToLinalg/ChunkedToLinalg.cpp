@@ -11,10 +11,10 @@
 #include "la/Dialect/La/LaUtils.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Arith/Utils/Utils.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
-#include "mlir/Dialect/Arith/Utils/Utils.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/PatternMatch.h"
 
@@ -27,7 +27,8 @@ using namespace mlir::la;
 /// exact arithmetic; the clamp keeps rounding (or masked entries) finite.
 static Value safeDecay(OpBuilder &b, Location loc, Value x) {
   Value zero = constantF32(b, loc, 0.0f);
-  return math::ExpOp::create(b, loc, arith::MinimumFOp::create(b, loc, x, zero));
+  return math::ExpOp::create(b, loc,
+                             arith::MinimumFOp::create(b, loc, x, zero));
 }
 
 /// `j <= i` for two linalg loop indices.
@@ -71,15 +72,15 @@ struct ChunkCumsumToLinalg : OpRewritePattern<ChunkCumsumOp> {
       outDims.push_back(d);
       inDims.push_back(d == 2 ? rank : d);
     }
-    Value init = zeroTensor(rewriter, loc, mixedSizes(rewriter, loc, op.getG()));
+    Value init =
+        zeroTensor(rewriter, loc, mixedSizes(rewriter, loc, op.getG()));
     Value result = buildGeneric(
         rewriter, loc, op.getG(), init,
         {dimMap(ctx, numLoops, inDims), dimMap(ctx, numLoops, outDims)}, rank,
         1, [&](OpBuilder &b, Location l, ValueRange args) -> Value {
           Value term = arith::SelectOp::create(
               b, l, causal(b, l, 2, rank, op.getExclusive()),
-              extendToF32(b, l, args[0]),
-              constantF32(b, l, 0.0f));
+              extendToF32(b, l, args[0]), constantF32(b, l, 0.0f));
           return addF(b, l, args[1], term);
         });
     rewriter.replaceOp(op, result);
@@ -112,17 +113,18 @@ static Value buildScores(OpBuilder &b, Location loc, Value x, Value y,
         {dimMap(ctx, 6, {0, 1, 3, 2, 5}), dimMap(ctx, 6, {0, 1, 4, 2, 5})});
   }
   maps.push_back(dimMap(ctx, 6, {0, 1, 2, 3, 4}));
-  Value scores = buildGeneric(
-      b, loc, inputs, zeroTensor(b, loc, scoreSizes), maps, 5, 1,
-      [&](OpBuilder &nb, Location l, ValueRange args) -> Value {
-        Value product = mulF(nb, l, extendToF32(nb, l, args[0]),
-                             extendToF32(nb, l, args[1]));
-        if (channel) {
-          Value diff = arith::SubFOp::create(nb, l, args[2], args[3]);
-          product = mulF(nb, l, product, safeDecay(nb, l, diff));
-        }
-        return addF(nb, l, args.back(), product);
-      });
+  Value scores =
+      buildGeneric(b, loc, inputs, zeroTensor(b, loc, scoreSizes), maps, 5, 1,
+                   [&](OpBuilder &nb, Location l, ValueRange args) -> Value {
+                     Value product = mulF(nb, l, extendToF32(nb, l, args[0]),
+                                          extendToF32(nb, l, args[1]));
+                     if (channel) {
+                       Value diff =
+                           arith::SubFOp::create(nb, l, args[2], args[3]);
+                       product = mulF(nb, l, product, safeDecay(nb, l, diff));
+                     }
+                     return addF(nb, l, args.back(), product);
+                   });
 
   // Mask, scale, and the scalar decay. Loops (b,n,h,i,j).
   inputs = {scores};
@@ -139,20 +141,22 @@ static Value buildScores(OpBuilder &b, Location loc, Value x, Value y,
   maps.push_back(dimMap(ctx, 5, {0, 1, 2, 3, 4}));
   Value scaleValue = constantF32(b, loc, scale);
   return buildGeneric(
-      b, loc, inputs, emptyTensor(b, loc, scoreSizes, b.getF32Type()), maps,
-      5, 0, [&](OpBuilder &nb, Location l, ValueRange args) -> Value {
+      b, loc, inputs, emptyTensor(b, loc, scoreSizes, b.getF32Type()), maps, 5,
+      0, [&](OpBuilder &nb, Location l, ValueRange args) -> Value {
         Value value = mulF(nb, l, args[0], scaleValue);
         if (scalarGate) {
           Value diff = arith::SubFOp::create(nb, l, args[1], args[2]);
           value = mulF(nb, l, value, safeDecay(nb, l, diff));
         }
         if (rowScale)
-          value = mulF(nb, l, value, extendToF32(nb, l, args[scalarGate ? 3 : 1]));
+          value =
+              mulF(nb, l, value, extendToF32(nb, l, args[scalarGate ? 3 : 1]));
         Value i = linalg::IndexOp::create(nb, l, 3);
         Value j = linalg::IndexOp::create(nb, l, 4);
-        Value keep = arith::CmpIOp::create(
-            nb, l, strict ? arith::CmpIPredicate::ult : arith::CmpIPredicate::ule,
-            j, i);
+        Value keep = arith::CmpIOp::create(nb, l,
+                                           strict ? arith::CmpIPredicate::ult
+                                                  : arith::CmpIPredicate::ule,
+                                           j, i);
         return arith::SelectOp::create(nb, l, keep, value,
                                        constantF32(nb, l, 0.0f));
       });
@@ -163,15 +167,14 @@ static Value buildScores(OpBuilder &b, Location loc, Value x, Value y,
 static Value applyScores(OpBuilder &b, Location loc, Value scores, Value x,
                          Value init, int64_t group) {
   MLIRContext *ctx = b.getContext();
-  return buildGeneric(b, loc, ValueRange{scores, x}, init,
-                 {dimMap(ctx, 6, {0, 1, -4, 2, 5}, group),
-                  dimMap(ctx, 6, {0, 1, 5, 3, 4}),
-                  dimMap(ctx, 6, {0, 1, 2, 3, 4})},
-                 5, 1, [&](OpBuilder &nb, Location l, ValueRange args) {
-                   return addF(nb, l, args[2],
-                               mulF(nb, l, args[0],
-                                    extendToF32(nb, l, args[1])));
-                 });
+  return buildGeneric(
+      b, loc, ValueRange{scores, x}, init,
+      {dimMap(ctx, 6, {0, 1, -4, 2, 5}, group), dimMap(ctx, 6, {0, 1, 5, 3, 4}),
+       dimMap(ctx, 6, {0, 1, 2, 3, 4})},
+      5, 1, [&](OpBuilder &nb, Location l, ValueRange args) {
+        return addF(nb, l, args[2],
+                    mulF(nb, l, args[0], extendToF32(nb, l, args[1])));
+      });
 }
 
 struct ChunkIntraToLinalg : OpRewritePattern<ChunkIntraOp> {
@@ -186,15 +189,15 @@ struct ChunkIntraToLinalg : OpRewritePattern<ChunkIntraOp> {
     Location loc = op.getLoc();
     // Adds the masked product of one key/value pair to `init`.
     auto addPair = [&](Value keys, Value values, Value init) {
-      Value scores = buildScores(rewriter, loc, op.getQ(), keys, op.getGates(),
-                                 /*rowScale=*/Value(),
-                                 op.getScale().convertToFloat(),
-                                 /*strict=*/false);
+      Value scores =
+          buildScores(rewriter, loc, op.getQ(), keys, op.getGates(),
+                      /*rowScale=*/Value(), op.getScale().convertToFloat(),
+                      /*strict=*/false);
       return applyScores(rewriter, loc, scores, values, init, *group);
     };
-    Value result =
-        addPair(op.getK(), op.getV(),
-                zeroTensor(rewriter, loc, mixedSizes(rewriter, loc, op.getV())));
+    Value result = addPair(
+        op.getK(), op.getV(),
+        zeroTensor(rewriter, loc, mixedSizes(rewriter, loc, op.getV())));
     if (Value extraKeys = op.getExtraKeys())
       result = addPair(extraKeys, op.getExtraValues(), result);
     rewriter.replaceOp(op, result);
@@ -235,8 +238,7 @@ struct ChunkStateScanToLinalg : OpRewritePattern<ChunkStateScanOp> {
 
     // Sizes come from the operands: the results are being replaced.
     SmallVector<OpFoldResult> keySizes = mixedSizes(rewriter, loc, op.getK());
-    SmallVector<OpFoldResult> valueSizes =
-        mixedSizes(rewriter, loc, op.getV());
+    SmallVector<OpFoldResult> valueSizes = mixedSizes(rewriter, loc, op.getV());
     SmallVector<OpFoldResult> stateSizes = {valueSizes[0], valueSizes[3],
                                             keySizes[4], valueSizes[4]};
     // The loop updates its state in place; the caller's initial state must
@@ -263,9 +265,7 @@ struct ChunkStateScanToLinalg : OpRewritePattern<ChunkStateScanOp> {
     Value numChunks =
         getValueOrCreateConstantIndexOp(rewriter, loc, keySizes[1]);
     OpFoldResult lastRow = affine::makeComposedFoldedAffineApply(
-        rewriter, loc,
-        getAffineSymbolExpr(0, ctx) - 1,
-        {keySizes[2]});
+        rewriter, loc, getAffineSymbolExpr(0, ctx) - 1, {keySizes[2]});
 
     Value correction = op.getCorrection();
     SmallVector<Value> inits = {state, states};
@@ -290,8 +290,8 @@ struct ChunkStateScanToLinalg : OpRewritePattern<ChunkStateScanOp> {
                 {dimMap(ctx, 5, {0, 1, -3, 4}, *group),
                  dimMap(ctx, 5, {0, 2, 4, 3}), dimMap(ctx, 5, {0, 1, 2, 3})},
                 4, 1, [&](OpBuilder &nb, Location nl, ValueRange args) {
-                  return arith::SubFOp::create(
-                      nb, nl, args[2], mulF(nb, nl, args[0], args[1]));
+                  return arith::SubFOp::create(nb, nl, args[2],
+                                               mulF(nb, nl, args[0], args[1]));
                 });
             yields.push_back(insertAt(b, l, values, iterArgs[2], 1, n));
           }
@@ -299,7 +299,7 @@ struct ChunkStateScanToLinalg : OpRewritePattern<ChunkStateScanOp> {
           // K * exp(G_C - G) for a key tensor of the chunk. Loops (b,j,h,kk).
           std::function<Value(Value)> weigh = [](Value k) { return k; };
           if (gates) {
-            Value g = extractUnitSlice(b, l, gates, 1, n);  // [B,C,H(,K)]
+            Value g = extractUnitSlice(b, l, gates, 1, n);      // [B,C,H(,K)]
             Value last = extractUnitSlice(b, l, g, 1, lastRow); // [B,H(,K)]
             // S <- exp(G_C) S. Loops (b,hv,kk,vv).
             SmallVector<int64_t> lastDims = {0, -2};
@@ -374,20 +374,19 @@ static Value invertUnitLower(OpBuilder &b, Location loc, Value a,
   auto blockExpr = [&](unsigned block, unsigned inner) {
     return getAffineDimExpr(block, ctx) * s + getAffineDimExpr(inner, ctx);
   };
-  SmallVector<OpFoldResult> blockSizes = {sizes[0], sizes[1], sizes[2],
-                                          b.getIndexAttr(numBlocks),
-                                          b.getIndexAttr(s), b.getIndexAttr(s)};
+  SmallVector<OpFoldResult> blockSizes = {
+      sizes[0],          sizes[1],         sizes[2], b.getIndexAttr(numBlocks),
+      b.getIndexAttr(s), b.getIndexAttr(s)};
   AffineMap diagRead = AffineMap::get(
       6, 0,
       {getAffineDimExpr(0, ctx), getAffineDimExpr(1, ctx),
        getAffineDimExpr(2, ctx), blockExpr(3, 4), blockExpr(3, 5)},
       ctx);
   AffineMap id6 = b.getMultiDimIdentityMap(6);
-  Value diag = buildGeneric(b, loc, a, emptyTensor(b, loc, blockSizes, b.getF32Type()),
-                       {diagRead, id6}, 6, 0,
-                       [](OpBuilder &, Location, ValueRange args) {
-                         return args[0];
-                       });
+  Value diag = buildGeneric(
+      b, loc, a, emptyTensor(b, loc, blockSizes, b.getF32Type()),
+      {diagRead, id6}, 6, 0,
+      [](OpBuilder &, Location, ValueRange args) { return args[0]; });
 
   // Forward substitution: row r of every block,
   // Td[r, col] = [col == r] - sum_t Ad[r, t] Td[t, col].
@@ -411,15 +410,15 @@ static Value invertUnitLower(OpBuilder &b, Location loc, Value a,
                                              constantF32(bb, bl, 1.0f),
                                              constantF32(bb, bl, 0.0f));
             });
-        Value row = buildGeneric(
-            nb, l, ValueRange{aRow, inverse}, identityRow,
-            {dimMap(ctx, 7, {0, 1, 2, 3, 4, 6}),
-             dimMap(ctx, 7, {0, 1, 2, 3, 6, 5}),
-             dimMap(ctx, 7, {0, 1, 2, 3, 4, 5})},
-            6, 1, [](OpBuilder &bb, Location bl, ValueRange args) {
-              return arith::SubFOp::create(bb, bl, args[2],
-                                           mulF(bb, bl, args[0], args[1]));
-            });
+        Value row =
+            buildGeneric(nb, l, ValueRange{aRow, inverse}, identityRow,
+                         {dimMap(ctx, 7, {0, 1, 2, 3, 4, 6}),
+                          dimMap(ctx, 7, {0, 1, 2, 3, 6, 5}),
+                          dimMap(ctx, 7, {0, 1, 2, 3, 4, 5})},
+                         6, 1, [](OpBuilder &bb, Location bl, ValueRange args) {
+                           return arith::SubFOp::create(
+                               bb, bl, args[2], mulF(bb, bl, args[0], args[1]));
+                         });
         scf::YieldOp::create(nb, l, insertAt(nb, l, row, inverse, 4, r));
       });
   Value blocks = rowLoop.getResult(0);
@@ -432,20 +431,20 @@ static Value invertUnitLower(OpBuilder &b, Location loc, Value a,
        getAffineDimExpr(3, ctx) % s, getAffineDimExpr(4, ctx) % s},
       ctx);
   AffineMap id5 = b.getMultiDimIdentityMap(5);
-  Value inverse = buildGeneric(
-      b, loc, blocks, emptyTensor(b, loc, sizes, b.getF32Type()),
-      {scatter, id5}, 5, 0,
-      [&](OpBuilder &nb, Location l, ValueRange args) -> Value {
-        Value row = linalg::IndexOp::create(nb, l, 3);
-        Value col = linalg::IndexOp::create(nb, l, 4);
-        Value sValue = arith::ConstantIndexOp::create(nb, l, s);
-        Value sameBlock = arith::CmpIOp::create(
-            nb, l, arith::CmpIPredicate::eq,
-            arith::DivUIOp::create(nb, l, row, sValue),
-            arith::DivUIOp::create(nb, l, col, sValue));
-        return arith::SelectOp::create(nb, l, sameBlock, args[0],
-                                       constantF32(nb, l, 0.0f));
-      });
+  Value inverse =
+      buildGeneric(b, loc, blocks, emptyTensor(b, loc, sizes, b.getF32Type()),
+                   {scatter, id5}, 5, 0,
+                   [&](OpBuilder &nb, Location l, ValueRange args) -> Value {
+                     Value row = linalg::IndexOp::create(nb, l, 3);
+                     Value col = linalg::IndexOp::create(nb, l, 4);
+                     Value sValue = arith::ConstantIndexOp::create(nb, l, s);
+                     Value sameBlock = arith::CmpIOp::create(
+                         nb, l, arith::CmpIPredicate::eq,
+                         arith::DivUIOp::create(nb, l, row, sValue),
+                         arith::DivUIOp::create(nb, l, col, sValue));
+                     return arith::SelectOp::create(nb, l, sameBlock, args[0],
+                                                    constantF32(nb, l, 0.0f));
+                   });
   if (numBlocks == 1)
     return inverse;
 
@@ -457,36 +456,35 @@ static Value invertUnitLower(OpBuilder &b, Location loc, Value a,
         Value current = iterArgs[0];
         Value rowOffset = arith::MulIOp::create(
             nb, l, i, arith::ConstantIndexOp::create(nb, l, s));
-        Value aRows = sliceDim(nb, l, a, 3, rowOffset, nb.getIndexAttr(s));       // [..,s,C]
-        Value tRows = sliceDim(nb, l, current, 3, rowOffset, nb.getIndexAttr(s)); // [..,s,C]
+        Value aRows =
+            sliceDim(nb, l, a, 3, rowOffset, nb.getIndexAttr(s)); // [..,s,C]
+        Value tRows = sliceDim(nb, l, current, 3, rowOffset,
+                               nb.getIndexAttr(s)); // [..,s,C]
         SmallVector<OpFoldResult> rowsSizes = sizes;
         rowsSizes[3] = nb.getIndexAttr(s);
         // X = A[rows_i, :] T. Loops (b,n,h,r,col,t).
-        Value x = buildGeneric(nb, l, ValueRange{aRows, current},
-                          zeroTensor(nb, l, rowsSizes),
-                          {dimMap(ctx, 6, {0, 1, 2, 3, 5}),
-                           dimMap(ctx, 6, {0, 1, 2, 5, 4}),
-                           dimMap(ctx, 6, {0, 1, 2, 3, 4})},
-                          5, 1, [](OpBuilder &bb, Location bl, ValueRange a) {
-                            return addF(bb, bl, a[2], mulF(bb, bl, a[0], a[1]));
-                          });
+        Value x = buildGeneric(
+            nb, l, ValueRange{aRows, current}, zeroTensor(nb, l, rowsSizes),
+            {dimMap(ctx, 6, {0, 1, 2, 3, 5}), dimMap(ctx, 6, {0, 1, 2, 5, 4}),
+             dimMap(ctx, 6, {0, 1, 2, 3, 4})},
+            5, 1, [](OpBuilder &bb, Location bl, ValueRange a) {
+              return addF(bb, bl, a[2], mulF(bb, bl, a[0], a[1]));
+            });
         // Y = T_ii X. Loops (b,n,h,r,col,t); T_ii read from the blocks.
-        Value tii = sliceDim(nb, l, blocks, 3, i, nb.getIndexAttr(1)); // [..,1,s,s]
-        Value y = buildGeneric(nb, l, ValueRange{tii, x},
-                          zeroTensor(nb, l, rowsSizes),
-                          {AffineMap::get(6, 0,
-                                          {getAffineDimExpr(0, ctx),
-                                           getAffineDimExpr(1, ctx),
-                                           getAffineDimExpr(2, ctx),
-                                           getAffineConstantExpr(0, ctx),
-                                           getAffineDimExpr(3, ctx),
-                                           getAffineDimExpr(5, ctx)},
-                                          ctx),
-                           dimMap(ctx, 6, {0, 1, 2, 5, 4}),
-                           dimMap(ctx, 6, {0, 1, 2, 3, 4})},
-                          5, 1, [](OpBuilder &bb, Location bl, ValueRange a) {
-                            return addF(bb, bl, a[2], mulF(bb, bl, a[0], a[1]));
-                          });
+        Value tii =
+            sliceDim(nb, l, blocks, 3, i, nb.getIndexAttr(1)); // [..,1,s,s]
+        Value y = buildGeneric(
+            nb, l, ValueRange{tii, x}, zeroTensor(nb, l, rowsSizes),
+            {AffineMap::get(
+                 6, 0,
+                 {getAffineDimExpr(0, ctx), getAffineDimExpr(1, ctx),
+                  getAffineDimExpr(2, ctx), getAffineConstantExpr(0, ctx),
+                  getAffineDimExpr(3, ctx), getAffineDimExpr(5, ctx)},
+                 ctx),
+             dimMap(ctx, 6, {0, 1, 2, 5, 4}), dimMap(ctx, 6, {0, 1, 2, 3, 4})},
+            5, 1, [](OpBuilder &bb, Location bl, ValueRange a) {
+              return addF(bb, bl, a[2], mulF(bb, bl, a[0], a[1]));
+            });
         // Columns of earlier blocks get -Y; the rest keeps T_ii and zeros.
         Value rows = buildGeneric(
             nb, l, ValueRange{y}, tRows, {id5, id5}, 5, 0,
@@ -514,14 +512,13 @@ struct ChunkWYToLinalg : OpRewritePattern<ChunkWYOp> {
     Location loc = op.getLoc();
     MLIRContext *ctx = op.getContext();
     Value gates = op.getGates(), prevGates = op.getPrevGates();
-    Value lowRank = buildScores(rewriter, loc, op.getA(), op.getB(), gates,
-                                /*rowScale=*/Value(), 1.0f, /*strict=*/true,
-                                prevGates);
-    Value write = buildScores(rewriter, loc, op.getA(), op.getK(), gates,
-                              /*rowScale=*/Value(), 1.0f, /*strict=*/true,
-                              prevGates);
-    Value inverse =
-        invertUnitLower(rewriter, loc, lowRank, op.getBlockSize());
+    Value lowRank =
+        buildScores(rewriter, loc, op.getA(), op.getB(), gates,
+                    /*rowScale=*/Value(), 1.0f, /*strict=*/true, prevGates);
+    Value write =
+        buildScores(rewriter, loc, op.getA(), op.getK(), gates,
+                    /*rowScale=*/Value(), 1.0f, /*strict=*/true, prevGates);
+    Value inverse = invertUnitLower(rewriter, loc, lowRank, op.getBlockSize());
 
     // W = T (a * exp(P)). Loops (b,n,i,h,kk,t).
     SmallVector<Value> inputs = {inverse, op.getA()};
@@ -529,9 +526,8 @@ struct ChunkWYToLinalg : OpRewritePattern<ChunkWYOp> {
                                    dimMap(ctx, 6, {0, 1, 5, 3, 4})};
     if (prevGates) {
       inputs.push_back(prevGates);
-      maps.push_back(isChannelGate(prevGates)
-                         ? dimMap(ctx, 6, {0, 1, 5, 3, 4})
-                         : dimMap(ctx, 6, {0, 1, 5, 3}));
+      maps.push_back(isChannelGate(prevGates) ? dimMap(ctx, 6, {0, 1, 5, 3, 4})
+                                              : dimMap(ctx, 6, {0, 1, 5, 3}));
     }
     maps.push_back(dimMap(ctx, 6, {0, 1, 2, 3, 4}));
     Value w = buildGeneric(
@@ -553,8 +549,8 @@ struct ChunkWYToLinalg : OpRewritePattern<ChunkWYOp> {
     AffineMap id = rewriter.getMultiDimIdentityMap(5);
     Value u = buildGeneric(
         rewriter, loc, solved,
-        emptyTensor(rewriter, loc, valueSizes, rewriter.getF32Type()),
-        {id, id}, 5, 0, [](OpBuilder &b, Location l, ValueRange args) {
+        emptyTensor(rewriter, loc, valueSizes, rewriter.getF32Type()), {id, id},
+        5, 0, [](OpBuilder &b, Location l, ValueRange args) {
           return arith::NegFOp::create(b, l, args[0]);
         });
     return {w, u};
@@ -645,7 +641,8 @@ struct ChunkInterToLinalg : OpRewritePattern<ChunkInterOp> {
                                           : dimMap(ctx, 5, {0, 1, 2, 3}));
     }
     maps.push_back(dimMap(ctx, 5, {0, 1, 2, 3, 4}));
-    Value scaleValue = constantF32(rewriter, loc, op.getScale().convertToFloat());
+    Value scaleValue =
+        constantF32(rewriter, loc, op.getScale().convertToFloat());
     Value scaledQueries = buildGeneric(
         rewriter, loc, inputs,
         emptyTensor(rewriter, loc, mixedSizes(rewriter, loc, op.getQ()), f32),
@@ -658,8 +655,7 @@ struct ChunkInterToLinalg : OpRewritePattern<ChunkInterOp> {
 
     // O = intra + Q'^T S_n. Loops (b,n,i,hv,vv,kk).
     Value sum = buildGeneric(
-        rewriter, loc, ValueRange{scaledQueries, op.getStates()},
-        op.getIntra(),
+        rewriter, loc, ValueRange{scaledQueries, op.getStates()}, op.getIntra(),
         {dimMap(ctx, 6, {0, 1, 2, -4, 5}, *group),
          dimMap(ctx, 6, {0, 1, 3, 5, 4}), dimMap(ctx, 6, {0, 1, 2, 3, 4})},
         5, 1, [&](OpBuilder &b, Location l, ValueRange args) -> Value {
@@ -668,13 +664,13 @@ struct ChunkInterToLinalg : OpRewritePattern<ChunkInterOp> {
     Type outputElementType = op.getResult().getType().getElementType();
     if (!outputElementType.isF32()) {
       AffineMap id = rewriter.getMultiDimIdentityMap(5);
-      sum = buildGeneric(rewriter, loc, sum,
-                    emptyTensor(rewriter, loc, mixedSizes(rewriter, loc, sum),
-                                outputElementType),
-                    {id, id}, 5, 0,
-                    [&](OpBuilder &b, Location l, ValueRange args) {
-                      return castFloat(b, l, args[0], outputElementType);
-                    });
+      sum = buildGeneric(
+          rewriter, loc, sum,
+          emptyTensor(rewriter, loc, mixedSizes(rewriter, loc, sum),
+                      outputElementType),
+          {id, id}, 5, 0, [&](OpBuilder &b, Location l, ValueRange args) {
+            return castFloat(b, l, args[0], outputElementType);
+          });
     }
     rewriter.replaceOp(op, sum);
     return success();

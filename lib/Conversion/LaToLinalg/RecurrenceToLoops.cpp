@@ -38,8 +38,8 @@ public:
     SmallVector<OpFoldResult> stateSizes = mixedSizes(b, loc, state);
     Type f32 = b.getF32Type();
     AffineMap stateMap = dimMap(ctx, 4, {0, 1, 2, 3});
-    AffineMap keyMap = dimMap(ctx, 4, {0, -2, 2}, group);  // (b,hv,kk)
-    AffineMap valueMap = dimMap(ctx, 4, {0, 1, 3});         // (b,hv,vv)
+    AffineMap keyMap = dimMap(ctx, 4, {0, -2, 2}, group); // (b,hv,kk)
+    AffineMap valueMap = dimMap(ctx, 4, {0, 1, 3});       // (b,hv,vv)
 
     Value next;
     switch (op.getLowRank()) {
@@ -50,11 +50,13 @@ public:
       appendGate(g, inputs, maps);
       maps.push_back(stateMap);
       next = buildGeneric(b, loc, inputs, emptyTensor(b, loc, stateSizes, f32),
-                     maps, 4, 0, [&](OpBuilder &nb, Location l, ValueRange a) {
-                       Value s = decay(nb, l, a[0], g ? a[3] : Value());
-                       Value kv = mulF(nb, l, extendToF32(nb, l, a[1]), extendToF32(nb, l, a[2]));
-                       return addF(nb, l, s, kv);
-                     });
+                          maps, 4, 0,
+                          [&](OpBuilder &nb, Location l, ValueRange a) {
+                            Value s = decay(nb, l, a[0], g ? a[3] : Value());
+                            Value kv = mulF(nb, l, extendToF32(nb, l, a[1]),
+                                            extendToF32(nb, l, a[2]));
+                            return addF(nb, l, s, kv);
+                          });
       break;
     }
     case LowRank::Delta: {
@@ -65,11 +67,11 @@ public:
         SmallVector<AffineMap> maps = {stateMap};
         appendGate(g, inputs, maps);
         maps.push_back(stateMap);
-        decayed = buildGeneric(b, loc, inputs, emptyTensor(b, loc, stateSizes, f32),
-                          maps, 4, 0,
-                          [&](OpBuilder &nb, Location l, ValueRange a) {
-                            return decay(nb, l, a[0], a[1]);
-                          });
+        decayed = buildGeneric(b, loc, inputs,
+                               emptyTensor(b, loc, stateSizes, f32), maps, 4, 0,
+                               [&](OpBuilder &nb, Location l, ValueRange a) {
+                                 return decay(nb, l, a[0], a[1]);
+                               });
       }
       Value readBack = contractKeys(b, loc, k, decayed);
       Value beta = extractUnitSlice(b, loc, op.getBeta(), 1, t);
@@ -79,29 +81,33 @@ public:
           {stateMap, keyMap, valueMap, valueMap, dimMap(ctx, 4, {0, -2}, group),
            stateMap},
           4, 0, [&](OpBuilder &nb, Location l, ValueRange a) {
-            Value error = arith::SubFOp::create(nb, l, extendToF32(nb, l, a[2]), a[3]);
-            Value scaledKey = mulF(nb, l, extendToF32(nb, l, a[4]), extendToF32(nb, l, a[1]));
+            Value error =
+                arith::SubFOp::create(nb, l, extendToF32(nb, l, a[2]), a[3]);
+            Value scaledKey =
+                mulF(nb, l, extendToF32(nb, l, a[4]), extendToF32(nb, l, a[1]));
             return addF(nb, l, a[0], mulF(nb, l, scaledKey, error));
           });
       break;
     }
     case LowRank::General: {
       // S = alpha * S - b (a^T S)^T + k v^T, with a^T applied to the old S.
-      Value readBack = contractKeys(b, loc, extractUnitSlice(b, loc, op.getA(), 1, t), state);
+      Value readBack = contractKeys(
+          b, loc, extractUnitSlice(b, loc, op.getA(), 1, t), state);
       SmallVector<Value> inputs = {state, k, v, readBack,
                                    extractUnitSlice(b, loc, op.getB(), 1, t)};
       SmallVector<AffineMap> maps = {stateMap, keyMap, valueMap, valueMap,
                                      keyMap};
       appendGate(g, inputs, maps);
       maps.push_back(stateMap);
-      next = buildGeneric(b, loc, inputs, emptyTensor(b, loc, stateSizes, f32),
-                     maps, 4, 0, [&](OpBuilder &nb, Location l, ValueRange a) {
-                       Value s = decay(nb, l, a[0], g ? a[5] : Value());
-                       Value kv = mulF(nb, l, extendToF32(nb, l, a[1]), extendToF32(nb, l, a[2]));
-                       Value lowRank = mulF(nb, l, extendToF32(nb, l, a[4]), a[3]);
-                       return addF(nb, l, arith::SubFOp::create(nb, l, s, lowRank),
-                                  kv);
-                     });
+      next = buildGeneric(
+          b, loc, inputs, emptyTensor(b, loc, stateSizes, f32), maps, 4, 0,
+          [&](OpBuilder &nb, Location l, ValueRange a) {
+            Value s = decay(nb, l, a[0], g ? a[5] : Value());
+            Value kv =
+                mulF(nb, l, extendToF32(nb, l, a[1]), extendToF32(nb, l, a[2]));
+            Value lowRank = mulF(nb, l, extendToF32(nb, l, a[4]), a[3]);
+            return addF(nb, l, arith::SubFOp::create(nb, l, s, lowRank), kv);
+          });
       break;
     }
     }
@@ -110,14 +116,15 @@ public:
     SmallVector<OpFoldResult> outSizes = {stateSizes[0], stateSizes[1],
                                           stateSizes[3]};
     Value scale = constantF32(b, loc, op.getScale().convertToFloat());
-    Value out = buildGeneric(
-        b, loc, ValueRange{q, next}, zeroTensor(b, loc, outSizes),
-        {dimMap(ctx, 4, {0, -2, 3}, group), dimMap(ctx, 4, {0, 1, 3, 2}),
-         dimMap(ctx, 4, {0, 1, 2})},
-        3, 1, [&](OpBuilder &nb, Location l, ValueRange a) {
-          Value scaled = mulF(nb, l, extendToF32(nb, l, a[0]), scale);
-          return addF(nb, l, a[2], mulF(nb, l, scaled, a[1]));
-        });
+    Value out =
+        buildGeneric(b, loc, ValueRange{q, next}, zeroTensor(b, loc, outSizes),
+                     {dimMap(ctx, 4, {0, -2, 3}, group),
+                      dimMap(ctx, 4, {0, 1, 3, 2}), dimMap(ctx, 4, {0, 1, 2})},
+                     3, 1, [&](OpBuilder &nb, Location l, ValueRange a) {
+                       Value scaled =
+                           mulF(nb, l, extendToF32(nb, l, a[0]), scale);
+                       return addF(nb, l, a[2], mulF(nb, l, scaled, a[1]));
+                     });
     return {next, out};
   }
 
@@ -126,13 +133,13 @@ private:
   Value contractKeys(OpBuilder &b, Location loc, Value x, Value state) {
     SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, state);
     SmallVector<OpFoldResult> outSizes = {sizes[0], sizes[1], sizes[3]};
-    return buildGeneric(b, loc, ValueRange{x, state}, zeroTensor(b, loc, outSizes),
-                   {dimMap(ctx, 4, {0, -2, 3}, group),
-                    dimMap(ctx, 4, {0, 1, 3, 2}), dimMap(ctx, 4, {0, 1, 2})},
-                   3, 1, [&](OpBuilder &nb, Location l, ValueRange a) {
-                     return addF(nb, l, a[2],
-                                mulF(nb, l, extendToF32(nb, l, a[0]), a[1]));
-                   });
+    return buildGeneric(
+        b, loc, ValueRange{x, state}, zeroTensor(b, loc, outSizes),
+        {dimMap(ctx, 4, {0, -2, 3}, group), dimMap(ctx, 4, {0, 1, 3, 2}),
+         dimMap(ctx, 4, {0, 1, 2})},
+        3, 1, [&](OpBuilder &nb, Location l, ValueRange a) {
+          return addF(nb, l, a[2], mulF(nb, l, extendToF32(nb, l, a[0]), a[1]));
+        });
   }
 
   void appendGate(Value g, SmallVectorImpl<Value> &inputs,
@@ -148,7 +155,8 @@ private:
   static Value decay(OpBuilder &b, Location loc, Value s, Value logGate) {
     if (!logGate)
       return s;
-    return mulF(b, loc, s, math::ExpOp::create(b, loc, extendToF32(b, loc, logGate)));
+    return mulF(b, loc, s,
+                math::ExpOp::create(b, loc, extendToF32(b, loc, logGate)));
   }
 
   RecurrenceOp op;
@@ -208,11 +216,10 @@ struct RecurrenceToLoops : OpRewritePattern<RecurrenceOp> {
     if (!op.getCuSeqlens()) {
       Value state = op.getInitialState();
       if (!state)
-        state = zeroTensor(rewriter, loc,
-                           {outputSizes[0], outputSizes[2], keyDim,
-                            outputSizes[3]});
-      Value output =
-          emptyTensor(rewriter, loc, outputSizes, outputElementType);
+        state = zeroTensor(
+            rewriter, loc,
+            {outputSizes[0], outputSizes[2], keyDim, outputSizes[3]});
+      Value output = emptyTensor(rewriter, loc, outputSizes, outputElementType);
       Value time = getValueOrCreateConstantIndexOp(
           rewriter, loc, tensor::getMixedSize(rewriter, loc, op.getQ(), 1));
       auto loop = timeLoop(rewriter, loc, zero, time, state, output);
@@ -223,8 +230,7 @@ struct RecurrenceToLoops : OpRewritePattern<RecurrenceOp> {
     // Packed sequences: one time loop per sequence, each from its own state.
     Value cuSeqlens = op.getCuSeqlens();
     Value numSequences = arith::SubIOp::create(
-        rewriter, loc, tensor::DimOp::create(rewriter, loc, cuSeqlens, 0),
-        one);
+        rewriter, loc, tensor::DimOp::create(rewriter, loc, cuSeqlens, 0), one);
     Value outputInit =
         filledTensor(rewriter, loc, outputSizes, outputElementType, 0.0);
     SmallVector<OpFoldResult> finalSizes = {numSequences, outputSizes[2],
@@ -242,9 +248,9 @@ struct RecurrenceToLoops : OpRewritePattern<RecurrenceOp> {
           if (Value initial = op.getInitialState())
             state = sliceDim(b, l, initial, 0, n, b.getIndexAttr(1));
           else
-            state = zeroTensor(b, l,
-                               {b.getIndexAttr(1), outputSizes[2], keyDim,
-                                outputSizes[3]});
+            state = zeroTensor(
+                b, l,
+                {b.getIndexAttr(1), outputSizes[2], keyDim, outputSizes[3]});
           auto inner = timeLoop(b, l, begin, end, state, iterArgs[0]);
           Value finals = insertAt(b, l, inner.getResult(0), iterArgs[1], 0, n);
           scf::YieldOp::create(b, l, ValueRange{inner.getResult(1), finals});
@@ -252,7 +258,6 @@ struct RecurrenceToLoops : OpRewritePattern<RecurrenceOp> {
     replaceWithCasts(rewriter, op, {loop.getResult(0), loop.getResult(1)});
     return success();
   }
-
 };
 } // namespace
 

@@ -9,8 +9,8 @@
 using namespace mlir;
 using namespace mlir::la;
 
-#include "la/Dialect/La/LaOpsDialect.cpp.inc"
 #include "la/Dialect/La/LaEnums.cpp.inc"
+#include "la/Dialect/La/LaOpsDialect.cpp.inc"
 
 #define GET_ATTRDEF_CLASSES
 #include "la/Dialect/La/LaAttrs.cpp.inc"

@@ -87,8 +87,8 @@ static ParseResult parseEnumKeyword(OpAsmParser &parser, AttrT &attr) {
     return failure();
   std::optional<EnumT> value = symbolizeEnum<EnumT>(keyword);
   if (!value)
-    return parser.emitError(loc) << "unknown " << AttrT::getMnemonic()
-                                 << " kind '" << keyword << "'";
+    return parser.emitError(loc)
+           << "unknown " << AttrT::getMnemonic() << " kind '" << keyword << "'";
   attr = AttrT::get(parser.getContext(), *value);
   return success();
 }
@@ -121,8 +121,7 @@ struct ProblemDims {
 } // namespace
 
 static bool compatible(int64_t lhs, int64_t rhs) {
-  return ShapedType::isDynamic(lhs) || ShapedType::isDynamic(rhs) ||
-         lhs == rhs;
+  return ShapedType::isDynamic(lhs) || ShapedType::isDynamic(rhs) || lhs == rhs;
 }
 
 static std::string formatShape(ArrayRef<int64_t> shape) {
@@ -143,13 +142,12 @@ static std::string formatShape(ArrayRef<int64_t> shape) {
 
 /// Checks that `value` has the shape `expected` (dynamic dims match anything).
 static LogicalResult verifyShape(Operation *op, Value value, StringRef name,
-                                 ArrayRef<int64_t> expected,
-                                 StringRef layout) {
+                                 ArrayRef<int64_t> expected, StringRef layout) {
   auto type = cast<RankedTensorType>(value.getType());
   if (type.getRank() != static_cast<int64_t>(expected.size()))
-    return op->emitOpError() << "expects '" << name << "' of rank "
-                             << expected.size() << " " << layout
-                             << ", got rank " << type.getRank();
+    return op->emitOpError()
+           << "expects '" << name << "' of rank " << expected.size() << " "
+           << layout << ", got rank " << type.getRank();
   for (auto [actual, want] : llvm::zip(type.getShape(), expected))
     if (!compatible(actual, want))
       return op->emitOpError()
@@ -163,11 +161,11 @@ static LogicalResult verifySignature(Operation *op,
   auto qType = cast<RankedTensorType>(sig.q.getType());
   auto vType = cast<RankedTensorType>(sig.v.getType());
   if (qType.getRank() != 4)
-    return op->emitOpError() << "expects 'q' of rank 4 [B,T,H,K], got rank "
-                             << qType.getRank();
+    return op->emitOpError()
+           << "expects 'q' of rank 4 [B,T,H,K], got rank " << qType.getRank();
   if (vType.getRank() != 4)
-    return op->emitOpError() << "expects 'v' of rank 4 [B,T,HV,V], got rank "
-                             << vType.getRank();
+    return op->emitOpError()
+           << "expects 'v' of rank 4 [B,T,HV,V], got rank " << vType.getRank();
   ArrayRef<int64_t> qShape = qType.getShape();
   ArrayRef<int64_t> vShape = vType.getShape();
   ProblemDims d{qShape[0], qShape[1], qShape[2],
@@ -176,15 +174,13 @@ static LogicalResult verifySignature(Operation *op,
     return failure();
   if (!compatible(vShape[0], d.batch) || !compatible(vShape[1], d.time))
     return op->emitOpError()
-           << "expects 'v' to share B and T with 'q' "
-           << formatShape(qShape) << ", got " << formatShape(vShape);
-  if (!ShapedType::isDynamic(d.heads) &&
-      !ShapedType::isDynamic(d.valueHeads) &&
+           << "expects 'v' to share B and T with 'q' " << formatShape(qShape)
+           << ", got " << formatShape(vShape);
+  if (!ShapedType::isDynamic(d.heads) && !ShapedType::isDynamic(d.valueHeads) &&
       (d.heads == 0 || d.valueHeads % d.heads != 0))
-    return op->emitOpError() << "expects the value heads (HV = "
-                             << d.valueHeads
-                             << ") to be a multiple of the key heads (H = "
-                             << d.heads << ")";
+    return op->emitOpError()
+           << "expects the value heads (HV = " << d.valueHeads
+           << ") to be a multiple of the key heads (H = " << d.heads << ")";
   if (cast<RankedTensorType>(sig.k.getType()).getElementType() !=
       qType.getElementType())
     return op->emitOpError("expects 'q' and 'k' of one element type");
@@ -194,9 +190,8 @@ static LogicalResult verifySignature(Operation *op,
   case GateKind::None:
   case GateKind::Fixed:
     if (sig.g)
-      return op->emitOpError()
-             << "gate '" << stringifyGateKind(sig.gate)
-             << "' takes no 'g' operand";
+      return op->emitOpError() << "gate '" << stringifyGateKind(sig.gate)
+                               << "' takes no 'g' operand";
     break;
   case GateKind::Scalar:
   case GateKind::Channel:
@@ -232,9 +227,8 @@ static LogicalResult verifySignature(Operation *op,
                              << "not '" << stringifyGateKind(sig.gate) << "'";
   }
 
-  if (sig.beta &&
-      failed(verifyShape(op, sig.beta, "beta", {d.batch, d.time, d.heads},
-                         "[B,T,H]")))
+  if (sig.beta && failed(verifyShape(op, sig.beta, "beta",
+                                     {d.batch, d.time, d.heads}, "[B,T,H]")))
     return failure();
 
   // Sequences and states.
@@ -244,7 +238,8 @@ static LogicalResult verifySignature(Operation *op,
       return op->emitOpError()
              << "expects B = 1 with 'cu_seqlens' (packed sequences), got B = "
              << d.batch;
-    int64_t offsets = cast<RankedTensorType>(sig.cuSeqlens.getType()).getDimSize(0);
+    int64_t offsets =
+        cast<RankedTensorType>(sig.cuSeqlens.getType()).getDimSize(0);
     if (!ShapedType::isDynamic(offsets) && offsets < 2)
       return op->emitOpError()
              << "expects 'cu_seqlens' to hold N+1 >= 2 offsets, got "
@@ -255,13 +250,12 @@ static LogicalResult verifySignature(Operation *op,
                                      d.valueDim};
   StringRef stateLayout =
       sig.cuSeqlens ? "[N,HV,K,V] (N sequences)" : "[B,HV,K,V]";
-  if (sig.initialState && failed(verifyShape(op, sig.initialState,
-                                             "initial_state", stateShape,
-                                             stateLayout)))
-    return failure();
-  if (sig.finalState &&
-      failed(verifyShape(op, sig.finalState, "final_state", stateShape,
+  if (sig.initialState &&
+      failed(verifyShape(op, sig.initialState, "initial_state", stateShape,
                          stateLayout)))
+    return failure();
+  if (sig.finalState && failed(verifyShape(op, sig.finalState, "final_state",
+                                           stateShape, stateLayout)))
     return failure();
 
   if (failed(verifyShape(op, sig.o, "o",
@@ -271,14 +265,14 @@ static LogicalResult verifySignature(Operation *op,
 
   // Attributes.
   if (!std::isfinite(sig.scale) || sig.scale <= 0.0f)
-    return op->emitOpError() << "expects 'scale' to be finite and > 0, got "
-                             << sig.scale;
+    return op->emitOpError()
+           << "expects 'scale' to be finite and > 0, got " << sig.scale;
   if (sig.eps) {
     if (!sig.normalizer)
       return op->emitOpError("'eps' is only valid with 'normalizer'");
     if (!std::isfinite(*sig.eps) || *sig.eps <= 0.0f)
-      return op->emitOpError() << "expects 'eps' to be finite and > 0, got "
-                               << *sig.eps;
+      return op->emitOpError()
+             << "expects 'eps' to be finite and > 0, got " << *sig.eps;
   }
   return success();
 }
@@ -349,9 +343,8 @@ LogicalResult AttentionOp::verify() {
         "'erase' and 'write' are only valid with the erase_write rule");
   if (getUpdate() != UpdateRule::Additive && getNormalizer())
     return emitOpError("'normalizer' is only valid with the additive rule");
-  if (getErase() &&
-      failed(verifyShape(*this, getErase(), "erase", qType.getShape(),
-                         "[B,T,H,K] like 'q'")))
+  if (getErase() && failed(verifyShape(*this, getErase(), "erase",
+                                       qType.getShape(), "[B,T,H,K] like 'q'")))
     return failure();
   if (getWrite() &&
       failed(verifyShape(*this, getWrite(), "write",
@@ -377,8 +370,7 @@ LogicalResult RecurrenceOp::verify() {
   switch (getLowRank()) {
   case LowRank::None:
     if (getBeta() || getA() || getB())
-      return emitOpError(
-          "low_rank 'none' takes no 'beta', 'a' or 'b' operand");
+      return emitOpError("low_rank 'none' takes no 'beta', 'a' or 'b' operand");
     break;
   case LowRank::Delta:
     if (!getBeta())
@@ -397,13 +389,13 @@ LogicalResult RecurrenceOp::verify() {
   if (getNormalizer() && getLowRank() != LowRank::None)
     return emitOpError("'normalizer' is only valid without a low-rank part");
 
-  if (failed(verifySignature(
-          *this, getSignature(*this, getScale().convertToFloat()))))
+  if (failed(verifySignature(*this,
+                             getSignature(*this, getScale().convertToFloat()))))
     return failure();
   ArrayRef<int64_t> qShape = getQ().getType().getShape();
   for (auto [value, name] : {std::pair{getA(), "a"}, std::pair{getB(), "b"}})
-    if (value && failed(verifyShape(*this, value, name, qShape,
-                                    "[B,T,H,K] like 'q'")))
+    if (value &&
+        failed(verifyShape(*this, value, name, qShape, "[B,T,H,K] like 'q'")))
       return failure();
   return success();
 }
@@ -428,9 +420,9 @@ static FailureOr<ChunkDims> verifyChunkedKeyValue(Operation *op, Value key,
   auto keyType = cast<RankedTensorType>(key.getType());
   auto valueType = cast<RankedTensorType>(value.getType());
   if (keyType.getRank() != 5)
-    return op->emitOpError() << "expects '" << keyName
-                             << "' of rank 5 [B,NC,C,H,K], got rank "
-                             << keyType.getRank();
+    return op->emitOpError()
+           << "expects '" << keyName << "' of rank 5 [B,NC,C,H,K], got rank "
+           << keyType.getRank();
   if (valueType.getRank() != 5)
     return op->emitOpError()
            << "expects '" << valueName << "' of rank 5 [B,NC,C,HV,V], got rank "
@@ -438,18 +430,16 @@ static FailureOr<ChunkDims> verifyChunkedKeyValue(Operation *op, Value key,
   ArrayRef<int64_t> ks = keyType.getShape();
   ArrayRef<int64_t> vs = valueType.getShape();
   ChunkDims d{ks[0], ks[1], ks[2], ks[3], ks[4], vs[3], vs[4]};
-  if (failed(verifyShape(op, value, valueName,
-                         {d.batch, d.chunks, d.chunkSize, d.valueHeads,
-                          d.valueDim},
-                         "[B,NC,C,HV,V]")))
+  if (failed(verifyShape(
+          op, value, valueName,
+          {d.batch, d.chunks, d.chunkSize, d.valueHeads, d.valueDim},
+          "[B,NC,C,HV,V]")))
     return failure();
-  if (!ShapedType::isDynamic(d.heads) &&
-      !ShapedType::isDynamic(d.valueHeads) &&
+  if (!ShapedType::isDynamic(d.heads) && !ShapedType::isDynamic(d.valueHeads) &&
       (d.heads == 0 || d.valueHeads % d.heads != 0))
-    return op->emitOpError() << "expects the value heads (HV = "
-                             << d.valueHeads
-                             << ") to be a multiple of the key heads (H = "
-                             << d.heads << ")";
+    return op->emitOpError()
+           << "expects the value heads (HV = " << d.valueHeads
+           << ") to be a multiple of the key heads (H = " << d.heads << ")";
   return d;
 }
 
@@ -471,8 +461,8 @@ static LogicalResult verifyChunkedGates(Operation *op, Value gates,
 static LogicalResult verifyScale(Operation *op, APFloat scale) {
   float value = scale.convertToFloat();
   if (!std::isfinite(value) || value <= 0.0f)
-    return op->emitOpError() << "expects 'scale' to be finite and > 0, got "
-                             << value;
+    return op->emitOpError()
+           << "expects 'scale' to be finite and > 0, got " << value;
   return success();
 }
 
@@ -503,7 +493,8 @@ LogicalResult ChunkCumsumOp::verify() {
 }
 
 LogicalResult ChunkIntraOp::verify() {
-  FailureOr<ChunkDims> d = verifyChunkedKeyValue(*this, getK(), "k", getV(), "v");
+  FailureOr<ChunkDims> d =
+      verifyChunkedKeyValue(*this, getK(), "k", getV(), "v");
   if (failed(d))
     return failure();
   if (failed(verifyShape(*this, getQ(), "q", getK().getType().getShape(),
@@ -513,10 +504,10 @@ LogicalResult ChunkIntraOp::verify() {
       failed(verifyExtraPair(*this, getExtraKeys(), getExtraValues(), getK(),
                              getV())))
     return failure();
-  return verifyShape(*this, getResult(), "result",
-                     {d->batch, d->chunks, d->chunkSize, d->valueHeads,
-                      d->valueDim},
-                     "[B,NC,C,HV,V]");
+  return verifyShape(
+      *this, getResult(), "result",
+      {d->batch, d->chunks, d->chunkSize, d->valueHeads, d->valueDim},
+      "[B,NC,C,HV,V]");
 }
 
 LogicalResult ChunkWYOp::verify() {
@@ -536,9 +527,9 @@ LogicalResult ChunkWYOp::verify() {
                          "[B,NC,C,H]")))
     return failure();
   for (auto [value, name] : {std::pair{getA(), "a"}, std::pair{getB(), "b"}})
-    if (value && failed(verifyShape(*this, value, name,
-                                    getK().getType().getShape(),
-                                    "[B,NC,C,H,K] like 'k'")))
+    if (value &&
+        failed(verifyShape(*this, value, name, getK().getType().getShape(),
+                           "[B,NC,C,H,K] like 'k'")))
       return failure();
   if (failed(verifyChunkedGates(*this, getGates(), *d)))
     return failure();
@@ -553,8 +544,8 @@ LogicalResult ChunkWYOp::verify() {
                          getGates().getType().getShape(), "like 'gates'")))
     return failure();
   int64_t blockSize = getBlockSize();
-  if (blockSize <= 0 || (!ShapedType::isDynamic(d->chunkSize) &&
-                         d->chunkSize % blockSize != 0))
+  if (blockSize <= 0 ||
+      (!ShapedType::isDynamic(d->chunkSize) && d->chunkSize % blockSize != 0))
     return emitOpError() << "expects 'block_size' (" << blockSize
                          << ") to be > 0 and to divide the chunk size ("
                          << d->chunkSize << ")";
@@ -575,8 +566,8 @@ LogicalResult ChunkStateScanOp::verify() {
   SmallVector<int64_t> finalShape = {d->batch, d->valueHeads, d->keyDim,
                                      d->valueDim};
   if (getInitialState() &&
-      failed(verifyShape(*this, getInitialState(), "initial_state",
-                         finalShape, "[B,HV,K,V]")))
+      failed(verifyShape(*this, getInitialState(), "initial_state", finalShape,
+                         "[B,HV,K,V]")))
     return failure();
   if (failed(verifyShape(*this, getFinalState(), "final_state", finalShape,
                          "[B,HV,K,V]")))
@@ -595,10 +586,10 @@ LogicalResult ChunkStateScanOp::verify() {
                           getV().getType().getShape(),
                           "[B,NC,C,HV,V] like 'v'"))))
     return failure();
-  return verifyShape(*this, getStates(), "states",
-                     {d->batch, d->chunks, d->valueHeads, d->keyDim,
-                      d->valueDim},
-                     "[B,NC,HV,K,V]");
+  return verifyShape(
+      *this, getStates(), "states",
+      {d->batch, d->chunks, d->valueHeads, d->keyDim, d->valueDim},
+      "[B,NC,HV,K,V]");
 }
 
 LogicalResult ChunkInterOp::verify() {
@@ -608,10 +599,10 @@ LogicalResult ChunkInterOp::verify() {
     return failure();
   if (failed(verifyChunkedGates(*this, getGates(), *d)) ||
       failed(verifyScale(*this, getScale())) ||
-      failed(verifyShape(*this, getStates(), "states",
-                         {d->batch, d->chunks, d->valueHeads, d->keyDim,
-                          d->valueDim},
-                         "[B,NC,HV,K,V]")))
+      failed(verifyShape(
+          *this, getStates(), "states",
+          {d->batch, d->chunks, d->valueHeads, d->keyDim, d->valueDim},
+          "[B,NC,HV,K,V]")))
     return failure();
   return verifyShape(*this, getResult(), "result",
                      getIntra().getType().getShape(), "like 'intra'");

@@ -94,9 +94,9 @@ public:
       correction = wy.getW();
     } else if (in.a) {
       Value bc = chunkify(in.b);
-      auto wy = ChunkWYOp::create(b, loc, keyType, intraType, kc, vc, Value(),
-                                  chunkify(in.a), bc, gates, prevGates,
-                                  blockSize);
+      auto wy =
+          ChunkWYOp::create(b, loc, keyType, intraType, kc, vc, Value(),
+                            chunkify(in.a), bc, gates, prevGates, blockSize);
       keys = bc;
       values = wy.getU();
       correction = wy.getW();
@@ -106,14 +106,14 @@ public:
     SmallVector<Type> scanTypes = {statesType, finalType};
     if (correction)
       scanTypes.push_back(intraType);
-    auto scan = ChunkStateScanOp::create(b, loc, scanTypes, keys, values,
-                                         gates, in.initialState, correction,
-                                         extraKeys, extraValues);
+    auto scan = ChunkStateScanOp::create(b, loc, scanTypes, keys, values, gates,
+                                         in.initialState, correction, extraKeys,
+                                         extraValues);
     if (correction)
       values = scan.getCorrected();
-    Value intra = ChunkIntraOp::create(b, loc, intraType, qc, keys, values,
-                                       gates, extraKeys, extraValues,
-                                       scaleAttr);
+    Value intra =
+        ChunkIntraOp::create(b, loc, intraType, qc, keys, values, gates,
+                             extraKeys, extraValues, scaleAttr);
     Value outputChunks = ChunkInterOp::create(
         b, loc, RankedTensorType::get(vShape, outputElementType), qc,
         scan.getStates(), intra, gates, scaleAttr);
@@ -183,11 +183,10 @@ struct ChunkRecurrence : OpRewritePattern<RecurrenceOp> {
 
     if (!op.getCuSeqlens()) {
       ChunkedProgramBuilder program(rewriter, loc, chunkSize);
-      ChunkedProgramBuilder::Result result =
-          program.build({op.getQ(), op.getK(), op.getV(), op.getG(),
-                         op.getBeta(), op.getA(), op.getB(),
-                         op.getInitialState()},
-                        scale, outputElementType);
+      ChunkedProgramBuilder::Result result = program.build(
+          {op.getQ(), op.getK(), op.getV(), op.getG(), op.getBeta(), op.getA(),
+           op.getB(), op.getInitialState()},
+          scale, outputElementType);
       replaceWithCasts(rewriter, op, {result.output, result.finalState});
       return success();
     }
@@ -199,7 +198,8 @@ struct ChunkRecurrence : OpRewritePattern<RecurrenceOp> {
     Value numOffsets = tensor::DimOp::create(rewriter, loc, cuSeqlens, 0);
     Value numSequences = arith::SubIOp::create(rewriter, loc, numOffsets, one);
 
-    SmallVector<OpFoldResult> outputSizes = mixedSizes(rewriter, loc, op.getV());
+    SmallVector<OpFoldResult> outputSizes =
+        mixedSizes(rewriter, loc, op.getV());
     // Tokens outside every sequence stay zero.
     Value outputInit =
         filledTensor(rewriter, loc, outputSizes, outputElementType, 0.0);
@@ -225,8 +225,8 @@ struct ChunkRecurrence : OpRewritePattern<RecurrenceOp> {
           };
           Value initialState;
           if (op.getInitialState())
-            initialState = sliceDim(b, l, op.getInitialState(), 0, n,
-                                    b.getIndexAttr(1));
+            initialState =
+                sliceDim(b, l, op.getInitialState(), 0, n, b.getIndexAttr(1));
           ChunkedProgramBuilder program(b, l, chunkSize);
           ChunkedProgramBuilder::Result result = program.build(
               {slice(op.getQ()), slice(op.getK()), slice(op.getV()),
@@ -251,9 +251,8 @@ struct LaChunkPass : la::impl::LaChunkPassBase<LaChunkPass> {
 
   void runOnOperation() override {
     if (chunkSize <= 0) {
-      getOperation()->emitError()
-          << "la-chunk: 'chunk-size' must be > 0, got "
-          << static_cast<int64_t>(chunkSize);
+      getOperation()->emitError() << "la-chunk: 'chunk-size' must be > 0, got "
+                                  << static_cast<int64_t>(chunkSize);
       return signalPassFailure();
     }
     RewritePatternSet patterns(&getContext());

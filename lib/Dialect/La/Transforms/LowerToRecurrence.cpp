@@ -29,8 +29,7 @@ using namespace mlir::la;
 
 /// Returns `x / sqrt(sum_K(x^2) + eps)` for `x : [B,T,H,K]` as an f32 tensor;
 /// the sum runs over the last dimension, in f32.
-static Value buildL2Normalize(OpBuilder &b, Location loc, Value x,
-                              double eps) {
+static Value buildL2Normalize(OpBuilder &b, Location loc, Value x, double eps) {
   auto type = cast<RankedTensorType>(x.getType());
   MLIRContext *ctx = b.getContext();
   Type f32 = b.getF32Type();
@@ -38,15 +37,15 @@ static Value buildL2Normalize(OpBuilder &b, Location loc, Value x,
   SmallVector<OpFoldResult> rowSizes(sizes.begin(), sizes.end() - 1);
 
   AffineMap identity = b.getMultiDimIdentityMap(4);
-  AffineMap dropLast = AffineMap::get(
-      4, 0, {getAffineDimExpr(0, ctx), getAffineDimExpr(1, ctx),
-             getAffineDimExpr(2, ctx)},
-      ctx);
+  AffineMap dropLast =
+      AffineMap::get(4, 0,
+                     {getAffineDimExpr(0, ctx), getAffineDimExpr(1, ctx),
+                      getAffineDimExpr(2, ctx)},
+                     ctx);
 
   Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0f));
   Value emptyRows = tensor::EmptyOp::create(b, loc, rowSizes, f32);
-  Value sumInit =
-      linalg::FillOp::create(b, loc, zero, emptyRows).getResult(0);
+  Value sumInit = linalg::FillOp::create(b, loc, zero, emptyRows).getResult(0);
   SmallVector<utils::IteratorType> reduceIterators(
       3, utils::IteratorType::parallel);
   reduceIterators.push_back(utils::IteratorType::reduction);
@@ -63,8 +62,8 @@ static Value buildL2Normalize(OpBuilder &b, Location loc, Value x,
           .getResult(0);
 
   Value emptyOut = tensor::EmptyOp::create(b, loc, sizes, f32);
-  Value epsValue =
-      arith::ConstantOp::create(b, loc, b.getF32FloatAttr(static_cast<float>(eps)));
+  Value epsValue = arith::ConstantOp::create(
+      b, loc, b.getF32FloatAttr(static_cast<float>(eps)));
   SmallVector<utils::IteratorType> parallel(4, utils::IteratorType::parallel);
   (void)type;
   return linalg::GenericOp::create(
@@ -73,7 +72,8 @@ static Value buildL2Normalize(OpBuilder &b, Location loc, Value x,
              ArrayRef<AffineMap>{identity, dropLast, identity}, parallel,
              [&](OpBuilder &nb, Location nloc, ValueRange args) {
                Value elem = extendToF32(nb, nloc, args[0]);
-               Value shifted = arith::AddFOp::create(nb, nloc, args[1], epsValue);
+               Value shifted =
+                   arith::AddFOp::create(nb, nloc, args[1], epsValue);
                Value inverse = math::RsqrtOp::create(nb, nloc, shifted);
                Value scaled = arith::MulFOp::create(nb, nloc, elem, inverse);
                linalg::YieldOp::create(nb, nloc, scaled);
@@ -84,8 +84,8 @@ static Value buildL2Normalize(OpBuilder &b, Location loc, Value x,
 /// Returns `2 * beta` in f32 (allow_neg_eigval: beta in (0, 2)).
 static Value buildDoubled(OpBuilder &b, Location loc, Value beta) {
   auto type = cast<RankedTensorType>(beta.getType());
-  Value init = tensor::EmptyOp::create(b, loc, tensor::getMixedSizes(b, loc, beta),
-                                       b.getF32Type());
+  Value init = tensor::EmptyOp::create(
+      b, loc, tensor::getMixedSizes(b, loc, beta), b.getF32Type());
   AffineMap id = b.getMultiDimIdentityMap(type.getRank());
   Value two = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(2.0f));
   return linalg::GenericOp::create(
@@ -122,10 +122,10 @@ static EraseWriteParts buildEraseWrite(OpBuilder &b, Location loc,
     break;
   case GateKind::Fixed: {
     ArrayRef<float> decay = *op.getLogDecay();
-    auto type = RankedTensorType::get({static_cast<int64_t>(decay.size())},
-                                      f32);
-    inputs.push_back(arith::ConstantOp::create(
-        b, loc, DenseElementsAttr::get(type, decay)));
+    auto type =
+        RankedTensorType::get({static_cast<int64_t>(decay.size())}, f32);
+    inputs.push_back(
+        arith::ConstantOp::create(b, loc, DenseElementsAttr::get(type, decay)));
     maps.push_back(dimMap(ctx, 4, {2}));
     break;
   }
@@ -158,8 +158,8 @@ static EraseWriteParts buildEraseWrite(OpBuilder &b, Location loc,
                         });
   };
   Value erase = product(op.getErase(), k, keySizes);
-  Value values = product(op.getWrite(), op.getV(),
-                         mixedSizes(b, loc, op.getV()));
+  Value values =
+      product(op.getWrite(), op.getV(), mixedSizes(b, loc, op.getV()));
   return {a, erase, values};
 }
 
@@ -178,8 +178,8 @@ struct AttentionToRecurrence : OpRewritePattern<AttentionOp> {
       q = buildL2Normalize(rewriter, loc, q, l2normEps);
       k = buildL2Normalize(rewriter, loc, k, l2normEps);
     }
-    LowRank lowRank = op.getUpdate() == UpdateRule::Delta ? LowRank::Delta
-                                                          : LowRank::None;
+    LowRank lowRank =
+        op.getUpdate() == UpdateRule::Delta ? LowRank::Delta : LowRank::None;
     Value beta = op.getBeta();
     if (op.getAllowNegEigval())
       beta = buildDoubled(rewriter, loc, beta);
@@ -197,9 +197,8 @@ struct AttentionToRecurrence : OpRewritePattern<AttentionOp> {
     auto recurrence = RecurrenceOp::create(
         rewriter, loc, op.getO().getType(),
         op.getFinalState() ? op.getFinalState().getType() : Type(), q, k,
-        values, op.getG(), beta, a, b,
-        op.getInitialState(), op.getCuSeqlens(), op.getGateAttr(),
-        op.getLogDecayAttr(), LowRankAttr::get(ctx, lowRank),
+        values, op.getG(), beta, a, b, op.getInitialState(), op.getCuSeqlens(),
+        op.getGateAttr(), op.getLogDecayAttr(), LowRankAttr::get(ctx, lowRank),
         rewriter.getF32FloatAttr(op.getEffectiveScale()),
         op.getNormalizerAttr(), eps);
     rewriter.replaceOp(op, recurrence->getResults());

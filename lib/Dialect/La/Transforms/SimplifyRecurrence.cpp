@@ -95,17 +95,17 @@ struct NormalizerToValueColumn : OpRewritePattern<RecurrenceOp> {
     // v in f32 with a column of ones.
     Value vF32 = op.getV();
     if (!vType.getElementType().isF32()) {
-      Value init = emptyTensor(rewriter, loc,
-                               mixedSizes(rewriter, loc, op.getV()), f32);
+      Value init =
+          emptyTensor(rewriter, loc, mixedSizes(rewriter, loc, op.getV()), f32);
       AffineMap id = rewriter.getMultiDimIdentityMap(4);
-      vF32 = linalg::GenericOp::create(
-                 rewriter, loc, init.getType(), ValueRange{op.getV()},
-                 ValueRange{init}, ArrayRef<AffineMap>{id, id},
-                 iteratorTypes(4),
-                 [](OpBuilder &b, Location l, ValueRange args) {
-                   linalg::YieldOp::create(b, l, extendToF32(b, l, args[0]));
-                 })
-                 .getResult(0);
+      vF32 =
+          linalg::GenericOp::create(
+              rewriter, loc, init.getType(), ValueRange{op.getV()},
+              ValueRange{init}, ArrayRef<AffineMap>{id, id}, iteratorTypes(4),
+              [](OpBuilder &b, Location l, ValueRange args) {
+                linalg::YieldOp::create(b, l, extendToF32(b, l, args[0]));
+              })
+              .getResult(0);
     }
     RecurrenceParts parts = RecurrenceParts::of(op);
     parts.v = padLastDim(rewriter, loc, vF32, 1.0f);
@@ -121,14 +121,12 @@ struct NormalizerToValueColumn : OpRewritePattern<RecurrenceOp> {
       SmallVector<int64_t> shape(ranked.getShape());
       if (!ShapedType::isDynamic(shape.back()))
         shape.back() += 1;
-      return RankedTensorType::get(shape,
-                                   Float32Type::get(type.getContext()));
+      return RankedTensorType::get(shape, Float32Type::get(type.getContext()));
     };
     Value finalState = op.getFinalState();
     Type finalType = finalState ? finalState.getType() : Type();
-    RecurrenceOp inner = parts.build(rewriter, loc,
-                                     augmented(op.getO().getType()),
-                                     augmented(finalType));
+    RecurrenceOp inner = parts.build(
+        rewriter, loc, augmented(op.getO().getType()), augmented(finalType));
 
     // o = num / (den + eps): num the first V columns, den the last one.
     RankedTensorType oType = op.getO().getType();
@@ -148,8 +146,7 @@ struct NormalizerToValueColumn : OpRewritePattern<RecurrenceOp> {
     Value denominator = tensor::ExtractSliceOp::create(
         rewriter, loc, RankedTensorType::get(denShape, f32), inner.getO(),
         denOffsets, denSizes, ones);
-    Value oInit =
-        emptyTensor(rewriter, loc, oSizes, oType.getElementType());
+    Value oInit = emptyTensor(rewriter, loc, oSizes, oType.getElementType());
     Value eps = constantF32(rewriter, loc, op.getEffectiveEps());
     AffineMap id = rewriter.getMultiDimIdentityMap(4);
     AffineMap lastColumn = AffineMap::get(
@@ -200,8 +197,7 @@ struct LaSimplifyRecurrencePass
 };
 } // namespace
 
-void mlir::la::populateSimplifyRecurrencePatterns(
-    RewritePatternSet &patterns) {
+void mlir::la::populateSimplifyRecurrencePatterns(RewritePatternSet &patterns) {
   patterns.add<FixedDecayToScalarGate, NormalizerToValueColumn>(
       patterns.getContext(), /*benefit=*/2);
 }

@@ -35,8 +35,8 @@ Value mlir::la::filledTensor(OpBuilder &b, Location loc,
                              ArrayRef<OpFoldResult> sizes, Type elementType,
                              double value) {
   Value empty = emptyTensor(b, loc, sizes, elementType);
-  Value fill = arith::ConstantOp::create(b, loc,
-                                         b.getFloatAttr(elementType, value));
+  Value fill =
+      arith::ConstantOp::create(b, loc, b.getFloatAttr(elementType, value));
   return linalg::FillOp::create(b, loc, ValueRange{fill}, ValueRange{empty})
       .getResult(0);
 }
