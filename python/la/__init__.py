@@ -1,7 +1,8 @@
 """Python side of the ``la`` linear-attention compiler.
 
 * ``la.linear_attention``, ``la.retention``, ``la.simple_gla``, ``la.gla``,
-  ``la.delta_rule``, ``la.gated_delta_rule``, ``la.kda`` (and the generic
+  ``la.delta_rule``, ``la.gated_delta_rule``, ``la.kda``,
+  ``la.gated_delta_rule2`` (Gated DeltaNet-2) (and the generic
   ``la.attention``): layers in flash-linear-attention's conventions on NumPy
   arrays or CPU torch tensors, compiled by la through its C API and cached
   (``la.cache_info``); ``la.lower`` returns the IR of a call at one stage of
@@ -26,6 +27,7 @@ from .ops import (
     clear_cache,
     delta_rule,
     gated_delta_rule,
+    gated_delta_rule2,
     gla,
     kda,
     linear_attention,
@@ -43,6 +45,7 @@ __all__ = [
     "clear_cache",
     "delta_rule",
     "gated_delta_rule",
+    "gated_delta_rule2",
     "gla",
     "ir",
     "kda",

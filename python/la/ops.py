@@ -5,7 +5,8 @@ The functions follow flash-linear-attention's conventions:
 * ``q, k : [B, T, H, K]``, ``v : [B, T, HV, V]`` with HV a multiple of H
   (grouped value heads: value head ``hv`` reads key head ``hv // (HV // H)``);
 * gates ``g`` in natural-log space: ``[B, T, H]`` (scalar, Mamba-2 style) or
-  ``[B, T, H, K]`` (channel, GLA/KDA); ``beta : [B, T, H]``;
+  ``[B, T, H, K]`` (channel, GLA/KDA); ``beta : [B, T, H]``; Gated
+  DeltaNet-2's ``erase : [B, T, H, K]`` and ``write : [B, T, HV, V]``;
 * ``initial_state`` / final state ``[N, HV, K, V]`` float32, N = B or the
   number of packed sequences given by ``cu_seqlens`` (then B == 1);
 * every function returns ``(o, final_state)``, ``o : [B, T, HV, V]`` and
@@ -21,8 +22,8 @@ dtype and options does not recompile; see :func:`cache_info`.
 
 dtypes: q, k, v are float32 or float16 (NumPy or torch), or bf16 (torch
 ``bfloat16`` tensors; NumPy: ``dtype="bf16"`` rounds float inputs to bf16 and
-returns ``o`` as float32 holding bf16 values). ``g``, ``beta`` and the states
-are float32 (other float dtypes are converted).
+returns ``o`` as float32 holding bf16 values). ``g``, ``beta``, ``erase``,
+``write`` and the states are float32 (other float dtypes are converted).
 
 :func:`lower` returns the IR of a call at one stage of the pipeline.
 """
@@ -55,6 +56,7 @@ __all__ = [
     "delta_rule",
     "gated_delta_rule",
     "kda",
+    "gated_delta_rule2",
     "lower",
     "STAGES",
     "cache_info",
@@ -221,7 +223,8 @@ def _pipeline(chunk_size, sequential):
     return f"builtin.module(la-lower-to-cpu{{chunk-size={chunk_size} sequential=0}})"
 
 
-def _prepare(variant, q, k, v, g=None, beta=None, *, log_decay=None, scale=None,
+def _prepare(variant, q, k, v, g=None, beta=None, *, erase=None, write=None,
+             log_decay=None, scale=None,
              initial_state=None, output_final_state=False, cu_seqlens=None, normalize=False,
              eps=None, qk_l2norm=False, allow_neg_eigval=False, chunk_size=64,
              sequential=False, dtype=None, target="cpu"):
@@ -231,8 +234,8 @@ def _prepare(variant, q, k, v, g=None, beta=None, *, log_decay=None, scale=None,
         raise ValueError(f"target must be 'cpu' (or 'cuda', not available yet), got {target!r}")
     if target == "cuda":
         raise LaError(f"target='cuda': {_GPU_UNAVAILABLE}")
-    named = {"q": q, "k": k, "v": v, "g": g, "beta": beta, "initial_state": initial_state,
-             "cu_seqlens": cu_seqlens}
+    named = {"q": q, "k": k, "v": v, "g": g, "beta": beta, "erase": erase, "write": write,
+             "initial_state": initial_state, "cu_seqlens": cu_seqlens}
     for name, x in named.items():
         _device_check(name, x)
     update, gate = VARIANTS[variant]
@@ -303,6 +306,18 @@ def _prepare(variant, q, k, v, g=None, beta=None, *, log_decay=None, scale=None,
             raise ValueError(f"{variant} takes no beta (only the delta rule does)")
         if allow_neg_eigval:
             raise ValueError(f"allow_neg_eigval needs the delta rule, not {variant!r}")
+    if update == "erase_write":
+        for name, x, shape, what in (("erase", erase, (B, T, H, K), "[B, T, H, K]"),
+                                     ("write", write, (B, T, HV, V), "[B, T, HV, V]")):
+            if x is None:
+                raise ValueError(f"{variant} needs {name} {what}")
+            x = _f32_array(name, x, what)
+            if x.shape != shape:
+                raise _shape_error(name, f"{what} = {shape}", x.shape)
+            inputs.append(x)
+    elif erase is not None or write is not None:
+        raise ValueError(f"{variant} takes no erase or write (only the erase_write rule, "
+                         "Gated DeltaNet-2, does)")
     if normalize and update != "additive":
         raise ValueError(f"normalize is only supported by additive variants, not {variant!r}")
     if gate == "fixed":
@@ -583,15 +598,20 @@ def _execute(call):
 # public functions
 # --------------------------------------------------------------------------
 
-def attention(variant, q, k, v, g=None, beta=None, *, log_decay=None, scale=None,
-              initial_state=None, output_final_state=False, cu_seqlens=None,
-              normalize=False, eps=None, qk_l2norm=False, allow_neg_eigval=False,
-              chunk_size=64, sequential=False, dtype=None, target="cpu"):
+def attention(variant, q, k, v, g=None, beta=None, *, erase=None, write=None,
+              log_decay=None, scale=None, initial_state=None, output_final_state=False,
+              cu_seqlens=None, normalize=False, eps=None, qk_l2norm=False,
+              allow_neg_eigval=False, chunk_size=64, sequential=False, dtype=None,
+              target="cpu"):
     """Any ``la.attention`` variant (``linear``, ``retention``, ``mamba2``,
-    ``gla``, ``deltanet``, ``decayed_deltanet``, ``gated_deltanet``, ``kda``).
+    ``gla``, ``deltanet``, ``decayed_deltanet``, ``gated_deltanet``, ``kda``,
+    and Gated DeltaNet-2's ``deltanet2``, ``decayed_deltanet2``,
+    ``scalar_gated_deltanet2``, ``gated_deltanet2``).
 
     The named functions below are thin wrappers; this one also reaches
-    ``decayed_deltanet`` (the delta rule with a fixed per-head ``log_decay``)
+    ``decayed_deltanet`` (the delta rule with a fixed per-head ``log_decay``),
+    the erase_write variants with another gate than the channel gate
+    (``erase : [B, T, H, K]`` and ``write : [B, T, HV, V]`` are keywords)
     and every attribute of the op:
 
     * ``log_decay`` ``[H]`` (fixed-decay variants; None: RetNet's schedule);
@@ -606,7 +626,8 @@ def attention(variant, q, k, v, g=None, beta=None, *, log_decay=None, scale=None
 
     Returns ``(o, final_state)``.
     """
-    call = _prepare(variant, q, k, v, g, beta, log_decay=log_decay, scale=scale,
+    call = _prepare(variant, q, k, v, g, beta, erase=erase, write=write,
+                    log_decay=log_decay, scale=scale,
                     initial_state=initial_state, output_final_state=output_final_state,
                     cu_seqlens=cu_seqlens, normalize=normalize, eps=eps, qk_l2norm=qk_l2norm,
                     allow_neg_eigval=allow_neg_eigval, chunk_size=chunk_size,
@@ -699,6 +720,23 @@ def kda(q, k, v, g, beta, *, scale=None, initial_state=None, output_final_state=
                      chunk_size=chunk_size, sequential=sequential, dtype=dtype, target=target)
 
 
+def gated_delta_rule2(q, k, v, g, erase, write, *, scale=None, initial_state=None,
+                      output_final_state=False, cu_seqlens=None,
+                      use_qk_l2norm_in_kernel=False, chunk_size=64, sequential=False,
+                      dtype=None, target="cpu"):
+    """Gated DeltaNet-2: channel log gate ``g : [B, T, H, K]``, a channel-wise
+    erase gate ``erase : [B, T, H, K]`` on the key side and a write gate
+    ``write : [B, T, HV, V]`` on the value side in place of beta,
+    ``S_t = (I - (e_t * k_t) k_t^T) Diag(exp(g_t)) S_{t-1} + k_t (w_t * v_t)^T``.
+    With ``erase`` and ``write`` equal to one beta per token this is
+    :func:`kda`. Keys should be L2-normalised (or pass
+    ``use_qk_l2norm_in_kernel=True``). Returns ``(o, final_state)``."""
+    return attention("gated_deltanet2", q, k, v, g, erase=erase, write=write, scale=scale,
+                     initial_state=initial_state, output_final_state=output_final_state,
+                     cu_seqlens=cu_seqlens, qk_l2norm=use_qk_l2norm_in_kernel,
+                     chunk_size=chunk_size, sequential=sequential, dtype=dtype, target=target)
+
+
 #: named function -> (variant, {its keyword -> attention's keyword})
 _WRAPPERS = {
     linear_attention: ("linear", {}),
@@ -708,6 +746,7 @@ _WRAPPERS = {
     delta_rule: ("deltanet", {"use_qk_l2norm_in_kernel": "qk_l2norm"}),
     gated_delta_rule: ("gated_deltanet", {"use_qk_l2norm_in_kernel": "qk_l2norm"}),
     kda: ("kda", {"use_qk_l2norm_in_kernel": "qk_l2norm"}),
+    gated_delta_rule2: ("gated_deltanet2", {"use_qk_l2norm_in_kernel": "qk_l2norm"}),
 }
 
 

@@ -8,7 +8,7 @@
 
 Inputs use the dict layout of :func:`la.testing.make_inputs`: ``q``, ``k``,
 ``v`` and, depending on the variant, ``g``, ``log_decay``, ``beta``,
-``initial_state``, ``cu_seqlens``.
+``erase``, ``write``, ``initial_state``, ``cu_seqlens``.
 
 bf16 is not a NumPy dtype. :func:`run_attention` rounds q, k and v to bf16 with
 :func:`round_to_bf16` (round to nearest, ties to even) and hands la-run the
@@ -100,13 +100,14 @@ def prepare_inputs(inputs, dtype="f32"):
     """The values la-run will compute with, as NumPy arrays.
 
     q, k, v are rounded to ``dtype`` (float16 arrays for f16; float32 arrays
-    holding bf16 values for bf16); ``g``, ``beta``, ``initial_state`` and
-    ``log_decay`` become float32, ``cu_seqlens`` int32. Idempotent. Returns a
-    new dict; feed it to the reference so that both see the same numbers.
+    holding bf16 values for bf16); ``g``, ``beta``, ``erase``, ``write``,
+    ``initial_state`` and ``log_decay`` become float32, ``cu_seqlens`` int32.
+    Idempotent. Returns a new dict; feed it to the reference so that both see
+    the same numbers.
     """
     dtype = _check_dtype(dtype)
-    unknown = set(inputs) - {"q", "k", "v", "g", "log_decay", "beta", "initial_state",
-                             "cu_seqlens"}
+    unknown = set(inputs) - {"q", "k", "v", "g", "log_decay", "beta", "erase", "write",
+                             "initial_state", "cu_seqlens"}
     if unknown:
         raise ValueError(f"unknown inputs {sorted(unknown)}")
     out = {}
@@ -114,7 +115,7 @@ def prepare_inputs(inputs, dtype="f32"):
         if key not in inputs:
             raise ValueError(f"inputs must contain {key!r}")
         out[key] = _round_qkv(inputs[key], dtype)
-    for key in ("g", "log_decay", "beta", "initial_state"):
+    for key in ("g", "log_decay", "beta", "erase", "write", "initial_state"):
         if inputs.get(key) is not None:
             out[key] = np.asarray(inputs[key], dtype=np.float32)
     if inputs.get("cu_seqlens") is not None:
@@ -165,13 +166,15 @@ def attention_mlir(
     """MLIR text of one function ``@name`` holding one ``la.attention``.
 
     The arguments are exactly the present inputs, in the order
-    ``q, k, v, [g], [beta], [initial_state], [cu_seqlens]``; the results are
-    ``o`` and, when ``output_final_state``, the f32 final state. q, k, v and o
-    have element type ``dtype`` (``'f32'``, ``'f16'`` or ``'bf16'``); g and
-    beta are always f32. ``cu_seqlens_len`` is the length N+1 of the
-    ``cu_seqlens`` operand (requires B == 1); the state is ``[N, HV, K, V]``
-    with N = B without it. ``log_decay`` ([H] values) is required by the
-    fixed-gate variants (retention, decayed_deltanet); None there means
+    ``q, k, v, [g], [beta], [erase], [write], [initial_state], [cu_seqlens]``;
+    the results are ``o`` and, when ``output_final_state``, the f32 final
+    state. q, k, v and o have element type ``dtype`` (``'f32'``, ``'f16'`` or
+    ``'bf16'``); g, beta, erase (``[B, T, H, K]``) and write
+    (``[B, T, HV, V]``, the erase_write variants) are always f32.
+    ``cu_seqlens_len`` is the length N+1 of the ``cu_seqlens`` operand
+    (requires B == 1); the state is ``[N, HV, K, V]`` with N = B without it.
+    ``log_decay`` ([H] values) is required by the fixed-gate variants
+    (retention, decayed_deltanet, decayed_deltanet2); None there means
     RetNet's schedule rounded to f32. ``scale``/``eps`` None leave the op's
     defaults (``K**-0.5``, 1e-6).
     """
@@ -205,6 +208,11 @@ def attention_mlir(
         b_t = _tensor((B, T, H), "f32")
         args.append(("beta", b_t))
         groups.append(f"beta(%beta : {b_t})")
+    if update == "erase_write":
+        e_t = _tensor((B, T, H, K), "f32")
+        w_t = _tensor((B, T, HV, V), "f32")
+        args += [("erase", e_t), ("write", w_t)]
+        groups += [f"erase(%erase : {e_t})", f"write(%write : {w_t})"]
     if has_initial_state:
         args.append(("s0", s_t))
         groups.append(f"initial_state(%s0 : {s_t})")
@@ -364,6 +372,8 @@ def run_attention(
         order.append("g")
     if update == "delta":
         order.append("beta")
+    if update == "erase_write":
+        order += ["erase", "write"]
     if "initial_state" in prepared:
         order.append("initial_state")
     if cu is not None:

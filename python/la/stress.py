@@ -7,7 +7,9 @@ configuration has its own generator, seeded with ``[seed, index]``).
 
 The draw covers
 
-* all 8 variants (cycled, so any 8 consecutive indices hold each once);
+* every variant of :data:`la.testing.VARIANTS` (cycled, so any
+  ``len(VARIANTS)`` consecutive indices hold each once), Gated DeltaNet-2's
+  erase_write variants included;
 * shapes: B in {1, 2, 3}; T in 1..300 (T = 1, T a multiple of the chunk size
   and T % C != 0 all occur); H in {1, 2, 4}; HV = H or 2H; K, V in
   {4, 8, 16, 32, 64} drawn independently (K != V); ``B*T*HV*K*V`` is capped
@@ -22,6 +24,10 @@ The draw covers
   ``near1`` (1 - 1e-4), ``neg_eigval`` (``allow_neg_eigval``: the op uses
   2*beta, so the reference gets 2*beta) and ``neg_eigval_near1`` (2*beta =
   2 - 2e-4, a near reflection);
+* erase and write gates (erase_write rule): ``typical`` (sigmoid), ``small``
+  (erase and write * 1e-3), ``near1`` (erase = 1 - 1e-4: a near projection
+  away from k) and ``wide`` (``sigmoid(4 x)``: channels close to 0 and to 1
+  side by side);
 * ``qk_l2norm`` on/off (on: q and k get random per-token scales, so that the
   normalisation matters), initial state on/off;
 * modes: ``plain``; ``varlen`` (B = 1, 2-4 packed sequences through
@@ -51,6 +57,7 @@ from . import testing as lt
 __all__ = [
     "BETA_MODES",
     "CHUNK_SIZES",
+    "ERASE_WRITE_MODES",
     "DIMS",
     "GATE_SCALES",
     "MAX_ELEMENTS",
@@ -72,6 +79,7 @@ DIMS = (4, 8, 16, 32, 64)
 GATE_SCALES = (1 / 16, 1.0, 8.0, 40.0)
 GATE_MIN = -30.0
 BETA_MODES = ("small", "typical", "near1", "neg_eigval", "neg_eigval_near1")
+ERASE_WRITE_MODES = ("small", "typical", "near1", "wide")
 MODES = ("plain", "varlen", "segmented")
 MAX_T = 300
 #: cap on B * T * HV * K * V (T is shortened to meet it).
@@ -92,6 +100,8 @@ def _make_id(cfg):
         parts.append("g" + _scale_name(cfg["gate_scale"]).replace("/", "_"))
     if cfg["beta_mode"] is not None:
         parts.append("beta_" + cfg["beta_mode"])
+    if cfg.get("erase_write_mode") is not None:
+        parts.append("ew_" + cfg["erase_write_mode"])
     if cfg["qk_l2norm"]:
         parts.append("l2")
     if cfg["normalizer"]:
@@ -144,6 +154,9 @@ def _one_config(seed, index):
     beta_mode = None
     if update == "delta":
         beta_mode = str(rng.choice(BETA_MODES, p=[0.2, 0.3, 0.2, 0.2, 0.1]))
+    erase_write_mode = None
+    if update == "erase_write":
+        erase_write_mode = str(rng.choice(ERASE_WRITE_MODES, p=[0.2, 0.4, 0.2, 0.2]))
 
     qk_l2norm = bool(rng.random() < 0.3)
     initial_state = bool(rng.random() < 0.5)
@@ -169,6 +182,7 @@ def _one_config(seed, index):
         B=B, T=T, H=H, HV=HV, K=K, V=V,
         gate_scale=gate_scale, gate_min=GATE_MIN if gate != "none" else None,
         beta_mode=beta_mode, allow_neg_eigval=bool(beta_mode and beta_mode.startswith("neg")),
+        erase_write_mode=erase_write_mode,
         qk_l2norm=qk_l2norm, initial_state=initial_state,
         normalizer=normalizer, positive_qk=normalizer,
         cu_seqlens=cu_seqlens, split=split,
@@ -217,6 +231,20 @@ def build_inputs(cfg):
         elif mode in ("near1", "neg_eigval_near1"):
             beta = np.full_like(beta, 1.0 - 1e-4)
         inputs["beta"] = beta.astype(np.float32)
+    if update == "erase_write":
+        mode = cfg.get("erase_write_mode") or "typical"
+        erase = np.asarray(inputs["erase"], dtype=np.float64)
+        write = np.asarray(inputs["write"], dtype=np.float64)
+        if mode == "small":
+            erase, write = erase * 1e-3, write * 1e-3
+        elif mode == "near1":
+            erase = np.full_like(erase, 1.0 - 1e-4)
+        elif mode == "wide":
+            ew_rng = np.random.default_rng([cfg["input_seed"], 2])
+            erase = 1.0 / (1.0 + np.exp(-4.0 * ew_rng.standard_normal(erase.shape)))
+            write = 1.0 / (1.0 + np.exp(-4.0 * ew_rng.standard_normal(write.shape)))
+        inputs["erase"] = erase.astype(np.float32)
+        inputs["write"] = write.astype(np.float32)
     if cfg["qk_l2norm"]:
         B, T, H = cfg["B"], cfg["T"], cfg["H"]
         for key in ("q", "k"):
@@ -228,7 +256,7 @@ def build_inputs(cfg):
 def _slice_time(inputs, start, stop, initial_state):
     part = {}
     for key, value in inputs.items():
-        if key in ("q", "k", "v", "g", "beta"):
+        if key in ("q", "k", "v", "g", "beta", "erase", "write"):
             part[key] = value[:, start:stop]
         elif key != "initial_state":
             part[key] = value

@@ -13,8 +13,9 @@ from . import reference
 
 __all__ = ["VARIANTS", "rel_rms", "make_inputs", "reference_for"]
 
-#: variant name -> (update rule, gate kind) as understood by reference.recurrence;
-#: the names are the keywords of the ``la.attention`` op.
+#: variant name -> (update rule, gate kind) as understood by reference.recurrence
+#: (``'erase_write'``, Gated DeltaNet-2, by reference.gated_delta_rule2); the
+#: names are the keywords of the ``la.attention`` op.
 VARIANTS = {
     "linear": ("additive", "none"),
     "retention": ("additive", "fixed"),
@@ -24,7 +25,14 @@ VARIANTS = {
     "decayed_deltanet": ("delta", "fixed"),
     "gated_deltanet": ("delta", "scalar"),
     "kda": ("delta", "channel"),
+    "deltanet2": ("erase_write", "none"),
+    "decayed_deltanet2": ("erase_write", "fixed"),
+    "scalar_gated_deltanet2": ("erase_write", "scalar"),
+    "gated_deltanet2": ("erase_write", "channel"),
 }
+
+#: update rules whose keys are L2-normalised by :func:`make_inputs`.
+_UNIT_KEY_UPDATES = ("delta", "erase_write")
 
 _SUPPORTED_DTYPES = (np.dtype(np.float32), np.dtype(np.float16))
 
@@ -82,17 +90,21 @@ def make_inputs(
     Returns a dict with ``q, k : [B, T, H, K]`` and ``v : [B, T, HV, V]`` (all
     ``dtype``), plus, depending on the variant:
 
-    * ``log_decay : [H]`` float32 (retention, decayed_deltanet): RetNet's ``log(1 - 2**(-5-h))``;
-    * ``g : [B, T, H]`` (mamba2, gated_deltanet) or ``[B, T, H, K]`` (gla, kda),
+    * ``log_decay : [H]`` float32 (retention, decayed_deltanet, decayed_deltanet2):
+      RetNet's ``log(1 - 2**(-5-h))``;
+    * ``g : [B, T, H]`` (mamba2, gated_deltanet, scalar_gated_deltanet2) or
+      ``[B, T, H, K]`` (gla, kda, gated_deltanet2),
       ``dtype``: ``gate_scale * log_sigmoid(x)`` with ``x ~ N(0, 1)``, clamped
       below at ``gate_min`` when given. With the default ``gate_scale=1`` the
       mean log decay is about -0.8 per step, so after ~30 steps the state has
       forgotten everything; use e.g. ``gate_scale=1/16`` (GLA's normaliser) to
       test long memory and state passing across chunks, or a large gate_scale
       with ``gate_min=-30`` for very strong decays;
-    * ``beta : [B, T, H]`` (delta variants), ``dtype``, ``sigmoid(x)`` in (0, 1).
+    * ``beta : [B, T, H]`` (delta variants), ``dtype``, ``sigmoid(x)`` in (0, 1);
+    * ``erase : [B, T, H, K]`` and ``write : [B, T, HV, V]`` (erase_write
+      variants, Gated DeltaNet-2), ``dtype``, ``sigmoid(x)`` in (0, 1).
 
-    q, k, v are standard normal; for the delta variants k is L2-normalised
+    q, k, v are standard normal; for the delta and erase_write variants k is L2-normalised
     over K (in float64, before the cast). ``positive_qk=True`` maps q and k
     through ``elu(x) + 1`` (positive features, as normalised linear attention
     needs so that ``z . q`` stays away from 0).
@@ -133,7 +145,7 @@ def make_inputs(
     if positive_qk:
         q = _elu_plus_one(q)
         k = _elu_plus_one(k)
-    if update == "delta":
+    if update in _UNIT_KEY_UPDATES:
         k = k / np.linalg.norm(k, axis=-1, keepdims=True)
 
     inputs = {"q": q.astype(dtype), "k": k.astype(dtype), "v": v.astype(dtype)}
@@ -149,6 +161,9 @@ def make_inputs(
 
     if update == "delta":
         inputs["beta"] = _sigmoid(rng.standard_normal((B, T, H))).astype(dtype)
+    elif update == "erase_write":
+        inputs["erase"] = _sigmoid(rng.standard_normal((B, T, H, K))).astype(dtype)
+        inputs["write"] = _sigmoid(rng.standard_normal((B, T, HV, V))).astype(dtype)
 
     if with_initial_state:
         inputs["initial_state"] = (0.1 * rng.standard_normal((N, HV, K, V))).astype(np.float32)
@@ -158,18 +173,51 @@ def make_inputs(
 
 
 _INPUT_KEYS = ("g", "log_decay", "beta", "initial_state", "cu_seqlens")
+_ERASE_WRITE_KEYS = ("g", "log_decay", "erase", "write", "initial_state", "cu_seqlens")
+
+
+def _channel_gate(gate, kwargs, shape):
+    """The erase_write variants' gate as the ``[B, T, H, K]`` log gate (or None)
+    that :func:`reference.gated_delta_rule2` takes."""
+    g = kwargs.pop("g", None)
+    log_decay = kwargs.pop("log_decay", None)
+    if gate == "none":
+        return None
+    if gate == "fixed":
+        if log_decay is None:
+            log_decay = reference.retnet_log_decay(shape[2])
+        ld = np.asarray(log_decay, dtype=np.float64).reshape(-1)
+        return np.broadcast_to(ld[None, None, :, None], shape)
+    g = np.asarray(g, dtype=np.float64)
+    if gate == "scalar":
+        return np.broadcast_to(g[..., None], g.shape + (shape[3],))
+    return g
 
 
 def reference_for(variant, inputs, **attrs):
-    """Run :func:`reference.recurrence` for ``variant`` on a ``make_inputs`` dict.
+    """Run the fp64 reference for ``variant`` on a ``make_inputs`` dict:
+    :func:`reference.recurrence`, or :func:`reference.gated_delta_rule2` for
+    the erase_write variants (their fixed or scalar gate broadcast over K).
 
     ``attrs`` are passed through (``scale``, ``normalizer``, ``eps``,
-    ``qk_l2norm``, ...) and override entries of ``inputs``.
+    ``qk_l2norm``, ...) and override entries of ``inputs``. The erase_write
+    variants take no normaliser (``normalizer=False`` and ``eps`` are ignored).
     Returns ``(o, final_state)`` in float64.
     """
     if variant not in VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; expected one of {tuple(VARIANTS)}")
     update, gate = VARIANTS[variant]
+    if update == "erase_write":
+        kwargs = {key: inputs[key] for key in _ERASE_WRITE_KEYS if key in inputs}
+        kwargs.update(attrs)
+        if kwargs.pop("normalizer", False):
+            raise ValueError(f"{variant} has no normalizer (additive variants only)")
+        kwargs.pop("eps", None)
+        q = inputs["q"]
+        g = _channel_gate(gate, kwargs, np.shape(q))
+        erase, write = kwargs.pop("erase"), kwargs.pop("write")
+        return reference.gated_delta_rule2(q, inputs["k"], inputs["v"], g, erase, write,
+                                           **kwargs)
     kwargs = {key: inputs[key] for key in _INPUT_KEYS if key in inputs}
     kwargs.update(attrs)
     return reference.recurrence(

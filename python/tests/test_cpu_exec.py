@@ -6,7 +6,7 @@ or token by token (``--sequential``) -- and compares ``o`` and the final state
 with ``la.reference.recurrence`` in float64 on the very same (rounded) inputs:
 
 * f32 inputs: ``rel_rms(ref, out) <= 1e-5``;
-* f16/bf16 q, k, v (g, beta and states stay f32): ``<= 5e-3``.
+* f16/bf16 q, k, v (g, beta, erase, write and states stay f32): ``<= 5e-3``.
 
 Gates use ``gate_scale=1/16`` by default: with make_inputs' default scale the
 state forgets everything within ~30 tokens, which would hide errors in the
@@ -37,8 +37,12 @@ TOL = {"f32": 1e-5, "f16": 5e-3, "bf16": 5e-3}
 
 ADDITIVE = ("linear", "retention", "mamba2", "gla")
 DELTA = ("deltanet", "decayed_deltanet", "gated_deltanet", "kda")
-ALL = ADDITIVE + DELTA
-#: every variant has a chunked path (the delta rule through the WY form)
+#: Gated DeltaNet-2 (erase_write rule, channel gate); its other gate kinds are
+#: covered by test_low_rank_general.py and the stress subset.
+ERASE_WRITE = ("gated_deltanet2",)
+ALL = ADDITIVE + DELTA + ERASE_WRITE
+#: every variant has a chunked path (the delta rule through the WY form, the
+#: erase_write rule through the general low-rank form)
 CHUNKED = ALL
 
 #: shape cases: (B, T, H, HV, K, V, chunk size, with initial state)
@@ -134,7 +138,7 @@ def check_both(label, prepared, o, s, ref_o, ref_s, dtype="f32", timing=None):
 def _slice_time(inputs, start, stop, initial_state):
     part = {}
     for key, value in inputs.items():
-        if key in ("q", "k", "v", "g", "beta"):
+        if key in ("q", "k", "v", "g", "beta", "erase", "write"):
             part[key] = value[:, start:stop]
         elif key == "initial_state":
             continue
@@ -232,7 +236,7 @@ VARLEN_CU = [0, 5, 22, 40]  # lengths 5, 17, 18: T<C, and straddling chunk bound
 
 @pytest.mark.parametrize(
     "variant,sequential",
-    [(v, False) for v in CHUNKED] + [(v, True) for v in DELTA],
+    [(v, False) for v in CHUNKED] + [(v, True) for v in DELTA + ERASE_WRITE],
 )
 def test_varlen(variant, sequential):
     """Three packed sequences of different lengths (cu_seqlens), initial state."""
@@ -258,7 +262,8 @@ def test_varlen_empty_sequence():
 
 
 @pytest.mark.parametrize("variant,sequential", [("gla", False), ("gated_deltanet", False),
-                                               ("kda", False), ("gated_deltanet", True)])
+                                               ("kda", False), ("gated_deltanet", True),
+                                               ("gated_deltanet2", False)])
 def test_segmented(variant, sequential):
     """Two halves with the final state carried over equal one pass."""
     split = 19  # not a chunk boundary
@@ -327,6 +332,8 @@ def test_without_final_state():
         ("mamba2", "f16", False),
         ("linear", "f16", False),
         ("kda", "f16", True),
+        ("gated_deltanet2", "bf16", False),
+        ("gated_deltanet2", "bf16", True),
     ],
 )
 def test_low_precision(variant, dtype, sequential):
@@ -357,6 +364,7 @@ def test_low_precision(variant, dtype, sequential):
         ("gated_deltanet", 64, False),
         ("kda", 64, False),
         ("kda", 16, False),
+        ("gated_deltanet2", 64, False),
     ],
 )
 def test_strong_decay(variant, chunk, sequential):

@@ -27,7 +27,8 @@ if _capi.library_path() is None:
 PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOL = {"f32": 1e-5, "f16": 5e-3, "bf16": 5e-3}
 
-#: public function -> (variant of la.attention, needs g, needs beta)
+#: public function -> (variant of la.attention, needs g, needs beta); the
+#: erase_write variants (Gated DeltaNet-2) take erase and write after them.
 FUNCTIONS = {
     "linear_attention": ("linear", False, False),
     "retention": ("retention", False, False),
@@ -36,6 +37,7 @@ FUNCTIONS = {
     "delta_rule": ("deltanet", False, True),
     "gated_delta_rule": ("gated_deltanet", True, True),
     "kda": ("kda", True, True),
+    "gated_delta_rule2": ("gated_deltanet2", True, False),
 }
 
 # B, T, H, HV, K, V: T % chunk != 0, grouped value heads (HV = 2H), K != V
@@ -61,13 +63,16 @@ def _make(variant, *, shape=SHAPE, seed=0, state=True, cu_seqlens=None, dtype=np
 
 
 def _call(name, inputs, **kwargs):
-    """la.<name>(q, k, v, [g], [beta], initial_state=..., cu_seqlens=..., **kwargs)."""
-    _, has_g, has_beta = FUNCTIONS[name]
+    """la.<name>(q, k, v, [g], [beta], [erase, write], initial_state=...,
+    cu_seqlens=..., **kwargs)."""
+    variant, has_g, has_beta = FUNCTIONS[name]
     args = [inputs["q"], inputs["k"], inputs["v"]]
     if has_g:
         args.append(inputs["g"])
     if has_beta:
         args.append(inputs["beta"])
+    if lt.VARIANTS[variant][0] == "erase_write":
+        args += [inputs["erase"], inputs["write"]]
     for key in ("initial_state", "cu_seqlens"):
         if key in inputs:
             kwargs.setdefault(key, inputs[key])
@@ -114,6 +119,17 @@ def test_generic_attention_decayed_deltanet(sequential):
                         initial_state=inputs["initial_state"], output_final_state=True,
                         chunk_size=CHUNK, sequential=sequential)
     _check_both("decayed_deltanet", inputs, o, s, what="decayed_deltanet")
+
+
+def test_generic_attention_scalar_gated_deltanet2():
+    """la.attention takes erase and write as keywords: Gated DeltaNet-2 with a
+    scalar gate (the reference broadcasts it over K)."""
+    inputs = _make("scalar_gated_deltanet2")
+    o, s = la.attention("scalar_gated_deltanet2", inputs["q"], inputs["k"], inputs["v"],
+                        inputs["g"], erase=inputs["erase"], write=inputs["write"],
+                        initial_state=inputs["initial_state"], output_final_state=True,
+                        chunk_size=CHUNK)
+    _check_both("scalar_gated_deltanet2", inputs, o, s, what="scalar_gated_deltanet2")
 
 
 @pytest.mark.parametrize(
@@ -169,7 +185,8 @@ def test_segmented_calls_equal_one_pass(name, sequential):
                            sequential=sequential)
 
     def half(start, stop, state):
-        part = {key: (val[:, start:stop] if key in ("q", "k", "v", "g", "beta") else val)
+        part = {key: (val[:, start:stop] if key in ("q", "k", "v", "g", "beta", "erase",
+                                                    "write") else val)
                 for key, val in inputs.items()}
         part["initial_state"] = state
         return _call(name, part, output_final_state=True, chunk_size=CHUNK,
@@ -355,6 +372,11 @@ def test_lower_stages():
         la.lower(*args, stage="chunked", sequential=True)
     with pytest.raises(ValueError, match="stage must be one of"):
         la.lower(*args, stage="ptx")
+    # Gated DeltaNet-2: erase and write follow g in the op and the arguments.
+    gdn2 = la.lower(la.gated_delta_rule2, inputs["q"], inputs["k"], inputs["v"], inputs["g"],
+                    inputs["k"], inputs["v"], stage="attention")
+    assert "la.attention gated_deltanet2" in gdn2
+    assert gdn2.index("g(%g") < gdn2.index("erase(%erase") < gdn2.index("write(%write")
     # A variant name goes to la.attention.
     assert "la.attention gla" in la.lower("gla", inputs["q"], inputs["k"], inputs["v"],
                                           inputs["g"], stage="attention")
@@ -442,6 +464,16 @@ def test_missing_or_extra_inputs():
         la.attention("softmax", x, x, x)
     with pytest.raises(TypeError):
         la.gla(x, x, x)  # g is required
+    e, w = np.ones((1, 4, 1, 4), np.float32), np.ones((1, 4, 1, 4), np.float32)
+    with pytest.raises(ValueError, match=r"needs write \[B, T, HV, V\]"):
+        la.attention("gated_deltanet2", x, x, x, x, erase=e)
+    with pytest.raises(ValueError, match=r"erase must have shape \[B, T, H, K\]"):
+        la.gated_delta_rule2(x, x, x, x, e[..., :2], w)
+    with pytest.raises(ValueError, match="takes no erase or write"):
+        la.attention("kda", x, x, x, x, np.ones((1, 4, 1), np.float32), erase=e, write=w)
+    with pytest.raises(ValueError, match="takes no beta"):
+        la.attention("gated_deltanet2", x, x, x, x, np.ones((1, 4, 1), np.float32),
+                     erase=e, write=w)
 
 
 def test_compiler_errors_surface_as_la_error():

@@ -747,10 +747,38 @@ def test_make_inputs_shapes_and_ranges(variant, dtype):
         assert np.all((inp["beta"] > 0) & (inp["beta"] < 1))
         norms = np.linalg.norm(inp["k"].astype(np.float64), axis=-1)
         np.testing.assert_allclose(norms, 1.0, atol=2e-3)
+    if update == "erase_write":
+        expected_keys |= {"erase", "write"}
+        assert inp["erase"].shape == (B, T, H, K) and inp["write"].shape == (B, T, HV, V)
+        for key in ("erase", "write"):
+            assert inp[key].dtype == np.dtype(dtype)
+            assert np.all((inp[key] > 0) & (inp[key] < 1))
+        norms = np.linalg.norm(inp["k"].astype(np.float64), axis=-1)
+        np.testing.assert_allclose(norms, 1.0, atol=2e-3)
     assert set(inp) == expected_keys
     o, s = lt.reference_for(variant, inp)
     assert o.shape == (B, T, HV, V) and s.shape == (B, HV, K, V)
     assert np.all(np.isfinite(o))
+
+
+@pytest.mark.parametrize("variant,delta_variant", [
+    ("deltanet2", "deltanet"), ("decayed_deltanet2", "decayed_deltanet"),
+    ("scalar_gated_deltanet2", "gated_deltanet"), ("gated_deltanet2", "kda")])
+def test_reference_for_erase_write_with_beta_gates_is_the_delta_rule(variant, delta_variant):
+    """erase = write = beta (broadcast over K and V) turns each erase_write
+    variant into its delta-rule twin: checks how reference_for maps the gates."""
+    inp = lt.make_inputs(delta_variant, 1, 9, 2, 4, 3, HV=4, seed=5, with_initial_state=True,
+                         cu_seqlens=[0, 4, 9])
+    beta = inp["beta"].astype(np.float64)
+    ew = dict(inp, erase=np.repeat(beta[..., None], 4, axis=-1),
+              write=np.repeat(np.repeat(beta, 2, axis=2)[..., None], 3, axis=-1))
+    del ew["beta"]
+    o, s = lt.reference_for(variant, ew, scale=0.7)
+    o_ref, s_ref = lt.reference_for(delta_variant, inp, scale=0.7)
+    np.testing.assert_allclose(o, o_ref, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(s, s_ref, rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="normalizer"):
+        lt.reference_for(variant, ew, normalizer=True)
 
 
 def test_make_inputs_seed_gate_min_and_cu_seqlens():

@@ -1,10 +1,11 @@
 """A fast subset of the random-configuration stress suite (``la.stress``).
 
-16 configurations from a fixed seed (chosen so that the subset holds every
+24 configurations from a fixed seed (chosen so that the subset holds every
 variant twice, every chunk size and the sequential program, f16 and bf16,
 T = 1, T % C != 0, a varlen run with an empty sequence, segmented runs
-(chunked, sequential, bf16), the normaliser, beta near 0 / near 1 /
-allow_neg_eigval, qk_l2norm and log-gates down to -30) are run with la-run
+(chunked, sequential, bf16, erase_write), the normaliser, beta near 0 / near 1 /
+allow_neg_eigval, every erase/write mode, varlen erase_write, qk_l2norm and
+log-gates down to -30, at a low total cost) are run with la-run
 and compared with the fp64 reference: rel_rms within 1e-5 (f32) or 5e-3
 (f16/bf16) and finite outputs. The full set is ``scripts/stress.py``.
 
@@ -20,8 +21,8 @@ from la import runner
 from la import stress
 from la import testing as lt
 
-SEED = 6
-COUNT = 16
+SEED = 2539
+COUNT = 24
 CONFIGS = stress.generate_configs(COUNT, SEED)
 
 needs_la_run = pytest.mark.skipif(
@@ -63,6 +64,8 @@ def test_generate_configs_is_stable_and_covers_the_space():
     assert {c["gate_scale"] for c in configs if c["variant"] in ("mamba2", "gla")} == set(
         stress.GATE_SCALES)
     assert {c["beta_mode"] for c in configs if c["beta_mode"]} == set(stress.BETA_MODES)
+    assert {c["erase_write_mode"] for c in configs if c["erase_write_mode"]} == set(
+        stress.ERASE_WRITE_MODES)
     assert any(c["T"] == 1 for c in configs)
     assert any(c["chunk_size"] and c["T"] > c["chunk_size"] and c["T"] % c["chunk_size"]
                for c in configs)
@@ -71,6 +74,9 @@ def test_generate_configs_is_stable_and_covers_the_space():
     assert any(c["cu_seqlens"] and 0 in np.diff(c["cu_seqlens"]) for c in configs)
     for c in configs:
         update, _ = lt.VARIANTS[c["variant"]]
+        assert (c["beta_mode"] is not None) == (update == "delta")
+        assert (c["erase_write_mode"] is not None) == (update == "erase_write")
+        assert not (c["allow_neg_eigval"] and update != "delta")
         assert c["B"] * c["T"] * c["HV"] * c["K"] * c["V"] <= stress.MAX_ELEMENTS
         assert 1 <= c["T"] <= stress.MAX_T and c["HV"] % c["H"] == 0
         assert not (c["normalizer"] and update != "additive")
@@ -95,6 +101,17 @@ def test_build_inputs_follow_the_config():
     beta = stress.build_inputs(by_mode["near1"])["beta"]
     np.testing.assert_array_equal(beta, np.float32(1.0 - 1e-4))
     assert by_mode["neg_eigval"]["allow_neg_eigval"]
+    by_ew = {}
+    for c in stress.generate_configs(120, 0):
+        by_ew.setdefault(c["erase_write_mode"], c)
+    inputs = stress.build_inputs(by_ew["small"])
+    assert "beta" not in inputs
+    assert 0.0 < inputs["erase"].min() and inputs["erase"].max() < 1e-3
+    assert 0.0 < inputs["write"].min() and inputs["write"].max() < 1e-3
+    np.testing.assert_array_equal(stress.build_inputs(by_ew["near1"])["erase"],
+                                  np.float32(1.0 - 1e-4))
+    wide = stress.build_inputs(by_ew["wide"])["erase"]
+    assert wide.min() < 0.05 and wide.max() > 0.95
 
 
 def test_checker_fails_on_errors_and_non_finite_values():
