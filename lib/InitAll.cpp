@@ -12,6 +12,7 @@
 #include "mlir/InitAllExtensions.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/OpenMP/OpenMPToLLVMIRTranslation.h"
 
 void mlir::la::registerAllDialects(DialectRegistry &registry) {
   registry.insert<LaDialect, arith::ArithDialect, linalg::LinalgDialect,
@@ -24,6 +25,7 @@ void mlir::la::registerCompilerDialects(DialectRegistry &registry) {
   mlir::la::registerAllDialects(registry);
   registerBuiltinDialectTranslation(registry);
   registerLLVMDialectTranslation(registry);
+  registerOpenMPDialectTranslation(registry);
 }
 
 void mlir::la::registerPasses() {

@@ -48,14 +48,27 @@ void mlir::la::buildLowerToCPUPipeline(OpPassManager &pm,
   bufferization::buildBufferDeallocationPipeline(pm, deallocOptions);
 
   // Loops and LLVM.
-  pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
+  if (options.parallel) {
+    pm.addNestedPass<func::FuncOp>(createConvertLinalgToParallelLoopsPass());
+    pm.addPass(createConvertSCFToOpenMPPass());
+  } else {
+    pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
+  }
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());
+  // With OpenMP, memref.alloca_scope (around each parallel body) must be
+  // lowered while its region is still a single block, so memrefs go to LLVM
+  // before scf goes to control flow.
+  if (options.parallel)
+    pm.addPass(createFinalizeMemRefToLLVMConversionPass());
   pm.addPass(createSCFToControlFlowPass());
+  if (options.parallel)
+    pm.addPass(createConvertOpenMPToLLVMPass());
   pm.addPass(createConvertMathToLLVMPass());
   pm.addPass(createArithToLLVMConversionPass());
   pm.addPass(createConvertIndexToLLVMPass());
-  pm.addPass(createFinalizeMemRefToLLVMConversionPass());
+  if (!options.parallel)
+    pm.addPass(createFinalizeMemRefToLLVMConversionPass());
   pm.addPass(createConvertFuncToLLVMPass());
   pm.addPass(createConvertControlFlowToLLVMPass());
   pm.addPass(createReconcileUnrealizedCastsPass());

@@ -2,6 +2,7 @@
 // RUN: la-opt %s -la-lower-to-cpu=sequential | FileCheck %s --check-prefix=SEQ
 // RUN: la-opt %s --pass-pipeline="builtin.module(la-lower-to-cpu{chunk-size=16})" | FileCheck %s
 // RUN: not la-opt %s -la-lower-to-cpu=chunk-size=0 2>&1 | FileCheck %s --check-prefix=BADCHUNK
+// RUN: la-opt %s -la-lower-to-cpu=parallel | FileCheck %s --check-prefix=OMP
 
 // The whole pipeline ends in the LLVM dialect: results become trailing
 // out-parameters (the caller owns every output), no la op is left.
@@ -16,6 +17,14 @@
 // SEQ-LABEL: llvm.func @gla(
 // SEQ: llvm.intr.exp
 // SEQ-NOT: la.
+
+// With `parallel`, the parallel loops of the linalg ops run in OpenMP
+// regions, already lowered to the LLVM dialect's operands.
+// OMP-LABEL: llvm.func @gla(
+// OMP: omp.parallel
+// OMP: omp.wsloop
+// OMP: omp.loop_nest
+// OMP-NOT: scf.parallel
 
 // BADCHUNK: la-chunk: 'chunk-size' must be > 0, got 0
 func.func @gla(%q: tensor<1x20x2x8xf32>, %k: tensor<1x20x2x8xf32>, %v: tensor<1x20x2x8xf32>, %g: tensor<1x20x2x8xf32>) -> (tensor<1x20x2x8xf32>, tensor<1x2x8x8xf32>) {

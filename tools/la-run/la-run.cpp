@@ -63,6 +63,9 @@ static cl::opt<int64_t> chunkSize("chunk-size", cl::desc("tokens per chunk"),
 static cl::opt<bool>
     sequential("sequential",
                cl::desc("run the plain recurrence token by token"));
+static cl::opt<bool> parallel(
+    "parallel",
+    cl::desc("run the parallel loops with OpenMP (OMP_NUM_THREADS threads)"));
 static cl::opt<unsigned> repeat("repeat", cl::desc("timed runs"), cl::init(1));
 static cl::opt<bool> printOutputs("print-outputs",
                                   cl::desc("print a summary of each result"));
@@ -357,6 +360,7 @@ int main(int argc, char **argv) {
   la::LowerToCPUOptions pipelineOptions;
   pipelineOptions.chunkSize = chunkSize;
   pipelineOptions.sequential = sequential;
+  pipelineOptions.parallel = parallel;
   la::buildLowerToCPUPipeline(pm, pipelineOptions);
   if (failed(pm.run(*module)))
     return 1;
@@ -368,6 +372,8 @@ int main(int argc, char **argv) {
   engineOptions.transformer = transformer;
   engineOptions.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Aggressive;
   SmallVector<StringRef> sharedLibs = {LA_MLIR_C_RUNNER_UTILS};
+  if (parallel)
+    sharedLibs.push_back(LA_OPENMP_RUNTIME);
   engineOptions.sharedLibPaths = sharedLibs;
   auto engine = ExecutionEngine::create(*module, engineOptions);
   if (!engine)

@@ -19,6 +19,11 @@ struct LowerToCPUOptions : public PassPipelineOptions<LowerToCPUOptions> {
       llvm::cl::desc("lower the plain recurrence token by token instead of "
                      "the chunked algorithm"),
       llvm::cl::init(false)};
+  PassOptions::Option<bool> parallel{
+      *this, "parallel",
+      llvm::cl::desc("run the parallel loops of the lowered linalg ops with "
+                     "OpenMP (the caller must load libomp)"),
+      llvm::cl::init(false)};
 };
 
 /// Builds the pipeline from `la.attention` on tensors to the LLVM dialect:
