@@ -41,7 +41,14 @@ object (:data:`NUMPY`, :func:`torch_backend`), so the PyTorch baseline is the
 same algorithm, not a different one.
 """
 
+import os
+import sys
+
 import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "python"))
+from la.testing import VARIANTS as _LA_VARIANTS  # noqa: E402
 
 __all__ = [
     "VARIANTS",
@@ -51,18 +58,10 @@ __all__ = [
     "chunked_forward",
 ]
 
-#: variant -> (update rule, gate kind), as in la.testing.VARIANTS (the
-#: variants this module implements).
-VARIANTS = {
-    "linear": ("additive", "none"),
-    "retention": ("additive", "fixed"),
-    "mamba2": ("additive", "scalar"),
-    "gla": ("additive", "channel"),
-    "deltanet": ("delta", "none"),
-    "decayed_deltanet": ("delta", "fixed"),
-    "gated_deltanet": ("delta", "scalar"),
-    "kda": ("delta", "channel"),
-}
+#: variant -> (update rule, gate kind): the variants of la.testing.VARIANTS
+#: this module implements (not the erase_write family).
+VARIANTS = {name: kinds for name, kinds in _LA_VARIANTS.items()
+            if kinds[0] in ("additive", "delta")}
 
 
 # --------------------------------------------------------------------------
