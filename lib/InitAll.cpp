@@ -6,6 +6,7 @@
 #include "la/Conversion/LaToLinalg.h"
 #include "la/Dialect/La/LaDialect.h"
 #include "la/Dialect/La/LaPasses.h"
+#include "la/Dialect/La/TransformOps/LaTransformOps.h"
 #include "la/Pipelines/Pipelines.h"
 
 #include "mlir/InitAllDialects.h"
@@ -17,6 +18,7 @@
 void mlir::la::registerAllDialects(DialectRegistry &registry) {
   registry.insert<LaDialect, arith::ArithDialect, linalg::LinalgDialect,
                   math::MathDialect, tensor::TensorDialect>();
+  registerTransformDialectExtension(registry);
 }
 
 void mlir::la::registerCompilerDialects(DialectRegistry &registry) {

@@ -6,11 +6,13 @@
 #include "la/Dialect/La/LaPasses.h"
 
 #include "mlir/Conversion/Passes.h"
+#include "mlir/Conversion/VectorToSCF/VectorToSCF.h"
 #include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
 #include "mlir/Dialect/Bufferization/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/Passes.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Dialect/SCF/Transforms/Passes.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
@@ -30,6 +32,15 @@ void mlir::la::buildLowerToCPUPipeline(OpPassManager &pm,
   pm.addPass(createConvertLaToLinalgPass());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+  if (options.tile) {
+    LaTilePassOptions tileOptions;
+    tileOptions.rowTile = options.rowTile;
+    tileOptions.laneTile = options.laneTile;
+    tileOptions.distribute = options.parallel;
+    pm.addNestedPass<func::FuncOp>(createLaTilePass(tileOptions));
+    pm.addPass(createCanonicalizerPass());
+    pm.addPass(createCSEPass());
+  }
 
   // Buffers: results become out-parameters so that callers own every output.
   bufferization::OneShotBufferizePassOptions bufferizeOptions;
@@ -49,10 +60,26 @@ void mlir::la::buildLowerToCPUPipeline(OpPassManager &pm,
 
   // Loops and LLVM.
   if (options.parallel) {
-    pm.addNestedPass<func::FuncOp>(createConvertLinalgToParallelLoopsPass());
+    pm.addPass(createForallToParallelLoopPass());
+    // After la-tile the threads are la-tile's scf.forall loops; the ops it
+    // left run sequentially (parallel loops inside them would nest OpenMP
+    // regions).
+    if (options.tile)
+      pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
+    else
+      pm.addNestedPass<func::FuncOp>(createConvertLinalgToParallelLoopsPass());
     pm.addPass(createConvertSCFToOpenMPPass());
   } else {
+    pm.addPass(createForallToForLoopPass());
     pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
+  }
+  if (options.tile) {
+    // Register tiles: n-D transfers unrolled into 1-D ones, contractions
+    // into outer products (FMAs), then the rest of the vector dialect.
+    VectorTransferToSCFOptions transferOptions;
+    transferOptions.enableFullUnroll();
+    pm.addNestedPass<func::FuncOp>(
+        createConvertVectorToSCFPass(transferOptions));
   }
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());
@@ -64,6 +91,12 @@ void mlir::la::buildLowerToCPUPipeline(OpPassManager &pm,
   pm.addPass(createSCFToControlFlowPass());
   if (options.parallel)
     pm.addPass(createConvertOpenMPToLLVMPass());
+  if (options.tile) {
+    ConvertVectorToLLVMPassOptions vectorOptions;
+    vectorOptions.vectorContractLowering =
+        vector::VectorContractLowering::OuterProduct;
+    pm.addPass(createConvertVectorToLLVMPass(vectorOptions));
+  }
   pm.addPass(createConvertMathToLLVMPass());
   pm.addPass(createArithToLLVMConversionPass());
   pm.addPass(createConvertIndexToLLVMPass());
@@ -71,6 +104,7 @@ void mlir::la::buildLowerToCPUPipeline(OpPassManager &pm,
     pm.addPass(createFinalizeMemRefToLLVMConversionPass());
   pm.addPass(createConvertFuncToLLVMPass());
   pm.addPass(createConvertControlFlowToLLVMPass());
+  pm.addPass(createUBToLLVMConversionPass());
   pm.addPass(createReconcileUnrealizedCastsPass());
   pm.addPass(createCanonicalizerPass());
 }

@@ -3,6 +3,7 @@
 // RUN: la-opt %s --pass-pipeline="builtin.module(la-lower-to-cpu{chunk-size=16})" | FileCheck %s
 // RUN: not la-opt %s -la-lower-to-cpu=chunk-size=0 2>&1 | FileCheck %s --check-prefix=BADCHUNK
 // RUN: la-opt %s -la-lower-to-cpu=parallel | FileCheck %s --check-prefix=OMP
+// RUN: la-opt %s -la-lower-to-cpu=tile=false | FileCheck %s --check-prefix=SCALAR
 
 // The whole pipeline ends in the LLVM dialect: results become trailing
 // out-parameters (the caller owns every output), no la op is left.
@@ -10,12 +11,23 @@
 // CHECK-LABEL: llvm.func @gla(
 // CHECK-SAME: %{{[^:]*}}: !llvm.ptr
 // CHECK-NOT: -> !llvm.struct
-// CHECK: llvm.intr.exp
+// la-tile's register tiles: fused multiply-adds on vectors, exp as a
+// polynomial (no libm call per lane).
+// CHECK: llvm.intr.fma({{.*}}) : (vector<8xf32>, vector<8xf32>, vector<8xf32>) -> vector<8xf32>
+// CHECK-NOT: llvm.intr.exp
 // CHECK: llvm.return
 // CHECK-NOT: la.
 
+// Without tiling: scalar loops.
+// SCALAR-LABEL: llvm.func @gla(
+// SCALAR-NOT: vector<
+// SCALAR: llvm.intr.exp
+// SCALAR-NOT: vector<
+// SCALAR: llvm.return
+
 // SEQ-LABEL: llvm.func @gla(
-// SEQ: llvm.intr.exp
+// SEQ: llvm.intr.fma({{.*}}) : (vector<8xf32>, vector<8xf32>, vector<8xf32>) -> vector<8xf32>
+// SEQ: llvm.return
 // SEQ-NOT: la.
 
 // With `parallel`, the parallel loops of the linalg ops run in OpenMP

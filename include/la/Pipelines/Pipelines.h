@@ -19,6 +19,17 @@ struct LowerToCPUOptions : public PassPipelineOptions<LowerToCPUOptions> {
       llvm::cl::desc("lower the plain recurrence token by token instead of "
                      "the chunked algorithm"),
       llvm::cl::init(false)};
+  PassOptions::Option<bool> tile{
+      *this, "tile",
+      llvm::cl::desc("tile and vectorise the structured ops (la-tile)"),
+      llvm::cl::init(true)};
+  PassOptions::Option<int64_t> rowTile{
+      *this, "row-tile", llvm::cl::desc("rows of la-tile's register tile"),
+      llvm::cl::init(8)};
+  PassOptions::Option<int64_t> laneTile{
+      *this, "lane-tile",
+      llvm::cl::desc("vector lanes of la-tile's register tile"),
+      llvm::cl::init(32)};
   PassOptions::Option<bool> parallel{
       *this, "parallel",
       llvm::cl::desc("run the parallel loops of the lowered linalg ops with "

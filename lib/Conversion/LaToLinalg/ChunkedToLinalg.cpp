@@ -31,6 +31,13 @@ static Value safeDecay(OpBuilder &b, Location loc, Value x) {
                              arith::MinimumFOp::create(b, loc, x, zero));
 }
 
+/// acc - a * b as acc + (-a) * b: a reduction the vectoriser recognises
+/// (it accepts addf as the combiner, not subf).
+static Value subtractProduct(OpBuilder &b, Location loc, Value acc, Value a,
+                             Value x) {
+  return addF(b, loc, acc, mulF(b, loc, arith::NegFOp::create(b, loc, a), x));
+}
+
 /// `j <= i` for two linalg loop indices.
 static Value causal(OpBuilder &b, Location loc, unsigned iDim, unsigned jDim,
                     bool strict = false) {
@@ -88,6 +95,17 @@ struct ChunkCumsumToLinalg : OpRewritePattern<ChunkCumsumOp> {
   }
 };
 
+/// [B,NC,C,H,K] -> [B,NC,H,K,C].
+static Value transposeRowsLast(OpBuilder &b, Location loc, Value x) {
+  SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, x);
+  Value init =
+      emptyTensor(b, loc, {sizes[0], sizes[1], sizes[3], sizes[4], sizes[2]},
+                  cast<RankedTensorType>(x.getType()).getElementType());
+  return linalg::TransposeOp::create(b, loc, x, init,
+                                     ArrayRef<int64_t>{0, 1, 3, 4, 2})
+      .getResult()[0];
+}
+
 /// The masked, decayed score matrix of a chunk, [B,NC,H,C,C]:
 ///   M[b,n,h,i,j] = [j <= i] * scale * rowScale_i * (x_i . (y_j * D_ij))
 /// with D_ij = exp(X_i - G_j) (per channel for a channel-wise gate), X the
@@ -104,13 +122,15 @@ static Value buildScores(OpBuilder &b, Location loc, Value x, Value y,
   SmallVector<OpFoldResult> xSizes = mixedSizes(b, loc, x);
   SmallVector<OpFoldResult> scoreSizes = {xSizes[0], xSizes[1], xSizes[3],
                                           xSizes[2], xSizes[2]};
-  SmallVector<Value> inputs = {x, y};
+  // The y side is read as [B,NC,H,K,C] so that the score row j is the
+  // contiguous (vector) dimension of the product.
+  SmallVector<Value> inputs = {x, transposeRowsLast(b, loc, y)};
   SmallVector<AffineMap> maps = {dimMap(ctx, 6, {0, 1, 3, 2, 5}),
-                                 dimMap(ctx, 6, {0, 1, 4, 2, 5})};
+                                 dimMap(ctx, 6, {0, 1, 2, 5, 4})};
   if (channel) {
-    inputs.append({xGates, gates});
+    inputs.append({xGates, transposeRowsLast(b, loc, gates)});
     maps.append(
-        {dimMap(ctx, 6, {0, 1, 3, 2, 5}), dimMap(ctx, 6, {0, 1, 4, 2, 5})});
+        {dimMap(ctx, 6, {0, 1, 3, 2, 5}), dimMap(ctx, 6, {0, 1, 2, 5, 4})});
   }
   maps.push_back(dimMap(ctx, 6, {0, 1, 2, 3, 4}));
   Value scores =
@@ -290,8 +310,7 @@ struct ChunkStateScanToLinalg : OpRewritePattern<ChunkStateScanOp> {
                 {dimMap(ctx, 5, {0, 1, -3, 4}, *group),
                  dimMap(ctx, 5, {0, 2, 4, 3}), dimMap(ctx, 5, {0, 1, 2, 3})},
                 4, 1, [&](OpBuilder &nb, Location nl, ValueRange args) {
-                  return arith::SubFOp::create(nb, nl, args[2],
-                                               mulF(nb, nl, args[0], args[1]));
+                  return subtractProduct(nb, nl, args[2], args[0], args[1]);
                 });
             yields.push_back(insertAt(b, l, values, iterArgs[2], 1, n));
           }
@@ -410,15 +429,14 @@ static Value invertUnitLower(OpBuilder &b, Location loc, Value a,
                                              constantF32(bb, bl, 1.0f),
                                              constantF32(bb, bl, 0.0f));
             });
-        Value row =
-            buildGeneric(nb, l, ValueRange{aRow, inverse}, identityRow,
-                         {dimMap(ctx, 7, {0, 1, 2, 3, 4, 6}),
-                          dimMap(ctx, 7, {0, 1, 2, 3, 6, 5}),
-                          dimMap(ctx, 7, {0, 1, 2, 3, 4, 5})},
-                         6, 1, [](OpBuilder &bb, Location bl, ValueRange args) {
-                           return arith::SubFOp::create(
-                               bb, bl, args[2], mulF(bb, bl, args[0], args[1]));
-                         });
+        Value row = buildGeneric(
+            nb, l, ValueRange{aRow, inverse}, identityRow,
+            {dimMap(ctx, 7, {0, 1, 2, 3, 4, 6}),
+             dimMap(ctx, 7, {0, 1, 2, 3, 6, 5}),
+             dimMap(ctx, 7, {0, 1, 2, 3, 4, 5})},
+            6, 1, [](OpBuilder &bb, Location bl, ValueRange args) {
+              return subtractProduct(bb, bl, args[2], args[0], args[1]);
+            });
         scf::YieldOp::create(nb, l, insertAt(nb, l, row, inverse, 4, r));
       });
   Value blocks = rowLoop.getResult(0);
@@ -470,18 +488,16 @@ static Value invertUnitLower(OpBuilder &b, Location loc, Value a,
             5, 1, [](OpBuilder &bb, Location bl, ValueRange a) {
               return addF(bb, bl, a[2], mulF(bb, bl, a[0], a[1]));
             });
-        // Y = T_ii X. Loops (b,n,h,r,col,t); T_ii read from the blocks.
-        Value tii =
-            sliceDim(nb, l, blocks, 3, i, nb.getIndexAttr(1)); // [..,1,s,s]
+        // Y = T_ii X. Loops (b,n,h,r,col,t).
+        // [..,1,s,s] collapsed to [..,s,s] (a rank-reducing slice would be
+        // ambiguous when B is 1 as well).
+        Value tii = tensor::CollapseShapeOp::create(
+            nb, l, sliceDim(nb, l, blocks, 3, i, nb.getIndexAttr(1)),
+            ArrayRef<ReassociationIndices>{{0}, {1}, {2}, {3, 4}, {5}});
         Value y = buildGeneric(
             nb, l, ValueRange{tii, x}, zeroTensor(nb, l, rowsSizes),
-            {AffineMap::get(
-                 6, 0,
-                 {getAffineDimExpr(0, ctx), getAffineDimExpr(1, ctx),
-                  getAffineDimExpr(2, ctx), getAffineConstantExpr(0, ctx),
-                  getAffineDimExpr(3, ctx), getAffineDimExpr(5, ctx)},
-                 ctx),
-             dimMap(ctx, 6, {0, 1, 2, 5, 4}), dimMap(ctx, 6, {0, 1, 2, 3, 4})},
+            {dimMap(ctx, 6, {0, 1, 2, 3, 5}), dimMap(ctx, 6, {0, 1, 2, 5, 4}),
+             dimMap(ctx, 6, {0, 1, 2, 3, 4})},
             5, 1, [](OpBuilder &bb, Location bl, ValueRange a) {
               return addF(bb, bl, a[2], mulF(bb, bl, a[0], a[1]));
             });
@@ -577,42 +593,46 @@ struct ChunkWYToLinalg : OpRewritePattern<ChunkWYOp> {
                           op.getBeta(), 1.0f, /*strict=*/true);
     Value inverse = invertUnitLower(rewriter, loc, a, op.getBlockSize());
 
-    // W = T (beta * exp(G) * K). Loops (b,n,i,h,kk,t).
-    SmallVector<Value> inputs = {inverse, op.getK(), op.getBeta()};
-    SmallVector<AffineMap> maps = {dimMap(ctx, 6, {0, 1, 3, 2, 5}),
-                                   dimMap(ctx, 6, {0, 1, 5, 3, 4}),
-                                   dimMap(ctx, 6, {0, 1, 5, 3})};
+    // W = T (beta * exp(G) * K) and U = T (beta * V): the factors are
+    // applied once per element first, so the products are plain
+    // contractions. Element-wise loops (b,n,t,h,kk) and (b,n,t,hv,vv).
+    Type f32 = rewriter.getF32Type();
+    SmallVector<Value> inputs = {op.getK(), op.getBeta()};
+    SmallVector<AffineMap> maps = {dimMap(ctx, 5, {0, 1, 2, 3, 4}),
+                                   dimMap(ctx, 5, {0, 1, 2, 3})};
     if (gates) {
       inputs.push_back(gates);
-      maps.push_back(channel ? dimMap(ctx, 6, {0, 1, 5, 3, 4})
-                             : dimMap(ctx, 6, {0, 1, 5, 3}));
+      maps.push_back(channel ? dimMap(ctx, 5, {0, 1, 2, 3, 4})
+                             : dimMap(ctx, 5, {0, 1, 2, 3}));
     }
-    maps.push_back(dimMap(ctx, 6, {0, 1, 2, 3, 4}));
-    Value w = buildGeneric(
+    maps.push_back(dimMap(ctx, 5, {0, 1, 2, 3, 4}));
+    Value weightedKeys = buildGeneric(
         rewriter, loc, inputs,
-        zeroTensor(rewriter, loc, mixedSizes(rewriter, loc, op.getK())), maps,
-        5, 1, [&](OpBuilder &b, Location l, ValueRange args) -> Value {
-          Value term = mulF(b, l, args[0],
-                            mulF(b, l, extendToF32(b, l, args[1]),
-                                 extendToF32(b, l, args[2])));
+        emptyTensor(rewriter, loc, mixedSizes(rewriter, loc, op.getK()), f32),
+        maps, 5, 0, [&](OpBuilder &b, Location l, ValueRange args) -> Value {
+          Value term = mulF(b, l, extendToF32(b, l, args[0]),
+                            extendToF32(b, l, args[1]));
           if (gates)
-            term = mulF(b, l, term, safeDecay(b, l, args[3]));
-          return addF(b, l, args.back(), term);
+            term = mulF(b, l, term, safeDecay(b, l, args[2]));
+          return term;
         });
-
-    // U = T (beta * V). Loops (b,n,i,hv,vv,t).
-    Value u = buildGeneric(
-        rewriter, loc, ValueRange{inverse, op.getV(), op.getBeta()},
+    Value weightedValues = buildGeneric(
+        rewriter, loc, ValueRange{op.getV(), op.getBeta()},
+        emptyTensor(rewriter, loc, mixedSizes(rewriter, loc, op.getV()), f32),
+        {dimMap(ctx, 5, {0, 1, 2, 3, 4}), dimMap(ctx, 5, {0, 1, 2, -4}, *group),
+         dimMap(ctx, 5, {0, 1, 2, 3, 4})},
+        5, 0, [&](OpBuilder &b, Location l, ValueRange args) -> Value {
+          return mulF(b, l, extendToF32(b, l, args[0]),
+                      extendToF32(b, l, args[1]));
+        });
+    Value w = applyScores(
+        rewriter, loc, inverse, weightedKeys,
+        zeroTensor(rewriter, loc, mixedSizes(rewriter, loc, op.getK())),
+        /*group=*/1);
+    Value u = applyScores(
+        rewriter, loc, inverse, weightedValues,
         zeroTensor(rewriter, loc, mixedSizes(rewriter, loc, op.getV())),
-        {dimMap(ctx, 6, {0, 1, -4, 2, 5}, *group),
-         dimMap(ctx, 6, {0, 1, 5, 3, 4}), dimMap(ctx, 6, {0, 1, 5, -4}, *group),
-         dimMap(ctx, 6, {0, 1, 2, 3, 4})},
-        5, 1, [&](OpBuilder &b, Location l, ValueRange args) -> Value {
-          Value term = mulF(b, l, args[0],
-                            mulF(b, l, extendToF32(b, l, args[1]),
-                                 extendToF32(b, l, args[2])));
-          return addF(b, l, args[3], term);
-        });
+        *group);
     rewriter.replaceOp(op, {w, u});
     return success();
   }

@@ -22,7 +22,7 @@ func.func @cumsum(%g: tensor<1x2x16x2xbf16>) -> tensor<1x2x16x2xf32> {
 
 // Scalar gate, grouped value heads (HV = 2H).
 // CHECK-DAG: #[[Q_MAP:.*]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d3, d2, d5)>
-// CHECK-DAG: #[[K_MAP:.*]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d4, d2, d5)>
+// CHECK-DAG: #[[KT_MAP:.*]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2, d5, d4)>
 // CHECK-DAG: #[[P_MAP:.*]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2, d3, d4)>
 // CHECK-DAG: #[[GI:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3, d2)>
 // CHECK-DAG: #[[GJ:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d4, d2)>
@@ -30,8 +30,10 @@ func.func @cumsum(%g: tensor<1x2x16x2xbf16>) -> tensor<1x2x16x2xf32> {
 // CHECK-DAG: #[[V_MAP:.*]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d5, d3, d4)>
 // CHECK-LABEL: func.func @intra
 // CHECK-SAME: (%[[Q:[^:]*]]: {{.*}}, %[[K:[^:]*]]: {{.*}}, %[[V:[^:]*]]: {{.*}}, %[[G:[^:]*]]: tensor<1x2x16x2xf32>)
-// Scores Q K^T per chunk and key head.
-// CHECK: %[[P:.*]] = linalg.generic {indexing_maps = [#[[Q_MAP]], #[[K_MAP]], #[[P_MAP]]], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%[[Q]], %[[K]] : {{.*}}) outs(%{{.*}} : tensor<1x2x2x16x16xf32>)
+// Scores Q K^T per chunk and key head, K read as [B,NC,H,K,C] so that the
+// score column is contiguous.
+// CHECK: %[[KT:.*]] = linalg.transpose ins(%[[K]] : tensor<1x2x16x2x4xf32>) outs(%{{.*}} : tensor<1x2x2x4x16xf32>) permutation = [0, 1, 3, 4, 2]
+// CHECK: %[[P:.*]] = linalg.generic {indexing_maps = [#[[Q_MAP]], #[[KT_MAP]], #[[P_MAP]]], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%[[Q]], %[[KT]] : {{.*}}) outs(%{{.*}} : tensor<1x2x2x16x16xf32>)
 // Decay exp(min(G_i - G_j, 0)) and the causal mask, selected after the exp.
 // CHECK: %[[M:.*]] = linalg.generic {{.*}} ins(%[[P]], %[[G]], %[[G]] : {{.*}})
 // CHECK: %[[DIFF:.*]] = arith.subf
@@ -52,7 +54,9 @@ func.func @intra(%q: tensor<1x2x16x2x4xf32>, %k: tensor<1x2x16x2x4xf32>, %v: ten
 
 // Channel-wise gate: the decay enters the K reduction, clamped to <= 0.
 // CHECK-LABEL: func.func @intra_channel
-// CHECK: linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%{{.*}}, %{{.*}}, %[[G:.*]], %[[G]] : {{.*}})
+// CHECK-SAME: %[[G:[^:]*]]: tensor<1x1x16x1x4xf32>)
+// CHECK: %[[GT:.*]] = linalg.transpose ins(%[[G]] : {{.*}}) outs(%{{.*}} : tensor<1x1x1x4x16xf32>) permutation = [0, 1, 3, 4, 2]
+// CHECK: linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%{{.*}}, %{{.*}}, %[[G]], %[[GT]] : {{.*}})
 // CHECK: arith.subf
 // CHECK: arith.minimumf
 // CHECK: math.exp
@@ -118,7 +122,8 @@ func.func @inter(%q: tensor<1x2x16x2x4xf32>, %s: tensor<1x2x2x4x8xf32>, %intra: 
 // CHECK-DAG: #[[SCATTER:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3 floordiv 16, d3 mod 16, d4 mod 16)>
 // CHECK-LABEL: func.func @wy
 // CHECK-SAME: (%[[K:[^:]*]]: {{.*}}, %[[V:[^:]*]]: {{.*}}, %[[B:[^:]*]]: tensor<1x1x32x1xf32>, %[[G:[^:]*]]: tensor<1x1x32x1xf32>)
-// CHECK: %[[P:.*]] = linalg.generic {{.*}} ins(%[[K]], %[[K]] : {{.*}}) outs(%{{.*}} : tensor<1x1x1x32x32xf32>)
+// CHECK: %[[KT:.*]] = linalg.transpose ins(%[[K]]
+// CHECK: %[[P:.*]] = linalg.generic {{.*}} ins(%[[K]], %[[KT]] : {{.*}}) outs(%{{.*}} : tensor<1x1x1x32x32xf32>)
 // CHECK: %[[A:.*]] = linalg.generic {{.*}} ins(%[[P]], %[[G]], %[[G]], %[[B]] : {{.*}})
 // CHECK: %[[STRICT:.*]] = arith.cmpi ult
 // CHECK: arith.select %[[STRICT]]
@@ -126,19 +131,27 @@ func.func @inter(%q: tensor<1x2x16x2x4xf32>, %s: tensor<1x2x2x4x8xf32>, %intra: 
 // CHECK: %[[TD:.*]] = scf.for %[[R:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[TACC:.*]] = %{{.*}}) -> (tensor<1x1x1x2x16x16xf32>)
 // CHECK: %[[AROW:.*]] = tensor.extract_slice %[[AD]][0, 0, 0, 0, %[[R]], 0] [1, 1, 1, 2, 1, 16]
 // CHECK: %[[ROW:.*]] = linalg.generic {{.*}} ins(%[[AROW]], %[[TACC]] : {{.*}})
-// CHECK: arith.subf
+// CHECK: %[[NEG:.*]] = arith.negf
+// CHECK: %[[PROD:.*]] = arith.mulf %[[NEG]], %{{.*}} : f32
+// CHECK: arith.addf %{{.*}}, %[[PROD]] : f32
 // CHECK: tensor.insert_slice %[[ROW]] into %[[TACC]][0, 0, 0, 0, %[[R]], 0]
 // CHECK: %[[T0:.*]] = linalg.generic {indexing_maps = [#[[SCATTER]], {{.*}}]} ins(%[[TD]] : {{.*}}) outs(%{{.*}} : tensor<1x1x1x32x32xf32>)
 // CHECK: %[[T:.*]] = scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[TCUR:.*]] = %[[T0]]) -> (tensor<1x1x1x32x32xf32>)
 // CHECK: %[[AROWS:.*]] = tensor.extract_slice %[[A]]
 // CHECK: %[[X:.*]] = linalg.generic {{.*}} ins(%[[AROWS]], %[[TCUR]] : {{.*}})
 // CHECK: %[[TII:.*]] = tensor.extract_slice %[[TD]]
-// CHECK: %[[Y:.*]] = linalg.generic {{.*}} ins(%[[TII]], %[[X]] : {{.*}})
+// CHECK: %[[TIIC:.*]] = tensor.collapse_shape %[[TII]] {{\[}}[0], [1], [2], [3, 4], [5]]
+// CHECK: %[[Y:.*]] = linalg.generic {{.*}} ins(%[[TIIC]], %[[X]] : {{.*}})
 // CHECK: linalg.generic {{.*}} ins(%[[Y]] : {{.*}})
 // CHECK: arith.negf
-// CHECK: %[[W:.*]] = linalg.generic {{.*}} ins(%[[T]], %[[K]], %[[B]], %[[G]] : {{.*}}) outs(%{{.*}} : tensor<1x1x32x1x4xf32>)
+// The factors beta exp(G) and beta first, element-wise; then two plain
+// contractions with T.
+// CHECK: %[[KB:.*]] = linalg.generic {{.*}} ins(%[[K]], %[[B]], %[[G]] : {{.*}}) outs(%{{.*}} : tensor<1x1x32x1x4xf32>)
 // CHECK: math.exp
-// CHECK: %[[U:.*]] = linalg.generic {{.*}} ins(%[[T]], %[[V]], %[[B]] : {{.*}}) outs(%{{.*}} : tensor<1x1x32x2x8xf32>)
+// CHECK: %[[VB:.*]] = linalg.generic {{.*}} ins(%[[V]], %[[B]] : {{.*}}) outs(%{{.*}} : tensor<1x1x32x2x8xf32>)
+// CHECK: %[[W:.*]] = linalg.generic {{.*}} ins(%[[T]], %[[KB]] : {{.*}}) outs(%{{.*}} : tensor<1x1x32x1x4xf32>)
+// CHECK-NOT: math.exp
+// CHECK: %[[U:.*]] = linalg.generic {{.*}} ins(%[[T]], %[[VB]] : {{.*}}) outs(%{{.*}} : tensor<1x1x32x2x8xf32>)
 // CHECK: return %[[W]], %[[U]]
 func.func @wy(%k: tensor<1x1x32x1x4xf32>, %v: tensor<1x1x32x2x8xf32>, %b: tensor<1x1x32x1xf32>, %g: tensor<1x1x32x1xf32>) -> (tensor<1x1x32x1x4xf32>, tensor<1x1x32x2x8xf32>) {
   %w, %u = la.chunk_wy %k, %v beta(%b : tensor<1x1x32x1xf32>) gates(%g : tensor<1x1x32x1xf32>) : tensor<1x1x32x1x4xf32>, tensor<1x1x32x2x8xf32> -> tensor<1x1x32x1x4xf32>, tensor<1x1x32x2x8xf32>
@@ -156,8 +169,9 @@ func.func @wy(%k: tensor<1x1x32x1x4xf32>, %v: tensor<1x1x32x2x8xf32>, %b: tensor
 // CHECK: %[[UN:.*]] = tensor.extract_slice %[[U]][0, %[[N]]
 // CHECK: %[[WN:.*]] = tensor.extract_slice %[[W]][0, %[[N]]
 // CHECK: %[[VNEW:.*]] = linalg.generic {{.*}} ins(%[[WN]], %[[S]] : {{.*}}) outs(%[[UN]] : tensor<1x16x1x8xf32>)
+// CHECK: arith.negf
 // CHECK: arith.mulf
-// CHECK: arith.subf
+// CHECK: arith.addf
 // CHECK: %[[VREC:.*]] = tensor.insert_slice %[[VNEW]] into %[[VACC]][0, %[[N]], 0, 0, 0] [1, 1, 16, 1, 8]
 // CHECK: %[[NEXT:.*]] = linalg.generic {{.*}} ins(%[[KN]], %[[VNEW]] : {{.*}}) outs(%[[S]] : tensor<1x1x4x8xf32>)
 // CHECK: scf.yield %[[NEXT]], %{{.*}}, %[[VREC]]

@@ -78,4 +78,48 @@ def LaChunkPass : Pass<"la-chunk"> {
   ];
 }
 
+def LaTilePass : Pass<"la-tile", "func::FuncOp"> {
+  let summary = "Tile and vectorise la's structured ops for the CPU";
+  let description = [{
+    Runs on the `linalg` ops on tensors that `convert-la-to-linalg` produces.
+    Each op with static loop ranges and projected-permutation maps is tiled
+    twice. The loops outside the register tile (batch, chunk, head, ...)
+    become one `scf.forall` with one iteration per index, which
+    `scf-forall-to-parallel` and `convert-scf-to-openmp` share among threads
+    (or `scf.for` with `distribute=false`). The register tile takes
+    `lane-tile` iterations of the output's innermost loop (the vector lanes),
+    `row-tile` iterations of an output loop that some input does not read
+    (so each loaded vector is reused by every row) and `reduction-tile`
+    iterations of each reduction loop; a tile size that does not divide its
+    loop leaves a partial tile, which is peeled into its own loop.
+
+    With `vectorize` (the default) every register-tile op is then vectorised
+    (contractions into `vector.contract`), tensor slices are folded into the
+    vector transfers and accumulator tiles are hoisted out of the reduction
+    loops, so they stay in registers. Ops outside this form (dynamic shapes,
+    the floordiv maps of grouped value heads, the block maps of the triangular
+    inverse) are left as they are and lowered to scalar loops later.
+  }];
+  let dependentDialects = [
+    "::mlir::affine::AffineDialect",
+    "::mlir::arith::ArithDialect",
+    "::mlir::linalg::LinalgDialect",
+    "::mlir::scf::SCFDialect",
+    "::mlir::tensor::TensorDialect",
+    "::mlir::vector::VectorDialect"
+  ];
+  let options = [
+    Option<"rowTile", "row-tile", "int64_t", "8",
+           "rows of the register tile (>= 1)">,
+    Option<"laneTile", "lane-tile", "int64_t", "32",
+           "vector lanes of the register tile (>= 1)">,
+    Option<"reductionTile", "reduction-tile", "int64_t", "1",
+           "reduction steps per register tile (>= 1)">,
+    Option<"distribute", "distribute", "bool", "true",
+           "outer loops as scf.forall (threads) instead of scf.for">,
+    Option<"vectorize", "vectorize", "bool", "true",
+           "vectorise the register tiles">
+  ];
+}
+
 #endif // LA_DIALECT_LA_LAPASSES_TD

@@ -1,0 +1,114 @@
+//===- LaTransformOps.td - transform-dialect ops of la -----*- tablegen -*-===//
+//
+// `transform.la.*` ops and `transform.apply_patterns.la.*` pattern
+// descriptors: la's chunking, lowering and CPU tiling as steps of a
+// user-written transform schedule, next to `transform.structured.*`.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LA_DIALECT_LA_TRANSFORMOPS_LATRANSFORMOPS_TD
+#define LA_DIALECT_LA_TRANSFORMOPS_LATRANSFORMOPS_TD
+
+include "mlir/Dialect/Transform/IR/TransformDialect.td"
+include "mlir/Dialect/Transform/Interfaces/TransformInterfaces.td"
+include "mlir/Dialect/Transform/IR/TransformTypes.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/IR/OpBase.td"
+
+def ApplyLaLowerToRecurrencePatternsOp : Op<Transform_Dialect,
+    "apply_patterns.la.lower_to_recurrence",
+    [DeclareOpInterfaceMethods<PatternDescriptorOpInterface>]> {
+  let summary = "Patterns of la-lower-to-recurrence";
+  let description = [{
+    Rewrites each `la.attention` into the canonical `la.recurrence`, as the
+    `la-lower-to-recurrence` pass does (with its default L2-norm epsilon).
+  }];
+  let assemblyFormat = "attr-dict";
+}
+
+def ApplyLaChunkPatternsOp : Op<Transform_Dialect, "apply_patterns.la.chunk",
+    [DeclareOpInterfaceMethods<PatternDescriptorOpInterface>]> {
+  let summary = "Patterns of la-chunk";
+  let description = [{
+    Rewrites each `la.recurrence` into the chunked level-2 ops with
+    `chunk_size` tokens per chunk (after la-simplify-recurrence's
+    rewrites), as the `la-chunk` pass does.
+  }];
+  let arguments = (ins DefaultValuedAttr<I64Attr, "64">:$chunk_size);
+  let assemblyFormat = "(`chunk_size` `=` $chunk_size^)? attr-dict";
+  let hasVerifier = 1;
+}
+
+def ApplyLaToLinalgPatternsOp : Op<Transform_Dialect,
+    "apply_patterns.la.to_linalg",
+    [DeclareOpInterfaceMethods<PatternDescriptorOpInterface>]> {
+  let summary = "Patterns of convert-la-to-linalg";
+  let description = [{
+    Lowers the chunked level-2 ops to `linalg` and `scf` on tensors, and a
+    remaining `la.recurrence` to its token loop.
+  }];
+  let assemblyFormat = "attr-dict";
+}
+
+def LaTileForCPUOp : Op<Transform_Dialect, "la.tile_for_cpu",
+    [FunctionalStyleTransformOpTrait, MemoryEffectsOpInterface,
+     TransformEachOpTrait, TransformOpInterface,
+     ReportTrackingListenerFailuresOpTrait]> {
+  let summary = "Tile one structured op into thread loops and register tiles";
+  let description = [{
+    The per-op step of `la-tile`: the loops outside the register tile become
+    an `scf.forall` (or `scf.for` without `distribute`), the register tile
+    takes `lane_tile` iterations of the output's innermost loop, `row_tile`
+    of an output loop that some input does not read and `reduction_tile` of
+    each reduction loop; partial tiles are peeled.
+
+    Consumes `target` (a tensor `linalg` op with static loop ranges and
+    projected-permutation maps). Returns the op on the first full register
+    tile and the outermost loop produced. A target of another form, or one
+    that is already a single register tile, is a silenceable failure.
+  }];
+  let arguments = (ins TransformHandleTypeInterface:$target,
+                   DefaultValuedAttr<I64Attr, "8">:$row_tile,
+                   DefaultValuedAttr<I64Attr, "32">:$lane_tile,
+                   DefaultValuedAttr<I64Attr, "1">:$reduction_tile,
+                   DefaultValuedAttr<BoolAttr, "true">:$distribute);
+  let results = (outs TransformHandleTypeInterface:$tiled,
+                      TransformHandleTypeInterface:$loop);
+  let assemblyFormat =
+      "$target attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::DiagnosedSilenceableFailure applyToOne(
+        ::mlir::transform::TransformRewriter &rewriter,
+        ::mlir::linalg::LinalgOp target,
+        ::mlir::transform::ApplyToEachResultList &results,
+        ::mlir::transform::TransformState &state);
+  }];
+}
+
+def LaVectorizeForCPUOp : Op<Transform_Dialect, "la.vectorize_for_cpu",
+    [FunctionalStyleTransformOpTrait, MemoryEffectsOpInterface,
+     TransformEachOpTrait, TransformOpInterface,
+     ReportTrackingListenerFailuresOpTrait]> {
+  let summary = "Vectorise the register tiles under an op";
+  let description = [{
+    The second step of `la-tile` on everything under `target` (typically a
+    function): canonicalises, vectorises each register-tile-sized
+    structured op, folds tensor slices into vector transfers, hoists
+    accumulators out of reduction loops and rewrites to FMAs and polynomial
+    exp. Consumes `target` and returns it again.
+  }];
+  let arguments = (ins TransformHandleTypeInterface:$target);
+  let results = (outs TransformHandleTypeInterface:$transformed);
+  let assemblyFormat =
+      "$target attr-dict `:` functional-type(operands, results)";
+  let extraClassDeclaration = [{
+    ::mlir::DiagnosedSilenceableFailure applyToOne(
+        ::mlir::transform::TransformRewriter &rewriter,
+        ::mlir::Operation *target,
+        ::mlir::transform::ApplyToEachResultList &results,
+        ::mlir::transform::TransformState &state);
+  }];
+}
+
+#endif // LA_DIALECT_LA_TRANSFORMOPS_LATRANSFORMOPS_TD

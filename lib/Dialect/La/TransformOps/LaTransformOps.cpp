@@ -1,0 +1,130 @@
+//===- LaTransformOps.cpp - transform-dialect ops of la -------------------===//
+
+#include "la/Dialect/La/TransformOps/LaTransformOps.h"
+
+#include "la/Conversion/LaToLinalg.h"
+#include "la/Dialect/La/LaDialect.h"
+#include "la/Dialect/La/LaPasses.h"
+#include "la/Dialect/La/LaTiling.h"
+
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+using namespace mlir;
+using namespace mlir::la;
+
+//===----------------------------------------------------------------------===//
+// Pattern descriptors
+//===----------------------------------------------------------------------===//
+
+void transform::ApplyLaLowerToRecurrencePatternsOp::populatePatterns(
+    RewritePatternSet &patterns) {
+  populateLowerToRecurrencePatterns(patterns);
+}
+
+void transform::ApplyLaChunkPatternsOp::populatePatterns(
+    RewritePatternSet &patterns) {
+  populateSimplifyRecurrencePatterns(patterns);
+  populateChunkPatterns(patterns, getChunkSize());
+}
+
+LogicalResult transform::ApplyLaChunkPatternsOp::verify() {
+  if (getChunkSize() <= 0)
+    return emitOpError("chunk_size must be > 0, got ") << getChunkSize();
+  return success();
+}
+
+void transform::ApplyLaToLinalgPatternsOp::populatePatterns(
+    RewritePatternSet &patterns) {
+  populateSimplifyRecurrencePatterns(patterns);
+  populateChunkedToLinalgPatterns(patterns);
+  populateRecurrenceToLoopsPatterns(patterns);
+}
+
+//===----------------------------------------------------------------------===//
+// TileForCPUOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult transform::LaTileForCPUOp::verify() {
+  if (getRowTile() < 1 || getLaneTile() < 1 || getReductionTile() < 1)
+    return emitOpError("tile sizes must be >= 1");
+  return success();
+}
+
+DiagnosedSilenceableFailure
+transform::LaTileForCPUOp::applyToOne(transform::TransformRewriter &rewriter,
+                                      linalg::LinalgOp target,
+                                      transform::ApplyToEachResultList &results,
+                                      transform::TransformState &state) {
+  CPUTilingOptions options;
+  options.rowTile = getRowTile();
+  options.laneTile = getLaneTile();
+  options.reductionTile = getReductionTile();
+  options.distribute = getDistribute();
+  FailureOr<CPUTilingResult> tiled = tileForCPU(rewriter, target, options);
+  if (failed(tiled))
+    return emitSilenceableError()
+           << "expected a tensor linalg op with static loop ranges and "
+              "projected-permutation maps";
+  Operation *outermost = nullptr;
+  if (!tiled->outerLoops.empty())
+    outermost = tiled->outerLoops.front();
+  else if (!tiled->innerLoops.empty())
+    outermost = tiled->innerLoops.front();
+  if (!outermost)
+    return emitSilenceableError() << "the op is already one register tile";
+  results.push_back(tiled->tiledOp);
+  results.push_back(outermost);
+  return DiagnosedSilenceableFailure::success();
+}
+
+//===----------------------------------------------------------------------===//
+// VectorizeForCPUOp
+//===----------------------------------------------------------------------===//
+
+DiagnosedSilenceableFailure transform::LaVectorizeForCPUOp::applyToOne(
+    transform::TransformRewriter &rewriter, Operation *target,
+    transform::ApplyToEachResultList &results,
+    transform::TransformState &state) {
+  if (failed(vectorizeForCPU(rewriter, target)))
+    return emitDefiniteFailure() << "vectorisation patterns did not converge";
+  results.push_back(target);
+  return DiagnosedSilenceableFailure::success();
+}
+
+//===----------------------------------------------------------------------===//
+// Registration
+//===----------------------------------------------------------------------===//
+
+#define GET_OP_CLASSES
+#include "la/Dialect/La/TransformOps/LaTransformOps.cpp.inc"
+
+namespace {
+class LaTransformDialectExtension
+    : public transform::TransformDialectExtension<LaTransformDialectExtension> {
+public:
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(LaTransformDialectExtension)
+
+  using Base::Base;
+
+  void init() {
+    declareDependentDialect<LaDialect>();
+    declareDependentDialect<linalg::LinalgDialect>();
+    declareGeneratedDialect<affine::AffineDialect>();
+    declareGeneratedDialect<arith::ArithDialect>();
+    declareGeneratedDialect<math::MathDialect>();
+    declareGeneratedDialect<scf::SCFDialect>();
+    declareGeneratedDialect<tensor::TensorDialect>();
+    declareGeneratedDialect<vector::VectorDialect>();
+    registerTransformOps<
+#define GET_OP_LIST
+#include "la/Dialect/La/TransformOps/LaTransformOps.cpp.inc"
+        >();
+  }
+};
+} // namespace
+
+void mlir::la::registerTransformDialectExtension(DialectRegistry &registry) {
+  registry.addExtensions<LaTransformDialectExtension>();
+}

@@ -1,0 +1,381 @@
+//===- Tile.cpp - tile and vectorise la's linalg ops for the CPU ----------===//
+//
+// Every structured op that la's lowering produces is a batch of small matrix
+// products or element-wise maps over [B,NC,C,H,...] tensors. For the CPU each
+// op is tiled twice: the outer parallel loops (batch, chunk, head: everything
+// but the register tile) become an scf.forall that threads share, and the
+// rest becomes an scf.for nest over register tiles of rows x vector lanes x
+// reduction steps, which the vectoriser turns into vector.contract or
+// element-wise vector ops. The accumulator tile is then hoisted out of the
+// reduction loop so that it stays in registers.
+//
+//===----------------------------------------------------------------------===//
+
+#include "la/Dialect/La/LaPasses.h"
+#include "la/Dialect/La/LaTiling.h"
+
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Math/Transforms/Passes.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/SCF/Transforms/TileUsingInterface.h"
+#include "mlir/Dialect/SCF/Transforms/Transforms.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Dialect/Vector/Transforms/LoweringPatterns.h"
+#include "mlir/Dialect/Vector/Transforms/VectorRewritePatterns.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Interfaces/TilingInterface.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "mlir/Transforms/LoopInvariantCodeMotionUtils.h"
+
+namespace mlir::la {
+#define GEN_PASS_DEF_LATILEPASS
+#include "la/Dialect/La/LaPasses.h.inc"
+} // namespace mlir::la
+
+using namespace mlir;
+using namespace mlir::la;
+
+namespace {
+/// addf(acc, mulf(a, b)) on vectors -> vector.fma(a, b, acc): the vectoriser
+/// leaves a multiply and an add per reduction step, which LLVM does not
+/// contract without fast-math flags.
+struct ContractMulAddToFma : OpRewritePattern<arith::AddFOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(arith::AddFOp add,
+                                PatternRewriter &rewriter) const override {
+    if (!isa<VectorType>(add.getType()))
+      return failure();
+    for (unsigned i = 0; i < 2; ++i) {
+      // The product may reach the add through a shape_cast that drops the
+      // unit reduction dimension.
+      Value product = add->getOperand(i);
+      auto cast = product.getDefiningOp<vector::ShapeCastOp>();
+      if (cast && cast->hasOneUse())
+        product = cast.getSource();
+      auto mul = product.getDefiningOp<arith::MulFOp>();
+      if (!mul || !mul->hasOneUse())
+        continue;
+      Value lhs = mul.getLhs(), rhs = mul.getRhs();
+      if (product != add->getOperand(i)) {
+        lhs = vector::ShapeCastOp::create(rewriter, add.getLoc(), add.getType(),
+                                          lhs);
+        rhs = vector::ShapeCastOp::create(rewriter, add.getLoc(), add.getType(),
+                                          rhs);
+      }
+      rewriter.replaceOpWithNewOp<vector::FMAOp>(add, lhs, rhs,
+                                                 add->getOperand(1 - i));
+      return success();
+    }
+    return failure();
+  }
+};
+
+/// shape_cast(broadcast(x)) where the broadcast only prepends dimensions and
+/// the shape_cast only drops unit dimensions -> broadcast(shape_cast(x)).
+/// Upstream's shape_cast canonicalisation (MLIR 22) folds this pair into
+/// broadcast(x) whenever x broadcasts to the result type, which is wrong when
+/// the prepended and the kept dimensions have equal sizes:
+///   x : 8x1 -> broadcast 8x1x1x8x1 -> shape_cast 8x8  (r[l][i] = x[i])
+/// would become broadcast 8x1 -> 8x8 (r[i][l] = x[i]). This pattern runs
+/// first, with a higher benefit, and leaves nothing for that fold.
+struct ShapeCastOfPrependingBroadcast : OpRewritePattern<vector::ShapeCastOp> {
+  ShapeCastOfPrependingBroadcast(MLIRContext *ctx)
+      : OpRewritePattern(ctx, /*benefit=*/10) {}
+
+  LogicalResult matchAndRewrite(vector::ShapeCastOp cast,
+                                PatternRewriter &rewriter) const override {
+    auto broadcast = cast.getSource().getDefiningOp<vector::BroadcastOp>();
+    if (!broadcast)
+      return failure();
+    auto sourceType = dyn_cast<VectorType>(broadcast.getSourceType());
+    VectorType broadcastType = broadcast.getResultVectorType();
+    if (!sourceType || sourceType.isScalable() || broadcastType.isScalable())
+      return failure();
+    ArrayRef<int64_t> sourceShape = sourceType.getShape();
+    ArrayRef<int64_t> fullShape = broadcastType.getShape();
+    size_t prefix = fullShape.size() - sourceShape.size();
+    if (fullShape.drop_front(prefix) != sourceShape)
+      return failure(); // not a pure prepend
+    auto nonUnit = [](ArrayRef<int64_t> shape) {
+      SmallVector<int64_t> kept;
+      for (int64_t d : shape)
+        if (d != 1)
+          kept.push_back(d);
+      return kept;
+    };
+    if (nonUnit(fullShape) !=
+        SmallVector<int64_t>(cast.getResultVectorType().getShape()))
+      return failure(); // the shape_cast does more than drop unit dims
+    SmallVector<int64_t> keptSource = nonUnit(sourceShape);
+    Value source = broadcast.getSource();
+    if (keptSource.empty()) {
+      source = vector::ExtractOp::create(
+          rewriter, cast.getLoc(), source,
+          SmallVector<int64_t>(sourceShape.size(), 0));
+    } else if (keptSource.size() != sourceShape.size()) {
+      source = vector::ShapeCastOp::create(
+          rewriter, cast.getLoc(),
+          VectorType::get(keptSource, sourceType.getElementType()), source);
+    }
+    rewriter.replaceOpWithNewOp<vector::BroadcastOp>(
+        cast, cast.getResultVectorType(), source);
+    return success();
+  }
+};
+
+/// The loops of one op that form its register tile.
+struct RegisterTileDims {
+  /// The output's innermost loop: vector lanes.
+  std::optional<unsigned> lanes;
+  /// An output loop that some input does not read (so that a loaded vector
+  /// is reused across it): the rows of the tile.
+  std::optional<unsigned> rows;
+};
+} // namespace
+
+/// Whether `op` is one this tiling handles: tensors, static loop ranges,
+/// projected-permutation maps (a grouped-query floordiv map is not).
+static bool isTileable(linalg::LinalgOp op) {
+  if (!op.hasPureTensorSemantics() || op.getNumDpsInits() != 1)
+    return false;
+  if (llvm::any_of(op.getStaticLoopRanges(), ShapedType::isDynamic))
+    return false;
+  return llvm::all_of(op.getIndexingMapsArray(), [](AffineMap map) {
+    return map.isProjectedPermutation();
+  });
+}
+
+static RegisterTileDims findRegisterTileDims(linalg::LinalgOp op) {
+  RegisterTileDims dims;
+  OpOperand *init = op.getDpsInitOperand(0);
+  AffineMap outMap = op.getMatchingIndexingMap(init);
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  if (outMap.getNumResults() == 0)
+    return dims;
+  dims.lanes = outMap.getDimPosition(outMap.getNumResults() - 1);
+  auto readByAllInputs = [&](unsigned dim) {
+    return llvm::all_of(op.getDpsInputOperands(), [&](OpOperand *input) {
+      AffineMap map = op.getMatchingIndexingMap(input);
+      return map.getNumResults() == 0 || map.isFunctionOfDim(dim);
+    });
+  };
+  // Innermost first: the row loop that gives reuse, else any wide one.
+  std::optional<unsigned> fallback;
+  for (int64_t r = outMap.getNumResults() - 2; r >= 0; --r) {
+    unsigned dim = outMap.getDimPosition(r);
+    if (ranges[dim] <= 1)
+      continue;
+    if (!readByAllInputs(dim)) {
+      dims.rows = dim;
+      return dims;
+    }
+    if (!fallback)
+      fallback = dim;
+  }
+  dims.rows = fallback;
+  return dims;
+}
+
+static SmallVector<OpFoldResult> indexAttrs(OpBuilder &b,
+                                            ArrayRef<int64_t> values) {
+  return llvm::map_to_vector(
+      values, [&](int64_t v) -> OpFoldResult { return b.getIndexAttr(v); });
+}
+
+/// Peels the last, partial iteration off each loop so that the main loop
+/// body sees full tiles of static shape.
+static void peelPartialTiles(RewriterBase &rewriter,
+                             ArrayRef<LoopLikeOpInterface> loops) {
+  for (LoopLikeOpInterface loop : loops) {
+    auto forOp = dyn_cast<scf::ForOp>(loop.getOperation());
+    if (!forOp)
+      continue;
+    std::optional<int64_t> lb = getConstantIntValue(forOp.getLowerBound());
+    std::optional<int64_t> ub = getConstantIntValue(forOp.getUpperBound());
+    std::optional<int64_t> step = getConstantIntValue(forOp.getStep());
+    if (!lb || !ub || !step || (*ub - *lb) % *step == 0)
+      continue;
+    scf::ForOp partial;
+    (void)scf::peelForLoopAndSimplifyBounds(rewriter, forOp, partial);
+  }
+}
+
+FailureOr<CPUTilingResult>
+mlir::la::tileForCPU(RewriterBase &rewriter, linalg::LinalgOp op,
+                     const CPUTilingOptions &options) {
+  if (!isTileable(op))
+    return rewriter.notifyMatchFailure(
+        op, "needs tensors, one init, static loop ranges and "
+            "projected-permutation maps");
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
+  RegisterTileDims dims = findRegisterTileDims(op);
+  unsigned numLoops = ranges.size();
+
+  // Level 1: the loops outside the register tile, one iteration per thread
+  // task.
+  SmallVector<int64_t> outerSizes(numLoops, 0), innerSizes(numLoops, 0);
+  bool anyOuter = false;
+  for (unsigned d = 0; d < numLoops; ++d) {
+    if (d == dims.lanes || d == dims.rows) {
+      innerSizes[d] = std::min(
+          d == dims.lanes ? options.laneTile : options.rowTile, ranges[d]);
+      continue;
+    }
+    if (iterators[d] == utils::IteratorType::reduction) {
+      innerSizes[d] = std::min(options.reductionTile, ranges[d]);
+      continue;
+    }
+    if (ranges[d] > 1) {
+      outerSizes[d] = 1;
+      anyOuter = true;
+    }
+  }
+
+  CPUTilingResult result;
+  Operation *current = op;
+  OpBuilder::InsertionGuard guard(rewriter);
+  if (anyOuter) {
+    scf::SCFTilingOptions outer;
+    outer.setTileSizes(indexAttrs(rewriter, outerSizes));
+    outer.setLoopType(options.distribute
+                          ? scf::SCFTilingOptions::LoopType::ForallOp
+                          : scf::SCFTilingOptions::LoopType::ForOp);
+    rewriter.setInsertionPoint(current);
+    FailureOr<scf::SCFTilingResult> tiled =
+        scf::tileUsingSCF(rewriter, cast<TilingInterface>(current), outer);
+    if (failed(tiled))
+      return failure();
+    rewriter.replaceOp(current, tiled->replacements);
+    current = tiled->tiledOps.back();
+    result.outerLoops.append(tiled->loops.begin(), tiled->loops.end());
+  }
+
+  if (llvm::any_of(innerSizes, [](int64_t s) { return s > 0; })) {
+    scf::SCFTilingOptions inner;
+    inner.setTileSizes(indexAttrs(rewriter, innerSizes));
+    rewriter.setInsertionPoint(current);
+    FailureOr<scf::SCFTilingResult> tiled =
+        scf::tileUsingSCF(rewriter, cast<TilingInterface>(current), inner);
+    if (failed(tiled))
+      return failure();
+    rewriter.replaceOp(current, tiled->replacements);
+    current = tiled->tiledOps.back();
+    result.innerLoops.append(tiled->loops.begin(), tiled->loops.end());
+    peelPartialTiles(rewriter, result.innerLoops);
+  }
+  result.tiledOp = current;
+  return result;
+}
+
+LogicalResult mlir::la::vectorizeForCPU(RewriterBase &rewriter,
+                                        Operation *root) {
+  // Canonicalise first: a peeled tile's sizes are constants only once the
+  // affine.min ops are folded into the slice types.
+  MLIRContext *ctx = root->getContext();
+  RewritePatternSet canonicalization(ctx);
+  for (Dialect *dialect : ctx->getLoadedDialects())
+    dialect->getCanonicalizationPatterns(canonicalization);
+  for (RegisteredOperationName name : ctx->getRegisteredOperations())
+    name.getCanonicalizationPatterns(canonicalization, ctx);
+  if (failed(applyPatternsGreedily(root, std::move(canonicalization))))
+    return failure();
+
+  // Collect first: vectorising replaces ops.
+  SmallVector<linalg::LinalgOp> candidates;
+  root->walk([&](linalg::LinalgOp op) {
+    if (!op.hasPureTensorSemantics())
+      return;
+    if (llvm::any_of(op.getStaticLoopRanges(), ShapedType::isDynamic))
+      return;
+    // Only register tiles: a large untiled op would become a huge vector.
+    int64_t elements = 1;
+    for (int64_t range : op.getStaticLoopRanges())
+      elements *= range;
+    if (elements > kMaxVectorElements)
+      return;
+    candidates.push_back(op);
+  });
+  for (linalg::LinalgOp op : candidates) {
+    rewriter.setInsertionPoint(op);
+    FailureOr<linalg::VectorizationResult> vectorized = linalg::vectorize(
+        rewriter, op, /*inputVectorSizes=*/{}, /*inputScalableVecDims=*/{},
+        /*vectorizeNDExtract=*/false, /*flatten1DDepthwiseConv=*/false,
+        /*assumeDynamicDimsMatchVecSizes=*/false,
+        /*createNamedContraction=*/true);
+    if (failed(vectorized))
+      continue; // stays a linalg op: lowered to scalar loops later
+    rewriter.replaceOp(op, vectorized->replacements);
+  }
+
+  // Fold the tensor slices into the transfers and keep accumulators in
+  // registers across reduction loops.
+  RewritePatternSet foldPatterns(ctx);
+  tensor::populateFoldTensorSubsetIntoVectorTransferPatterns(foldPatterns);
+  vector::TransferReadOp::getCanonicalizationPatterns(foldPatterns, ctx);
+  vector::TransferWriteOp::getCanonicalizationPatterns(foldPatterns, ctx);
+  if (failed(applyPatternsGreedily(root, std::move(foldPatterns))))
+    return failure();
+  SmallVector<scf::ForOp> loops;
+  root->walk([&](scf::ForOp loop) { loops.push_back(loop); });
+  // Innermost loops were collected first (post-order).
+  for (scf::ForOp loop : loops)
+    hoistLoopInvariantSubsets(rewriter, loop);
+
+  // Then the register-level form: strided or broadcast reads become
+  // minor-identity reads plus vector.transpose / vector.broadcast (a row of
+  // loads, not a gather), unit dimensions are dropped so that 1-D vectors
+  // remain, multiply-adds become FMAs and exp becomes a polynomial (LLVM
+  // would call libm once per lane).
+  RewritePatternSet vectorPatterns(ctx);
+  vector::populateVectorTransferPermutationMapLoweringPatterns(vectorPatterns);
+  vector::populateCastAwayVectorLeadingOneDimPatterns(vectorPatterns);
+  vector::populateDropUnitDimWithShapeCastPatterns(vectorPatterns);
+  vector::MultiDimReductionOp::getCanonicalizationPatterns(vectorPatterns, ctx);
+  vector::ShapeCastOp::getCanonicalizationPatterns(vectorPatterns, ctx);
+  vector::BroadcastOp::getCanonicalizationPatterns(vectorPatterns, ctx);
+  vector::TransposeOp::getCanonicalizationPatterns(vectorPatterns, ctx);
+  vectorPatterns.add<ContractMulAddToFma, ShapeCastOfPrependingBroadcast>(ctx);
+  populateMathPolynomialApproximationPatterns(
+      vectorPatterns,
+      [](StringRef name) { return name == "exp" || name == "math.exp"; });
+  if (failed(applyPatternsGreedily(root, std::move(vectorPatterns))))
+    return failure();
+  return success();
+}
+
+namespace {
+struct LaTilePass : public la::impl::LaTilePassBase<LaTilePass> {
+  using LaTilePassBase::LaTilePassBase;
+
+  void runOnOperation() override {
+    CPUTilingOptions options;
+    options.rowTile = rowTile;
+    options.laneTile = laneTile;
+    options.reductionTile = reductionTile;
+    options.distribute = distribute;
+    if (options.rowTile < 1 || options.laneTile < 1 ||
+        options.reductionTile < 1) {
+      getOperation()->emitError("la-tile: tile sizes must be >= 1");
+      return signalPassFailure();
+    }
+    SmallVector<linalg::LinalgOp> ops;
+    getOperation()->walk([&](linalg::LinalgOp op) { ops.push_back(op); });
+    IRRewriter rewriter(&getContext());
+    for (linalg::LinalgOp op : ops) {
+      if (!isTileable(op))
+        continue; // lowered to scalar loops later
+      if (failed(tileForCPU(rewriter, op, options)))
+        continue;
+    }
+    if (vectorize && failed(vectorizeForCPU(rewriter, getOperation())))
+      return signalPassFailure();
+  }
+};
+} // namespace

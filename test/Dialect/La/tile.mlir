@@ -1,0 +1,116 @@
+// RUN: la-opt %s -split-input-file -la-tile -canonicalize -cse | FileCheck %s
+// RUN: la-opt %s -split-input-file -la-tile="vectorize=false distribute=false" -canonicalize -cse | FileCheck %s --check-prefix=LOOPS
+// RUN: not la-opt %s -split-input-file -la-tile=row-tile=0 2>&1 | FileCheck %s --check-prefix=BAD
+
+// BAD: error: la-tile: tile sizes must be >= 1
+
+// A batch of small matrix products O += M X (the shape of la's chunk
+// products): the batch loops become one scf.forall, the register tile is 8
+// rows x 32 lanes, one reduction step per iteration, and the accumulator
+// stays in registers across the reduction loop.
+// CHECK-LABEL: func.func @contraction
+// CHECK-SAME: (%[[M:[^:]*]]: tensor<2x3x16x16xf32>, %[[X:[^:]*]]: tensor<2x3x16x64xf32>, %[[INIT:[^:]*]]: tensor<2x3x16x64xf32>)
+// CHECK: %[[RES:.*]] = scf.forall (%[[B:.*]], %[[N:.*]]) in (2, 3) shared_outs(%[[OUT:.*]] = %[[INIT]])
+// CHECK: %[[TILE:.*]] = tensor.extract_slice %[[OUT]][%[[B]], %[[N]], 0, 0] [1, 1, 16, 64]
+// CHECK: scf.for %[[I:.*]] = %{{.*}} to %{{.*}} step %[[C8:.*]] iter_args
+// CHECK: scf.for %[[V:.*]] = %{{.*}} to %{{.*}} step %[[C32:.*]] iter_args(%[[ACC_T:.*]] =
+// CHECK: %[[ACC0:.*]] = vector.transfer_read %[[ACC_T]][%{{.*}}, %{{.*}}, %[[I]], %[[V]]], {{.*}} : tensor<1x1x16x64xf32>, vector<8x32xf32>
+// CHECK: %[[RED:.*]] = scf.for %[[J:.*]] = {{.*}} iter_args(%[[ACC:.*]] = %[[ACC0]]) -> (vector<8x32xf32>)
+// CHECK: %[[MCOL:.*]] = vector.transfer_read %[[M]][%[[B]], %[[N]], %[[I]], %[[J]]], {{.*}} : tensor<2x3x16x16xf32>, vector<8x1xf32>
+// CHECK: %[[XROW:.*]] = vector.transfer_read %[[X]][%[[B]], %[[N]], %[[J]], %[[V]]], {{.*}} : tensor<2x3x16x64xf32>, vector<32xf32>
+// CHECK: %[[XB:.*]] = vector.broadcast %[[XROW]] : vector<32xf32> to vector<8x32xf32>
+// CHECK: %[[FMA:.*]] = vector.fma %{{.*}}, %[[XB]], %[[ACC]] : vector<8x32xf32>
+// CHECK: scf.yield %[[FMA]]
+// CHECK: vector.transfer_write %[[RED]], %[[ACC_T]][%{{.*}}, %{{.*}}, %[[I]], %[[V]]]
+// CHECK: scf.forall.in_parallel
+// CHECK: return %[[RES]]
+
+// Without vectorisation and distribution: the same tiles as scf.for loops.
+// LOOPS-LABEL: func.func @contraction
+// LOOPS-NOT: scf.forall
+// LOOPS: scf.for %{{.*}} = %{{.*}} to %[[C2:.*]] step
+// LOOPS: scf.for
+// LOOPS: scf.for {{.*}} step %[[C8:c8]]
+// LOOPS: scf.for {{.*}} step %[[C32:c32]]
+// LOOPS: scf.for
+// LOOPS: linalg.generic {{.*}} ins(%{{.*}}, %{{.*}} : tensor<1x1x8x1xf32>, tensor<1x1x1x32xf32>) outs(%{{.*}} : tensor<1x1x8x32xf32>)
+#mn = affine_map<(b, n, i, v, j) -> (b, n, i, j)>
+#x = affine_map<(b, n, i, v, j) -> (b, n, j, v)>
+#o = affine_map<(b, n, i, v, j) -> (b, n, i, v)>
+func.func @contraction(%m: tensor<2x3x16x16xf32>, %x: tensor<2x3x16x64xf32>, %init: tensor<2x3x16x64xf32>) -> tensor<2x3x16x64xf32> {
+  %r = linalg.generic {indexing_maps = [#mn, #x, #o], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%m, %x : tensor<2x3x16x16xf32>, tensor<2x3x16x64xf32>) outs(%init : tensor<2x3x16x64xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %p = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<2x3x16x64xf32>
+  return %r : tensor<2x3x16x64xf32>
+}
+
+// -----
+
+// Equal row and lane tiles (8 x 8): the column of M is broadcast along the
+// lanes (a shape_cast to 8 elements, a broadcast to 8x8 and a transpose),
+// never as a broadcast of the 8x1 column that would put it along the rows.
+// CHECK-LABEL: func.func @square_tile
+// CHECK: %[[COL:.*]] = vector.transfer_read {{.*}} vector<8x1xf32>
+// CHECK: %[[FLAT:.*]] = vector.shape_cast %[[COL]] : vector<8x1xf32> to vector<8xf32>
+// CHECK: %[[SPREAD:.*]] = vector.broadcast %[[FLAT]] : vector<8xf32> to vector<8x8xf32>
+// CHECK: %[[A:.*]] = vector.transpose %[[SPREAD]], [1, 0]
+// CHECK: vector.fma %[[A]], %{{.*}}, %{{.*}} : vector<8x8xf32>
+#mn2 = affine_map<(i, v, j) -> (i, j)>
+#x2 = affine_map<(i, v, j) -> (j, v)>
+#o2 = affine_map<(i, v, j) -> (i, v)>
+func.func @square_tile(%m: tensor<8x4xf32>, %x: tensor<4x8xf32>, %init: tensor<8x8xf32>) -> tensor<8x8xf32> {
+  %r = linalg.generic {indexing_maps = [#mn2, #x2, #o2], iterator_types = ["parallel", "parallel", "reduction"]} ins(%m, %x : tensor<8x4xf32>, tensor<4x8xf32>) outs(%init : tensor<8x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %p = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<8x8xf32>
+  return %r : tensor<8x8xf32>
+}
+
+// -----
+
+// 48 lanes with a lane tile of 32: the partial tile of 16 is peeled into its
+// own loop, so both bodies have static shapes; exp becomes a polynomial.
+// CHECK-LABEL: func.func @partial
+// CHECK-NOT: math.exp
+// CHECK: vector.transfer_read {{.*}} vector<4x32xf32>
+// CHECK: vector.transfer_read {{.*}} vector<4x16xf32>
+// LOOPS-LABEL: func.func @partial
+// LOOPS: linalg.generic {{.*}} ins(%{{.*}} : tensor<4x32xf32>) outs(%{{.*}} : tensor<4x32xf32>)
+// LOOPS: math.exp
+// LOOPS: linalg.generic {{.*}} ins(%{{.*}} : tensor<4x16xf32>) outs(%{{.*}} : tensor<4x16xf32>)
+func.func @partial(%a: tensor<4x48xf32>) -> tensor<4x48xf32> {
+  %e = tensor.empty() : tensor<4x48xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]} ins(%a : tensor<4x48xf32>) outs(%e : tensor<4x48xf32>) {
+  ^bb0(%x: f32, %y: f32):
+    %z = math.exp %x : f32
+    linalg.yield %z : f32
+  } -> tensor<4x48xf32>
+  return %r : tensor<4x48xf32>
+}
+
+// -----
+
+// Not this tiling's form: a grouped (floordiv) map and a dynamic shape stay
+// as they are.
+// CHECK-LABEL: func.func @untouched
+// CHECK-NOT: scf.for
+// CHECK-NOT: vector.
+// CHECK: linalg.generic {{.*}} ins(%{{.*}} : tensor<4x8xf32>) outs(%{{.*}} : tensor<8x8xf32>)
+// CHECK: linalg.generic {{.*}} ins(%{{.*}} : tensor<?x8xf32>) outs(%{{.*}} : tensor<?x8xf32>)
+func.func @untouched(%a: tensor<4x8xf32>, %init: tensor<8x8xf32>, %d: tensor<?x8xf32>) -> (tensor<8x8xf32>, tensor<?x8xf32>) {
+  %r = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i floordiv 2, j)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]} ins(%a : tensor<4x8xf32>) outs(%init : tensor<8x8xf32>) {
+  ^bb0(%x: f32, %y: f32):
+    linalg.yield %x : f32
+  } -> tensor<8x8xf32>
+  %s = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]} ins(%d : tensor<?x8xf32>) outs(%d : tensor<?x8xf32>) {
+  ^bb0(%x: f32, %y: f32):
+    %z = arith.addf %x, %x : f32
+    linalg.yield %z : f32
+  } -> tensor<?x8xf32>
+  return %r, %s : tensor<8x8xf32>, tensor<?x8xf32>
+}

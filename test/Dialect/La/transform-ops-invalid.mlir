@@ -1,0 +1,44 @@
+// RUN: la-opt %s -split-input-file -transform-interpreter -verify-diagnostics
+
+module attributes {transform.with_named_sequence} {
+  transform.named_sequence @__transform_main(%root: !transform.any_op) {
+    transform.apply_patterns to %root {
+      // expected-error @below {{chunk_size must be > 0, got 0}}
+      transform.apply_patterns.la.chunk chunk_size = 0
+    } : !transform.any_op
+    transform.yield
+  }
+}
+
+// -----
+
+module attributes {transform.with_named_sequence} {
+  transform.named_sequence @__transform_main(%root: !transform.any_op) {
+    // expected-error @below {{tile sizes must be >= 1}}
+    %t, %l = transform.la.tile_for_cpu %root {lane_tile = 0}
+        : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    transform.yield
+  }
+}
+
+// -----
+
+func.func @dynamic(%d: tensor<?x8xf32>) -> tensor<?x8xf32> {
+  %s = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]} ins(%d : tensor<?x8xf32>) outs(%d : tensor<?x8xf32>) {
+  ^bb0(%x: f32, %y: f32):
+    %z = arith.addf %x, %x : f32
+    linalg.yield %z : f32
+  } -> tensor<?x8xf32>
+  return %s : tensor<?x8xf32>
+}
+
+module attributes {transform.with_named_sequence} {
+  transform.named_sequence @__transform_main(%root: !transform.any_op) {
+    %op = transform.structured.match ops{["linalg.generic"]} in %root
+        : (!transform.any_op) -> !transform.any_op
+    // expected-error @below {{expected a tensor linalg op with static loop ranges and projected-permutation maps}}
+    %t, %l = transform.la.tile_for_cpu %op
+        : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    transform.yield
+  }
+}
