@@ -4,6 +4,7 @@
 
 #include "la/InitAllDialects.h"
 #include "la/InitAllPasses.h"
+#include "la/Pipelines/Pipelines.h"
 
 #include "mlir/CAPI/IR.h"
 #include "mlir/CAPI/Support.h"
@@ -157,8 +158,8 @@ LaExecutionEngine laExecutionEngineCreate(MlirModule module, int optLevel,
   SmallVector<StringRef> libs;
   for (int i = 0; i < numSharedLibPaths; ++i)
     libs.push_back(unwrap(sharedLibPaths[i]));
-  auto transformer = makeOptimizingTransformer(
-      static_cast<unsigned>(std::clamp(optLevel, 0, 3)), 0, nullptr);
+  auto transformer = la::makeHostOptimizingTransformer(
+      static_cast<unsigned>(std::clamp(optLevel, 0, 3)));
   ExecutionEngineOptions options;
   options.transformer = transformer;
   options.sharedLibPaths = libs;

@@ -13,9 +13,12 @@
 #include "mlir/Dialect/Linalg/Passes.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Dialect/SCF/Transforms/Passes.h"
+#include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
+#include "llvm/Target/TargetMachine.h"
 
 using namespace mlir;
 using namespace mlir::la;
@@ -107,6 +110,24 @@ void mlir::la::buildLowerToCPUPipeline(OpPassManager &pm,
   pm.addPass(createUBToLLVMConversionPass());
   pm.addPass(createReconcileUnrealizedCastsPass());
   pm.addPass(createCanonicalizerPass());
+}
+
+std::function<llvm::Error(llvm::Module *)>
+mlir::la::makeHostOptimizingTransformer(unsigned optLevel) {
+  std::shared_ptr<llvm::TargetMachine> machine;
+  if (auto builder = llvm::orc::JITTargetMachineBuilder::detectHost()) {
+    if (auto created = builder->createTargetMachine())
+      machine = std::move(*created);
+    else
+      llvm::consumeError(created.takeError());
+  } else {
+    llvm::consumeError(builder.takeError());
+  }
+  // Without a host TargetMachine LLVM still optimises, with generic costs.
+  auto transform =
+      makeOptimizingTransformer(optLevel, /*sizeLevel=*/0, machine.get());
+  return
+      [machine, transform](llvm::Module *module) { return transform(module); };
 }
 
 void mlir::la::registerPipelines() {

@@ -367,7 +367,7 @@ int main(int argc, char **argv) {
 
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();
-  auto transformer = makeOptimizingTransformer(3, 0, nullptr);
+  auto transformer = la::makeHostOptimizingTransformer(3);
   ExecutionEngineOptions engineOptions;
   engineOptions.transformer = transformer;
   engineOptions.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Aggressive;

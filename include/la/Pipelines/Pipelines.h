@@ -5,6 +5,13 @@
 
 #include "mlir/Pass/PassOptions.h"
 
+#include <functional>
+
+namespace llvm {
+class Error;
+class Module;
+} // namespace llvm
+
 namespace mlir {
 class OpPassManager;
 namespace la {
@@ -44,6 +51,12 @@ struct LowerToCPUOptions : public PassPipelineOptions<LowerToCPUOptions> {
 /// An invalid chunk size is reported by la-chunk when the pipeline runs.
 void buildLowerToCPUPipeline(OpPassManager &pm,
                              const LowerToCPUOptions &options);
+
+/// LLVM's -O`optLevel` pipeline for the host CPU, for ExecutionEngine's
+/// `transformer`: with the host's TargetMachine the optimiser knows the
+/// vector width and the costs of the CPU the code will run on.
+std::function<llvm::Error(llvm::Module *)>
+makeHostOptimizingTransformer(unsigned optLevel);
 
 /// Registers `la-lower-to-cpu` with the global pipeline registry.
 void registerPipelines();
