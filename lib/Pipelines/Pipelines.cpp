@@ -28,6 +28,13 @@ void mlir::la::buildLowerToCPUPipeline(OpPassManager &pm,
   // la to linalg and scf on tensors.
   pm.addPass(createLaLowerToRecurrencePass());
   if (!options.sequential) {
+    // The threads the program will run on: the machine's with OpenMP, one
+    // otherwise.
+    LaFuseRecurrencePassOptions fuseOptions;
+    fuseOptions.chunkSize = options.chunkSize;
+    fuseOptions.mode = options.fuse;
+    fuseOptions.threads = options.parallel ? 0 : 1;
+    pm.addPass(createLaFuseRecurrencePass(fuseOptions));
     LaChunkPassOptions chunkOptions;
     chunkOptions.chunkSize = options.chunkSize;
     pm.addPass(createLaChunkPass(chunkOptions));

@@ -759,8 +759,10 @@ def lower(op, *args, stage, **kwargs):
 
     * ``'attention'``: the input, one ``la.attention`` op;
     * ``'recurrence'``: after ``la-lower-to-recurrence`` (``la.recurrence``);
-    * ``'chunked'``: after ``la-chunk{chunk-size}`` (``la.chunk_*`` ops;
-      with ``sequential=True`` there is no chunked stage);
+    * ``'chunked'``: after ``la-fuse-recurrence`` and ``la-chunk`` with
+      ``chunk-size`` (``la.chunk_*`` ops; the program fused per (batch, value
+      head) unless it has ``cu_seqlens``; with ``sequential=True`` there is
+      no chunked stage);
     * ``'linalg'``: after ``convert-la-to-linalg`` (linalg/scf on tensors);
     * ``'llvm'``: after the whole ``la-lower-to-cpu`` pipeline (LLVM dialect);
     * ``'llvm-ir'``: the LLVM IR that clang compiles;
@@ -785,11 +787,13 @@ def lower(op, *args, stage, **kwargs):
     call = _prepare(**arguments)
     if stage == "attention":
         return call.text
-    chunk = f"la-chunk{{chunk-size={call.chunk_size}}}"
+    # The chunking passes as la-lower-to-cpu runs them (one thread).
+    chunk = [f"la-fuse-recurrence{{chunk-size={call.chunk_size} threads=1}}",
+             f"la-chunk{{chunk-size={call.chunk_size}}}"]
     partial = {
         "recurrence": ["la-lower-to-recurrence"],
-        "chunked": ["la-lower-to-recurrence", chunk],
-        "linalg": ["la-lower-to-recurrence"] + ([] if call.sequential else [chunk])
+        "chunked": ["la-lower-to-recurrence"] + chunk,
+        "linalg": ["la-lower-to-recurrence"] + ([] if call.sequential else chunk)
                   + ["convert-la-to-linalg", "canonicalize", "cse"],
     }
     if stage == "chunked" and call.sequential:

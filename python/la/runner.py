@@ -314,6 +314,7 @@ def run_attention(
     dtype="f32",
     chunk_size=64,
     sequential=False,
+    fuse=None,
     repeat=1,
     output_final_state=True,
     la_run=None,
@@ -329,7 +330,10 @@ def run_attention(
     (``log_decay`` comes from ``inputs`` or may be given here).
 
     ``chunk_size`` is passed as ``--chunk-size``; ``sequential=True`` passes
-    ``--sequential`` instead (the token-by-token recurrence).
+    ``--sequential`` instead (the token-by-token recurrence). ``fuse``
+    ("auto", "fused" or "materialized") is passed as ``--fuse``: the schedule
+    of the chunked program (see la-fuse-recurrence); la-run's default is
+    "auto".
 
     Returns ``(o, final_state, timing)``: ``o`` as la-run wrote it (float32
     for f32 and bf16, float16 for f16), ``final_state`` float32 or None when
@@ -398,6 +402,8 @@ def run_attention(
         out_paths = [os.path.join(directory, f"out_{n}.npy") for n in out_names]
         cmd += [f"--output={p}" for p in out_paths]
         cmd.append("--sequential" if sequential else f"--chunk-size={int(chunk_size)}")
+        if fuse is not None:
+            cmd.append(f"--fuse={fuse}")
         cmd.append(f"--repeat={int(repeat)}")
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         if proc.returncode != 0:

@@ -72,24 +72,26 @@ def _inputs(variant, case, *, seed=0, gate_scale=1 / 16, gate_min=None, positive
     )
 
 
-def _run(variant, inputs, *, dtype="f32", chunk=16, sequential=False, **attrs):
+def _run(variant, inputs, *, dtype="f32", chunk=16, sequential=False, fuse=None, **attrs):
     """run_attention on inputs; returns (prepared inputs, o, state, timing)."""
     prepared = runner.prepare_inputs(inputs, dtype)
     start = time.perf_counter()
     o, s, timing = runner.run_attention(
-        variant, prepared, dtype=dtype, chunk_size=chunk, sequential=sequential, **attrs
+        variant, prepared, dtype=dtype, chunk_size=chunk, sequential=sequential,
+        fuse=fuse, **attrs
     )
     timing["wall_s"] = time.perf_counter() - start
     return prepared, o, s, timing
 
 
 @functools.lru_cache(maxsize=None)
-def _cached(variant, case, dtype="f32", sequential=False, chunk=None, attrs=(), **gen):
+def _cached(variant, case, dtype="f32", sequential=False, chunk=None, attrs=(), fuse=None,
+            **gen):
     """A cached (inputs, o, state, timing, ref_o, ref_state) for a shape case."""
     inputs = _inputs(variant, case, **gen)
     chunk = CASES[case][6] if chunk is None else chunk
     prepared, o, s, timing = _run(variant, inputs, dtype=dtype, chunk=chunk,
-                                  sequential=sequential, **dict(attrs))
+                                  sequential=sequential, fuse=fuse, **dict(attrs))
     ref_o, ref_s = lt.reference_for(variant, prepared, **dict(attrs))
     return prepared, o, s, timing, ref_o, ref_s
 
@@ -155,6 +157,18 @@ def _label(*parts):
 # --------------------------------------------------------------------------
 # the chunked path
 # --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("fuse", ["fused", "materialized"])
+@pytest.mark.parametrize("case", ["T%C!=0,B=2,HV=2H,K!=V,state", "C=64,T=150,state"])
+@pytest.mark.parametrize("variant", CHUNKED)
+def test_chunked_schedules(variant, case, fuse):
+    """Both schedules of la-fuse-recurrence, forced: the program fused per
+    (batch, value head) with the state carried over chunks, and the one with
+    materialised per-chunk states (la-run's default on one thread is fused)."""
+    prepared, o, s, timing, ref_o, ref_s = _cached(variant, case, fuse=fuse)
+    check_both(_label(variant, "chunked", fuse, case), prepared, o, s, ref_o, ref_s,
+               timing=timing)
+
 
 @pytest.mark.parametrize("case", list(CASES))
 @pytest.mark.parametrize("variant", CHUNKED)

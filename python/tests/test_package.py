@@ -360,14 +360,14 @@ def test_lower_stages():
     assert "linalg.generic" in text["linalg"] and "la.chunk_" not in text["linalg"]
     assert "llvm.func @_mlir_ciface_attention" in text["llvm"]
     assert "define void @_mlir_ciface_attention" in text["llvm-ir"]
-    for marker in ("IR Dump After LaLowerToRecurrencePass", "IR Dump After LaChunkPass",
+    for marker in ("IR Dump After LaLowerToRecurrencePass", "IR Dump After LaFuseRecurrencePass",
                    "IR Dump After ConvertFuncToLLVMPass", "la.chunk_", "llvm.func"):
         assert marker in text["all"], marker
     # The sequential program has no chunked stage but a token-by-token loop.
     seq = la.lower(*args, stage="linalg", sequential=True)
     assert "la.chunk_" not in seq and "scf.for" in seq
     seq_all = la.lower(*args, stage="all", sequential=True)
-    assert "LaChunkPass" not in seq_all and "la.chunk_" not in seq_all
+    assert "LaFuseRecurrencePass" not in seq_all and "la.chunk_" not in seq_all
     with pytest.raises(ValueError, match="sequential"):
         la.lower(*args, stage="chunked", sequential=True)
     with pytest.raises(ValueError, match="stage must be one of"):

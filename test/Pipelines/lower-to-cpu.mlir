@@ -38,7 +38,7 @@
 // OMP: omp.loop_nest
 // OMP-NOT: scf.parallel
 
-// BADCHUNK: la-chunk: 'chunk-size' must be > 0, got 0
+// BADCHUNK: la-fuse-recurrence: 'chunk-size' must be > 0, got 0
 func.func @gla(%q: tensor<1x20x2x8xf32>, %k: tensor<1x20x2x8xf32>, %v: tensor<1x20x2x8xf32>, %g: tensor<1x20x2x8xf32>) -> (tensor<1x20x2x8xf32>, tensor<1x2x8x8xf32>) {
   %o, %s = la.attention gla %q, %k, %v g(%g : tensor<1x20x2x8xf32>) : tensor<1x20x2x8xf32>, tensor<1x20x2x8xf32>, tensor<1x20x2x8xf32> -> tensor<1x20x2x8xf32>, tensor<1x2x8x8xf32>
   return %o, %s : tensor<1x20x2x8xf32>, tensor<1x2x8x8xf32>

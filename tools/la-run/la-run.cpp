@@ -66,6 +66,10 @@ static cl::opt<bool>
 static cl::opt<bool> parallel(
     "parallel",
     cl::desc("run the parallel loops with OpenMP (OMP_NUM_THREADS threads)"));
+static cl::opt<std::string>
+    fuse("fuse",
+         cl::desc("la-fuse-recurrence's mode: auto, fused or materialized"),
+         cl::init("auto"));
 static cl::opt<unsigned> repeat("repeat", cl::desc("timed runs"), cl::init(1));
 static cl::opt<bool> printOutputs("print-outputs",
                                   cl::desc("print a summary of each result"));
@@ -361,6 +365,7 @@ int main(int argc, char **argv) {
   pipelineOptions.chunkSize = chunkSize;
   pipelineOptions.sequential = sequential;
   pipelineOptions.parallel = parallel;
+  pipelineOptions.fuse = fuse;
   la::buildLowerToCPUPipeline(pm, pipelineOptions);
   if (failed(pm.run(*module)))
     return 1;

@@ -26,6 +26,11 @@ struct LowerToCPUOptions : public PassPipelineOptions<LowerToCPUOptions> {
       llvm::cl::desc("lower the plain recurrence token by token instead of "
                      "the chunked algorithm"),
       llvm::cl::init(false)};
+  PassOptions::Option<std::string> fuse{
+      *this, "fuse",
+      llvm::cl::desc("la-fuse-recurrence's mode: auto (fused when B * HV >= "
+                     "threads), fused or materialized"),
+      llvm::cl::init("auto")};
   PassOptions::Option<bool> tile{
       *this, "tile",
       llvm::cl::desc("tile and vectorise the structured ops (la-tile)"),

@@ -109,9 +109,9 @@ func.func @varlen(%q: tensor<1x50x1x4xf32>, %k: tensor<1x50x1x4xf32>, %v: tensor
 // CHECK: %[[KC:.*]] = tensor.expand_shape
 // CHECK: %[[VC:.*]] = tensor.expand_shape
 // CHECK: %[[GC:.*]] = tensor.expand_shape
-// CHECK: %[[CUM:.*]] = la.chunk_cumsum %[[GC]]
 // CHECK: %[[BP:.*]] = tensor.pad %[[B]] low[0, 0, 0] high[0, 12, 0]
 // CHECK: %[[BC:.*]] = tensor.expand_shape %[[BP]] {{.*}} into tensor<1x2x16x2xf32>
+// CHECK: %[[CUM:.*]] = la.chunk_cumsum %[[GC]]
 // CHECK: %[[W:.*]], %[[U:.*]] = la.chunk_wy %[[KC]], %[[VC]] beta(%[[BC]] : tensor<1x2x16x2xf32>) gates(%[[CUM]] : tensor<1x2x16x2x4xf32>) : {{.*}} -> tensor<1x2x16x2x4xf32>, tensor<1x2x16x4x8xf32>
 // CHECK: %[[STATES:.*]], %[[FINAL:.*]], %[[VNEW:.*]] = la.chunk_state_scan %[[KC]], %[[U]] gates(%[[CUM]] : {{.*}}) correction(%[[W]] : tensor<1x2x16x2x4xf32>) : {{.*}} -> tensor<1x2x4x4x8xf32>, tensor<1x4x4x8xf32>, tensor<1x2x16x4x8xf32>
 // CHECK: %[[INTRA:.*]] = la.chunk_intra %[[QC]], %[[KC]], %[[VNEW]] gates(%[[CUM]]
@@ -129,10 +129,10 @@ func.func @delta(%q: tensor<1x20x2x4xf32>, %k: tensor<1x20x2x4xf32>, %v: tensor<
 // CHECK-LABEL: func.func @general
 // CHECK-SAME: (%[[Q:[^:]*]]: {{.*}}, %[[K:[^:]*]]: {{.*}}, %[[V:[^:]*]]: {{.*}}, %[[G:[^:]*]]: {{.*}}, %[[A:[^:]*]]: {{.*}}, %[[B:[^:]*]]: tensor<1x16x1x4xf32>)
 // CHECK: %[[GC:.*]] = tensor.expand_shape %[[G]]
+// CHECK: %[[AC:.*]] = tensor.expand_shape %[[A]]
+// CHECK: %[[BC:.*]] = tensor.expand_shape %[[B]]
 // CHECK: %[[CUM:.*]] = la.chunk_cumsum %[[GC]] :
 // CHECK: %[[PREV:.*]] = la.chunk_cumsum %[[GC]] {exclusive}
-// CHECK: %[[BC:.*]] = tensor.expand_shape %[[B]]
-// CHECK: %[[AC:.*]] = tensor.expand_shape %[[A]]
 // CHECK: %[[W:.*]], %[[U:.*]] = la.chunk_wy %[[KC:.*]], %[[VC:[^ ]*]] a(%[[AC]] : {{.*}}) b(%[[BC]] : {{.*}}) gates(%[[CUM]] : {{.*}}) prev_gates(%[[PREV]] : {{.*}})
 // CHECK: %[[STATES:.*]], %[[FINAL:.*]], %[[CORR:.*]] = la.chunk_state_scan %[[BC]], %[[U]] gates(%[[CUM]] : {{.*}}) correction(%[[W]] : {{.*}}) extra(%[[KC]], %[[VC]] : {{.*}})
 // CHECK: la.chunk_intra %{{.*}}, %[[BC]], %[[CORR]] gates(%[[CUM]] : {{.*}}) extra(%[[KC]], %[[VC]] : {{.*}})

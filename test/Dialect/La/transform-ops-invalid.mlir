@@ -14,6 +14,30 @@ module attributes {transform.with_named_sequence} {
 
 module attributes {transform.with_named_sequence} {
   transform.named_sequence @__transform_main(%root: !transform.any_op) {
+    transform.apply_patterns to %root {
+      // expected-error @below {{mode must be auto, fused or materialized, got 'often'}}
+      transform.apply_patterns.la.fuse_recurrence {mode = "often"}
+    } : !transform.any_op
+    transform.yield
+  }
+}
+
+// -----
+
+module attributes {transform.with_named_sequence} {
+  transform.named_sequence @__transform_main(%root: !transform.any_op) {
+    transform.apply_patterns to %root {
+      // expected-error @below {{threads must be > 0, got 0}}
+      transform.apply_patterns.la.fuse_recurrence {threads = 0}
+    } : !transform.any_op
+    transform.yield
+  }
+}
+
+// -----
+
+module attributes {transform.with_named_sequence} {
+  transform.named_sequence @__transform_main(%root: !transform.any_op) {
     // expected-error @below {{tile sizes must be >= 1}}
     %t, %l = transform.la.tile_for_cpu %root {lane_tile = 0}
         : (!transform.any_op) -> (!transform.any_op, !transform.any_op)

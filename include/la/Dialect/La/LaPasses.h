@@ -29,6 +29,31 @@ void populateSimplifyRecurrencePatterns(RewritePatternSet &patterns);
 /// chunked level-2 ops.
 void populateChunkPatterns(RewritePatternSet &patterns, int64_t chunkSize);
 
+/// How la-fuse-recurrence schedules a recurrence's chunked program.
+enum class FusionMode {
+  /// Fused when there are at least as many (batch, value head) tasks as
+  /// threads, else left to la-chunk.
+  Auto,
+  /// Always one (batch, value head) per task, the state carried over chunks.
+  Fused,
+  /// Never: la-chunk builds the program with materialised per-chunk states.
+  Materialized,
+};
+
+/// "auto", "fused" or "materialized".
+FailureOr<FusionMode> parseFusionMode(StringRef name);
+
+/// The cost rule of la-fuse-recurrence: whether `op` gets the fused program.
+/// With cu_seqlens the answer is always no (la-chunk handles packed
+/// sequences).
+bool shouldFuse(RecurrenceOp op, FusionMode mode, int64_t threads);
+
+/// Patterns rewriting `la.recurrence` into the fused chunked program where
+/// shouldFuse says so.
+void populateFuseRecurrencePatterns(RewritePatternSet &patterns,
+                                    int64_t chunkSize, FusionMode mode,
+                                    int64_t threads);
+
 #define GEN_PASS_REGISTRATION
 #include "la/Dialect/La/LaPasses.h.inc"
 

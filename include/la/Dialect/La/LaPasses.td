@@ -78,6 +78,44 @@ def LaChunkPass : Pass<"la-chunk"> {
   ];
 }
 
+def LaFuseRecurrencePass : Pass<"la-fuse-recurrence"> {
+  let summary = "Fuse the chunk-to-chunk state passing with each chunk's output";
+  let description = [{
+    Rewrites `la.recurrence` into the chunked level-2 ops of `la-chunk`, but
+    run per (batch, value head) and per chunk: an `scf.forall` over
+    `[B, HV]` (the threads' tasks) holds an `scf.for` over chunks that
+    carries the f32 state `[1,1,K,V]`; each iteration runs `la.chunk_cumsum`,
+    `la.chunk_wy` (delta rule), `la.chunk_state_scan` (one chunk, from the
+    carried state), `la.chunk_intra` and `la.chunk_inter` on that chunk's
+    `[1,1,C,1,...]` slices, so the output is formed while the state is in
+    cache and no per-chunk state is written to memory. Grouped value heads
+    read their key head inside the task, so the ops see `H = HV = 1`.
+
+    Cost rule (`mode=auto`): fused when `B * HV >= threads` (`threads=0`:
+    the machine's hardware threads; a dynamic B counts as 1), because then
+    the (batch, head) tasks alone keep every thread busy. Otherwise the
+    recurrence is left for `la-chunk`, whose materialised states let the
+    intra-chunk and output ops also run in parallel over chunks.
+    `mode=fused` or `mode=materialized` forces either. Recurrences with
+    `cu_seqlens` are always left for `la-chunk`.
+  }];
+  let dependentDialects = [
+    "::mlir::affine::AffineDialect",
+    "::mlir::arith::ArithDialect",
+    "::mlir::linalg::LinalgDialect",
+    "::mlir::scf::SCFDialect",
+    "::mlir::tensor::TensorDialect"
+  ];
+  let options = [
+    Option<"chunkSize", "chunk-size", "int64_t", "64",
+           "tokens per chunk (> 0)">,
+    Option<"mode", "mode", "std::string", "\"auto\"",
+           "auto (the cost rule), fused or materialized">,
+    Option<"threads", "threads", "int64_t", "0",
+           "threads the cost rule plans for (0: the hardware threads)">
+  ];
+}
+
 def LaTilePass : Pass<"la-tile", "func::FuncOp"> {
   let summary = "Tile and vectorise la's structured ops for the CPU";
   let description = [{

@@ -35,6 +35,24 @@ LogicalResult transform::ApplyLaChunkPatternsOp::verify() {
   return success();
 }
 
+void transform::ApplyLaFuseRecurrencePatternsOp::populatePatterns(
+    RewritePatternSet &patterns) {
+  populateSimplifyRecurrencePatterns(patterns);
+  populateFuseRecurrencePatterns(patterns, getChunkSize(),
+                                 *parseFusionMode(getMode()), getThreads());
+}
+
+LogicalResult transform::ApplyLaFuseRecurrencePatternsOp::verify() {
+  if (getChunkSize() <= 0)
+    return emitOpError("chunk_size must be > 0, got ") << getChunkSize();
+  if (failed(parseFusionMode(getMode())))
+    return emitOpError("mode must be auto, fused or materialized, got '")
+           << getMode() << "'";
+  if (getThreads() <= 0)
+    return emitOpError("threads must be > 0, got ") << getThreads();
+  return success();
+}
+
 void transform::ApplyLaToLinalgPatternsOp::populatePatterns(
     RewritePatternSet &patterns) {
   populateSimplifyRecurrencePatterns(patterns);
@@ -72,8 +90,9 @@ transform::LaTileForCPUOp::applyToOne(transform::TransformRewriter &rewriter,
     outermost = tiled->outerLoops.front();
   else if (!tiled->innerLoops.empty())
     outermost = tiled->innerLoops.front();
+  // An op that is already one register tile needs no loop.
   if (!outermost)
-    return emitSilenceableError() << "the op is already one register tile";
+    outermost = tiled->tiledOp;
   results.push_back(tiled->tiledOp);
   results.push_back(outermost);
   return DiagnosedSilenceableFailure::success();

@@ -39,6 +39,24 @@ def ApplyLaChunkPatternsOp : Op<Transform_Dialect, "apply_patterns.la.chunk",
   let hasVerifier = 1;
 }
 
+def ApplyLaFuseRecurrencePatternsOp : Op<Transform_Dialect,
+    "apply_patterns.la.fuse_recurrence",
+    [DeclareOpInterfaceMethods<PatternDescriptorOpInterface>]> {
+  let summary = "Patterns of la-fuse-recurrence";
+  let description = [{
+    Rewrites each `la.recurrence` that the cost rule (or `mode`) selects
+    into the chunked program fused per (batch, value head), with
+    `chunk_size` tokens per chunk, as the `la-fuse-recurrence` pass does.
+    `mode` is "auto", "fused" or "materialized"; `threads` (> 0) is the
+    thread count the cost rule plans for.
+  }];
+  let arguments = (ins DefaultValuedAttr<I64Attr, "64">:$chunk_size,
+                   DefaultValuedAttr<StrAttr, "\"auto\"">:$mode,
+                   DefaultValuedAttr<I64Attr, "1">:$threads);
+  let assemblyFormat = "attr-dict";
+  let hasVerifier = 1;
+}
+
 def ApplyLaToLinalgPatternsOp : Op<Transform_Dialect,
     "apply_patterns.la.to_linalg",
     [DeclareOpInterfaceMethods<PatternDescriptorOpInterface>]> {
@@ -64,8 +82,8 @@ def LaTileForCPUOp : Op<Transform_Dialect, "la.tile_for_cpu",
 
     Consumes `target` (a tensor `linalg` op with static loop ranges and
     projected-permutation maps). Returns the op on the first full register
-    tile and the outermost loop produced. A target of another form, or one
-    that is already a single register tile, is a silenceable failure.
+    tile and the outermost loop produced (the op itself when it already is
+    one register tile). A target of another form is a silenceable failure.
   }];
   let arguments = (ins TransformHandleTypeInterface:$target,
                    DefaultValuedAttr<I64Attr, "8">:$row_tile,

@@ -1,0 +1,137 @@
+//===- ChunkedProgram.cpp - the level-2 program of a recurrence -----------===//
+
+#include "ChunkedProgram.h"
+#include "la/Dialect/La/LaUtils.h"
+
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
+
+using namespace mlir;
+using namespace mlir::la;
+
+void ChunkedProgramBuilder::prepare(OpFoldResult tokens) {
+  time = tokens;
+  AffineExpr t = getAffineSymbolExpr(0, b.getContext());
+  numChunks = affine::makeComposedFoldedAffineApply(
+      b, loc, t.ceilDiv(chunkSize), {time});
+  padding = affine::makeComposedFoldedAffineApply(
+      b, loc, t.ceilDiv(chunkSize) * chunkSize - t, {time});
+}
+
+ChunkedProgramBuilder::Result
+ChunkedProgramBuilder::build(const Inputs &in, float scale,
+                             Type outputElementType) {
+  prepare(tensor::getMixedSize(b, loc, in.q, 1));
+  Result result = buildChunked(
+      {chunkify(in.q), chunkify(in.k), chunkify(in.v), chunkify(in.g),
+       chunkify(in.beta), chunkify(in.a), chunkify(in.b), in.initialState},
+      scale, outputElementType);
+  return {unchunkify(result.output), result.finalState};
+}
+
+ChunkedProgramBuilder::Result
+ChunkedProgramBuilder::buildChunked(const Inputs &in, float scale,
+                                    Type outputElementType) {
+  Value qc = in.q, kc = in.k, vc = in.v;
+  Value gates, prevGates;
+  if (in.g) {
+    Value gc = in.g;
+    auto gType = RankedTensorType::get(
+        cast<RankedTensorType>(gc.getType()).getShape(), b.getF32Type());
+    gates = ChunkCumsumOp::create(b, loc, gType, gc, /*exclusive=*/false);
+    if (in.a)
+      prevGates = ChunkCumsumOp::create(b, loc, gType, gc,
+                                        /*exclusive=*/true);
+  }
+  FloatAttr scaleAttr = b.getF32FloatAttr(scale);
+
+  ArrayRef<int64_t> vShape = cast<RankedTensorType>(vc.getType()).getShape();
+  ArrayRef<int64_t> kShape = cast<RankedTensorType>(kc.getType()).getShape();
+  Type f32 = b.getF32Type();
+  auto keyType = RankedTensorType::get(kShape, f32);
+  auto intraType = RankedTensorType::get(vShape, f32);
+  auto statesType = RankedTensorType::get(
+      {vShape[0], vShape[1], vShape[3], kShape[4], vShape[4]}, f32);
+  auto finalType =
+      RankedTensorType::get({vShape[0], vShape[3], kShape[4], vShape[4]}, f32);
+  IntegerAttr blockSize =
+      b.getI64IntegerAttr(chunkSize % 16 == 0 ? 16 : chunkSize);
+
+  // A low-rank part: the UT transform gives W and U, and the scan forms the
+  // corrected values V' = U - W S_n. The delta rule pairs them with k in
+  // place of v; the general form pairs them with b and keeps (k, v) as an
+  // extra, uncorrected pair.
+  Value keys = kc, values = vc, correction, extraKeys, extraValues;
+  if (in.beta) {
+    auto wy = ChunkWYOp::create(b, loc, keyType, intraType, kc, vc, in.beta,
+                                Value(), Value(), gates, Value(), blockSize);
+    values = wy.getU();
+    correction = wy.getW();
+  } else if (in.a) {
+    Value bc = in.b;
+    auto wy = ChunkWYOp::create(b, loc, keyType, intraType, kc, vc, Value(),
+                                in.a, bc, gates, prevGates, blockSize);
+    keys = bc;
+    values = wy.getU();
+    correction = wy.getW();
+    extraKeys = kc;
+    extraValues = vc;
+  }
+  SmallVector<Type> scanTypes = {statesType, finalType};
+  if (correction)
+    scanTypes.push_back(intraType);
+  auto scan = ChunkStateScanOp::create(b, loc, scanTypes, keys, values, gates,
+                                       in.initialState, correction, extraKeys,
+                                       extraValues);
+  if (correction)
+    values = scan.getCorrected();
+  Value intra = ChunkIntraOp::create(b, loc, intraType, qc, keys, values, gates,
+                                     extraKeys, extraValues, scaleAttr);
+  Value outputChunks = ChunkInterOp::create(
+      b, loc, RankedTensorType::get(vShape, outputElementType), qc,
+      scan.getStates(), intra, gates, scaleAttr);
+  return {outputChunks, scan.getFinalState()};
+}
+
+Value ChunkedProgramBuilder::chunkify(Value x) {
+  if (!x)
+    return x;
+  auto type = cast<RankedTensorType>(x.getType());
+  int64_t rank = type.getRank();
+  if (!isZeroInteger(padding)) {
+    SmallVector<OpFoldResult> low(rank, b.getIndexAttr(0));
+    SmallVector<OpFoldResult> high(rank, b.getIndexAttr(0));
+    high[1] = padding;
+    Value zero =
+        arith::ConstantOp::create(b, loc, b.getZeroAttr(type.getElementType()));
+    x = tensor::PadOp::create(b, loc, Type(), x, low, high, zero);
+  }
+  SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, x);
+  SmallVector<OpFoldResult> chunkedSizes = {sizes[0], numChunks,
+                                            b.getIndexAttr(chunkSize)};
+  chunkedSizes.append(sizes.begin() + 2, sizes.end());
+  SmallVector<ReassociationIndices> reassociation = {{0}, {1, 2}};
+  for (int64_t d = 2; d < rank; ++d)
+    reassociation.push_back({d + 1});
+  auto chunkedType =
+      RankedTensorType::get(staticShape(chunkedSizes), type.getElementType());
+  return tensor::ExpandShapeOp::create(b, loc, chunkedType, x, reassociation,
+                                       chunkedSizes);
+}
+
+Value ChunkedProgramBuilder::unchunkify(Value x) {
+  SmallVector<ReassociationIndices> reassociation = {{0}, {1, 2}, {3}, {4}};
+  Value collapsed = tensor::CollapseShapeOp::create(b, loc, x, reassociation);
+  if (isZeroInteger(padding))
+    return collapsed;
+  SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, collapsed);
+  sizes[1] = time;
+  SmallVector<OpFoldResult> offsets(4, b.getIndexAttr(0));
+  SmallVector<OpFoldResult> strides(4, b.getIndexAttr(1));
+  auto type = RankedTensorType::get(
+      staticShape(sizes), cast<RankedTensorType>(x.getType()).getElementType());
+  return tensor::ExtractSliceOp::create(b, loc, type, collapsed, offsets, sizes,
+                                        strides);
+}

@@ -1,0 +1,85 @@
+// RUN: la-opt %s -split-input-file -la-fuse-recurrence="chunk-size=16 threads=2" | FileCheck %s
+// RUN: la-opt %s -split-input-file -la-fuse-recurrence="chunk-size=16 threads=4" | FileCheck %s --check-prefix=FEW
+// RUN: la-opt %s -split-input-file -la-fuse-recurrence="chunk-size=16 mode=materialized" | FileCheck %s --check-prefix=MAT
+// RUN: not la-opt %s -split-input-file -la-fuse-recurrence="mode=sometimes" 2>&1 | FileCheck %s --check-prefix=BADMODE
+// RUN: not la-opt %s -split-input-file -la-fuse-recurrence="chunk-size=0" 2>&1 | FileCheck %s --check-prefix=BADCHUNK
+
+// BADMODE: la-fuse-recurrence: 'mode' must be auto, fused or materialized, got 'sometimes'
+// BADCHUNK: la-fuse-recurrence: 'chunk-size' must be > 0, got 0
+
+// Two (batch, value head) tasks and two threads: fused. One scf.forall task
+// per (batch, value head); the chunk loop carries the [1,1,K,V] state and
+// runs the level-2 ops on one chunk of one head, [1,1,C,1,...].
+// CHECK-LABEL: func.func @gla
+// CHECK-SAME: (%[[Q:[^:]*]]: {{.*}}, %[[K:[^:]*]]: {{.*}}, %[[V:[^:]*]]: {{.*}}, %[[G:[^:]*]]: tensor<1x40x2x4xf32>)
+// CHECK: %[[QC:.*]] = tensor.expand_shape {{.*}} into tensor<1x3x16x2x4xf32>
+// CHECK: %[[KC:.*]] = tensor.expand_shape {{.*}} into tensor<1x3x16x2x4xf32>
+// CHECK: %[[VC:.*]] = tensor.expand_shape {{.*}} into tensor<1x3x16x2x8xf32>
+// CHECK: %[[GC:.*]] = tensor.expand_shape {{.*}} into tensor<1x3x16x2x4xf32>
+// CHECK: %[[RES:.*]]:2 = scf.forall (%[[B:.*]], %[[H:.*]]) in (1, 2) shared_outs(%[[OUT:.*]] = %{{.*}}, %[[FIN:.*]] = %{{.*}}) -> (tensor<1x3x16x2x8xf32>, tensor<1x2x4x8xf32>)
+// CHECK: %[[S0:.*]] = linalg.fill {{.*}} -> tensor<1x1x4x8xf32>
+// CHECK: %[[TASK:.*]] = tensor.extract_slice %[[OUT]][%[[B]], 0, 0, %[[H]], 0] [1, 3, 16, 1, 8]
+// CHECK: %[[LOOP:.*]]:2 = scf.for %[[N:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[S:.*]] = %[[S0]], %[[O:.*]] = %[[TASK]]) -> (tensor<1x1x4x8xf32>, tensor<1x3x16x1x8xf32>)
+// CHECK: %[[QN:.*]] = tensor.extract_slice %[[QC]][%[[B]], %[[N]], 0, %[[H]], 0] [1, 1, 16, 1, 4]
+// CHECK: %[[GN:.*]] = tensor.extract_slice %[[GC]][%[[B]], %[[N]], 0, %[[H]], 0] [1, 1, 16, 1, 4]
+// CHECK: %[[CUM:.*]] = la.chunk_cumsum %[[GN]] : tensor<1x1x16x1x4xf32> -> tensor<1x1x16x1x4xf32>
+// CHECK: %[[STATES:.*]], %[[NEXT:.*]] = la.chunk_state_scan %{{.*}}, %{{.*}} gates(%[[CUM]] : {{.*}}) initial_state(%[[S]] : tensor<1x1x4x8xf32>)
+// CHECK: %[[INTRA:.*]] = la.chunk_intra %[[QN]]
+// CHECK: %[[ON:.*]] = la.chunk_inter %[[QN]], %[[STATES]], %[[INTRA]]
+// CHECK: %[[OW:.*]] = tensor.insert_slice %[[ON]] into %[[O]][0, %[[N]], 0, 0, 0] [1, 1, 16, 1, 8]
+// CHECK: scf.yield %[[NEXT]], %[[OW]]
+// CHECK: scf.forall.in_parallel
+// CHECK: tensor.parallel_insert_slice %[[LOOP]]#1 into %[[OUT]][%[[B]], 0, 0, %[[H]], 0] [1, 3, 16, 1, 8]
+// CHECK: tensor.parallel_insert_slice %[[LOOP]]#0 into %[[FIN]][%[[B]], %[[H]], 0, 0] [1, 1, 4, 8]
+// CHECK: %[[FLAT:.*]] = tensor.collapse_shape %[[RES]]#0
+// CHECK: %[[O:.*]] = tensor.extract_slice %[[FLAT]][0, 0, 0, 0] [1, 40, 2, 8]
+// CHECK: return %[[O]], %[[RES]]#1
+
+// Four threads for two tasks, or materialized: left to la-chunk.
+// FEW-LABEL: func.func @gla
+// FEW-NOT: scf.forall
+// FEW: la.recurrence decay(channel)
+// MAT-LABEL: func.func @gla
+// MAT-NOT: scf.forall
+// MAT: la.recurrence decay(channel)
+func.func @gla(%q: tensor<1x40x2x4xf32>, %k: tensor<1x40x2x4xf32>, %v: tensor<1x40x2x8xf32>, %g: tensor<1x40x2x4xf32>) -> (tensor<1x40x2x8xf32>, tensor<1x2x4x8xf32>) {
+  %o, %s = la.recurrence decay(channel) low_rank(none) %q, %k, %v g(%g : tensor<1x40x2x4xf32>) {scale = 0.5 : f32} : tensor<1x40x2x4xf32>, tensor<1x40x2x4xf32>, tensor<1x40x2x8xf32> -> tensor<1x40x2x8xf32>, tensor<1x2x4x8xf32>
+  return %o, %s : tensor<1x40x2x8xf32>, tensor<1x2x4x8xf32>
+}
+
+// -----
+
+// Grouped value heads (HV = 2H) with an initial state: four tasks; a task
+// reads key head hv / 2, its own value head and its initial state; the
+// delta rule's WY form runs per chunk.
+// CHECK-LABEL: func.func @grouped_delta
+// CHECK-SAME: %[[S0:[^:]*]]: tensor<2x4x4x8xf32>)
+// CHECK: scf.forall (%[[B:.*]], %[[HV:.*]]) in (2, 4)
+// CHECK: %[[KH:.*]] = arith.divui %[[HV]], %{{.*}} : index
+// CHECK: %[[INIT:.*]] = tensor.extract_slice %[[S0]][%[[B]], %[[HV]], 0, 0] [1, 1, 4, 8]
+// CHECK: scf.for {{.*}} iter_args(%{{.*}} = %[[INIT]]
+// CHECK: tensor.extract_slice %{{.*}}[%[[B]], %{{.*}}, 0, %[[KH]], 0] [1, 1, 16, 1, 4]
+// CHECK: tensor.extract_slice %{{.*}}[%[[B]], %{{.*}}, 0, %[[HV]], 0] [1, 1, 16, 1, 8]
+// CHECK: la.chunk_wy
+// CHECK: la.chunk_state_scan
+// Eight tasks are enough for four threads.
+// FEW-LABEL: func.func @grouped_delta
+// FEW: scf.forall
+// MAT-LABEL: func.func @grouped_delta
+// MAT-NOT: scf.forall
+// MAT: la.recurrence decay(none) low_rank(delta)
+func.func @grouped_delta(%q: tensor<2x16x2x4xf32>, %k: tensor<2x16x2x4xf32>, %v: tensor<2x16x4x8xf32>, %b: tensor<2x16x2xf32>, %s0: tensor<2x4x4x8xf32>) -> (tensor<2x16x4x8xf32>, tensor<2x4x4x8xf32>) {
+  %o, %s = la.recurrence decay(none) low_rank(delta) %q, %k, %v beta(%b : tensor<2x16x2xf32>) initial_state(%s0 : tensor<2x4x4x8xf32>) {scale = 0.5 : f32} : tensor<2x16x2x4xf32>, tensor<2x16x2x4xf32>, tensor<2x16x4x8xf32> -> tensor<2x16x4x8xf32>, tensor<2x4x4x8xf32>
+  return %o, %s : tensor<2x16x4x8xf32>, tensor<2x4x4x8xf32>
+}
+
+// -----
+
+// Packed sequences are always left to la-chunk.
+// CHECK-LABEL: func.func @varlen
+// CHECK-NOT: scf.forall
+// CHECK: la.recurrence
+func.func @varlen(%q: tensor<1x50x2x4xf32>, %k: tensor<1x50x2x4xf32>, %v: tensor<1x50x2x4xf32>, %cu: tensor<4xi32>) -> tensor<1x50x2x4xf32> {
+  %o = la.recurrence decay(none) low_rank(none) %q, %k, %v cu_seqlens(%cu : tensor<4xi32>) {scale = 0.5 : f32} : tensor<1x50x2x4xf32>, tensor<1x50x2x4xf32>, tensor<1x50x2x4xf32> -> tensor<1x50x2x4xf32>
+  return %o : tensor<1x50x2x4xf32>
+}
