@@ -106,6 +106,145 @@ static Value transposeRowsLast(OpBuilder &b, Location loc, Value x) {
       .getResult()[0];
 }
 
+/// Rows per block of the blocked channel-gate product.
+constexpr int64_t kGateBlock = 16;
+
+/// Splits dimension `dim` of `x` into (size / s, s).
+static Value splitDim(OpBuilder &b, Location loc, Value x, unsigned dim,
+                      int64_t s) {
+  auto type = cast<RankedTensorType>(x.getType());
+  SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, x);
+  SmallVector<OpFoldResult> split;
+  SmallVector<ReassociationIndices> reassociation;
+  for (unsigned d = 0; d < sizes.size(); ++d) {
+    int64_t next = split.size();
+    if (d == dim) {
+      split.push_back(b.getIndexAttr(type.getDimSize(d) / s));
+      split.push_back(b.getIndexAttr(s));
+      reassociation.push_back({next, next + 1});
+    } else {
+      split.push_back(sizes[d]);
+      reassociation.push_back({next});
+    }
+  }
+  auto splitType =
+      RankedTensorType::get(staticShape(split), type.getElementType());
+  return tensor::ExpandShapeOp::create(b, loc, splitType, x, reassociation,
+                                       split);
+}
+
+/// The channel-gated product of `buildScores` before masking,
+///   P[b,n,h,i,j] = sum_kk x[i,kk] y[j,kk] exp(min(X[i,kk] - G[j,kk], 0)),
+/// with the rows in blocks of s (the sub-chunks of flash-linear-attention's
+/// GLA kernels) so that only the diagonal blocks take an exponential per
+/// product term. Against block a's first row r (reference R = X[r]):
+/// exp(X_i - G_j) = exp(X_i - R) exp(R - G_j), both factors <= 1 for i in
+/// block a and j in earlier blocks, so those blocks are one plain product
+/// of pre-scaled x and y. Diagonal blocks keep the per-term exponential.
+/// Entries of later blocks are 0 (the causal mask drops them).
+static Value buildBlockedChannelProduct(OpBuilder &b, Location loc, Value x,
+                                        Value y, Value xGates, Value gates,
+                                        int64_t s) {
+  MLIRContext *ctx = b.getContext();
+  Type f32 = b.getF32Type();
+  SmallVector<OpFoldResult> xSizes = mixedSizes(b, loc, x); // [B,NC,C,H,K]
+  int64_t c = cast<RankedTensorType>(x.getType()).getDimSize(2);
+  OpFoldResult numBlocks = b.getIndexAttr(c / s), blockSize = b.getIndexAttr(s);
+  OpFoldResult chunk = xSizes[2], heads = xSizes[3], keys = xSizes[4];
+
+  // Rows in blocks: [B,NC,nb,s,H,K]; the reference R[b,n,a,h,kk] = X at the
+  // block's first row.
+  Value xBlocks = splitDim(b, loc, x, 2, s);
+  Value xGateBlocks = splitDim(b, loc, xGates, 2, s);
+  Value reference = tensor::CollapseShapeOp::create(
+      b, loc,
+      sliceDim(b, loc, xGateBlocks, 3, b.getIndexAttr(0), b.getIndexAttr(1)),
+      ArrayRef<ReassociationIndices>{{0}, {1}, {2, 3}, {4}, {5}});
+
+  // x~ = x exp(X - R). Loops (b,n,a,r,h,kk).
+  Value scaledX = buildGeneric(
+      b, loc, ValueRange{xBlocks, xGateBlocks, reference},
+      emptyTensor(b, loc, mixedSizes(b, loc, xBlocks), f32),
+      {dimMap(ctx, 6, {0, 1, 2, 3, 4, 5}), dimMap(ctx, 6, {0, 1, 2, 3, 4, 5}),
+       dimMap(ctx, 6, {0, 1, 2, 4, 5}), dimMap(ctx, 6, {0, 1, 2, 3, 4, 5})},
+      6, 0, [&](OpBuilder &nb, Location l, ValueRange args) {
+        Value diff = arith::SubFOp::create(nb, l, args[1], args[2]);
+        return mulF(nb, l, extendToF32(nb, l, args[0]), safeDecay(nb, l, diff));
+      });
+
+  // y~_a^T[b,n,h,a,kk,j] = y[j,kk] exp(R_a - G_j), y read transposed.
+  // Loops (b,n,h,a,kk,j).
+  Value yT = transposeRowsLast(b, loc, y);     // [B,NC,H,K,C]
+  Value gT = transposeRowsLast(b, loc, gates); // [B,NC,H,K,C]
+  Value scaledYT = buildGeneric(
+      b, loc, ValueRange{yT, gT, reference},
+      emptyTensor(b, loc, {xSizes[0], xSizes[1], heads, numBlocks, keys, chunk},
+                  f32),
+      {dimMap(ctx, 6, {0, 1, 2, 4, 5}), dimMap(ctx, 6, {0, 1, 2, 4, 5}),
+       dimMap(ctx, 6, {0, 1, 3, 2, 4}), dimMap(ctx, 6, {0, 1, 2, 3, 4, 5})},
+      6, 0, [&](OpBuilder &nb, Location l, ValueRange args) {
+        Value diff = arith::SubFOp::create(nb, l, args[2], args[1]);
+        return mulF(nb, l, extendToF32(nb, l, args[0]), safeDecay(nb, l, diff));
+      });
+
+  // Earlier blocks: P_off[b,n,h,a,r,j] = sum_kk x~[a,r,kk] y~_a^T[kk,j].
+  // Loops (b,n,h,a,r,j,kk).
+  Value offDiagonal = buildGeneric(
+      b, loc, ValueRange{scaledX, scaledYT},
+      zeroTensor(b, loc,
+                 {xSizes[0], xSizes[1], heads, numBlocks, blockSize, chunk}),
+      {dimMap(ctx, 7, {0, 1, 3, 4, 2, 6}), dimMap(ctx, 7, {0, 1, 2, 3, 6, 5}),
+       dimMap(ctx, 7, {0, 1, 2, 3, 4, 5})},
+      6, 1, [](OpBuilder &nb, Location l, ValueRange args) {
+        return addF(nb, l, args[2], mulF(nb, l, args[0], args[1]));
+      });
+
+  // Diagonal blocks, one exponential per term:
+  // D[b,n,h,a,r,t] = sum_kk x[a,r,kk] y[a,t,kk] exp(min(X[a,r] - G[a,t], 0)).
+  // Loops (b,n,h,a,r,t,kk).
+  Value yTBlocks = splitDim(b, loc, yT, 4, s); // [B,NC,H,K,nb,s]
+  Value gTBlocks = splitDim(b, loc, gT, 4, s);
+  Value diagonal = buildGeneric(
+      b, loc, ValueRange{xBlocks, yTBlocks, xGateBlocks, gTBlocks},
+      zeroTensor(
+          b, loc,
+          {xSizes[0], xSizes[1], heads, numBlocks, blockSize, blockSize}),
+      {dimMap(ctx, 7, {0, 1, 3, 4, 2, 6}), dimMap(ctx, 7, {0, 1, 2, 6, 3, 5}),
+       dimMap(ctx, 7, {0, 1, 3, 4, 2, 6}), dimMap(ctx, 7, {0, 1, 2, 6, 3, 5}),
+       dimMap(ctx, 7, {0, 1, 2, 3, 4, 5})},
+      6, 1, [](OpBuilder &nb, Location l, ValueRange args) {
+        Value product = mulF(nb, l, extendToF32(nb, l, args[0]),
+                             extendToF32(nb, l, args[1]));
+        Value diff = arith::SubFOp::create(nb, l, args[2], args[3]);
+        product = mulF(nb, l, product, safeDecay(nb, l, diff));
+        return addF(nb, l, args[4], product);
+      });
+
+  // P[a,r,(a2,t)] = a2 == a ? D[a,r,t] : (a2 < a ? P_off[a,r,(a2,t)] : 0).
+  // Loops (b,n,h,a,r,a2,t) over [B,NC,H,nb,s,nb,s].
+  Value offBlocks = splitDim(b, loc, offDiagonal, 5, s);
+  Value combined = buildGeneric(
+      b, loc, ValueRange{offBlocks, diagonal},
+      emptyTensor(b, loc, mixedSizes(b, loc, offBlocks), f32),
+      {dimMap(ctx, 7, {0, 1, 2, 3, 4, 5, 6}),
+       dimMap(ctx, 7, {0, 1, 2, 3, 4, 6}),
+       dimMap(ctx, 7, {0, 1, 2, 3, 4, 5, 6})},
+      7, 0, [](OpBuilder &nb, Location l, ValueRange args) -> Value {
+        Value rowBlock = linalg::IndexOp::create(nb, l, 3);
+        Value colBlock = linalg::IndexOp::create(nb, l, 5);
+        Value same = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::eq,
+                                           colBlock, rowBlock);
+        Value earlier = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::ult,
+                                              colBlock, rowBlock);
+        Value off = arith::SelectOp::create(nb, l, earlier, args[0],
+                                            constantF32(nb, l, 0.0f));
+        return arith::SelectOp::create(nb, l, same, args[1], off);
+      });
+  return tensor::CollapseShapeOp::create(
+      b, loc, combined,
+      ArrayRef<ReassociationIndices>{{0}, {1}, {2}, {3, 4}, {5, 6}});
+}
+
 /// The masked, decayed score matrix of a chunk, [B,NC,H,C,C]:
 ///   M[b,n,h,i,j] = [j <= i] * scale * rowScale_i * (x_i . (y_j * D_ij))
 /// with D_ij = exp(X_i - G_j) (per channel for a channel-wise gate), X the
@@ -118,37 +257,44 @@ static Value buildScores(OpBuilder &b, Location loc, Value x, Value y,
   bool channel = isChannelGate(gates);
   if (!xGates)
     xGates = gates;
-  // P = x y^T (decayed per channel). Loops (b,n,h,i,j,kk).
   SmallVector<OpFoldResult> xSizes = mixedSizes(b, loc, x);
   SmallVector<OpFoldResult> scoreSizes = {xSizes[0], xSizes[1], xSizes[3],
                                           xSizes[2], xSizes[2]};
-  // The y side is read as [B,NC,H,K,C] so that the score row j is the
-  // contiguous (vector) dimension of the product.
-  SmallVector<Value> inputs = {x, transposeRowsLast(b, loc, y)};
-  SmallVector<AffineMap> maps = {dimMap(ctx, 6, {0, 1, 3, 2, 5}),
-                                 dimMap(ctx, 6, {0, 1, 2, 5, 4})};
-  if (channel) {
-    inputs.append({xGates, transposeRowsLast(b, loc, gates)});
-    maps.append(
-        {dimMap(ctx, 6, {0, 1, 3, 2, 5}), dimMap(ctx, 6, {0, 1, 2, 5, 4})});
+  int64_t chunkSize = cast<RankedTensorType>(x.getType()).getDimSize(2);
+  Value scores;
+  if (channel && chunkSize % kGateBlock == 0 && chunkSize > kGateBlock) {
+    scores =
+        buildBlockedChannelProduct(b, loc, x, y, xGates, gates, kGateBlock);
+  } else {
+    // P = x y^T (decayed per channel). Loops (b,n,h,i,j,kk). The y side is
+    // read as [B,NC,H,K,C] so that the score row j is the contiguous
+    // (vector) dimension of the product.
+    SmallVector<Value> inputs = {x, transposeRowsLast(b, loc, y)};
+    SmallVector<AffineMap> maps = {dimMap(ctx, 6, {0, 1, 3, 2, 5}),
+                                   dimMap(ctx, 6, {0, 1, 2, 5, 4})};
+    if (channel) {
+      inputs.append({xGates, transposeRowsLast(b, loc, gates)});
+      maps.append(
+          {dimMap(ctx, 6, {0, 1, 3, 2, 5}), dimMap(ctx, 6, {0, 1, 2, 5, 4})});
+    }
+    maps.push_back(dimMap(ctx, 6, {0, 1, 2, 3, 4}));
+    scores =
+        buildGeneric(b, loc, inputs, zeroTensor(b, loc, scoreSizes), maps, 5, 1,
+                     [&](OpBuilder &nb, Location l, ValueRange args) -> Value {
+                       Value product = mulF(nb, l, extendToF32(nb, l, args[0]),
+                                            extendToF32(nb, l, args[1]));
+                       if (channel) {
+                         Value diff =
+                             arith::SubFOp::create(nb, l, args[2], args[3]);
+                         product = mulF(nb, l, product, safeDecay(nb, l, diff));
+                       }
+                       return addF(nb, l, args.back(), product);
+                     });
   }
-  maps.push_back(dimMap(ctx, 6, {0, 1, 2, 3, 4}));
-  Value scores =
-      buildGeneric(b, loc, inputs, zeroTensor(b, loc, scoreSizes), maps, 5, 1,
-                   [&](OpBuilder &nb, Location l, ValueRange args) -> Value {
-                     Value product = mulF(nb, l, extendToF32(nb, l, args[0]),
-                                          extendToF32(nb, l, args[1]));
-                     if (channel) {
-                       Value diff =
-                           arith::SubFOp::create(nb, l, args[2], args[3]);
-                       product = mulF(nb, l, product, safeDecay(nb, l, diff));
-                     }
-                     return addF(nb, l, args.back(), product);
-                   });
 
   // Mask, scale, and the scalar decay. Loops (b,n,h,i,j).
-  inputs = {scores};
-  maps = {dimMap(ctx, 5, {0, 1, 2, 3, 4})};
+  SmallVector<Value> inputs = {scores};
+  SmallVector<AffineMap> maps = {dimMap(ctx, 5, {0, 1, 2, 3, 4})};
   bool scalarGate = gates && !channel;
   if (scalarGate) {
     inputs.append({xGates, gates});

@@ -74,15 +74,17 @@ func.func @square_tile(%m: tensor<8x4xf32>, %x: tensor<4x8xf32>, %init: tensor<8
 // -----
 
 // 48 lanes with a lane tile of 32: the partial tile of 16 is peeled into its
-// own loop, so both bodies have static shapes; exp becomes a polynomial.
+// own loop, so both bodies have static shapes; exp becomes a polynomial. An
+// element-wise op that reads no input across the lanes gets one row per
+// tile.
 // CHECK-LABEL: func.func @partial
 // CHECK-NOT: math.exp
-// CHECK: vector.transfer_read {{.*}} vector<4x32xf32>
-// CHECK: vector.transfer_read {{.*}} vector<4x16xf32>
+// CHECK: vector.transfer_read {{.*}} vector<32xf32>
+// CHECK: vector.transfer_read {{.*}} vector<16xf32>
 // LOOPS-LABEL: func.func @partial
-// LOOPS: linalg.generic {{.*}} ins(%{{.*}} : tensor<4x32xf32>) outs(%{{.*}} : tensor<4x32xf32>)
+// LOOPS: linalg.generic {{.*}} ins(%{{.*}} : tensor<1x32xf32>) outs(%{{.*}} : tensor<1x32xf32>)
 // LOOPS: math.exp
-// LOOPS: linalg.generic {{.*}} ins(%{{.*}} : tensor<4x16xf32>) outs(%{{.*}} : tensor<4x16xf32>)
+// LOOPS: linalg.generic {{.*}} ins(%{{.*}} : tensor<1x16xf32>) outs(%{{.*}} : tensor<1x16xf32>)
 func.func @partial(%a: tensor<4x48xf32>) -> tensor<4x48xf32> {
   %e = tensor.empty() : tensor<4x48xf32>
   %r = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]} ins(%a : tensor<4x48xf32>) outs(%e : tensor<4x48xf32>) {
@@ -91,6 +93,19 @@ func.func @partial(%a: tensor<4x48xf32>) -> tensor<4x48xf32> {
     linalg.yield %z : f32
   } -> tensor<4x48xf32>
   return %r : tensor<4x48xf32>
+}
+
+// -----
+
+// A transpose keeps the row tile: 8 rows of the source are loaded and
+// transposed in registers.
+// CHECK-LABEL: func.func @transpose
+// CHECK: vector.transfer_read {{.*}} : tensor<64x16xf32>, vector<32x8xf32>
+// CHECK: vector.transpose %{{.*}}, [1, 0] : vector<32x8xf32> to vector<8x32xf32>
+func.func @transpose(%a: tensor<64x16xf32>) -> tensor<16x64xf32> {
+  %e = tensor.empty() : tensor<16x64xf32>
+  %t = linalg.transpose ins(%a : tensor<64x16xf32>) outs(%e : tensor<16x64xf32>) permutation = [1, 0]
+  return %t : tensor<16x64xf32>
 }
 
 // -----

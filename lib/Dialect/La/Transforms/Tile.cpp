@@ -222,10 +222,24 @@ mlir::la::tileForCPU(RewriterBase &rewriter, linalg::LinalgOp op,
   // task.
   SmallVector<int64_t> outerSizes(numLoops, 0), innerSizes(numLoops, 0);
   bool anyOuter = false;
+  // Rows pay off where loaded vectors are reused (products) or where an
+  // input is read across the lanes (a transpose: rows x lanes blocks are
+  // loaded row-wise and transposed in registers). Any other element-wise op
+  // gets one row per tile, which keeps its code (an exp polynomial, say)
+  // one row long.
+  bool hasReduction =
+      llvm::is_contained(iterators, utils::IteratorType::reduction);
+  bool readsAcrossLanes =
+      dims.lanes && llvm::any_of(op.getDpsInputOperands(), [&](OpOperand *in) {
+        AffineMap map = op.getMatchingIndexingMap(in);
+        return map.getNumResults() > 0 && map.isFunctionOfDim(*dims.lanes) &&
+               map.getDimPosition(map.getNumResults() - 1) != *dims.lanes;
+      });
+  int64_t rowTile = hasReduction || readsAcrossLanes ? options.rowTile : 1;
   for (unsigned d = 0; d < numLoops; ++d) {
     if (d == dims.lanes || d == dims.rows) {
-      innerSizes[d] = std::min(
-          d == dims.lanes ? options.laneTile : options.rowTile, ranges[d]);
+      innerSizes[d] =
+          std::min(d == dims.lanes ? options.laneTile : rowTile, ranges[d]);
       continue;
     }
     if (iterators[d] == utils::IteratorType::reduction) {
