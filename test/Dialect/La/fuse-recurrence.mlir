@@ -83,3 +83,53 @@ func.func @varlen(%q: tensor<1x50x2x4xf32>, %k: tensor<1x50x2x4xf32>, %v: tensor
   %o = la.recurrence decay(none) low_rank(none) %q, %k, %v cu_seqlens(%cu : tensor<4xi32>) {scale = 0.5 : f32} : tensor<1x50x2x4xf32>, tensor<1x50x2x4xf32>, tensor<1x50x2x4xf32> -> tensor<1x50x2x4xf32>
   return %o : tensor<1x50x2x4xf32>
 }
+
+// -----
+
+// Producers: the feature map of q (elu + 1) and the gate activation (a
+// log-sigmoid) are used by nothing else, so each chunk computes them on the
+// [1,16,1,4] tile it reads; T = 32 is a multiple of the chunk size.
+// CHECK-LABEL: func.func @producers
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<1x32x2x4xf32>, %{{[^:]*}}: {{.*}}, %{{[^:]*}}: {{.*}}, %[[GRAW:[^:]*]]: tensor<1x32x2x4xf32>)
+// CHECK-NOT: linalg.generic
+// CHECK: scf.forall
+// CHECK: scf.for %[[N:.*]] = {{.*}} iter_args
+// CHECK: %[[T0:.*]] = arith.muli %[[N]], %{{.*}} : index
+// CHECK: %[[XT:.*]] = tensor.extract_slice %[[X]][%{{.*}}, %[[T0]], %{{.*}}, 0] [1, 16, 1, 4]
+// CHECK: %[[QT:.*]] = linalg.generic {{.*}} ins(%[[XT]] : tensor<1x16x1x4xf32>) outs(%{{.*}} : tensor<1x16x1x4xf32>)
+// CHECK: math.exp
+// CHECK: %[[Q:.*]] = tensor.expand_shape %[[QT]] {{.*}} into tensor<1x1x16x1x4xf32>
+// CHECK: %[[GT:.*]] = tensor.extract_slice %[[GRAW]][%{{.*}}, %{{.*}}, %{{.*}}, 0] [1, 16, 1, 4]
+// CHECK: linalg.generic {{.*}} ins(%[[GT]] : tensor<1x16x1x4xf32>)
+// CHECK: math.log1p
+// CHECK: la.chunk_cumsum
+// CHECK: la.chunk_intra %[[Q]]
+// MAT-LABEL: func.func @producers
+// MAT: linalg.generic
+// MAT: linalg.generic
+// MAT: la.recurrence
+#id = affine_map<(b, t, h, k) -> (b, t, h, k)>
+func.func @producers(%x: tensor<1x32x2x4xf32>, %k: tensor<1x32x2x4xf32>, %v: tensor<1x32x2x8xf32>, %graw: tensor<1x32x2x4xf32>) -> (tensor<1x32x2x8xf32>, tensor<1x2x4x8xf32>) {
+  %e = tensor.empty() : tensor<1x32x2x4xf32>
+  %one = arith.constant 1.0 : f32
+  %zero = arith.constant 0.0 : f32
+  %q = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%x : tensor<1x32x2x4xf32>) outs(%e : tensor<1x32x2x4xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %pos = arith.cmpf ogt, %a, %zero : f32
+    %ex = math.exp %a : f32
+    %elu = arith.subf %ex, %one : f32
+    %f = arith.select %pos, %a, %elu : f32
+    %r = arith.addf %f, %one : f32
+    linalg.yield %r : f32
+  } -> tensor<1x32x2x4xf32>
+  %g = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%graw : tensor<1x32x2x4xf32>) outs(%e : tensor<1x32x2x4xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %n = arith.negf %a : f32
+    %ex = math.exp %n : f32
+    %l = math.log1p %ex : f32
+    %r = arith.negf %l : f32
+    linalg.yield %r : f32
+  } -> tensor<1x32x2x4xf32>
+  %o, %s = la.recurrence decay(channel) low_rank(none) %q, %k, %v g(%g : tensor<1x32x2x4xf32>) {scale = 0.5 : f32} : tensor<1x32x2x4xf32>, tensor<1x32x2x4xf32>, tensor<1x32x2x8xf32> -> tensor<1x32x2x8xf32>, tensor<1x2x4x8xf32>
+  return %o, %s : tensor<1x32x2x8xf32>, tensor<1x2x4x8xf32>
+}

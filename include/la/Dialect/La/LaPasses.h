@@ -49,10 +49,11 @@ FailureOr<FusionMode> parseFusionMode(StringRef name);
 bool shouldFuse(RecurrenceOp op, FusionMode mode, int64_t threads);
 
 /// Patterns rewriting `la.recurrence` into the fused chunked program where
-/// shouldFuse says so.
+/// shouldFuse says so; with `fuseProducers`, the structured ops that compute
+/// its operands (and nothing else) are computed per chunk inside the loop.
 void populateFuseRecurrencePatterns(RewritePatternSet &patterns,
                                     int64_t chunkSize, FusionMode mode,
-                                    int64_t threads);
+                                    int64_t threads, bool fuseProducers = true);
 
 #define GEN_PASS_REGISTRATION
 #include "la/Dialect/La/LaPasses.h.inc"

@@ -98,6 +98,15 @@ def LaFuseRecurrencePass : Pass<"la-fuse-recurrence"> {
     intra-chunk and output ops also run in parallel over chunks.
     `mode=fused` or `mode=materialized` forces either. Recurrences with
     `cu_seqlens` are always left for `la-chunk`.
+
+    Producers (`fuse-producers`, on by default): an operand computed by a
+    structured op on tensors (a `linalg.generic` feature map, a gate
+    activation, the L2 normalisation `la-lower-to-recurrence` emits, ...)
+    whose result nothing else uses is computed per chunk inside the loop,
+    on the `[1,C,1,...]` tile the chunk reads (through the op's
+    `TilingInterface`), and so on up a chain of such producers; the operand
+    is never materialised. This needs T to be a static multiple of the
+    chunk size (no padding); otherwise the operand is chunked as before.
   }];
   let dependentDialects = [
     "::mlir::affine::AffineDialect",
@@ -112,7 +121,9 @@ def LaFuseRecurrencePass : Pass<"la-fuse-recurrence"> {
     Option<"mode", "mode", "std::string", "\"auto\"",
            "auto (the cost rule), fused or materialized">,
     Option<"threads", "threads", "int64_t", "0",
-           "threads the cost rule plans for (0: the hardware threads)">
+           "threads the cost rule plans for (0: the hardware threads)">,
+    Option<"fuseProducers", "fuse-producers", "bool", "true",
+           "compute the operands' producers per chunk inside the loop">
   ];
 }
 

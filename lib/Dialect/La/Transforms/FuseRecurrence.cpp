@@ -18,9 +18,12 @@
 #include "la/Dialect/La/LaUtils.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Tensor/Transforms/Transforms.h"
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/Interfaces/TilingInterface.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 #include "llvm/Support/Threading.h"
@@ -59,12 +62,84 @@ bool mlir::la::shouldFuse(RecurrenceOp op, FusionMode mode, int64_t threads) {
   return tasks >= threads;
 }
 
+/// A value computed by a structured op on tensors whose only users are in
+/// `users`: its producer can be computed per chunk inside the loop instead.
+static bool isFusibleProducer(Value x, ArrayRef<Operation *> users) {
+  auto producer = x.getDefiningOp<linalg::LinalgOp>();
+  return producer && producer.hasPureTensorSemantics() &&
+         producer->getNumResults() == 1 &&
+         isa<TilingInterface>(producer.getOperation()) &&
+         llvm::all_of(x.getUsers(), [&](Operation *user) {
+           return llvm::is_contained(users, user);
+         });
+}
+
+/// Replaces `tile` (a slice of a fusible producer's result) by the producer
+/// computed on that tile, and so on up the chain of fusible producers (the
+/// feature map of q before its L2 norm, the gate activation after its bias,
+/// ...). A producer is fusible once its only users are `recurrence` (the op
+/// being rewritten), producers fused so far and slices in the loop: then it
+/// is dead outside the loop. A producer read by two fused ops (the feature
+/// map that both the sum of squares and the normalisation read) is computed
+/// once per reading slice. Returns the value that replaces `tile`.
+static Value fuseProducersInto(RewriterBase &rewriter, OpBuilder &b,
+                               tensor::ExtractSliceOp tile,
+                               Operation *recurrence) {
+  Value result = tile.getResult();
+  SmallVector<Operation *> dying = {recurrence};
+  SmallVector<tensor::ExtractSliceOp> pending = {tile};
+  SmallVector<Operation *> slices = {tile};
+  bool progress = true;
+  while (progress) {
+    progress = false;
+    for (size_t i = 0; i < pending.size(); ++i) {
+      tensor::ExtractSliceOp slice = pending[i];
+      SmallVector<Operation *> users = dying;
+      users.append(slices.begin(), slices.end());
+      if (!isFusibleProducer(slice.getSource(), users))
+        continue;
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(slice);
+      auto producer = cast<OpResult>(slice.getSource());
+      FailureOr<TilingResult> tiled =
+          tensor::replaceExtractSliceWithTiledProducer(b, slice, producer);
+      if (failed(tiled) || tiled->tiledValues.size() != 1)
+        continue;
+      // Compare before anything is erased: a later slice may reuse the
+      // memory of an erased one.
+      if (result == slice.getResult())
+        result = tiled->tiledValues.front();
+      if (!llvm::is_contained(dying, producer.getOwner()))
+        dying.push_back(producer.getOwner());
+      llvm::erase(slices, slice.getOperation());
+      pending.erase(pending.begin() + i);
+      rewriter.replaceOp(slice, tiled->tiledValues.front());
+      for (Operation *generated : tiled->generatedSlices) {
+        if (auto next = dyn_cast<tensor::ExtractSliceOp>(generated)) {
+          pending.push_back(next);
+          slices.push_back(next);
+        }
+      }
+      progress = true;
+      break;
+    }
+  }
+  return result;
+}
+
 namespace {
+/// An operand of the fused program: chunked [B,NC,C,...], or [B,T,...] with
+/// its producer to be fused per chunk.
+struct Operand {
+  Value value;
+  bool chunked = true;
+};
+
 struct FuseRecurrence : OpRewritePattern<RecurrenceOp> {
   FuseRecurrence(MLIRContext *ctx, int64_t chunkSize, FusionMode mode,
-                 int64_t threads)
+                 int64_t threads, bool fuseProducers)
       : OpRewritePattern(ctx), chunkSize(chunkSize), mode(mode),
-        threads(threads) {}
+        threads(threads), fuseProducers(fuseProducers) {}
 
   LogicalResult matchAndRewrite(RecurrenceOp op,
                                 PatternRewriter &rewriter) const override {
@@ -85,12 +160,31 @@ struct FuseRecurrence : OpRewritePattern<RecurrenceOp> {
 
     ChunkedProgramBuilder whole(rewriter, loc, chunkSize);
     whole.prepare(tensor::getMixedSize(rewriter, loc, op.getQ(), 1));
-    Value q = whole.chunkify(op.getQ()), k = whole.chunkify(op.getK()),
-          v = whole.chunkify(op.getV()), g = whole.chunkify(op.getG()),
-          beta = whole.chunkify(op.getBeta()), a = whole.chunkify(op.getA()),
-          bb = whole.chunkify(op.getB());
-    SmallVector<OpFoldResult> vSizes = mixedSizes(rewriter, loc, v);
-    SmallVector<OpFoldResult> kSizes = mixedSizes(rewriter, loc, k);
+    // An operand whose producer is fused is sliced per chunk from [B,T,...]
+    // (no padding: T must be a multiple of the chunk size); the others are
+    // chunked to [B,NC,C,...] first.
+    int64_t tokens = op.getQ().getType().getDimSize(1);
+    bool chunksDivide =
+        !ShapedType::isDynamic(tokens) && tokens % chunkSize == 0;
+    auto prepare = [&](Value x) -> Operand {
+      if (!x)
+        return {};
+      if (fuseProducers && chunksDivide &&
+          isFusibleProducer(x, {op.getOperation()}))
+        return {x, /*chunked=*/false};
+      return {whole.chunkify(x), /*chunked=*/true};
+    };
+    Operand q = prepare(op.getQ()), k = prepare(op.getK()),
+            v = prepare(op.getV()), g = prepare(op.getG()),
+            beta = prepare(op.getBeta()), a = prepare(op.getA()),
+            bb = prepare(op.getB());
+    SmallVector<OpFoldResult> vSizes = {
+        tensor::getMixedSize(rewriter, loc, op.getV(), 0), whole.getNumChunks(),
+        rewriter.getIndexAttr(chunkSize), rewriter.getIndexAttr(valueHeads),
+        tensor::getMixedSize(rewriter, loc, op.getV(), 3)};
+    SmallVector<OpFoldResult> kSizes = {
+        vSizes[0], vSizes[1], vSizes[2], rewriter.getIndexAttr(heads),
+        tensor::getMixedSize(rewriter, loc, op.getK(), 3)};
     Value outputInit = emptyTensor(rewriter, loc, vSizes, outputType);
     Value finalInit = emptyTensor(
         rewriter, loc, {vSizes[0], vSizes[3], kSizes[4], vSizes[4]}, f32);
@@ -143,20 +237,46 @@ struct FuseRecurrence : OpRewritePattern<RecurrenceOp> {
         rewriter, loc, zero, numChunks, one,
         ValueRange{initialState, taskOutput},
         [&](OpBuilder &b, Location l, Value n, ValueRange iterArgs) {
-          // One chunk of one head: [B,NC,C,H,...] -> [1,1,C,1,...].
-          auto slice = [&](Value x, Value head) -> Value {
-            if (!x)
-              return x;
-            int64_t rank = cast<RankedTensorType>(x.getType()).getRank();
+          // One chunk of one head: [B,NC,C,H,...] -> [1,1,C,1,...], or
+          // [B,T,H,...] -> [1,C,1,...] with the producers fused, expanded.
+          auto slice = [&](Operand x, Value head) -> Value {
+            if (!x.value)
+              return x.value;
+            auto type = cast<RankedTensorType>(x.value.getType());
+            int64_t rank = type.getRank();
             SmallVector<OpFoldResult> offsets(rank, b.getIndexAttr(0));
+            SmallVector<OpFoldResult> sizes = mixedSizes(b, l, x.value);
+            SmallVector<OpFoldResult> unitStrides(rank, b.getIndexAttr(1));
             offsets[0] = batch;
-            offsets[1] = n;
-            offsets[3] = head;
-            SmallVector<OpFoldResult> sizes = mixedSizes(b, l, x);
-            sizes[0] = sizes[1] = sizes[3] = b.getIndexAttr(1);
-            return tensor::ExtractSliceOp::create(
-                b, l, x, offsets, sizes,
-                SmallVector<OpFoldResult>(rank, b.getIndexAttr(1)));
+            sizes[0] = b.getIndexAttr(1);
+            if (x.chunked) {
+              offsets[1] = n;
+              offsets[3] = head;
+              sizes[1] = sizes[3] = b.getIndexAttr(1);
+              return tensor::ExtractSliceOp::create(b, l, x.value, offsets,
+                                                    sizes, unitStrides);
+            }
+            offsets[1] =
+                arith::MulIOp::create(
+                    b, l, n, arith::ConstantIndexOp::create(b, l, chunkSize))
+                    .getResult();
+            offsets[2] = head;
+            sizes[1] = b.getIndexAttr(chunkSize);
+            sizes[2] = b.getIndexAttr(1);
+            auto tile = tensor::ExtractSliceOp::create(b, l, x.value, offsets,
+                                                       sizes, unitStrides);
+            Value fused = fuseProducersInto(rewriter, b, tile, op);
+            SmallVector<OpFoldResult> expanded = {b.getIndexAttr(1),
+                                                  b.getIndexAttr(1)};
+            expanded.append(sizes.begin() + 1, sizes.end());
+            SmallVector<ReassociationIndices> reassociation = {{0, 1}};
+            for (int64_t d = 1; d < rank; ++d)
+              reassociation.push_back({d + 1});
+            return tensor::ExpandShapeOp::create(
+                b, l,
+                RankedTensorType::get(staticShape(expanded),
+                                      type.getElementType()),
+                fused, reassociation, expanded);
           };
           ChunkedProgramBuilder chunk(b, l, chunkSize);
           ChunkedProgramBuilder::Result result = chunk.buildChunked(
@@ -186,6 +306,7 @@ struct FuseRecurrence : OpRewritePattern<RecurrenceOp> {
   int64_t chunkSize;
   FusionMode mode;
   int64_t threads;
+  bool fuseProducers;
 };
 
 struct LaFuseRecurrencePass
@@ -214,7 +335,7 @@ struct LaFuseRecurrencePass
     RewritePatternSet patterns(&getContext());
     populateSimplifyRecurrencePatterns(patterns);
     populateFuseRecurrencePatterns(patterns, chunkSize, *fusionMode,
-                                   threadCount);
+                                   threadCount, fuseProducers);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
   }
@@ -223,7 +344,8 @@ struct LaFuseRecurrencePass
 
 void mlir::la::populateFuseRecurrencePatterns(RewritePatternSet &patterns,
                                               int64_t chunkSize,
-                                              FusionMode mode,
-                                              int64_t threads) {
-  patterns.add<FuseRecurrence>(patterns.getContext(), chunkSize, mode, threads);
+                                              FusionMode mode, int64_t threads,
+                                              bool fuseProducers) {
+  patterns.add<FuseRecurrence>(patterns.getContext(), chunkSize, mode, threads,
+                               fuseProducers);
 }
