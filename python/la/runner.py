@@ -315,6 +315,7 @@ def run_attention(
     chunk_size=64,
     sequential=False,
     fuse=None,
+    tile=None,
     repeat=1,
     output_final_state=True,
     la_run=None,
@@ -333,7 +334,8 @@ def run_attention(
     ``--sequential`` instead (the token-by-token recurrence). ``fuse``
     ("auto", "fused" or "materialized") is passed as ``--fuse``: the schedule
     of the chunked program (see la-fuse-recurrence); la-run's default is
-    "auto".
+    "auto". ``tile=(rows, lanes)`` sets la-tile's register tile
+    (``--row-tile``, ``--lane-tile``).
 
     Returns ``(o, final_state, timing)``: ``o`` as la-run wrote it (float32
     for f32 and bf16, float16 for f16), ``final_state`` float32 or None when
@@ -404,6 +406,9 @@ def run_attention(
         cmd.append("--sequential" if sequential else f"--chunk-size={int(chunk_size)}")
         if fuse is not None:
             cmd.append(f"--fuse={fuse}")
+        if tile is not None:
+            rows, lanes = tile
+            cmd += [f"--row-tile={int(rows)}", f"--lane-tile={int(lanes)}"]
         cmd.append(f"--repeat={int(repeat)}")
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         if proc.returncode != 0:

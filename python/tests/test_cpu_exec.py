@@ -170,6 +170,21 @@ def test_chunked_schedules(variant, case, fuse):
                timing=timing)
 
 
+@pytest.mark.parametrize("tile", [(3, 5), (1, 7)])
+@pytest.mark.parametrize("fuse", ["fused", "materialized"])
+@pytest.mark.parametrize("variant", ["gla", "gated_deltanet", "kda", "retention"])
+def test_tile_sizes_that_do_not_divide(variant, fuse, tile):
+    """Register tiles of 3 x 5 and 1 x 7 divide none of C, K, V, H: every
+    tiled loop has a peeled partial tile (C=64, K=16, V=8, T=150, HV=2H)."""
+    inputs = lt.make_inputs(variant, 2, 150, 2, 16, 8, HV=4, seed=11, gate_scale=1 / 16)
+    prepared = runner.prepare_inputs(inputs, "f32")
+    o, s, timing = runner.run_attention(variant, prepared, chunk_size=64, fuse=fuse,
+                                        tile=tile)
+    ref_o, ref_s = lt.reference_for(variant, prepared)
+    check_both(_label(variant, fuse, f"tile {tile[0]}x{tile[1]}"), prepared, o, s,
+               ref_o, ref_s, timing=timing)
+
+
 @pytest.mark.parametrize("case", list(CASES))
 @pytest.mark.parametrize("variant", CHUNKED)
 def test_chunked(variant, case):

@@ -70,6 +70,12 @@ static cl::opt<std::string>
     fuse("fuse",
          cl::desc("la-fuse-recurrence's mode: auto, fused or materialized"),
          cl::init("auto"));
+static cl::opt<int64_t> rowTile("row-tile",
+                                cl::desc("rows of la-tile's register tile"),
+                                cl::init(8));
+static cl::opt<int64_t>
+    laneTile("lane-tile", cl::desc("vector lanes of la-tile's register tile"),
+             cl::init(32));
 static cl::opt<unsigned> repeat("repeat", cl::desc("timed runs"), cl::init(1));
 static cl::opt<bool> printOutputs("print-outputs",
                                   cl::desc("print a summary of each result"));
@@ -366,6 +372,8 @@ int main(int argc, char **argv) {
   pipelineOptions.sequential = sequential;
   pipelineOptions.parallel = parallel;
   pipelineOptions.fuse = fuse;
+  pipelineOptions.rowTile = rowTile;
+  pipelineOptions.laneTile = laneTile;
   la::buildLowerToCPUPipeline(pm, pipelineOptions);
   if (failed(pm.run(*module)))
     return 1;

@@ -29,10 +29,15 @@ void transform::ApplyLaChunkPatternsOp::populatePatterns(
   populateChunkPatterns(patterns, getChunkSize());
 }
 
-LogicalResult transform::ApplyLaChunkPatternsOp::verify() {
-  if (getChunkSize() <= 0)
-    return emitOpError("chunk_size must be > 0, got ") << getChunkSize();
+/// The chunk-size rule of the pattern descriptors that chunk.
+static LogicalResult verifyChunkSize(Operation *op, int64_t chunkSize) {
+  if (chunkSize <= 0)
+    return op->emitOpError("chunk_size must be > 0, got ") << chunkSize;
   return success();
+}
+
+LogicalResult transform::ApplyLaChunkPatternsOp::verify() {
+  return verifyChunkSize(*this, getChunkSize());
 }
 
 void transform::ApplyLaFuseRecurrencePatternsOp::populatePatterns(
@@ -43,8 +48,8 @@ void transform::ApplyLaFuseRecurrencePatternsOp::populatePatterns(
 }
 
 LogicalResult transform::ApplyLaFuseRecurrencePatternsOp::verify() {
-  if (getChunkSize() <= 0)
-    return emitOpError("chunk_size must be > 0, got ") << getChunkSize();
+  if (failed(verifyChunkSize(*this, getChunkSize())))
+    return failure();
   if (failed(parseFusionMode(getMode())))
     return emitOpError("mode must be auto, fused or materialized, got '")
            << getMode() << "'";

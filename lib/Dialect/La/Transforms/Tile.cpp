@@ -255,33 +255,34 @@ mlir::la::tileForCPU(RewriterBase &rewriter, linalg::LinalgOp op,
   CPUTilingResult result;
   Operation *current = op;
   OpBuilder::InsertionGuard guard(rewriter);
-  if (anyOuter) {
-    scf::SCFTilingOptions outer;
-    outer.setTileSizes(indexAttrs(rewriter, outerSizes));
-    outer.setLoopType(options.distribute
+  // Tiles `current` by `sizes`, making `current` the op on one tile.
+  auto tileStep = [&](ArrayRef<int64_t> sizes,
+                      scf::SCFTilingOptions::LoopType loopType,
+                      SmallVectorImpl<LoopLikeOpInterface> &loops) {
+    scf::SCFTilingOptions tiling;
+    tiling.setTileSizes(indexAttrs(rewriter, sizes));
+    tiling.setLoopType(loopType);
+    rewriter.setInsertionPoint(current);
+    FailureOr<scf::SCFTilingResult> tiled =
+        scf::tileUsingSCF(rewriter, cast<TilingInterface>(current), tiling);
+    if (failed(tiled))
+      return failure();
+    rewriter.replaceOp(current, tiled->replacements);
+    current = tiled->tiledOps.back();
+    loops.append(tiled->loops.begin(), tiled->loops.end());
+    return success();
+  };
+  if (anyOuter &&
+      failed(tileStep(outerSizes,
+                      options.distribute
                           ? scf::SCFTilingOptions::LoopType::ForallOp
-                          : scf::SCFTilingOptions::LoopType::ForOp);
-    rewriter.setInsertionPoint(current);
-    FailureOr<scf::SCFTilingResult> tiled =
-        scf::tileUsingSCF(rewriter, cast<TilingInterface>(current), outer);
-    if (failed(tiled))
-      return failure();
-    rewriter.replaceOp(current, tiled->replacements);
-    current = tiled->tiledOps.back();
-    result.outerLoops.append(tiled->loops.begin(), tiled->loops.end());
-  }
-
+                          : scf::SCFTilingOptions::LoopType::ForOp,
+                      result.outerLoops)))
+    return failure();
   if (llvm::any_of(innerSizes, [](int64_t s) { return s > 0; })) {
-    scf::SCFTilingOptions inner;
-    inner.setTileSizes(indexAttrs(rewriter, innerSizes));
-    rewriter.setInsertionPoint(current);
-    FailureOr<scf::SCFTilingResult> tiled =
-        scf::tileUsingSCF(rewriter, cast<TilingInterface>(current), inner);
-    if (failed(tiled))
+    if (failed(tileStep(innerSizes, scf::SCFTilingOptions::LoopType::ForOp,
+                        result.innerLoops)))
       return failure();
-    rewriter.replaceOp(current, tiled->replacements);
-    current = tiled->tiledOps.back();
-    result.innerLoops.append(tiled->loops.begin(), tiled->loops.end());
     peelPartialTiles(rewriter, result.innerLoops);
   }
   result.tiledOp = current;
