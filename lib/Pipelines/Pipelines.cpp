@@ -64,6 +64,10 @@ void mlir::la::buildLowerToCPUPipeline(OpPassManager &pm,
   outParamsOptions.hoistStaticAllocs = true;
   pm.addPass(
       bufferization::createBufferResultsToOutParamsPass(outParamsOptions));
+  // CSE first: bufferizing an scf.forall leaves copies between two equal
+  // subviews of its shared output, which fold away once the subviews are
+  // one value.
+  pm.addPass(createCSEPass());
   pm.addPass(createCanonicalizerPass());
   bufferization::BufferDeallocationPipelineOptions deallocOptions;
   bufferization::buildBufferDeallocationPipeline(pm, deallocOptions);

@@ -407,22 +407,120 @@ struct ChunkStateScanToLinalg : OpRewritePattern<ChunkStateScanOp> {
     SmallVector<OpFoldResult> valueSizes = mixedSizes(rewriter, loc, op.getV());
     SmallVector<OpFoldResult> stateSizes = {valueSizes[0], valueSizes[3],
                                             keySizes[4], valueSizes[4]};
-    // The loop updates its state in place; the caller's initial state must
-    // not change, so the loop starts from a copy of it.
+    OpFoldResult lastRow = affine::makeComposedFoldedAffineApply(
+        rewriter, loc, getAffineSymbolExpr(0, ctx) - 1, {keySizes[2]});
+    Value correction = op.getCorrection();
+
+    // One chunk: from the state S_n entering chunk n, the corrected values
+    // V' = U - W S_n (with a correction) and S_{n+1}. Returns {S_{n+1}, V'}.
+    auto step = [&](OpBuilder &b, Location l, Value current,
+                    OpFoldResult n) -> std::pair<Value, Value> {
+      Value keys = extractUnitSlice(b, l, op.getK(), 1, n);   // [B,C,H,K]
+      Value values = extractUnitSlice(b, l, op.getV(), 1, n); // [B,C,HV,V]
+      if (correction) {
+        // V' = U - W S_n. Loops (b,j,hv,vv,kk).
+        Value w = extractUnitSlice(b, l, correction, 1, n); // [B,C,H,K]
+        values = buildGeneric(
+            b, l, ValueRange{w, current}, values,
+            {dimMap(ctx, 5, {0, 1, -3, 4}, *group),
+             dimMap(ctx, 5, {0, 2, 4, 3}), dimMap(ctx, 5, {0, 1, 2, 3})},
+            4, 1, [&](OpBuilder &nb, Location nl, ValueRange args) {
+              return subtractProduct(nb, nl, args[2], args[0], args[1]);
+            });
+      }
+      Value decayed = current;
+      // K * exp(G_C - G) for a key tensor of the chunk. Loops (b,j,h,kk).
+      std::function<Value(Value)> weigh = [](Value k) { return k; };
+      if (gates) {
+        Value g = extractUnitSlice(b, l, gates, 1, n);      // [B,C,H(,K)]
+        Value last = extractUnitSlice(b, l, g, 1, lastRow); // [B,H(,K)]
+        // S <- exp(G_C) S. Loops (b,hv,kk,vv).
+        SmallVector<int64_t> lastDims = {0, -2};
+        if (channel)
+          lastDims.push_back(2);
+        decayed = buildGeneric(
+            b, l, ValueRange{current, last}, emptyTensor(b, l, stateSizes, f32),
+            {dimMap(ctx, 4, {0, 1, 2, 3}), dimMap(ctx, 4, lastDims, *group),
+             dimMap(ctx, 4, {0, 1, 2, 3})},
+            4, 0, [&](OpBuilder &nb, Location nl, ValueRange args) {
+              return mulF(nb, nl, args[0],
+                          math::ExpOp::create(nb, nl, args[1]));
+            });
+        SmallVector<int64_t> gDims = {0, 1, 2}, lDims = {0, 2};
+        if (channel) {
+          gDims.push_back(3);
+          lDims.push_back(3);
+        }
+        weigh = [&, g, last, gDims, lDims](Value k) {
+          return buildGeneric(
+              b, l, ValueRange{k, g, last},
+              emptyTensor(b, l, mixedSizes(b, l, k), f32),
+              {dimMap(ctx, 4, {0, 1, 2, 3}), dimMap(ctx, 4, gDims),
+               dimMap(ctx, 4, lDims), dimMap(ctx, 4, {0, 1, 2, 3})},
+              4, 0, [&](OpBuilder &nb, Location nl, ValueRange args) {
+                Value diff = arith::SubFOp::create(nb, nl, args[2], args[1]);
+                return mulF(nb, nl, extendToF32(nb, nl, args[0]),
+                            safeDecay(nb, nl, diff));
+              });
+        };
+      }
+      // S += (K2 w)^T V2 for the uncorrected extra pair.
+      if (Value extraKeys = op.getExtraKeys())
+        decayed = accumulateOuter(
+            b, l, weigh(extractUnitSlice(b, l, extraKeys, 1, n)),
+            extractUnitSlice(b, l, op.getExtraValues(), 1, n), decayed, *group);
+      // S += (K w)^T V.
+      Value next = accumulateOuter(b, l, weigh(keys), values, decayed, *group);
+      return {next, values};
+    };
+
+    // Without a gate the first update accumulates into the incoming state;
+    // the caller's initial state must not change, so that starts from a
+    // copy. (With a gate the decay writes a new tensor first.)
     Value state = op.getInitialState();
-    if (state)
+    if (state && !gates)
       state = bufferization::AllocTensorOp::create(
           rewriter, loc, cast<RankedTensorType>(state.getType()),
           /*dynamicSizes=*/ValueRange{}, /*copy=*/state);
-    else
+    else if (!state)
       state = zeroTensor(rewriter, loc, stateSizes);
+    if (state.getType() != op.getFinalState().getType())
+      state = tensor::CastOp::create(rewriter, loc,
+                                     op.getFinalState().getType(), state);
+
+    // One chunk (as in la-fuse-recurrence's loop): no loop, and the recorded
+    // state and corrected values are views of the values themselves.
+    if (getConstantIntValue(keySizes[1]) == 1) {
+      auto [next, values] =
+          step(rewriter, loc, state, rewriter.getIndexAttr(0));
+      auto expandAt1 = [&](Value x, Type type) -> Value {
+        auto xType = cast<RankedTensorType>(x.getType());
+        SmallVector<ReassociationIndices> reassociation = {{0, 1}};
+        for (int64_t d = 1; d < xType.getRank(); ++d)
+          reassociation.push_back({d + 1});
+        SmallVector<OpFoldResult> sizes = mixedSizes(rewriter, loc, x);
+        sizes.insert(sizes.begin() + 1, rewriter.getIndexAttr(1));
+        Value expanded = tensor::ExpandShapeOp::create(
+            rewriter, loc,
+            RankedTensorType::get(staticShape(sizes), xType.getElementType()),
+            x, reassociation, sizes);
+        return expanded.getType() == type
+                   ? expanded
+                   : tensor::CastOp::create(rewriter, loc, type, expanded)
+                         .getResult();
+      };
+      SmallVector<Value> results = {expandAt1(state, op.getStates().getType()),
+                                    next};
+      if (correction)
+        results.push_back(expandAt1(values, op.getCorrected().getType()));
+      rewriter.replaceOp(op, results);
+      return success();
+    }
+
     Value states = emptyTensor(rewriter, loc,
                                {valueSizes[0], valueSizes[1], valueSizes[3],
                                 keySizes[4], valueSizes[4]},
                                f32);
-    if (state.getType() != op.getFinalState().getType())
-      state = tensor::CastOp::create(rewriter, loc,
-                                     op.getFinalState().getType(), state);
     if (states.getType() != op.getStates().getType())
       states = tensor::CastOp::create(rewriter, loc, op.getStates().getType(),
                                       states);
@@ -430,10 +528,6 @@ struct ChunkStateScanToLinalg : OpRewritePattern<ChunkStateScanOp> {
     Value one = arith::ConstantIndexOp::create(rewriter, loc, 1);
     Value numChunks =
         getValueOrCreateConstantIndexOp(rewriter, loc, keySizes[1]);
-    OpFoldResult lastRow = affine::makeComposedFoldedAffineApply(
-        rewriter, loc, getAffineSymbolExpr(0, ctx) - 1, {keySizes[2]});
-
-    Value correction = op.getCorrection();
     SmallVector<Value> inits = {state, states};
     if (correction)
       inits.push_back(emptyTensor(rewriter, loc, valueSizes, f32));
@@ -444,71 +538,10 @@ struct ChunkStateScanToLinalg : OpRewritePattern<ChunkStateScanOp> {
           Value current = iterArgs[0];
           // Record the state entering chunk n.
           Value recorded = insertAt(b, l, current, iterArgs[1], 1, n);
-
-          Value keys = extractUnitSlice(b, l, op.getK(), 1, n);   // [B,C,H,K]
-          Value values = extractUnitSlice(b, l, op.getV(), 1, n); // [B,C,HV,V]
-          SmallVector<Value> yields;
-          if (correction) {
-            // V' = U - W S_n. Loops (b,j,hv,vv,kk).
-            Value w = extractUnitSlice(b, l, correction, 1, n); // [B,C,H,K]
-            values = buildGeneric(
-                b, l, ValueRange{w, current}, values,
-                {dimMap(ctx, 5, {0, 1, -3, 4}, *group),
-                 dimMap(ctx, 5, {0, 2, 4, 3}), dimMap(ctx, 5, {0, 1, 2, 3})},
-                4, 1, [&](OpBuilder &nb, Location nl, ValueRange args) {
-                  return subtractProduct(nb, nl, args[2], args[0], args[1]);
-                });
+          auto [next, values] = step(b, l, current, n);
+          SmallVector<Value> yields = {next, recorded};
+          if (correction)
             yields.push_back(insertAt(b, l, values, iterArgs[2], 1, n));
-          }
-          Value decayed = current;
-          // K * exp(G_C - G) for a key tensor of the chunk. Loops (b,j,h,kk).
-          std::function<Value(Value)> weigh = [](Value k) { return k; };
-          if (gates) {
-            Value g = extractUnitSlice(b, l, gates, 1, n);      // [B,C,H(,K)]
-            Value last = extractUnitSlice(b, l, g, 1, lastRow); // [B,H(,K)]
-            // S <- exp(G_C) S. Loops (b,hv,kk,vv).
-            SmallVector<int64_t> lastDims = {0, -2};
-            if (channel)
-              lastDims.push_back(2);
-            decayed = buildGeneric(
-                b, l, ValueRange{current, last},
-                emptyTensor(b, l, stateSizes, f32),
-                {dimMap(ctx, 4, {0, 1, 2, 3}), dimMap(ctx, 4, lastDims, *group),
-                 dimMap(ctx, 4, {0, 1, 2, 3})},
-                4, 0, [&](OpBuilder &nb, Location nl, ValueRange args) {
-                  return mulF(nb, nl, args[0],
-                              math::ExpOp::create(nb, nl, args[1]));
-                });
-            SmallVector<int64_t> gDims = {0, 1, 2}, lDims = {0, 2};
-            if (channel) {
-              gDims.push_back(3);
-              lDims.push_back(3);
-            }
-            weigh = [&, g, last, gDims, lDims](Value k) {
-              return buildGeneric(
-                  b, l, ValueRange{k, g, last},
-                  emptyTensor(b, l, mixedSizes(b, l, k), f32),
-                  {dimMap(ctx, 4, {0, 1, 2, 3}), dimMap(ctx, 4, gDims),
-                   dimMap(ctx, 4, lDims), dimMap(ctx, 4, {0, 1, 2, 3})},
-                  4, 0, [&](OpBuilder &nb, Location nl, ValueRange args) {
-                    Value diff =
-                        arith::SubFOp::create(nb, nl, args[2], args[1]);
-                    return mulF(nb, nl, extendToF32(nb, nl, args[0]),
-                                safeDecay(nb, nl, diff));
-                  });
-            };
-          }
-          // S += (K2 w)^T V2 for the uncorrected extra pair.
-          if (Value extraKeys = op.getExtraKeys())
-            decayed = accumulateOuter(
-                b, l, weigh(extractUnitSlice(b, l, extraKeys, 1, n)),
-                extractUnitSlice(b, l, op.getExtraValues(), 1, n), decayed,
-                *group);
-          Value weightedKeys = weigh(keys);
-          // S += (K w)^T V.
-          Value next =
-              accumulateOuter(b, l, weightedKeys, values, decayed, *group);
-          yields.insert(yields.begin(), {next, recorded});
           scf::YieldOp::create(b, l, yields);
         });
     SmallVector<Value> results = {loop.getResult(1), loop.getResult(0)};
