@@ -659,27 +659,24 @@ static Value invertUnitLower(OpBuilder &b, Location loc, Value a,
                                nb.getIndexAttr(s)); // [..,s,C]
         SmallVector<OpFoldResult> rowsSizes = sizes;
         rowsSizes[3] = nb.getIndexAttr(s);
-        // X = A[rows_i, :] T. Loops (b,n,h,r,col,t).
-        Value x = buildGeneric(
-            nb, l, ValueRange{aRows, current}, zeroTensor(nb, l, rowsSizes),
-            {dimMap(ctx, 6, {0, 1, 2, 3, 5}), dimMap(ctx, 6, {0, 1, 2, 5, 4}),
-             dimMap(ctx, 6, {0, 1, 2, 3, 4})},
-            5, 1, [](OpBuilder &bb, Location bl, ValueRange a) {
-              return addF(bb, bl, a[2], mulF(bb, bl, a[0], a[1]));
-            });
-        // Y = T_ii X. Loops (b,n,h,r,col,t).
-        // [..,1,s,s] collapsed to [..,s,s] (a rank-reducing slice would be
-        // ambiguous when B is 1 as well).
+        // lhs [..,s,m] times rhs [..,m,C] per (b,n,h): loops (b,n,h,r,col,t).
+        auto rowsProduct = [&](Value lhs, Value rhs) {
+          return buildGeneric(
+              nb, l, ValueRange{lhs, rhs}, zeroTensor(nb, l, rowsSizes),
+              {dimMap(ctx, 6, {0, 1, 2, 3, 5}), dimMap(ctx, 6, {0, 1, 2, 5, 4}),
+               dimMap(ctx, 6, {0, 1, 2, 3, 4})},
+              5, 1, [](OpBuilder &bb, Location bl, ValueRange a) {
+                return addF(bb, bl, a[2], mulF(bb, bl, a[0], a[1]));
+              });
+        };
+        // X = A[rows_i, :] T.
+        Value x = rowsProduct(aRows, current);
+        // Y = T_ii X, T_ii [..,1,s,s] collapsed to [..,s,s] (a rank-reducing
+        // slice would be ambiguous when B is 1 as well).
         Value tii = tensor::CollapseShapeOp::create(
             nb, l, sliceDim(nb, l, blocks, 3, i, nb.getIndexAttr(1)),
             ArrayRef<ReassociationIndices>{{0}, {1}, {2}, {3, 4}, {5}});
-        Value y = buildGeneric(
-            nb, l, ValueRange{tii, x}, zeroTensor(nb, l, rowsSizes),
-            {dimMap(ctx, 6, {0, 1, 2, 3, 5}), dimMap(ctx, 6, {0, 1, 2, 5, 4}),
-             dimMap(ctx, 6, {0, 1, 2, 3, 4})},
-            5, 1, [](OpBuilder &bb, Location bl, ValueRange a) {
-              return addF(bb, bl, a[2], mulF(bb, bl, a[0], a[1]));
-            });
+        Value y = rowsProduct(tii, x);
         // Columns of earlier blocks get -Y; the rest keeps T_ii and zeros.
         Value rows = buildGeneric(
             nb, l, ValueRange{y}, tRows, {id5, id5}, 5, 0,

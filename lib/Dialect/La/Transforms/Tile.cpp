@@ -383,12 +383,10 @@ struct LaTilePass : public la::impl::LaTilePassBase<LaTilePass> {
     SmallVector<linalg::LinalgOp> ops;
     getOperation()->walk([&](linalg::LinalgOp op) { ops.push_back(op); });
     IRRewriter rewriter(&getContext());
-    for (linalg::LinalgOp op : ops) {
-      if (!isTileable(op))
-        continue; // lowered to scalar loops later
-      if (failed(tileForCPU(rewriter, op, options)))
-        continue;
-    }
+    // tileForCPU leaves ops of another form as they are (they are lowered
+    // to scalar loops later).
+    for (linalg::LinalgOp op : ops)
+      (void)tileForCPU(rewriter, op, options);
     if (vectorize && failed(vectorizeForCPU(rewriter, getOperation())))
       return signalPassFailure();
   }
