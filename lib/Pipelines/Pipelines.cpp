@@ -32,8 +32,10 @@ void mlir::la::buildLowerToCPUPipeline(OpPassManager &pm,
     // otherwise.
     LaFuseRecurrencePassOptions fuseOptions;
     fuseOptions.chunkSize = options.chunkSize;
-    fuseOptions.mode = options.fuse;
+    fuseOptions.mode =
+        options.gpuSchedule ? std::string("fused") : std::string(options.fuse);
     fuseOptions.threads = options.parallel ? 0 : 1;
+    fuseOptions.valueTile = options.valueTile;
     pm.addPass(createLaFuseRecurrencePass(fuseOptions));
     LaChunkPassOptions chunkOptions;
     chunkOptions.chunkSize = options.chunkSize;
@@ -42,11 +44,19 @@ void mlir::la::buildLowerToCPUPipeline(OpPassManager &pm,
   pm.addPass(createConvertLaToLinalgPass());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
-  if (options.tile) {
+  // The GPU schedule runs sequentially, without CPU tiles.
+  bool parallel = options.parallel && !options.gpuSchedule;
+  bool tile = options.tile && !options.gpuSchedule;
+  if (options.gpuSchedule) {
+    pm.addNestedPass<func::FuncOp>(createLaTileForGPUPass());
+    pm.addPass(createCanonicalizerPass());
+    pm.addPass(createCSEPass());
+  }
+  if (tile) {
     LaTilePassOptions tileOptions;
     tileOptions.rowTile = options.rowTile;
     tileOptions.laneTile = options.laneTile;
-    tileOptions.distribute = options.parallel;
+    tileOptions.distribute = parallel;
     pm.addNestedPass<func::FuncOp>(createLaTilePass(tileOptions));
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());
@@ -73,12 +83,12 @@ void mlir::la::buildLowerToCPUPipeline(OpPassManager &pm,
   bufferization::buildBufferDeallocationPipeline(pm, deallocOptions);
 
   // Loops and LLVM.
-  if (options.parallel) {
+  if (parallel) {
     pm.addPass(createForallToParallelLoopPass());
     // After la-tile the threads are la-tile's scf.forall loops; the ops it
     // left run sequentially (parallel loops inside them would nest OpenMP
     // regions).
-    if (options.tile)
+    if (tile)
       pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
     else
       pm.addNestedPass<func::FuncOp>(createConvertLinalgToParallelLoopsPass());
@@ -87,7 +97,7 @@ void mlir::la::buildLowerToCPUPipeline(OpPassManager &pm,
     pm.addPass(createForallToForLoopPass());
     pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
   }
-  if (options.tile) {
+  if (tile) {
     // Register tiles: n-D transfers unrolled into 1-D ones, contractions
     // into outer products (FMAs), then the rest of the vector dialect.
     VectorTransferToSCFOptions transferOptions;
@@ -100,12 +110,12 @@ void mlir::la::buildLowerToCPUPipeline(OpPassManager &pm,
   // With OpenMP, memref.alloca_scope (around each parallel body) must be
   // lowered while its region is still a single block, so memrefs go to LLVM
   // before scf goes to control flow.
-  if (options.parallel)
+  if (parallel)
     pm.addPass(createFinalizeMemRefToLLVMConversionPass());
   pm.addPass(createSCFToControlFlowPass());
-  if (options.parallel)
+  if (parallel)
     pm.addPass(createConvertOpenMPToLLVMPass());
-  if (options.tile) {
+  if (tile) {
     ConvertVectorToLLVMPassOptions vectorOptions;
     vectorOptions.vectorContractLowering =
         vector::VectorContractLowering::OuterProduct;
@@ -114,7 +124,7 @@ void mlir::la::buildLowerToCPUPipeline(OpPassManager &pm,
   pm.addPass(createConvertMathToLLVMPass());
   pm.addPass(createArithToLLVMConversionPass());
   pm.addPass(createConvertIndexToLLVMPass());
-  if (!options.parallel)
+  if (!parallel)
     pm.addPass(createFinalizeMemRefToLLVMConversionPass());
   pm.addPass(createConvertFuncToLLVMPass());
   pm.addPass(createConvertControlFlowToLLVMPass());

@@ -316,6 +316,8 @@ def run_attention(
     sequential=False,
     fuse=None,
     tile=None,
+    value_tile=None,
+    gpu_schedule=False,
     repeat=1,
     output_final_state=True,
     la_run=None,
@@ -335,7 +337,10 @@ def run_attention(
     ("auto", "fused" or "materialized") is passed as ``--fuse``: the schedule
     of the chunked program (see la-fuse-recurrence); la-run's default is
     "auto". ``tile=(rows, lanes)`` sets la-tile's register tile
-    (``--row-tile``, ``--lane-tile``).
+    (``--row-tile``, ``--lane-tile``). ``value_tile`` splits V into fused
+    tasks of that many columns (``--value-tile``); ``gpu_schedule=True`` runs
+    the GPU's tiled schedule (blocks and threads as loops) on the CPU
+    (``--gpu-schedule``).
 
     Returns ``(o, final_state, timing)``: ``o`` as la-run wrote it (float32
     for f32 and bf16, float16 for f16), ``final_state`` float32 or None when
@@ -409,6 +414,10 @@ def run_attention(
         if tile is not None:
             rows, lanes = tile
             cmd += [f"--row-tile={int(rows)}", f"--lane-tile={int(lanes)}"]
+        if value_tile is not None:
+            cmd.append(f"--value-tile={int(value_tile)}")
+        if gpu_schedule:
+            cmd.append("--gpu-schedule")
         cmd.append(f"--repeat={int(repeat)}")
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         if proc.returncode != 0:

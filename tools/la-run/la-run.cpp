@@ -76,6 +76,13 @@ static cl::opt<int64_t> rowTile("row-tile",
 static cl::opt<int64_t>
     laneTile("lane-tile", cl::desc("vector lanes of la-tile's register tile"),
              cl::init(32));
+static cl::opt<int64_t>
+    valueTile("value-tile",
+              cl::desc("value columns per fused task (0: all of V)"),
+              cl::init(0));
+static cl::opt<bool> gpuSchedule(
+    "gpu-schedule",
+    cl::desc("run the GPU's tiled schedule on the CPU (checks its tiling)"));
 static cl::opt<unsigned> repeat("repeat", cl::desc("timed runs"), cl::init(1));
 static cl::opt<bool> printOutputs("print-outputs",
                                   cl::desc("print a summary of each result"));
@@ -374,6 +381,8 @@ int main(int argc, char **argv) {
   pipelineOptions.fuse = fuse;
   pipelineOptions.rowTile = rowTile;
   pipelineOptions.laneTile = laneTile;
+  pipelineOptions.valueTile = valueTile;
+  pipelineOptions.gpuSchedule = gpuSchedule;
   la::buildLowerToCPUPipeline(pm, pipelineOptions);
   if (failed(pm.run(*module)))
     return 1;

@@ -47,6 +47,16 @@ struct LowerToCPUOptions : public PassPipelineOptions<LowerToCPUOptions> {
       llvm::cl::desc("run the parallel loops of the lowered linalg ops with "
                      "OpenMP (the caller must load libomp)"),
       llvm::cl::init(false)};
+  PassOptions::Option<int64_t> valueTile{
+      *this, "value-tile",
+      llvm::cl::desc("la-fuse-recurrence's value columns per task (0: all)"),
+      llvm::cl::init(0)};
+  PassOptions::Option<bool> gpuSchedule{
+      *this, "gpu-schedule",
+      llvm::cl::desc("run the GPU's schedule (the fused program, "
+                     "la-tile-for-gpu's block and thread loops) on the CPU, "
+                     "sequentially: checks the GPU tiling without a GPU"),
+      llvm::cl::init(false)};
 };
 
 /// Builds the pipeline from `la.attention` on tensors to the LLVM dialect:

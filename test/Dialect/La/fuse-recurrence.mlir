@@ -3,9 +3,27 @@
 // RUN: la-opt %s -split-input-file -la-fuse-recurrence="chunk-size=16 mode=materialized" | FileCheck %s --check-prefix=MAT
 // RUN: not la-opt %s -split-input-file -la-fuse-recurrence="mode=sometimes" 2>&1 | FileCheck %s --check-prefix=BADMODE
 // RUN: not la-opt %s -split-input-file -la-fuse-recurrence="chunk-size=0" 2>&1 | FileCheck %s --check-prefix=BADCHUNK
+// RUN: la-opt %s -split-input-file -la-fuse-recurrence="chunk-size=16 threads=4 value-tile=4" | FileCheck %s --check-prefix=VT
+// RUN: not la-opt %s -split-input-file -la-fuse-recurrence="value-tile=-1" 2>&1 | FileCheck %s --check-prefix=BADVT
 
 // BADMODE: la-fuse-recurrence: 'mode' must be auto, fused or materialized, got 'sometimes'
 // BADCHUNK: la-fuse-recurrence: 'chunk-size' must be > 0, got 0
+// BADVT: la-fuse-recurrence: 'value-tile' must be >= 0, got -1
+
+// Value tiles of 4 columns: V = 8 gives two tiles per (batch, value head),
+// so 1 x 2 x 2 = 4 tasks reach threads=4 (fused). Each task carries a
+// [1,1,K,4] state and reads and writes its 4 value columns.
+// VT-LABEL: func.func @gla
+// VT: %[[VC:.*]] = tensor.expand_shape {{.*}} into tensor<1x3x16x2x8xf32>
+// VT: scf.forall (%[[B:.*]], %[[H:.*]], %[[T:.*]]) in (1, 2, 2) shared_outs(%[[OUT:.*]] = %{{.*}}, %[[FIN:.*]] = %{{.*}})
+// VT: %[[COL:.*]] = arith.muli %[[T]], %{{.*}} : index
+// VT: %[[S0:.*]] = linalg.fill {{.*}} -> tensor<1x1x4x4xf32>
+// VT: %[[TASK:.*]] = tensor.extract_slice %[[OUT]][%[[B]], 0, 0, %[[H]], %[[COL]]] [1, 3, 16, 1, 4]
+// VT: scf.for {{.*}} iter_args(%{{.*}} = %[[S0]], %{{.*}} = %[[TASK]]) -> (tensor<1x1x4x4xf32>, tensor<1x3x16x1x4xf32>)
+// VT: tensor.extract_slice %[[VC]][%[[B]], %{{.*}}, 0, %[[H]], %[[COL]]] [1, 1, 16, 1, 4]
+// VT: scf.forall.in_parallel
+// VT: tensor.parallel_insert_slice %{{.*}} into %[[OUT]][%[[B]], 0, 0, %[[H]], %[[COL]]] [1, 3, 16, 1, 4]
+// VT: tensor.parallel_insert_slice %{{.*}} into %[[FIN]][%[[B]], %[[H]], 0, %[[COL]]] [1, 1, 4, 4]
 
 // Two (batch, value head) tasks and two threads: fused. One scf.forall task
 // per (batch, value head); the chunk loop carries the [1,1,K,V] state and

@@ -6,6 +6,7 @@
 #include "la/Dialect/La/LaOps.h"
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Pass/Pass.h"
@@ -46,14 +47,17 @@ FailureOr<FusionMode> parseFusionMode(StringRef name);
 /// The cost rule of la-fuse-recurrence: whether `op` gets the fused program.
 /// With cu_seqlens the answer is always no (la-chunk handles packed
 /// sequences).
-bool shouldFuse(RecurrenceOp op, FusionMode mode, int64_t threads);
+/// `valueTile` (0: none) splits V into tasks of that many columns.
+bool shouldFuse(RecurrenceOp op, FusionMode mode, int64_t threads,
+                int64_t valueTile = 0);
 
 /// Patterns rewriting `la.recurrence` into the fused chunked program where
 /// shouldFuse says so; with `fuseProducers`, the structured ops that compute
 /// its operands (and nothing else) are computed per chunk inside the loop.
 void populateFuseRecurrencePatterns(RewritePatternSet &patterns,
                                     int64_t chunkSize, FusionMode mode,
-                                    int64_t threads, bool fuseProducers = true);
+                                    int64_t threads, bool fuseProducers = true,
+                                    int64_t valueTile = 0);
 
 #define GEN_PASS_REGISTRATION
 #include "la/Dialect/La/LaPasses.h.inc"

@@ -107,6 +107,15 @@ def LaFuseRecurrencePass : Pass<"la-fuse-recurrence"> {
     `TilingInterface`), and so on up a chain of such producers; the operand
     is never materialised. This needs T to be a static multiple of the
     chunk size (no padding); otherwise the operand is chunked as before.
+
+    Value tiles (`value-tile=N`): every column of the value (and of the
+    state) evolves on its own, so the value dimension can be split into
+    `V / N` tiles that are tasks of their own: the forall runs over
+    `[B, HV, V / N]`, each task carrying a `[1,1,K,N]` state, and the cost
+    rule counts `B * HV * V / N` tasks. The key-side work (decays, the
+    `Q K^T` scores, the WY factors) is then recomputed per value tile. A
+    tile that does not divide a static V is ignored (the whole V is one
+    tile).
   }];
   let dependentDialects = [
     "::mlir::affine::AffineDialect",
@@ -123,7 +132,9 @@ def LaFuseRecurrencePass : Pass<"la-fuse-recurrence"> {
     Option<"threads", "threads", "int64_t", "0",
            "threads the cost rule plans for (0: the hardware threads)">,
     Option<"fuseProducers", "fuse-producers", "bool", "true",
-           "compute the operands' producers per chunk inside the loop">
+           "compute the operands' producers per chunk inside the loop">,
+    Option<"valueTile", "value-tile", "int64_t", "0",
+           "value columns per task (0: all of V; must divide V)">
   ];
 }
 
@@ -168,6 +179,35 @@ def LaTilePass : Pass<"la-tile", "func::FuncOp"> {
            "outer loops as scf.forall (threads) instead of scf.for">,
     Option<"vectorize", "vectorize", "bool", "true",
            "vectorise the register tiles">
+  ];
+}
+
+def LaTileForGPUPass : Pass<"la-tile-for-gpu", "func::FuncOp"> {
+  let summary = "Tile la's fused chunked program onto GPU blocks and threads";
+  let description = [{
+    The GPU schedule of the program that `la-fuse-recurrence` and
+    `convert-la-to-linalg` produce, on tensors. Each outermost `scf.forall`
+    (the (batch, value head[, value tile]) tasks, normalized, at most three
+    dimensions) gets `#gpu.block<x/y/z>` mappings: one thread block per
+    task, the chunk loop inside it. Each `linalg` op directly inside a task
+    becomes an `scf.forall` over its non-unit parallel iterations, one output
+    element per iteration (reductions stay inside), mapped with
+    `#gpu.thread<linear_dim_*>` (the innermost iteration is the fastest
+    varying, so consecutive threads write consecutive elements). An op whose
+    parallel dimensions are all units gets a one-iteration loop.
+
+    The result is still a valid program for the CPU (the mappings are
+    attributes of ordinary loops), which is how the GPU tiling is checked
+    against the reference without a GPU; `la-map-to-gpu` turns it, after
+    bufferization, into a `gpu.launch`.
+  }];
+  let dependentDialects = [
+    "::mlir::affine::AffineDialect",
+    "::mlir::arith::ArithDialect",
+    "::mlir::gpu::GPUDialect",
+    "::mlir::linalg::LinalgDialect",
+    "::mlir::scf::SCFDialect",
+    "::mlir::tensor::TensorDialect"
   ];
 }
 

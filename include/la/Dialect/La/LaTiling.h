@@ -1,7 +1,8 @@
 //===- LaTiling.h - CPU tiling of la's structured ops -----------*- C++ -*-===//
 //
-// The building blocks of `la-tile`, shared with the transform-dialect ops
-// `transform.la.tile_for_cpu` and `transform.la.vectorize_for_cpu`.
+// The building blocks of `la-tile` and `la-tile-for-gpu`, shared with the
+// transform-dialect ops `transform.la.tile_for_cpu` and
+// `transform.la.vectorize_for_cpu`.
 //
 //===----------------------------------------------------------------------===//
 
@@ -9,6 +10,7 @@
 #define LA_DIALECT_LA_LATILING_H
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Interfaces/LoopLikeInterface.h"
 
 namespace mlir {
@@ -53,6 +55,17 @@ FailureOr<CPUTilingResult> tileForCPU(RewriterBase &rewriter,
 /// (contractions to vector.contract), folds tensor slices into the
 /// transfers and hoists accumulators out of reduction loops.
 LogicalResult vectorizeForCPU(RewriterBase &rewriter, Operation *root);
+
+/// Whether `forall` is mapped onto GPU blocks (#gpu.block) or threads
+/// (#gpu.thread), the two levels of la-tile-for-gpu's schedule.
+bool isBlockForall(scf::ForallOp forall);
+bool isThreadForall(scf::ForallOp forall);
+
+/// la-tile-for-gpu on one task forall (normalized, at most 3 dimensions):
+/// maps it onto blocks and tiles each linalg op directly inside it (on
+/// tensors) into an scf.forall over its parallel iterations mapped onto
+/// threads. Reports an error on an op it cannot tile.
+LogicalResult tileForGPU(RewriterBase &rewriter, scf::ForallOp tasks);
 
 } // namespace la
 } // namespace mlir

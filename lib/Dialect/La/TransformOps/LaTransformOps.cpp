@@ -44,7 +44,8 @@ void transform::ApplyLaFuseRecurrencePatternsOp::populatePatterns(
     RewritePatternSet &patterns) {
   populateSimplifyRecurrencePatterns(patterns);
   populateFuseRecurrencePatterns(patterns, getChunkSize(),
-                                 *parseFusionMode(getMode()), getThreads());
+                                 *parseFusionMode(getMode()), getThreads(),
+                                 /*fuseProducers=*/true, getValueTile());
 }
 
 LogicalResult transform::ApplyLaFuseRecurrencePatternsOp::verify() {
@@ -55,6 +56,8 @@ LogicalResult transform::ApplyLaFuseRecurrencePatternsOp::verify() {
            << getMode() << "'";
   if (getThreads() <= 0)
     return emitOpError("threads must be > 0, got ") << getThreads();
+  if (getValueTile() < 0)
+    return emitOpError("value_tile must be >= 0, got ") << getValueTile();
   return success();
 }
 

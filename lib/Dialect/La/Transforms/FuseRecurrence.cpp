@@ -48,7 +48,19 @@ FailureOr<FusionMode> mlir::la::parseFusionMode(StringRef name) {
   return failure();
 }
 
-bool mlir::la::shouldFuse(RecurrenceOp op, FusionMode mode, int64_t threads) {
+/// The value columns of one task: `valueTile` when it divides a static V
+/// into more than one tile, else the whole V (0 when V is dynamic).
+static int64_t valueColumnsPerTask(RecurrenceOp op, int64_t valueTile) {
+  int64_t columns = op.getV().getType().getDimSize(3);
+  if (ShapedType::isDynamic(columns))
+    return 0;
+  if (valueTile > 0 && valueTile < columns && columns % valueTile == 0)
+    return valueTile;
+  return columns;
+}
+
+bool mlir::la::shouldFuse(RecurrenceOp op, FusionMode mode, int64_t threads,
+                          int64_t valueTile) {
   if (mode == FusionMode::Materialized || op.getCuSeqlens())
     return false;
   if (mode == FusionMode::Fused)
@@ -59,6 +71,8 @@ bool mlir::la::shouldFuse(RecurrenceOp op, FusionMode mode, int64_t threads) {
   if (ShapedType::isDynamic(valueHeads))
     return false;
   int64_t tasks = valueHeads * (ShapedType::isDynamic(batch) ? 1 : batch);
+  if (int64_t columns = valueColumnsPerTask(op, valueTile))
+    tasks *= op.getV().getType().getDimSize(3) / columns;
   return tasks >= threads;
 }
 
@@ -137,15 +151,15 @@ struct Operand {
 
 struct FuseRecurrence : OpRewritePattern<RecurrenceOp> {
   FuseRecurrence(MLIRContext *ctx, int64_t chunkSize, FusionMode mode,
-                 int64_t threads, bool fuseProducers)
+                 int64_t threads, bool fuseProducers, int64_t valueTile)
       : OpRewritePattern(ctx), chunkSize(chunkSize), mode(mode),
-        threads(threads), fuseProducers(fuseProducers) {}
+        threads(threads), fuseProducers(fuseProducers), valueTile(valueTile) {}
 
   LogicalResult matchAndRewrite(RecurrenceOp op,
                                 PatternRewriter &rewriter) const override {
     if (op.getGate() == GateKind::Fixed || op.getNormalizer())
       return rewriter.notifyMatchFailure(op, "simplify the recurrence first");
-    if (!shouldFuse(op, mode, threads))
+    if (!shouldFuse(op, mode, threads, valueTile))
       return rewriter.notifyMatchFailure(op, "left to la-chunk");
     auto kType = op.getK().getType();
     auto vType = op.getV().getType();
@@ -157,6 +171,10 @@ struct FuseRecurrence : OpRewritePattern<RecurrenceOp> {
     Type outputType = op.getO().getType().getElementType();
     float scale = op.getScale().convertToFloat();
     Type f32 = rewriter.getF32Type();
+    // Value tiles: a task's columns, and their number (1 without tiles).
+    int64_t columns = valueColumnsPerTask(op, valueTile);
+    int64_t valueTiles =
+        columns ? vType.getDimSize(3) / columns : static_cast<int64_t>(1);
 
     ChunkedProgramBuilder whole(rewriter, loc, chunkSize);
     whole.prepare(tensor::getMixedSize(rewriter, loc, op.getQ(), 1));
@@ -189,13 +207,26 @@ struct FuseRecurrence : OpRewritePattern<RecurrenceOp> {
     Value finalInit = emptyTensor(
         rewriter, loc, {vSizes[0], vSizes[3], kSizes[4], vSizes[4]}, f32);
 
-    auto forall = scf::ForallOp::create(
-        rewriter, loc, ArrayRef<OpFoldResult>{vSizes[0], vSizes[3]},
-        ValueRange{outputInit, finalInit}, /*mapping=*/std::nullopt);
+    SmallVector<OpFoldResult> taskCounts = {vSizes[0], vSizes[3]};
+    if (valueTiles > 1)
+      taskCounts.push_back(rewriter.getIndexAttr(valueTiles));
+    auto forall = scf::ForallOp::create(rewriter, loc, taskCounts,
+                                        ValueRange{outputInit, finalInit},
+                                        /*mapping=*/std::nullopt);
     OpBuilder::InsertionGuard guard(rewriter);
     rewriter.setInsertionPointToStart(forall.getBody());
     Value batch = forall.getInductionVar(0);
     Value valueHead = forall.getInductionVar(1);
+    // The first value column of this task, and the task's columns.
+    OpFoldResult firstColumn = rewriter.getIndexAttr(0);
+    OpFoldResult taskColumns = vSizes[4];
+    if (valueTiles > 1) {
+      firstColumn = arith::MulIOp::create(
+                        rewriter, loc, forall.getInductionVar(2),
+                        arith::ConstantIndexOp::create(rewriter, loc, columns))
+                        .getResult();
+      taskColumns = rewriter.getIndexAttr(columns);
+    }
     Value keyHead = valueHead;
     if (group != 1)
       keyHead = arith::DivUIOp::create(
@@ -205,9 +236,9 @@ struct FuseRecurrence : OpRewritePattern<RecurrenceOp> {
     Value finals = forall.getRegionIterArgs()[1];
     SmallVector<OpFoldResult> stateSizes = {rewriter.getIndexAttr(1),
                                             rewriter.getIndexAttr(1), kSizes[4],
-                                            vSizes[4]};
+                                            taskColumns};
     SmallVector<OpFoldResult> stateOffsets = {
-        batch, valueHead, rewriter.getIndexAttr(0), rewriter.getIndexAttr(0)};
+        batch, valueHead, rewriter.getIndexAttr(0), firstColumn};
     Value initialState =
         op.getInitialState()
             ? tensor::ExtractSliceOp::create(
@@ -223,8 +254,10 @@ struct FuseRecurrence : OpRewritePattern<RecurrenceOp> {
     SmallVector<OpFoldResult> taskOffsets(5, rewriter.getIndexAttr(0));
     taskOffsets[0] = batch;
     taskOffsets[3] = valueHead;
+    taskOffsets[4] = firstColumn;
     SmallVector<OpFoldResult> taskSizes = vSizes;
     taskSizes[0] = taskSizes[3] = rewriter.getIndexAttr(1);
+    taskSizes[4] = taskColumns;
     SmallVector<OpFoldResult> unitStrides(5, rewriter.getIndexAttr(1));
     Value taskOutput = tensor::ExtractSliceOp::create(
         rewriter, loc, outputs, taskOffsets, taskSizes, unitStrides);
@@ -239,7 +272,8 @@ struct FuseRecurrence : OpRewritePattern<RecurrenceOp> {
         [&](OpBuilder &b, Location l, Value n, ValueRange iterArgs) {
           // One chunk of one head: [B,NC,C,H,...] -> [1,1,C,1,...], or
           // [B,T,H,...] -> [1,C,1,...] with the producers fused, expanded.
-          auto slice = [&](Operand x, Value head) -> Value {
+          // `value` slices the last (value) dimension to the task's columns.
+          auto slice = [&](Operand x, Value head, bool value = false) -> Value {
             if (!x.value)
               return x.value;
             auto type = cast<RankedTensorType>(x.value.getType());
@@ -249,6 +283,10 @@ struct FuseRecurrence : OpRewritePattern<RecurrenceOp> {
             SmallVector<OpFoldResult> unitStrides(rank, b.getIndexAttr(1));
             offsets[0] = batch;
             sizes[0] = b.getIndexAttr(1);
+            if (value) {
+              offsets.back() = firstColumn;
+              sizes.back() = taskColumns;
+            }
             if (x.chunked) {
               offsets[1] = n;
               offsets[3] = head;
@@ -280,9 +318,10 @@ struct FuseRecurrence : OpRewritePattern<RecurrenceOp> {
           };
           ChunkedProgramBuilder chunk(b, l, chunkSize);
           ChunkedProgramBuilder::Result result = chunk.buildChunked(
-              {slice(q, keyHead), slice(k, keyHead), slice(v, valueHead),
-               slice(g, keyHead), slice(beta, keyHead), slice(a, keyHead),
-               slice(bb, keyHead), iterArgs[0]},
+              {slice(q, keyHead), slice(k, keyHead),
+               slice(v, valueHead, /*value=*/true), slice(g, keyHead),
+               slice(beta, keyHead), slice(a, keyHead), slice(bb, keyHead),
+               iterArgs[0]},
               scale, outputType);
           Value written = insertAt(b, l, result.output, iterArgs[1],
                                    /*dim=*/1, n);
@@ -307,6 +346,7 @@ struct FuseRecurrence : OpRewritePattern<RecurrenceOp> {
   FusionMode mode;
   int64_t threads;
   bool fuseProducers;
+  int64_t valueTile;
 };
 
 struct LaFuseRecurrencePass
@@ -334,8 +374,14 @@ struct LaFuseRecurrencePass
                           llvm::hardware_concurrency().compute_thread_count());
     RewritePatternSet patterns(&getContext());
     populateSimplifyRecurrencePatterns(patterns);
+    if (valueTile < 0) {
+      getOperation()->emitError()
+          << "la-fuse-recurrence: 'value-tile' must be >= 0, got "
+          << static_cast<int64_t>(valueTile);
+      return signalPassFailure();
+    }
     populateFuseRecurrencePatterns(patterns, chunkSize, *fusionMode,
-                                   threadCount, fuseProducers);
+                                   threadCount, fuseProducers, valueTile);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
   }
@@ -345,7 +391,8 @@ struct LaFuseRecurrencePass
 void mlir::la::populateFuseRecurrencePatterns(RewritePatternSet &patterns,
                                               int64_t chunkSize,
                                               FusionMode mode, int64_t threads,
-                                              bool fuseProducers) {
+                                              bool fuseProducers,
+                                              int64_t valueTile) {
   patterns.add<FuseRecurrence>(patterns.getContext(), chunkSize, mode, threads,
-                               fuseProducers);
+                               fuseProducers, valueTile);
 }

@@ -48,11 +48,13 @@ def ApplyLaFuseRecurrencePatternsOp : Op<Transform_Dialect,
     into the chunked program fused per (batch, value head), with
     `chunk_size` tokens per chunk, as the `la-fuse-recurrence` pass does.
     `mode` is "auto", "fused" or "materialized"; `threads` (> 0) is the
-    thread count the cost rule plans for.
+    thread count the cost rule plans for; `value_tile` (>= 0, 0: none) the
+    value columns per task.
   }];
   let arguments = (ins DefaultValuedAttr<I64Attr, "64">:$chunk_size,
                    DefaultValuedAttr<StrAttr, "\"auto\"">:$mode,
-                   DefaultValuedAttr<I64Attr, "1">:$threads);
+                   DefaultValuedAttr<I64Attr, "1">:$threads,
+                   DefaultValuedAttr<I64Attr, "0">:$value_tile);
   let assemblyFormat = "attr-dict";
   let hasVerifier = 1;
 }

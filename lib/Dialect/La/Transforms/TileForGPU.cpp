@@ -1,0 +1,157 @@
+//===- TileForGPU.cpp - tile la's linalg ops onto GPU blocks and threads --===//
+//
+// The GPU schedule of the fused chunked program (la-fuse-recurrence): each
+// task of its scf.forall (batch, value head, value tile) becomes a thread
+// block, the chunk loop runs inside the block, and every structured op of a
+// chunk is split over the block's threads. This pass only marks and tiles,
+// on tensors: the task forall gets #gpu.block mappings, and each linalg op
+// inside it becomes an scf.forall over its parallel iterations with
+// #gpu.thread mappings (one output element per iteration; the reductions
+// stay inside the iteration). The result is still an ordinary program that
+// the CPU pipeline can run, which checks the tiling without a GPU;
+// la-map-to-gpu turns it into a gpu.launch.
+//
+//===----------------------------------------------------------------------===//
+
+#include "la/Dialect/La/LaPasses.h"
+#include "la/Dialect/La/LaTiling.h"
+
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/SCF/Transforms/TileUsingInterface.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Interfaces/TilingInterface.h"
+
+namespace mlir::la {
+#define GEN_PASS_DEF_LATILEFORGPUPASS
+#include "la/Dialect/La/LaPasses.h.inc"
+} // namespace mlir::la
+
+using namespace mlir;
+using namespace mlir::la;
+
+/// Linear mapping attributes for a forall of `rank` dimensions listed
+/// outermost first: the last dimension is linear_dim_0 (the fastest varying
+/// one), so consecutive threads take consecutive innermost iterations.
+static SmallVector<Attribute> linearThreadMapping(MLIRContext *ctx,
+                                                  unsigned rank) {
+  SmallVector<Attribute> mapping;
+  for (unsigned i = 0; i < rank; ++i) {
+    auto id = static_cast<gpu::MappingId>(
+        static_cast<uint64_t>(gpu::MappingId::LinearDim0) + rank - 1 - i);
+    mapping.push_back(gpu::GPUThreadMappingAttr::get(ctx, id));
+  }
+  return mapping;
+}
+
+bool mlir::la::isBlockForall(scf::ForallOp forall) {
+  std::optional<ArrayAttr> mapping = forall.getMapping();
+  return mapping && !mapping->empty() &&
+         llvm::all_of(*mapping, llvm::IsaPred<gpu::GPUBlockMappingAttr>);
+}
+
+bool mlir::la::isThreadForall(scf::ForallOp forall) {
+  std::optional<ArrayAttr> mapping = forall.getMapping();
+  return mapping && !mapping->empty() &&
+         llvm::all_of(*mapping, llvm::IsaPred<gpu::GPUThreadMappingAttr>);
+}
+
+/// Tiles `op` into an scf.forall over its parallel iterations, one output
+/// element per iteration, mapped to threads. Unit dimensions are not tiled;
+/// an op whose parallel dimensions are all units gets a one-iteration loop,
+/// so that one thread runs it.
+static LogicalResult tileOntoThreads(RewriterBase &rewriter,
+                                     linalg::LinalgOp op) {
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
+  SmallVector<OpFoldResult> tileSizes(ranges.size(), rewriter.getIndexAttr(0));
+  unsigned tiled = 0;
+  std::optional<unsigned> firstParallel;
+  for (auto [dim, range] : llvm::enumerate(ranges)) {
+    if (iterators[dim] != utils::IteratorType::parallel)
+      continue;
+    if (!firstParallel)
+      firstParallel = dim;
+    if (range == 1)
+      continue;
+    tileSizes[dim] = rewriter.getIndexAttr(1);
+    ++tiled;
+  }
+  if (!firstParallel)
+    return op->emitOpError(
+        "has no parallel dimension to split over the GPU's threads");
+  if (tiled == 0) {
+    tileSizes[*firstParallel] = rewriter.getIndexAttr(1);
+    tiled = 1;
+  }
+  scf::SCFTilingOptions options;
+  options.setLoopType(scf::SCFTilingOptions::LoopType::ForallOp);
+  options.setTileSizes(tileSizes);
+  options.setMapping(linearThreadMapping(rewriter.getContext(), tiled));
+  rewriter.setInsertionPoint(op);
+  FailureOr<scf::SCFTilingResult> result = scf::tileUsingSCF(
+      rewriter, cast<TilingInterface>(op.getOperation()), options);
+  if (failed(result))
+    return op->emitOpError("could not be tiled onto the GPU's threads");
+  rewriter.replaceOp(op, result->replacements);
+  return success();
+}
+
+LogicalResult mlir::la::tileForGPU(RewriterBase &rewriter,
+                                   scf::ForallOp tasks) {
+  if (!tasks.isNormalized())
+    return tasks.emitOpError(
+        "must be normalized (lower bounds 0, steps 1) to map onto blocks");
+  if (tasks.getRank() > 3)
+    return tasks.emitOpError("has ")
+           << tasks.getRank() << " dimensions; a grid has at most 3";
+  MLIRContext *ctx = rewriter.getContext();
+  SmallVector<Attribute> blocks;
+  for (int64_t i = 0, e = tasks.getRank(); i < e; ++i)
+    blocks.push_back(gpu::GPUBlockMappingAttr::get(
+        ctx, static_cast<gpu::MappingId>(
+                 static_cast<uint64_t>(gpu::MappingId::DimX) + i)));
+  rewriter.modifyOpInPlace(
+      tasks, [&] { tasks.setMappingAttr(rewriter.getArrayAttr(blocks)); });
+
+  SmallVector<linalg::LinalgOp> ops;
+  tasks.getBody()->walk([&](linalg::LinalgOp op) {
+    auto parent = op->getParentOfType<scf::ForallOp>();
+    if (parent == tasks)
+      ops.push_back(op);
+  });
+  for (linalg::LinalgOp op : ops) {
+    if (!op.hasPureTensorSemantics())
+      return op->emitOpError("must work on tensors to be tiled for the GPU");
+    if (failed(tileOntoThreads(rewriter, op)))
+      return failure();
+  }
+  return success();
+}
+
+namespace {
+struct LaTileForGPUPass : la::impl::LaTileForGPUPassBase<LaTileForGPUPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    // The task foralls: the outermost scf.forall loops of the function.
+    SmallVector<scf::ForallOp> tasks;
+    getOperation()->walk([&](scf::ForallOp forall) {
+      if (!forall->getParentOfType<scf::ForallOp>())
+        tasks.push_back(forall);
+    });
+    IRRewriter rewriter(&getContext());
+    for (scf::ForallOp forall : tasks) {
+      if (isBlockForall(forall))
+        continue;
+      if (failed(tileForGPU(rewriter, forall)))
+        return signalPassFailure();
+    }
+  }
+};
+} // namespace

@@ -1,0 +1,47 @@
+"""The GPU's tiled schedule, run on the CPU, against the fp64 reference.
+
+la-tile-for-gpu maps the fused program's (batch, value head, value tile)
+tasks onto thread blocks and every structured op inside a task onto threads;
+``la-lower-to-cpu{gpu-schedule}`` runs exactly that program on the CPU with
+the block and thread loops as ordinary loops. These tests check the GPU
+tiling (and la-fuse-recurrence's value tiles) without a GPU.
+"""
+
+import pytest
+
+from la import runner
+from la import testing as lt
+
+LA_RUN = runner.find_la_run()
+pytestmark = pytest.mark.skipif(LA_RUN is None, reason="la-run is not built")
+
+#: f32 tolerance, as in test_cpu_exec
+TOL = 1e-5
+
+VARIANTS = ["gla", "gated_deltanet", "kda", "retention", "mamba2", "deltanet"]
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("value_tile", [None, 8])
+def test_gpu_schedule_matches_reference(variant, value_tile):
+    # T = 80 is not a multiple of the chunk (16): the last chunk is padded.
+    inputs = lt.make_inputs(variant, 2, 80, 2, 16, 32, seed=3, with_initial_state=True)
+    o_ref, s_ref = lt.reference_for(variant, inputs)
+    o, s, _ = runner.run_attention(
+        variant, inputs, chunk_size=16, gpu_schedule=True, value_tile=value_tile
+    )
+    assert lt.rel_rms(o_ref, o) < TOL
+    assert lt.rel_rms(s_ref, s) < TOL
+
+
+@pytest.mark.parametrize("variant", ["gla", "gated_deltanet"])
+@pytest.mark.parametrize("value_tile", [4, 16, 5])
+def test_value_tiles_on_the_cpu_schedule(variant, value_tile):
+    # 5 does not divide V = 32: the whole V is one tile.
+    inputs = lt.make_inputs(variant, 1, 64, 2, 16, 32, HV=4, seed=5)
+    o_ref, s_ref = lt.reference_for(variant, inputs)
+    o, s, _ = runner.run_attention(
+        variant, inputs, chunk_size=16, fuse="fused", value_tile=value_tile
+    )
+    assert lt.rel_rms(o_ref, o) < TOL
+    assert lt.rel_rms(s_ref, s) < TOL

@@ -1,0 +1,78 @@
+// RUN: la-opt %s -split-input-file -la-tile-for-gpu -canonicalize -cse | FileCheck %s
+
+// One task per batch: the task forall maps onto blocks; the fill and the
+// matmul become foralls over their 16 x 4 output elements, mapped onto
+// threads with the innermost loop fastest (linear_dim_0); the matmul's
+// reduction stays inside one iteration.
+// CHECK-LABEL: func.func @matmul_per_task
+// CHECK-SAME: (%[[A:.*]]: tensor<2x16x8xf32>, %[[B:.*]]: tensor<2x8x4xf32>)
+// CHECK: scf.forall (%[[T:.*]]) in (2) shared_outs(%[[OUT:.*]] = %{{.*}})
+// CHECK: %[[AS:.*]] = tensor.extract_slice %[[A]][%[[T]], 0, 0] [1, 16, 8]
+// CHECK: %[[BS:.*]] = tensor.extract_slice %[[B]][%[[T]], 0, 0] [1, 8, 4]
+// CHECK: %[[ZERO:.*]] = scf.forall (%[[I:.*]], %[[J:.*]]) in (16, 4) shared_outs(%[[Z:.*]] = %{{.*}})
+// CHECK: linalg.fill {{.*}} -> tensor<1x1xf32>
+// CHECK: } {mapping = [#gpu.thread<linear_dim_1>, #gpu.thread<linear_dim_0>]}
+// CHECK: %[[PROD:.*]] = scf.forall (%[[I2:.*]], %[[J2:.*]]) in (16, 4) shared_outs(%[[P:.*]] = %[[ZERO]])
+// CHECK: %[[AR:.*]] = tensor.extract_slice %[[AS]][%[[I2]], 0] [1, 8]
+// CHECK: %[[BC:.*]] = tensor.extract_slice %[[BS]][0, %[[J2]]] [8, 1]
+// CHECK: %[[PE:.*]] = tensor.extract_slice %[[P]][%[[I2]], %[[J2]]] [1, 1]
+// CHECK: linalg.matmul ins(%[[AR]], %[[BC]] : tensor<1x8xf32>, tensor<8x1xf32>) outs(%[[PE]] : tensor<1x1xf32>)
+// CHECK: } {mapping = [#gpu.thread<linear_dim_1>, #gpu.thread<linear_dim_0>]}
+// CHECK: tensor.parallel_insert_slice %[[PROD]] into %[[OUT]][%[[T]], 0, 0] [1, 16, 4]
+// CHECK: } {mapping = [#gpu.block<x>]}
+func.func @matmul_per_task(%a: tensor<2x16x8xf32>, %b: tensor<2x8x4xf32>)
+    -> tensor<2x16x4xf32> {
+  %zero = arith.constant 0.0 : f32
+  %init = tensor.empty() : tensor<2x16x4xf32>
+  %r = scf.forall (%t) in (2) shared_outs(%out = %init) -> tensor<2x16x4xf32> {
+    %as = tensor.extract_slice %a[%t, 0, 0] [1, 16, 8] [1, 1, 1]
+        : tensor<2x16x8xf32> to tensor<16x8xf32>
+    %bs = tensor.extract_slice %b[%t, 0, 0] [1, 8, 4] [1, 1, 1]
+        : tensor<2x8x4xf32> to tensor<8x4xf32>
+    %e = tensor.empty() : tensor<16x4xf32>
+    %z = linalg.fill ins(%zero : f32) outs(%e : tensor<16x4xf32>) -> tensor<16x4xf32>
+    %p = linalg.matmul ins(%as, %bs : tensor<16x8xf32>, tensor<8x4xf32>)
+                       outs(%z : tensor<16x4xf32>) -> tensor<16x4xf32>
+    scf.forall.in_parallel {
+      tensor.parallel_insert_slice %p into %out[%t, 0, 0] [1, 16, 4] [1, 1, 1]
+          : tensor<16x4xf32> into tensor<2x16x4xf32>
+    }
+  }
+  return %r : tensor<2x16x4xf32>
+}
+
+// -----
+
+// Three task dimensions map onto x, y and z. An op whose parallel
+// dimensions are all units (a reduction to one element) gets a
+// one-iteration forall: one thread runs it.
+// CHECK-LABEL: func.func @unit_op
+// CHECK: scf.forall (%{{.*}}, %{{.*}}, %{{.*}}) in (2, 3, 4)
+// CHECK: scf.forall (%{{.*}}) in (1)
+// CHECK: linalg.generic {{.*}} iterator_types = ["parallel", "reduction"]
+// CHECK: } {mapping = [#gpu.thread<linear_dim_0>]}
+// CHECK: } {mapping = [#gpu.block<x>, #gpu.block<y>, #gpu.block<z>]}
+func.func @unit_op(%x: tensor<2x3x4x8xf32>) -> tensor<2x3x4x1xf32> {
+  %init = tensor.empty() : tensor<2x3x4x1xf32>
+  %r = scf.forall (%i, %j, %k) in (2, 3, 4) shared_outs(%out = %init)
+      -> tensor<2x3x4x1xf32> {
+    %row = tensor.extract_slice %x[%i, %j, %k, 0] [1, 1, 1, 8] [1, 1, 1, 1]
+        : tensor<2x3x4x8xf32> to tensor<1x8xf32>
+    %acc = tensor.extract_slice %out[%i, %j, %k, 0] [1, 1, 1, 1] [1, 1, 1, 1]
+        : tensor<2x3x4x1xf32> to tensor<1xf32>
+    %sum = linalg.generic {
+        indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>,
+                         affine_map<(d0, d1) -> (d0)>],
+        iterator_types = ["parallel", "reduction"]}
+        ins(%row : tensor<1x8xf32>) outs(%acc : tensor<1xf32>) {
+    ^bb0(%in: f32, %o: f32):
+      %s = arith.addf %in, %o : f32
+      linalg.yield %s : f32
+    } -> tensor<1xf32>
+    scf.forall.in_parallel {
+      tensor.parallel_insert_slice %sum into %out[%i, %j, %k, 0] [1, 1, 1, 1] [1, 1, 1, 1]
+          : tensor<1xf32> into tensor<2x3x4x1xf32>
+    }
+  }
+  return %r : tensor<2x3x4x1xf32>
+}
