@@ -27,6 +27,19 @@ config.substitutions.append(("%python", config.python_executable))
 if config.la_sanitize:
     config.available_features.add("sanitizers")
 
+# The CUDA toolkit's ptxas (format=bin and the ptxas -v checks); the same
+# lookup as la-lower-to-nvvm's cuda-toolkit default.
+_cuda = next((os.environ[v] for v in ("CUDA_ROOT", "CUDA_HOME", "CUDA_PATH")
+              if os.environ.get(v)), "/usr/local/cuda")
+_ptxas = os.path.join(_cuda, "bin", "ptxas")
+if os.access(_ptxas, os.X_OK):
+    config.available_features.add("ptxas")
+    config.substitutions.append(("%ptxas", _ptxas))
+config.substitutions.append(
+    ("%extract_gpu_objects",
+     config.python_executable + " " + os.path.join(config.la_src_root, "scripts",
+                                                   "extract-gpu-objects.py")))
+
 llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP", "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"])
 llvm_config.use_default_substitutions()
 
@@ -37,6 +50,10 @@ llvm_config.with_environment("PYTHONPATH", os.path.join(config.la_src_root, "pyt
 tools = [
     "la-opt",
     "la-run",
+    "la-cuda-info",
     ToolSubst("mlir-opt", os.path.join(config.llvm_tools_dir, "mlir-opt")),
+    ToolSubst("mlir-translate", os.path.join(config.llvm_tools_dir, "mlir-translate")),
+    ToolSubst("llvm-nm", os.path.join(config.llvm_tools_dir, "llvm-nm")),
+    ToolSubst("mlir-runner", os.path.join(config.llvm_tools_dir, "mlir-runner")),
 ]
 llvm_config.add_tool_substitutions(tools, [config.la_tools_dir, config.llvm_tools_dir])

@@ -10,6 +10,8 @@
 #include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
 #include "mlir/Dialect/Bufferization/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
+#include "mlir/Dialect/LLVMIR/Transforms/OptimizeForNVVM.h"
 #include "mlir/Dialect/Linalg/Passes.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Dialect/SCF/Transforms/Passes.h"
@@ -133,6 +135,107 @@ void mlir::la::buildLowerToCPUPipeline(OpPassManager &pm,
   pm.addPass(createCanonicalizerPass());
 }
 
+void mlir::la::buildLowerToGPUPipeline(OpPassManager &pm,
+                                       const LowerToNVVMOptions &options) {
+  // The fused program on tensors, tiled onto blocks and threads.
+  pm.addPass(createLaLowerToRecurrencePass());
+  LaFuseRecurrencePassOptions fuseOptions;
+  fuseOptions.chunkSize = options.chunkSize;
+  fuseOptions.mode = "fused";
+  fuseOptions.valueTile = options.valueTile;
+  pm.addPass(createLaFuseRecurrencePass(fuseOptions));
+  // What does not fuse (cu_seqlens) is chunked, and la-map-to-gpu reports
+  // the work it leaves outside the tasks.
+  LaChunkPassOptions chunkOptions;
+  chunkOptions.chunkSize = options.chunkSize;
+  pm.addPass(createLaChunkPass(chunkOptions));
+  pm.addPass(createConvertLaToLinalgPass());
+  // Before any canonicalization, which would fold a one-task forall (not
+  // yet mapped onto blocks) into straight-line code.
+  pm.addNestedPass<func::FuncOp>(createLaTileForGPUPass());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+
+  // Buffers; la-tile-for-gpu made every loop-carried tensor a write into its
+  // iteration argument, so no loop returns a new allocation.
+  bufferization::OneShotBufferizePassOptions bufferizeOptions;
+  bufferizeOptions.bufferizeFunctionBoundaries = true;
+  bufferizeOptions.functionBoundaryTypeConversion =
+      bufferization::LayoutMapOption::IdentityLayoutMap;
+  pm.addPass(bufferization::createOneShotBufferizePass(bufferizeOptions));
+  bufferization::BufferResultsToOutParamsPassOptions outParamsOptions;
+  outParamsOptions.modifyPublicFunctions = true;
+  outParamsOptions.hoistStaticAllocs = true;
+  pm.addPass(
+      bufferization::createBufferResultsToOutParamsPass(outParamsOptions));
+  pm.addPass(createCSEPass());
+  pm.addPass(createCanonicalizerPass());
+
+  // Kernels.
+  LaMapToGPUPassOptions mapOptions;
+  mapOptions.threadsPerBlock = options.threadsPerBlock;
+  mapOptions.sharedMemoryLimit = options.sharedMemoryLimit;
+  pm.addNestedPass<func::FuncOp>(createLaMapToGPUPass(mapOptions));
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+}
+
+void mlir::la::buildLowerToNVVMPipeline(OpPassManager &pm,
+                                        const LowerToNVVMOptions &options) {
+  buildLowerToGPUPipeline(pm, options);
+  // Each thread's one-element tiles become scalar loops.
+  pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
+  pm.addPass(createLowerAffinePass());
+
+  // Kernels out of the functions, their code to NVVM (the steps of MLIR's
+  // gpu-lower-to-nvvm-pipeline, with the CUDA toolkit named: ptxas and
+  // libdevice come from it).
+  pm.addPass(createConvertNVGPUToNVVMPass());
+  pm.addPass(createGpuKernelOutliningPass());
+  pm.addPass(createConvertVectorToSCFPass());
+  pm.addPass(createSCFToControlFlowPass());
+  pm.addPass(createConvertNVVMToLLVMPass());
+  pm.addPass(createConvertFuncToLLVMPass());
+  pm.addPass(memref::createExpandStridedMetadataPass());
+  GpuNVVMAttachTargetOptions targetOptions;
+  targetOptions.chip = options.chip;
+  targetOptions.features = options.features;
+  targetOptions.optLevel = options.optLevel;
+  pm.addPass(createGpuNVVMAttachTarget(targetOptions));
+  pm.addPass(createLowerAffinePass());
+  pm.addPass(createArithToLLVMConversionPass());
+  pm.addPass(createConvertIndexToLLVMPass());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  pm.addNestedPass<gpu::GPUModuleOp>(createStripDebugInfoPass());
+  pm.addNestedPass<gpu::GPUModuleOp>(createConvertGpuOpsToNVVMOps());
+  pm.addNestedPass<gpu::GPUModuleOp>(LLVM::createNVVMOptimizeForTargetPass());
+  pm.addNestedPass<gpu::GPUModuleOp>(createCanonicalizerPass());
+  pm.addNestedPass<gpu::GPUModuleOp>(createCSEPass());
+  pm.addNestedPass<gpu::GPUModuleOp>(createReconcileUnrealizedCastsPass());
+
+  // Host code, and the kernels as a binary in it.
+  pm.addPass(createGpuToLLVMConversionPass());
+  GpuModuleToBinaryPassOptions binaryOptions;
+  binaryOptions.compilationTarget = options.format;
+  binaryOptions.toolkitPath = resolveCUDAToolkit(options.cudaToolkit);
+  binaryOptions.cmdOptions = options.ptxasOptions;
+  pm.addPass(createGpuModuleToBinaryPass(binaryOptions));
+  pm.addPass(createConvertMathToLLVMPass());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
+}
+
+std::string mlir::la::resolveCUDAToolkit(StringRef requested) {
+  if (!requested.empty())
+    return requested.str();
+  for (const char *name : {"CUDA_ROOT", "CUDA_HOME", "CUDA_PATH"})
+    if (const char *value = std::getenv(name); value && *value)
+      return value;
+  return "/usr/local/cuda";
+}
+
 std::function<llvm::Error(llvm::Module *)>
 mlir::la::makeHostOptimizingTransformer(unsigned optLevel) {
   std::shared_ptr<llvm::TargetMachine> machine;
@@ -157,4 +260,14 @@ void mlir::la::registerPipelines() {
       "Lower la.attention to the LLVM dialect for the CPU (chunked by "
       "default, or the sequential recurrence)",
       buildLowerToCPUPipeline);
+  PassPipelineRegistration<LowerToNVVMOptions>(
+      "la-lower-to-gpu",
+      "Lower la.attention to gpu.launch kernels on buffers (the first half "
+      "of la-lower-to-nvvm)",
+      buildLowerToGPUPipeline);
+  PassPipelineRegistration<LowerToNVVMOptions>(
+      "la-lower-to-nvvm",
+      "Lower la.attention to host LLVM code launching NVVM kernels (cubin "
+      "or PTX); the function takes device memory",
+      buildLowerToNVVMPipeline);
 }

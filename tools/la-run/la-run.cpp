@@ -13,6 +13,7 @@
 
 #include "Npy.h"
 
+#include "la-c/CudaRuntime.h"
 #include "la/Dialect/La/LaOps.h"
 #include "la/InitAllDialects.h"
 #include "la/InitAllPasses.h"
@@ -83,6 +84,14 @@ static cl::opt<int64_t>
 static cl::opt<bool> gpuSchedule(
     "gpu-schedule",
     cl::desc("run the GPU's tiled schedule on the CPU (checks its tiling)"));
+static cl::opt<std::string>
+    target("target",
+           cl::desc("where the function runs: cpu, or gpu (la-lower-to-nvvm, "
+                    "a cubin launched through libla_cuda_runtime)"),
+           cl::init("cpu"));
+static cl::opt<std::string>
+    gpuChip("gpu-chip", cl::desc("the GPU architecture for --target=gpu"),
+            cl::init("sm_90a"));
 static cl::opt<unsigned> repeat("repeat", cl::desc("timed runs"), cl::init(1));
 static cl::opt<bool> printOutputs("print-outputs",
                                   cl::desc("print a summary of each result"));
@@ -93,6 +102,13 @@ namespace {
 [[noreturn]] void fail(const llvm::Twine &message) {
   llvm::errs() << "la-run: error: " << message << "\n";
   exit(1);
+}
+
+/// Fails with `message` and the runtime's error when a CUDA call failed.
+void failOnGPUError(const llvm::Twine &message) {
+  char error[1024];
+  if (laCudaLastError(error, sizeof(error)))
+    fail(message + ": " + error);
 }
 
 npy::DType dtypeOf(Type type) {
@@ -284,6 +300,20 @@ int main(int argc, char **argv) {
   if (useRandom && !inputs.empty())
     fail("give either --input files or --random-seed, not both");
 
+  if (target != "cpu" && target != "gpu")
+    fail("--target must be cpu or gpu, got '" + target + "'");
+  bool onGPU = target == "gpu";
+  if (onGPU) {
+    if (sequential || parallel || gpuSchedule)
+      fail("--sequential, --parallel and --gpu-schedule are CPU options");
+    // Before anything else: without a GPU there is nothing to run.
+    laCudaSetErrorPrinting(0);
+    char reason[1024];
+    if (!laCudaAvailable(reason, sizeof(reason)))
+      fail(llvm::Twine("--target=gpu needs a GPU: ") + reason);
+    laCudaSetErrorPrinting(1);
+  }
+
   DialectRegistry registry;
   la::registerCompilerDialects(registry);
   MLIRContext context(registry);
@@ -374,6 +404,16 @@ int main(int argc, char **argv) {
                         /*printAfterOnlyOnChange=*/true,
                         /*printAfterOnlyOnFailure=*/false, llvm::outs());
   }
+  if (onGPU) {
+    la::LowerToNVVMOptions gpuOptions;
+    // The GPU's defaults differ (see la-lower-to-nvvm); explicit flags win.
+    if (chunkSize.getNumOccurrences())
+      gpuOptions.chunkSize = chunkSize;
+    if (valueTile.getNumOccurrences())
+      gpuOptions.valueTile = valueTile;
+    gpuOptions.chip = gpuChip;
+    la::buildLowerToNVVMPipeline(pm, gpuOptions);
+  }
   la::LowerToCPUOptions pipelineOptions;
   pipelineOptions.chunkSize = chunkSize;
   pipelineOptions.sequential = sequential;
@@ -383,7 +423,8 @@ int main(int argc, char **argv) {
   pipelineOptions.laneTile = laneTile;
   pipelineOptions.valueTile = valueTile;
   pipelineOptions.gpuSchedule = gpuSchedule;
-  la::buildLowerToCPUPipeline(pm, pipelineOptions);
+  if (!onGPU)
+    la::buildLowerToCPUPipeline(pm, pipelineOptions);
   if (failed(pm.run(*module)))
     return 1;
 
@@ -400,6 +441,10 @@ int main(int argc, char **argv) {
   auto engine = ExecutionEngine::create(*module, engineOptions);
   if (!engine)
     fail("JIT compilation failed: " + llvm::toString(engine.takeError()));
+  // Global constructors (the GPU path's module load) run here.
+  (*engine)->initialize();
+  if (onGPU)
+    failOnGPUError("loading the kernels failed");
   auto packed = (*engine)->lookupPacked("_mlir_ciface_" + functionName);
   if (!packed)
     fail("cannot find the compiled function: " +
@@ -408,11 +453,28 @@ int main(int argc, char **argv) {
                          std::chrono::steady_clock::now() - compileStart)
                          .count();
 
-  // Run.
+  // Run. On the GPU the function takes device memory: each argument is
+  // copied to a device buffer, and the results back after the runs.
   SmallVector<void *> descriptorPointers, packedArgs;
+  SmallVector<void *> deviceBuffers;
   for (MemRefArg &arg : args) {
     arg.bind();
+    if (onGPU) {
+      size_t bytes = arg.array.data.size();
+      void *device = mgpuMemAlloc(bytes, /*stream=*/nullptr,
+                                  /*isHostShared=*/false);
+      if (!device)
+        failOnGPUError("cannot allocate " + llvm::Twine(bytes) +
+                       " bytes on the GPU");
+      mgpuMemcpy(device, arg.array.data.data(), bytes, /*stream=*/nullptr);
+      arg.descriptor[0] = arg.descriptor[1] = reinterpret_cast<int64_t>(device);
+      deviceBuffers.push_back(device);
+    }
     descriptorPointers.push_back(arg.descriptor.data());
+  }
+  if (onGPU) {
+    mgpuStreamSynchronize(nullptr);
+    failOnGPUError("copying the inputs to the GPU failed");
   }
   for (void *&pointer : descriptorPointers)
     packedArgs.push_back(&pointer);
@@ -420,6 +482,11 @@ int main(int argc, char **argv) {
   for (unsigned r = 0; r < repeat; ++r) {
     auto start = std::chrono::steady_clock::now();
     (*packed)(packedArgs.data());
+    if (onGPU) {
+      // The launches are synchronous; a kernel fault shows here.
+      laCudaSynchronize();
+      failOnGPUError("the kernel failed");
+    }
     times.push_back(std::chrono::duration<double, std::milli>(
                         std::chrono::steady_clock::now() - start)
                         .count());
@@ -431,6 +498,18 @@ int main(int argc, char **argv) {
                << llvm::format("%.3f", sorted[sorted.size() / 2]) << " ms, min "
                << llvm::format("%.3f", sorted.front()) << " ms over " << repeat
                << " runs\n";
+
+  if (onGPU) {
+    for (auto [index, type] : llvm::enumerate(resultTypes)) {
+      npy::Array &array = args[argTypes.size() + index].array;
+      mgpuMemcpy(array.data.data(), deviceBuffers[argTypes.size() + index],
+                 array.data.size(), /*stream=*/nullptr);
+    }
+    mgpuStreamSynchronize(nullptr);
+    failOnGPUError("copying the results from the GPU failed");
+    for (void *device : deviceBuffers)
+      mgpuMemFree(device, /*stream=*/nullptr);
+  }
 
   for (auto [index, type] : llvm::enumerate(resultTypes)) {
     const npy::Array &array = args[argTypes.size() + index].array;

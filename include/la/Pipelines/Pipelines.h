@@ -6,6 +6,7 @@
 #include "mlir/Pass/PassOptions.h"
 
 #include <functional>
+#include <string>
 
 namespace llvm {
 class Error;
@@ -59,6 +60,68 @@ struct LowerToCPUOptions : public PassPipelineOptions<LowerToCPUOptions> {
       llvm::cl::init(false)};
 };
 
+/// Options of `la-lower-to-nvvm`.
+/// The defaults (chunks of 32 tokens, 32 value columns per block) keep a
+/// block's buffers for K = V = 128 within sm_90's 227 KB of shared memory.
+struct LowerToNVVMOptions : public PassPipelineOptions<LowerToNVVMOptions> {
+  PassOptions::Option<int64_t> chunkSize{
+      *this, "chunk-size", llvm::cl::desc("tokens per chunk (> 0)"),
+      llvm::cl::init(32)};
+  PassOptions::Option<int64_t> valueTile{
+      *this, "value-tile",
+      llvm::cl::desc("value columns per block (0: all of V)"),
+      llvm::cl::init(32)};
+  PassOptions::Option<int64_t> threadsPerBlock{
+      *this, "threads-per-block", llvm::cl::desc("threads of each block"),
+      llvm::cl::init(128)};
+  PassOptions::Option<int64_t> sharedMemoryLimit{
+      *this, "shared-memory-limit",
+      llvm::cl::desc("shared memory per block, in bytes"),
+      llvm::cl::init(232448)};
+  PassOptions::Option<std::string> chip{
+      *this, "chip",
+      llvm::cl::desc("the GPU architecture (sm_80, sm_90a, ...)"),
+      llvm::cl::init("sm_90a")};
+  PassOptions::Option<std::string> features{
+      *this, "features", llvm::cl::desc("PTX features (+ptx80, ...)"),
+      llvm::cl::init("+ptx80")};
+  PassOptions::Option<std::string> format{
+      *this, "format",
+      llvm::cl::desc("what the kernels become: bin (cubin, through ptxas), "
+                     "isa (PTX) or fatbin"),
+      llvm::cl::init("bin")};
+  PassOptions::Option<int64_t> optLevel{
+      *this, "opt-level", llvm::cl::desc("NVVM optimisation level"),
+      llvm::cl::init(3)};
+  PassOptions::Option<std::string> cudaToolkit{
+      *this, "cuda-toolkit",
+      llvm::cl::desc("the CUDA toolkit (ptxas, libdevice); default: "
+                     "$CUDA_ROOT, $CUDA_HOME, $CUDA_PATH or /usr/local/cuda"),
+      llvm::cl::init("")};
+  PassOptions::Option<std::string> ptxasOptions{
+      *this, "ptxas-options",
+      llvm::cl::desc("options for ptxas (format=bin), e.g. -v"),
+      llvm::cl::init("")};
+};
+
+/// The CUDA toolkit directory `la-lower-to-nvvm` uses: `requested` when
+/// given, else $CUDA_ROOT, $CUDA_HOME, $CUDA_PATH, else /usr/local/cuda.
+std::string resolveCUDAToolkit(llvm::StringRef requested);
+
+/// Builds the pipeline from `la.attention` on tensors to host LLVM code that
+/// launches cubin kernels: the fused chunked program (la-fuse-recurrence,
+/// mode fused), la-tile-for-gpu, bufferization, la-map-to-gpu, then MLIR's
+/// gpu-lower-to-nvvm pipeline (outlining, NVVM, gpu-module-to-binary and
+/// gpu-to-llvm). The function's memrefs are device memory; the host code
+/// calls the mgpu* functions of libla_cuda_runtime.
+void buildLowerToNVVMPipeline(OpPassManager &pm,
+                              const LowerToNVVMOptions &options);
+
+/// The part of `la-lower-to-nvvm` up to la-map-to-gpu (gpu.launch ops on
+/// buffers), for inspecting the kernels before NVVM.
+void buildLowerToGPUPipeline(OpPassManager &pm,
+                             const LowerToNVVMOptions &options);
+
 /// Builds the pipeline from `la.attention` on tensors to the LLVM dialect:
 /// la-lower-to-recurrence, la-chunk (unless sequential), convert-la-to-linalg,
 /// bufferization with results as out-parameters, loops, and the conversions
@@ -73,7 +136,8 @@ void buildLowerToCPUPipeline(OpPassManager &pm,
 std::function<llvm::Error(llvm::Module *)>
 makeHostOptimizingTransformer(unsigned optLevel);
 
-/// Registers `la-lower-to-cpu` with the global pipeline registry.
+/// Registers `la-lower-to-cpu`, `la-lower-to-gpu` and `la-lower-to-nvvm`
+/// with the global pipeline registry.
 void registerPipelines();
 
 } // namespace la

@@ -211,4 +211,45 @@ def LaTileForGPUPass : Pass<"la-tile-for-gpu", "func::FuncOp"> {
   ];
 }
 
+def LaMapToGPUPass : Pass<"la-map-to-gpu", "func::FuncOp"> {
+  let summary = "Turn la-tile-for-gpu's bufferized loops into GPU kernels";
+  let description = [{
+    Runs after bufferization on `la-tile-for-gpu`'s program. Each
+    `scf.forall` mapped onto blocks (normalized, at most 3 dimensions, no
+    results) becomes a `gpu.launch` over the same grid with
+    `threads-per-block` threads:
+
+    - the buffers allocated in a task (a chunk's intermediates, the carried
+      state) move to the launch's dynamic shared memory. Their lifetimes
+      (first to last use, through views, in program order) decide the
+      packing: buffers never alive at the same time share bytes. More than
+      `shared-memory-limit` bytes is an error that names the size;
+    - each `scf.forall` mapped onto threads becomes a loop in which thread
+      `t` runs the linearized iterations `t, t + threads, ...`, followed by
+      a `gpu.barrier`; each `memref.copy` in a task likewise;
+    - `memref.dealloc` in a task is dropped (shared memory is not freed).
+
+    Around the launches, an output buffer copied into a result
+    (`copy(collapse_shape(alloc), %result)`) is replaced by a view of the
+    result, other `memref.alloc`/`dealloc` become `gpu.alloc`/`gpu.dealloc`,
+    and any other op that touches memory there (work that did not fuse into
+    the tasks, e.g. padding when T is not a multiple of the chunk size) is
+    an error with its location. The function's memrefs are then device
+    memory: callers pass GPU pointers.
+  }];
+  let dependentDialects = [
+    "::mlir::affine::AffineDialect",
+    "::mlir::arith::ArithDialect",
+    "::mlir::gpu::GPUDialect",
+    "::mlir::memref::MemRefDialect",
+    "::mlir::scf::SCFDialect"
+  ];
+  let options = [
+    Option<"threadsPerBlock", "threads-per-block", "int64_t", "128",
+           "threads of each block, in [1, 1024]">,
+    Option<"sharedMemoryLimit", "shared-memory-limit", "int64_t", "232448",
+           "shared memory per block, in bytes (227 KB on sm_90)">
+  ];
+}
+
 #endif // LA_DIALECT_LA_LAPASSES_TD

@@ -9,6 +9,8 @@
 #ifndef LA_DIALECT_LA_LATILING_H
 #define LA_DIALECT_LA_LATILING_H
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Interfaces/LoopLikeInterface.h"
@@ -66,6 +68,28 @@ bool isThreadForall(scf::ForallOp forall);
 /// tensors) into an scf.forall over its parallel iterations mapped onto
 /// threads. Reports an error on an op it cannot tile.
 LogicalResult tileForGPU(RewriterBase &rewriter, scf::ForallOp tasks);
+
+/// How la-map-to-gpu builds kernels.
+struct GPUMappingOptions {
+  /// Threads of each block (one dimension).
+  int64_t threadsPerBlock = 128;
+  /// Shared memory a block may use, in bytes (227 KB on sm_90).
+  int64_t sharedMemoryLimit = 232448;
+};
+
+/// la-map-to-gpu on one bufferized block forall: a gpu.launch over its grid,
+/// its buffers in dynamic shared memory (packed by lifetime), its thread
+/// foralls and copies as loops of the block's threads with barriers.
+FailureOr<gpu::LaunchOp> mapTasksToLaunch(RewriterBase &rewriter,
+                                          scf::ForallOp tasks,
+                                          const GPUMappingOptions &options);
+
+/// la-map-to-gpu on a function: every block forall becomes a kernel launch;
+/// host allocations become device allocations, and an output buffer copied
+/// to a result is replaced by the result. Reports an error (with the op's
+/// location) on work outside the tasks that has no GPU form.
+LogicalResult mapToGPU(RewriterBase &rewriter, func::FuncOp func,
+                       const GPUMappingOptions &options);
 
 } // namespace la
 } // namespace mlir

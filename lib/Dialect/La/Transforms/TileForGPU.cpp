@@ -102,6 +102,45 @@ static LogicalResult tileOntoThreads(RewriterBase &rewriter,
   return success();
 }
 
+/// Whether `value` is written into `dest`'s tensor: a chain of destination
+/// style ops (and insert_slice) whose tied init leads back to `dest`.
+static bool isWrittenInto(Value value, Value dest) {
+  while (value != dest) {
+    Operation *def = value.getDefiningOp();
+    if (auto insert = dyn_cast_or_null<tensor::InsertSliceOp>(def)) {
+      value = insert.getDest();
+      continue;
+    }
+    auto dps = dyn_cast_or_null<DestinationStyleOpInterface>(def);
+    if (!dps)
+      return false;
+    value = dps.getTiedOpOperand(cast<OpResult>(value))->get();
+  }
+  return true;
+}
+
+/// Makes every tensor that a loop inside the task yields a write into its
+/// iteration argument, copying it there where it is computed elsewhere (the
+/// next state, from the scan's fresh tensor): bufferization then keeps one
+/// buffer per loop-carried value, which la-map-to-gpu places in shared
+/// memory, instead of a new allocation per iteration.
+static void copyYieldsIntoIterArgs(RewriterBase &rewriter, Operation *root) {
+  root->walk([&](scf::ForOp loop) {
+    auto yield = cast<scf::YieldOp>(loop.getBody()->getTerminator());
+    for (unsigned i = 0, e = yield.getNumOperands(); i < e; ++i) {
+      Value arg = loop.getRegionIterArgs()[i];
+      Value yielded = yield.getOperand(i);
+      if (!isa<RankedTensorType>(arg.getType()) || isWrittenInto(yielded, arg))
+        continue;
+      rewriter.setInsertionPoint(yield);
+      Value copy =
+          linalg::CopyOp::create(rewriter, yield.getLoc(), yielded, arg)
+              .getResult(0);
+      rewriter.modifyOpInPlace(yield, [&] { yield->setOperand(i, copy); });
+    }
+  });
+}
+
 LogicalResult mlir::la::tileForGPU(RewriterBase &rewriter,
                                    scf::ForallOp tasks) {
   if (!tasks.isNormalized())
@@ -118,6 +157,7 @@ LogicalResult mlir::la::tileForGPU(RewriterBase &rewriter,
                  static_cast<uint64_t>(gpu::MappingId::DimX) + i)));
   rewriter.modifyOpInPlace(
       tasks, [&] { tasks.setMappingAttr(rewriter.getArrayAttr(blocks)); });
+  copyYieldsIntoIterArgs(rewriter, tasks.getBody()->getParentOp());
 
   SmallVector<linalg::LinalgOp> ops;
   tasks.getBody()->walk([&](linalg::LinalgOp op) {
@@ -146,6 +186,9 @@ struct LaTileForGPUPass : la::impl::LaTileForGPUPassBase<LaTileForGPUPass> {
         tasks.push_back(forall);
     });
     IRRewriter rewriter(&getContext());
+    // Loops outside the tasks too (la-chunk's scan when the program did not
+    // fuse): they then bufferize, and la-map-to-gpu reports them.
+    copyYieldsIntoIterArgs(rewriter, getOperation());
     for (scf::ForallOp forall : tasks) {
       if (isBlockForall(forall))
         continue;

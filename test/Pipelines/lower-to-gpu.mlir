@@ -1,0 +1,42 @@
+// RUN: la-opt %s -split-input-file -la-lower-to-gpu="chunk-size=16 value-tile=8" | FileCheck %s
+// RUN: la-opt %s -split-input-file -la-lower-to-gpu="chunk-size=16 threads-per-block=256" | FileCheck %s --check-prefix=NOTILE
+// RUN: la-opt %s -split-input-file -la-lower-to-nvvm="chunk-size=16 format=isa" | %extract_gpu_objects --print | FileCheck %s --check-prefix=PTX
+// RUN: not la-opt %s -split-input-file -la-lower-to-gpu="chunk-size=16 shared-memory-limit=1024" 2>&1 | FileCheck %s --check-prefix=SMEM
+
+// The first half of la-lower-to-nvvm: one block per (batch, value head,
+// value tile) = 1 x 2 x 2, the chunk loop inside the block, the chunk's
+// buffers in dynamic shared memory, every op a loop of the block's threads
+// followed by a barrier. The function takes device memory; no la op, no
+// tensor and no host copy is left.
+// CHECK-LABEL: func.func @gla
+// CHECK-SAME: (%{{.*}}: memref<1x64x2x16xf32>, %{{.*}}: memref<1x64x2x16xf32>, %{{.*}}: memref<1x64x2x16xf32>, %{{.*}}: memref<1x64x2x16xf32>, %[[O:.*]]: memref<1x64x2x16xf32>)
+// CHECK-NOT: memref.copy
+// CHECK: gpu.launch blocks(%{{.*}}, %{{.*}}, %{{.*}}) in (%{{.*}} = %c1, %{{.*}} = %c2, %{{.*}} = %c2) threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in (%[[NT:.*]] = %c128, %{{.*}} = %c1, %{{.*}} = %c1) dynamic_shared_memory_size
+// CHECK: gpu.dynamic_shared_memory
+// CHECK: scf.for %{{.*}} = %c0 to %c4 step %c1 {
+// CHECK: scf.for %{{.*}} = %[[TX]] to %{{.*}} step %[[NT]] {
+// CHECK: gpu.barrier
+// CHECK: gpu.terminator
+// CHECK-NOT: la.
+// CHECK: return
+// NOTILE-LABEL: func.func @gla
+// NOTILE: gpu.launch blocks({{.*}}) in (%{{.*}} = %c1, %{{.*}} = %c2, %{{.*}} = %c1) threads({{.*}}) in (%{{.*}} = %c256,
+
+// la-lower-to-nvvm with format=isa: the kernel as PTX for sm_90a, with
+// barriers and shared-memory accesses (the generic pointers of the buffers
+// are resolved to the shared space).
+// PTX: .target sm_90a
+// PTX: .visible .entry gla_kernel(
+// PTX: st.shared.{{[bf]}}32
+// PTX: bar.sync
+// PTX: ld.shared.{{[bf]}}32
+
+// SMEM: error: 'scf.forall' op needs {{[0-9]+}} bytes of shared memory for a chunk's buffers, more than the limit of 1024 (try a smaller chunk size or value tiles)
+func.func @gla(%q: tensor<1x64x2x16xf32>, %k: tensor<1x64x2x16xf32>,
+               %v: tensor<1x64x2x16xf32>, %g: tensor<1x64x2x16xf32>)
+    -> tensor<1x64x2x16xf32> {
+  %o = la.attention gla %q, %k, %v g(%g : tensor<1x64x2x16xf32>)
+      : tensor<1x64x2x16xf32>, tensor<1x64x2x16xf32>, tensor<1x64x2x16xf32>
+      -> tensor<1x64x2x16xf32>
+  return %o : tensor<1x64x2x16xf32>
+}
