@@ -50,7 +50,9 @@ void mlir::la::buildLowerToCPUPipeline(OpPassManager &pm,
   bool parallel = options.parallel && !options.gpuSchedule;
   bool tile = options.tile && !options.gpuSchedule;
   if (options.gpuSchedule) {
-    pm.addNestedPass<func::FuncOp>(createLaTileForGPUPass());
+    LaTileForGPUPassOptions gpuTileOptions;
+    gpuTileOptions.tensorCores = options.tensorCores;
+    pm.addNestedPass<func::FuncOp>(createLaTileForGPUPass(gpuTileOptions));
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());
   }
@@ -152,7 +154,9 @@ void mlir::la::buildLowerToGPUPipeline(OpPassManager &pm,
   pm.addPass(createConvertLaToLinalgPass());
   // Before any canonicalization, which would fold a one-task forall (not
   // yet mapped onto blocks) into straight-line code.
-  pm.addNestedPass<func::FuncOp>(createLaTileForGPUPass());
+  LaTileForGPUPassOptions tileOptions;
+  tileOptions.tensorCores = options.tensorCores;
+  pm.addNestedPass<func::FuncOp>(createLaTileForGPUPass(tileOptions));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
 

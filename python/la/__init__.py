@@ -9,6 +9,8 @@
   the pipeline (see ``la.ops``);
 * ``la.ir``: the compiler from Python (Context, Module, PassManager,
   ExecutionEngine), and ``la.LaError`` for the errors it reports;
+* ``la.cuda``: whether a CUDA GPU is there (libla_cuda_runtime, through
+  ctypes; no GPU is needed to import it);
 * ``la.reference``: the fp64 NumPy reference recurrences that every execution
   test compares against; ``la.testing``: input generators and the accuracy
   metric.
@@ -17,7 +19,7 @@ Importing ``la`` does not need the compiled C API library (libLaCAPI.so): it
 is loaded on first use, and a missing library raises LaError then.
 """
 
-from . import ir, reference, testing
+from . import cuda, ir, reference, testing
 from ._capi import LaError
 from .ops import (
     STAGES,

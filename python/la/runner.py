@@ -312,12 +312,14 @@ def run_attention(
     inputs,
     *,
     dtype="f32",
-    chunk_size=64,
+    chunk_size=None,
     sequential=False,
     fuse=None,
     tile=None,
     value_tile=None,
     gpu_schedule=False,
+    target="cpu",
+    tensor_cores=False,
     repeat=1,
     output_final_state=True,
     la_run=None,
@@ -340,7 +342,13 @@ def run_attention(
     (``--row-tile``, ``--lane-tile``). ``value_tile`` splits V into fused
     tasks of that many columns (``--value-tile``); ``gpu_schedule=True`` runs
     the GPU's tiled schedule (blocks and threads as loops) on the CPU
-    (``--gpu-schedule``).
+    (``--gpu-schedule``). ``target="gpu"`` compiles with la-lower-to-nvvm
+    and runs the kernels on the GPU (``--target=gpu``; la-run stops with the
+    reason when there is none, see :func:`la.cuda.available`); there
+    ``chunk_size`` and ``value_tile`` default to la-lower-to-nvvm's (32, 32)
+    unless given. ``tensor_cores=True`` puts f32 contractions on tensor
+    cores (tf32 mma.sync) on the GPU, and runs their warp tiling on the CPU
+    with ``gpu_schedule`` (``--tensor-cores``).
 
     Returns ``(o, final_state, timing)``: ``o`` as la-run wrote it (float32
     for f32 and bf16, float16 for f16), ``final_state`` float32 or None when
@@ -353,6 +361,9 @@ def run_attention(
     temporary directory; useful to rerun la-run by hand.
     """
     dtype = _check_dtype(dtype)
+    chunk_size_given = chunk_size is not None
+    if chunk_size is None:
+        chunk_size = 64
     unknown = set(attrs) - {"qk_l2norm", "normalizer", "scale", "eps", "log_decay",
                             "allow_neg_eigval"}
     if unknown:
@@ -408,7 +419,12 @@ def run_attention(
         out_names = ["o"] + (["final_state"] if output_final_state else [])
         out_paths = [os.path.join(directory, f"out_{n}.npy") for n in out_names]
         cmd += [f"--output={p}" for p in out_paths]
-        cmd.append("--sequential" if sequential else f"--chunk-size={int(chunk_size)}")
+        if target != "cpu":
+            cmd.append(f"--target={target}")
+        if sequential:
+            cmd.append("--sequential")
+        elif target == "cpu" or chunk_size_given:
+            cmd.append(f"--chunk-size={int(chunk_size)}")
         if fuse is not None:
             cmd.append(f"--fuse={fuse}")
         if tile is not None:
@@ -418,6 +434,8 @@ def run_attention(
             cmd.append(f"--value-tile={int(value_tile)}")
         if gpu_schedule:
             cmd.append("--gpu-schedule")
+        if tensor_cores:
+            cmd.append("--tensor-cores")
         cmd.append(f"--repeat={int(repeat)}")
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         if proc.returncode != 0:

@@ -23,12 +23,16 @@ VARIANTS = ["gla", "gated_deltanet", "kda", "retention", "mamba2", "deltanet"]
 
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("value_tile", [None, 8])
-def test_gpu_schedule_matches_reference(variant, value_tile):
+@pytest.mark.parametrize("tensor_cores", [False, True])
+def test_gpu_schedule_matches_reference(variant, value_tile, tensor_cores):
     # T = 80 is not a multiple of the chunk (16): the last chunk is padded.
+    # With tensor cores the contractions run in 16 x 8 warp tiles (here as
+    # loops, in f32: the tiling is checked, not tf32's rounding).
     inputs = lt.make_inputs(variant, 2, 80, 2, 16, 32, seed=3, with_initial_state=True)
     o_ref, s_ref = lt.reference_for(variant, inputs)
     o, s, _ = runner.run_attention(
-        variant, inputs, chunk_size=16, gpu_schedule=True, value_tile=value_tile
+        variant, inputs, chunk_size=16, gpu_schedule=True, value_tile=value_tile,
+        tensor_cores=tensor_cores,
     )
     assert lt.rel_rms(o_ref, o) < TOL
     assert lt.rel_rms(s_ref, s) < TOL

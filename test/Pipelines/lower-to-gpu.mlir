@@ -1,6 +1,7 @@
 // RUN: la-opt %s -split-input-file -la-lower-to-gpu="chunk-size=16 value-tile=8" | FileCheck %s
 // RUN: la-opt %s -split-input-file -la-lower-to-gpu="chunk-size=16 threads-per-block=256" | FileCheck %s --check-prefix=NOTILE
 // RUN: la-opt %s -split-input-file -la-lower-to-nvvm="chunk-size=16 format=isa" | %extract_gpu_objects --print | FileCheck %s --check-prefix=PTX
+// RUN: la-opt %s -split-input-file -la-lower-to-nvvm="chunk-size=16 format=isa tensor-cores" | %extract_gpu_objects --print | FileCheck %s --check-prefix=TC
 // RUN: not la-opt %s -split-input-file -la-lower-to-gpu="chunk-size=16 shared-memory-limit=1024" 2>&1 | FileCheck %s --check-prefix=SMEM
 
 // The first half of la-lower-to-nvvm: one block per (batch, value head,
@@ -30,6 +31,11 @@
 // PTX: st.shared.{{[bf]}}32
 // PTX: bar.sync
 // PTX: ld.shared.{{[bf]}}32
+
+// With tensor cores, GLA's plain contractions (the state update K^T V,
+// 16 x 16 x 16 here) become mma.sync on tf32.
+// TC: .visible .entry gla_kernel(
+// TC: mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32
 
 // SMEM: error: 'scf.forall' op needs {{[0-9]+}} bytes of shared memory for a chunk's buffers, more than the limit of 1024 (try a smaller chunk size or value tiles)
 func.func @gla(%q: tensor<1x64x2x16xf32>, %k: tensor<1x64x2x16xf32>,

@@ -92,6 +92,10 @@ static cl::opt<std::string>
 static cl::opt<std::string>
     gpuChip("gpu-chip", cl::desc("the GPU architecture for --target=gpu"),
             cl::init("sm_90a"));
+static cl::opt<bool> tensorCores(
+    "tensor-cores",
+    cl::desc("GPU schedule: f32 contractions on tensor cores (mma.sync, "
+             "tf32); with --gpu-schedule, their warp tiling on the CPU"));
 static cl::opt<unsigned> repeat("repeat", cl::desc("timed runs"), cl::init(1));
 static cl::opt<bool> printOutputs("print-outputs",
                                   cl::desc("print a summary of each result"));
@@ -412,6 +416,7 @@ int main(int argc, char **argv) {
     if (valueTile.getNumOccurrences())
       gpuOptions.valueTile = valueTile;
     gpuOptions.chip = gpuChip;
+    gpuOptions.tensorCores = tensorCores;
     la::buildLowerToNVVMPipeline(pm, gpuOptions);
   }
   la::LowerToCPUOptions pipelineOptions;
@@ -423,6 +428,7 @@ int main(int argc, char **argv) {
   pipelineOptions.laneTile = laneTile;
   pipelineOptions.valueTile = valueTile;
   pipelineOptions.gpuSchedule = gpuSchedule;
+  pipelineOptions.tensorCores = tensorCores;
   if (!onGPU)
     la::buildLowerToCPUPipeline(pm, pipelineOptions);
   if (failed(pm.run(*module)))

@@ -58,6 +58,11 @@ struct LowerToCPUOptions : public PassPipelineOptions<LowerToCPUOptions> {
                      "la-tile-for-gpu's block and thread loops) on the CPU, "
                      "sequentially: checks the GPU tiling without a GPU"),
       llvm::cl::init(false)};
+  PassOptions::Option<bool> tensorCores{
+      *this, "tensor-cores",
+      llvm::cl::desc("with gpu-schedule: the tensor-core tiling (contractions "
+                     "in 16 x 8 warp tiles)"),
+      llvm::cl::init(false)};
 };
 
 /// Options of `la-lower-to-nvvm`.
@@ -74,6 +79,10 @@ struct LowerToNVVMOptions : public PassPipelineOptions<LowerToNVVMOptions> {
   PassOptions::Option<int64_t> threadsPerBlock{
       *this, "threads-per-block", llvm::cl::desc("threads of each block"),
       llvm::cl::init(128)};
+  PassOptions::Option<bool> tensorCores{
+      *this, "tensor-cores",
+      llvm::cl::desc("f32 contractions on tensor cores (mma.sync, tf32)"),
+      llvm::cl::init(false)};
   PassOptions::Option<int64_t> sharedMemoryLimit{
       *this, "shared-memory-limit",
       llvm::cl::desc("shared memory per block, in bytes"),

@@ -1,4 +1,4 @@
-// RUN: la-opt %s -split-input-file -la-map-to-gpu -verify-diagnostics
+// RUN: la-opt %s -split-input-file -la-map-to-gpu=threads-per-block=48 -verify-diagnostics
 // RUN: not la-opt %s -split-input-file -la-map-to-gpu=threads-per-block=2000 2>&1 | FileCheck %s --check-prefix=THREADS
 
 // THREADS: la-map-to-gpu: 'threads-per-block' must be in [1, 1024], got 2000
@@ -41,6 +41,18 @@ func.func @undistributed_op(%a: memref<8xf32>) {
   scf.forall (%t) in (1) {
     // expected-error @below {{is not distributed over the GPU's threads}}
     linalg.fill ins(%cst : f32) outs(%a : memref<8xf32>)
+  } {mapping = [#gpu.block<x>]}
+  return
+}
+
+// -----
+
+func.func @partial_warps(%a: memref<16x8xf32>, %b: memref<8x8xf32>, %c: memref<16x8xf32>) {
+  scf.forall (%t) in (1) {
+    // expected-error @below {{needs whole warps: threads-per-block must be a multiple of 32, got 48}}
+    scf.forall (%i) in (1) {
+      linalg.matmul ins(%a, %b : memref<16x8xf32>, memref<8x8xf32>) outs(%c : memref<16x8xf32>)
+    } {mapping = [#gpu.warp<linear_dim_0>]}
   } {mapping = [#gpu.block<x>]}
   return
 }

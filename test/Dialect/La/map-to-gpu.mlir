@@ -103,3 +103,49 @@ func.func @host_side(%a: memref<2x8xf32>, %res: memref<16xf32>) {
   memref.copy %flat, %res : memref<16xf32> to memref<16xf32>
   return
 }
+
+// -----
+
+// A warp forall (tensor-core tiles of a 32 x 16 output, reduction 16): the
+// block's 4 warps take its 4 tiles (warp w: w, w + 4, ...); each lane loads
+// its accumulator fragment, runs two mma.sync m16n8k8 steps (tf32) over
+// the reduction and stores the fragment back.
+// CHECK-LABEL: func.func @warp_tiles
+// CHECK-SAME: (%[[A:.*]]: memref<32x16xf32>, %[[B:.*]]: memref<16x16xf32>, %[[C:.*]]: memref<32x16xf32>)
+// CHECK: gpu.launch blocks({{.*}}) threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in (%[[NT:.*]] = %c128,
+// CHECK: %[[WARP:.*]] = arith.divui %[[TX]], %c32
+// CHECK: %[[LANE:.*]] = arith.remui %[[TX]], %c32
+// CHECK: %[[WARPS:.*]] = arith.divui %[[NT]], %c32
+// CHECK: scf.for %[[W:.*]] = %[[WARP]] to %c4 step %[[WARPS]] {
+// CHECK: %[[IJ:.*]]:2 = affine.delinearize_index %[[W]] into (2, 2)
+// CHECK: %[[GROUP:.*]] = arith.divui %[[LANE]], %c4
+// CHECK: %[[T:.*]] = arith.remui %[[LANE]], %c4
+// CHECK: %[[ACC:.*]] = vector.from_elements {{.*}} : vector<2x2xf32>
+// CHECK: %[[RES:.*]] = scf.for %[[K:.*]] = %c0 to %c16 step %c8 iter_args(%[[IT:.*]] = %[[ACC]]) -> (vector<2x2xf32>) {
+// CHECK: %[[KT:.*]] = arith.addi %[[K]], %[[T]]
+// CHECK: %[[AF:.*]] = vector.from_elements {{.*}} : vector<4x1xf32>
+// CHECK: %[[BF:.*]] = vector.from_elements {{.*}} : vector<2x1xf32>
+// CHECK: %[[NEXT:.*]] = nvgpu.mma.sync(%[[AF]], %[[BF]], %[[IT]]) {mmaShape = [16, 8, 8], tf32Enabled} : (vector<4x1xf32>, vector<2x1xf32>, vector<2x2xf32>) -> vector<2x2xf32>
+// CHECK: scf.yield %[[NEXT]]
+// CHECK: vector.extract %[[RES]][0, 0]
+// CHECK: memref.store
+// CHECK: vector.extract %[[RES]][1, 1]
+// CHECK: memref.store
+// CHECK: gpu.barrier
+func.func @warp_tiles(%a: memref<32x16xf32>, %b: memref<16x16xf32>,
+                      %c: memref<32x16xf32>) {
+  scf.forall (%t) in (1) {
+    scf.forall (%i, %j) = (0, 0) to (32, 16) step (16, 8) {
+      %at = memref.subview %a[%i, 0] [16, 16] [1, 1]
+          : memref<32x16xf32> to memref<16x16xf32, strided<[16, 1], offset: ?>>
+      %bt = memref.subview %b[0, %j] [16, 8] [1, 1]
+          : memref<16x16xf32> to memref<16x8xf32, strided<[16, 1], offset: ?>>
+      %ct = memref.subview %c[%i, %j] [16, 8] [1, 1]
+          : memref<32x16xf32> to memref<16x8xf32, strided<[16, 1], offset: ?>>
+      linalg.matmul ins(%at, %bt : memref<16x16xf32, strided<[16, 1], offset: ?>>,
+                                   memref<16x8xf32, strided<[16, 1], offset: ?>>)
+                    outs(%ct : memref<16x8xf32, strided<[16, 1], offset: ?>>)
+    } {mapping = [#gpu.warp<linear_dim_1>, #gpu.warp<linear_dim_0>]}
+  } {mapping = [#gpu.block<x>]}
+  return
+}

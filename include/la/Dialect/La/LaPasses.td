@@ -200,6 +200,13 @@ def LaTileForGPUPass : Pass<"la-tile-for-gpu", "func::FuncOp"> {
     attributes of ordinary loops), which is how the GPU tiling is checked
     against the reference without a GPU; `la-map-to-gpu` turns it, after
     bufferization, into a `gpu.launch`.
+
+    Tensor cores (`tensor-cores`): a contraction (a mul-add `linalg` op with
+    one reduction) on f32 whose row, column and reduction loops are
+    multiples of 16, 8 and 8, the others units, is tiled instead into
+    16 x 8 output tiles over the whole reduction, in an `scf.forall` mapped
+    with `#gpu.warp<linear_dim_*>`; `la-map-to-gpu` gives each tile to one
+    warp as `nvgpu.mma.sync` (m16n8k8, tf32 inputs, f32 accumulation).
   }];
   let dependentDialects = [
     "::mlir::affine::AffineDialect",
@@ -208,6 +215,10 @@ def LaTileForGPUPass : Pass<"la-tile-for-gpu", "func::FuncOp"> {
     "::mlir::linalg::LinalgDialect",
     "::mlir::scf::SCFDialect",
     "::mlir::tensor::TensorDialect"
+  ];
+  let options = [
+    Option<"tensorCores", "tensor-cores", "bool", "false",
+           "tile f32 contractions onto warps for mma.sync (tf32)">
   ];
 }
 
@@ -242,7 +253,9 @@ def LaMapToGPUPass : Pass<"la-map-to-gpu", "func::FuncOp"> {
     "::mlir::arith::ArithDialect",
     "::mlir::gpu::GPUDialect",
     "::mlir::memref::MemRefDialect",
-    "::mlir::scf::SCFDialect"
+    "::mlir::nvgpu::NVGPUDialect",
+    "::mlir::scf::SCFDialect",
+    "::mlir::vector::VectorDialect"
   ];
   let options = [
     Option<"threadsPerBlock", "threads-per-block", "int64_t", "128",

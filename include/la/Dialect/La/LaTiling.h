@@ -13,7 +13,9 @@
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+
 #include "mlir/Interfaces/LoopLikeInterface.h"
+#include <optional>
 
 namespace mlir {
 class RewriterBase;
@@ -62,12 +64,30 @@ LogicalResult vectorizeForCPU(RewriterBase &rewriter, Operation *root);
 /// (#gpu.thread), the two levels of la-tile-for-gpu's schedule.
 bool isBlockForall(scf::ForallOp forall);
 bool isThreadForall(scf::ForallOp forall);
+bool isWarpForall(scf::ForallOp forall);
+
+/// The loops of a contraction that a warp runs on tensor cores: `m` rows
+/// (a multiple of 16), `n` columns (a multiple of 8) and one reduction `k`
+/// (a multiple of 8), all f32 (mma.sync m16n8k8 on tf32), the other
+/// parallel loops of size 1.
+struct MmaContraction {
+  unsigned m, n, k;
+};
+
+/// The tensor-core form of `op`, if it has one: a mul-add contraction with
+/// projected-permutation maps, static sizes and f32 operands whose m, n and
+/// k loops (the innermost non-unit ones) divide into 16 x 8 x 8 steps.
+std::optional<MmaContraction> getMmaContraction(linalg::LinalgOp op);
 
 /// la-tile-for-gpu on one task forall (normalized, at most 3 dimensions):
 /// maps it onto blocks and tiles each linalg op directly inside it (on
 /// tensors) into an scf.forall over its parallel iterations mapped onto
 /// threads. Reports an error on an op it cannot tile.
-LogicalResult tileForGPU(RewriterBase &rewriter, scf::ForallOp tasks);
+/// With `tensorCores`, each contraction that getMmaContraction accepts is
+/// tiled instead into 16 x 8 output tiles mapped onto warps (#gpu.warp),
+/// which la-map-to-gpu turns into mma.sync instructions.
+LogicalResult tileForGPU(RewriterBase &rewriter, scf::ForallOp tasks,
+                         bool tensorCores = false);
 
 /// How la-map-to-gpu builds kernels.
 struct GPUMappingOptions {

@@ -25,7 +25,9 @@
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
 
@@ -175,6 +177,10 @@ static void placeInSharedMemory(RewriterBase &rewriter, Value sharedMemory,
 // Threads
 //===----------------------------------------------------------------------===//
 
+/// Marks the loops that distribute work over threads or warps while the
+/// pass runs.
+constexpr llvm::StringLiteral kDistributedAttr = "la.distributed";
+
 /// Emits `for i = threadId to count step threads { body(i) }` and a barrier
 /// after it.
 static void
@@ -182,6 +188,7 @@ distributeOverThreads(RewriterBase &rewriter, Location loc, Value count,
                       Value threadId, Value threads,
                       function_ref<void(OpBuilder &, Location, Value)> body) {
   auto loop = scf::ForOp::create(rewriter, loc, threadId, count, threads);
+  loop->setAttr(kDistributedAttr, rewriter.getUnitAttr());
   {
     // The body is built once the loop is in place (affine folding looks at
     // the enclosing regions).
@@ -207,10 +214,11 @@ static SmallVector<OpFoldResult> iterationCounts(OpBuilder &b,
 }
 
 /// A thread forall (buffers, no results) -> a loop of the block's threads
-/// over its linearized iterations, then a barrier.
-static LogicalResult distributeThreadForall(RewriterBase &rewriter,
-                                            scf::ForallOp forall,
-                                            Value threadId, Value threads) {
+/// over its linearized iterations, then a barrier. `threadId` and `threads`
+/// may also be a warp's index and the warps of the block.
+static LogicalResult distributeForall(RewriterBase &rewriter,
+                                      scf::ForallOp forall, Value threadId,
+                                      Value threads) {
   if (forall.getNumResults() != 0)
     return forall.emitOpError("must be bufferized before la-map-to-gpu");
   Location loc = forall.getLoc();
@@ -247,6 +255,125 @@ static LogicalResult distributeThreadForall(RewriterBase &rewriter,
       });
   rewriter.eraseOp(forall);
   return success();
+}
+
+/// The indices into `operand` of `op` for loop values `loops` (unit loops
+/// at 0): its indexing map is a projected permutation.
+static SmallVector<Value>
+operandIndices(linalg::LinalgOp op, OpOperand &operand, ArrayRef<Value> loops) {
+  SmallVector<Value> indices;
+  for (AffineExpr expr : op.getMatchingIndexingMap(&operand).getResults())
+    indices.push_back(loops[cast<AffineDimExpr>(expr).getPosition()]);
+  return indices;
+}
+
+/// A 16 x 8 x K tensor-core contraction (la-tile-for-gpu's warp tile, on
+/// buffers) -> the warp's mma.sync m16n8k8 steps over K, in the fragment
+/// layouts of PTX's mma.m16n8k8 for tf32: lane = 4 * group + t holds
+///   A: (group, t), (group + 8, t), (group, t + 4), (group + 8, t + 4);
+///   B: (k = t, n = group), (k = t + 4, n = group);
+///   C: (group, 2t), (group, 2t + 1), (group + 8, 2t), (group + 8, 2t + 1).
+static LogicalResult rewriteAsMma(RewriterBase &rewriter, linalg::LinalgOp op,
+                                  Value lane) {
+  std::optional<MmaContraction> mma = getMmaContraction(op);
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  if (!mma || !op.hasPureBufferSemantics() || ranges[mma->m] != 16 ||
+      ranges[mma->n] != 8)
+    return op->emitOpError("is not a 16 x 8 tensor-core tile on buffers");
+  Location loc = op.getLoc();
+  rewriter.setInsertionPoint(op);
+  auto index = [&](int64_t v) -> Value {
+    return arith::ConstantIndexOp::create(rewriter, loc, v);
+  };
+  auto plus = [&](Value v, int64_t c) -> Value {
+    return c ? arith::AddIOp::create(rewriter, loc, v, index(c)).getResult()
+             : v;
+  };
+  Value zero = index(0);
+  Value group = arith::DivUIOp::create(rewriter, loc, lane, index(4));
+  Value t = arith::RemUIOp::create(rewriter, loc, lane, index(4));
+  // Which input holds the rows (m) and which the columns (n).
+  OpOperand *lhs = op.getDpsInputOperand(0), *rhs = op.getDpsInputOperand(1);
+  if (!op.getMatchingIndexingMap(lhs).isFunctionOfDim(mma->m))
+    std::swap(lhs, rhs);
+  OpOperand *out = op.getDpsInitOperand(0);
+  auto load = [&](OpOperand *operand, Value m, Value n, Value k) -> Value {
+    SmallVector<Value> loops(ranges.size(), zero);
+    loops[mma->m] = m;
+    loops[mma->n] = n;
+    loops[mma->k] = k;
+    return memref::LoadOp::create(rewriter, loc, operand->get(),
+                                  operandIndices(op, *operand, loops));
+  };
+  Type f32 = rewriter.getF32Type();
+
+  // The accumulator fragment, row-major in a 2 x 2 vector.
+  Value twoT = arith::MulIOp::create(rewriter, loc, t, index(2));
+  SmallVector<std::pair<Value, Value>> accPositions = {
+      {group, twoT},
+      {group, plus(twoT, 1)},
+      {plus(group, 8), twoT},
+      {plus(group, 8), plus(twoT, 1)}};
+  SmallVector<Value> accElements;
+  for (auto [row, col] : accPositions)
+    accElements.push_back(load(out, row, col, zero));
+  Value acc = vector::FromElementsOp::create(
+      rewriter, loc, VectorType::get({2, 2}, f32), accElements);
+
+  auto loop = scf::ForOp::create(rewriter, loc, zero, index(ranges[mma->k]),
+                                 index(8), ValueRange{acc});
+  {
+    OpBuilder::InsertionGuard guard(rewriter);
+    rewriter.setInsertionPointToStart(loop.getBody());
+    Value kt = arith::AddIOp::create(rewriter, loc, loop.getInductionVar(), t);
+    Value kt4 = plus(kt, 4);
+    Value a = vector::FromElementsOp::create(
+        rewriter, loc, VectorType::get({4, 1}, f32),
+        ValueRange{
+            load(lhs, group, zero, kt), load(lhs, plus(group, 8), zero, kt),
+            load(lhs, group, zero, kt4), load(lhs, plus(group, 8), zero, kt4)});
+    Value b = vector::FromElementsOp::create(
+        rewriter, loc, VectorType::get({2, 1}, f32),
+        ValueRange{load(rhs, zero, group, kt), load(rhs, zero, group, kt4)});
+    Value next = nvgpu::MmaSyncOp::create(
+        rewriter, loc, a, b, loop.getRegionIterArgs()[0],
+        ArrayRef<int64_t>{16, 8, 8}, /*tf32Enabled=*/true);
+    scf::YieldOp::create(rewriter, loc, next);
+  }
+  for (auto [i, position] : llvm::enumerate(accPositions)) {
+    Value element = vector::ExtractOp::create(
+        rewriter, loc, loop.getResult(0),
+        ArrayRef<int64_t>{static_cast<int64_t>(i / 2),
+                          static_cast<int64_t>(i % 2)});
+    SmallVector<Value> loops(ranges.size(), zero);
+    loops[mma->m] = position.first;
+    loops[mma->n] = position.second;
+    memref::StoreOp::create(rewriter, loc, element, out->get(),
+                            operandIndices(op, *out, loops));
+  }
+  rewriter.eraseOp(op);
+  return success();
+}
+
+/// A warp forall (la-tile-for-gpu's tensor-core tiles) -> a loop of the
+/// block's warps over its linearized iterations, each warp running its
+/// tile's contraction as mma.sync, then a barrier.
+static LogicalResult distributeWarpForall(RewriterBase &rewriter,
+                                          scf::ForallOp forall, Value threadId,
+                                          Value threads) {
+  Location loc = forall.getLoc();
+  rewriter.setInsertionPoint(forall);
+  Value warpSize = arith::ConstantIndexOp::create(rewriter, loc, 32);
+  Value warp = arith::DivUIOp::create(rewriter, loc, threadId, warpSize);
+  Value lane = arith::RemUIOp::create(rewriter, loc, threadId, warpSize);
+  Value warps = arith::DivUIOp::create(rewriter, loc, threads, warpSize);
+  SmallVector<linalg::LinalgOp> tiles;
+  forall.getBody()->walk([&](linalg::LinalgOp op) { tiles.push_back(op); });
+  if (tiles.size() != 1)
+    return forall.emitOpError("must hold one contraction tile per warp");
+  if (failed(distributeForall(rewriter, forall, warp, warps)))
+    return failure();
+  return rewriteAsMma(rewriter, tiles.front(), lane);
 }
 
 /// memref.copy inside a kernel -> every thread copies elements t,
@@ -343,13 +470,17 @@ mlir::la::mapTasksToLaunch(RewriterBase &rewriter, scf::ForallOp tasks,
     placeInSharedMemory(rewriter, sharedMemory, plan);
   }
 
-  SmallVector<scf::ForallOp> threadLoops;
+  SmallVector<scf::ForallOp> threadLoops, warpLoops;
   SmallVector<memref::CopyOp> copies;
   SmallVector<Operation *> deallocs;
   body.walk([&](Operation *op) {
     if (auto forall = dyn_cast<scf::ForallOp>(op)) {
-      if (isThreadForall(forall) && !forall->getParentOfType<scf::ForallOp>())
+      if (forall->getParentOfType<scf::ForallOp>())
+        return;
+      if (isThreadForall(forall))
         threadLoops.push_back(forall);
+      else if (isWarpForall(forall))
+        warpLoops.push_back(forall);
     } else if (auto copy = dyn_cast<memref::CopyOp>(op)) {
       if (!copy->getParentOfType<scf::ForallOp>())
         copies.push_back(copy);
@@ -360,8 +491,15 @@ mlir::la::mapTasksToLaunch(RewriterBase &rewriter, scf::ForallOp tasks,
   for (Operation *dealloc : deallocs)
     rewriter.eraseOp(dealloc);
   for (scf::ForallOp forall : threadLoops)
-    if (failed(
-            distributeThreadForall(rewriter, forall, threadId, blockThreads)))
+    if (failed(distributeForall(rewriter, forall, threadId, blockThreads)))
+      return failure();
+  if (!warpLoops.empty() && options.threadsPerBlock % 32)
+    return warpLoops.front().emitOpError(
+               "needs whole warps: threads-per-block must be a multiple of "
+               "32, got ")
+           << options.threadsPerBlock;
+  for (scf::ForallOp forall : warpLoops)
+    if (failed(distributeWarpForall(rewriter, forall, threadId, blockThreads)))
       return failure();
   for (memref::CopyOp copy : copies)
     distributeCopy(rewriter, copy, threadId, blockThreads);
@@ -371,8 +509,7 @@ mlir::la::mapTasksToLaunch(RewriterBase &rewriter, scf::ForallOp tasks,
     bool inThreadLoop = false;
     for (Operation *parent = op->getParentOp(); parent != launch;
          parent = parent->getParentOp())
-      if (auto loop = dyn_cast<scf::ForOp>(parent))
-        inThreadLoop |= loop.getLowerBound() == threadId;
+      inThreadLoop |= parent->hasAttr(kDistributedAttr);
     if (inThreadLoop)
       return WalkResult::advance();
     if (isa<linalg::LinalgOp, scf::ForallOp, memref::AllocOp, memref::AllocaOp>(
@@ -385,6 +522,7 @@ mlir::la::mapTasksToLaunch(RewriterBase &rewriter, scf::ForallOp tasks,
   });
   if (leftover.wasInterrupted())
     return failure();
+  body.walk([](scf::ForOp loop) { loop->removeAttr(kDistributedAttr); });
   return launch;
 }
 

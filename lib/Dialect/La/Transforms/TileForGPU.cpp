@@ -37,16 +37,85 @@ using namespace mlir::la;
 
 /// Linear mapping attributes for a forall of `rank` dimensions listed
 /// outermost first: the last dimension is linear_dim_0 (the fastest varying
-/// one), so consecutive threads take consecutive innermost iterations.
-static SmallVector<Attribute> linearThreadMapping(MLIRContext *ctx,
-                                                  unsigned rank) {
+/// one), so consecutive threads (or warps) take consecutive innermost
+/// iterations.
+static SmallVector<Attribute> linearMapping(MLIRContext *ctx, unsigned rank,
+                                            bool warps) {
   SmallVector<Attribute> mapping;
   for (unsigned i = 0; i < rank; ++i) {
     auto id = static_cast<gpu::MappingId>(
         static_cast<uint64_t>(gpu::MappingId::LinearDim0) + rank - 1 - i);
-    mapping.push_back(gpu::GPUThreadMappingAttr::get(ctx, id));
+    if (warps)
+      mapping.push_back(gpu::GPUWarpMappingAttr::get(ctx, id));
+    else
+      mapping.push_back(gpu::GPUThreadMappingAttr::get(ctx, id));
   }
   return mapping;
+}
+
+std::optional<MmaContraction> mlir::la::getMmaContraction(linalg::LinalgOp op) {
+  if (!linalg::isaContractionOpInterface(op) || op.getNumDpsInputs() != 2 ||
+      (!op.hasPureTensorSemantics() && !op.hasPureBufferSemantics()))
+    return std::nullopt;
+  if (!llvm::all_of(op.getIndexingMapsArray(),
+                    [](AffineMap map) { return map.isProjectedPermutation(); }))
+    return std::nullopt;
+  for (OpOperand &operand : op->getOpOperands())
+    if (!getElementTypeOrSelf(operand.get().getType()).isF32())
+      return std::nullopt;
+  FailureOr<linalg::ContractionDimensions> dims =
+      linalg::inferContractionDims(op);
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  if (failed(dims) || dims->k.size() != 1 ||
+      llvm::any_of(ranges, ShapedType::isDynamic))
+    return std::nullopt;
+  // The innermost non-unit loop of a kind; every other one must be a unit.
+  auto single = [&](ArrayRef<unsigned> loops) -> std::optional<unsigned> {
+    std::optional<unsigned> found;
+    for (unsigned loop : loops) {
+      if (ranges[loop] == 1)
+        continue;
+      if (found)
+        return std::nullopt;
+      found = loop;
+    }
+    return found;
+  };
+  std::optional<unsigned> m = single(dims->m), n = single(dims->n);
+  unsigned k = dims->k.front();
+  if (!m || !n || ranges[*m] % 16 || ranges[*n] % 8 || ranges[k] % 8)
+    return std::nullopt;
+  for (unsigned batch : dims->batch)
+    if (ranges[batch] != 1)
+      return std::nullopt;
+  return MmaContraction{*m, *n, k};
+}
+
+bool mlir::la::isWarpForall(scf::ForallOp forall) {
+  std::optional<ArrayAttr> mapping = forall.getMapping();
+  return mapping && !mapping->empty() &&
+         llvm::all_of(*mapping, llvm::IsaPred<gpu::GPUWarpMappingAttr>);
+}
+
+/// Tiles a tensor-core contraction into 16 x 8 output tiles (the whole
+/// reduction in each), one per iteration of a forall mapped onto warps.
+static LogicalResult tileOntoWarps(RewriterBase &rewriter, linalg::LinalgOp op,
+                                   MmaContraction mma) {
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  SmallVector<OpFoldResult> tileSizes(ranges.size(), rewriter.getIndexAttr(0));
+  tileSizes[mma.m] = rewriter.getIndexAttr(16);
+  tileSizes[mma.n] = rewriter.getIndexAttr(8);
+  scf::SCFTilingOptions options;
+  options.setLoopType(scf::SCFTilingOptions::LoopType::ForallOp);
+  options.setTileSizes(tileSizes);
+  options.setMapping(linearMapping(rewriter.getContext(), 2, /*warps=*/true));
+  rewriter.setInsertionPoint(op);
+  FailureOr<scf::SCFTilingResult> result = scf::tileUsingSCF(
+      rewriter, cast<TilingInterface>(op.getOperation()), options);
+  if (failed(result))
+    return op->emitOpError("could not be tiled onto the GPU's warps");
+  rewriter.replaceOp(op, result->replacements);
+  return success();
 }
 
 bool mlir::la::isBlockForall(scf::ForallOp forall) {
@@ -92,7 +161,8 @@ static LogicalResult tileOntoThreads(RewriterBase &rewriter,
   scf::SCFTilingOptions options;
   options.setLoopType(scf::SCFTilingOptions::LoopType::ForallOp);
   options.setTileSizes(tileSizes);
-  options.setMapping(linearThreadMapping(rewriter.getContext(), tiled));
+  options.setMapping(linearMapping(rewriter.getContext(), tiled,
+                                   /*warps=*/false));
   rewriter.setInsertionPoint(op);
   FailureOr<scf::SCFTilingResult> result = scf::tileUsingSCF(
       rewriter, cast<TilingInterface>(op.getOperation()), options);
@@ -141,8 +211,8 @@ static void copyYieldsIntoIterArgs(RewriterBase &rewriter, Operation *root) {
   });
 }
 
-LogicalResult mlir::la::tileForGPU(RewriterBase &rewriter,
-                                   scf::ForallOp tasks) {
+LogicalResult mlir::la::tileForGPU(RewriterBase &rewriter, scf::ForallOp tasks,
+                                   bool tensorCores) {
   if (!tasks.isNormalized())
     return tasks.emitOpError(
         "must be normalized (lower bounds 0, steps 1) to map onto blocks");
@@ -168,6 +238,13 @@ LogicalResult mlir::la::tileForGPU(RewriterBase &rewriter,
   for (linalg::LinalgOp op : ops) {
     if (!op.hasPureTensorSemantics())
       return op->emitOpError("must work on tensors to be tiled for the GPU");
+    if (tensorCores) {
+      if (std::optional<MmaContraction> mma = getMmaContraction(op)) {
+        if (failed(tileOntoWarps(rewriter, op, *mma)))
+          return failure();
+        continue;
+      }
+    }
     if (failed(tileOntoThreads(rewriter, op)))
       return failure();
   }
@@ -192,7 +269,7 @@ struct LaTileForGPUPass : la::impl::LaTileForGPUPassBase<LaTileForGPUPass> {
     for (scf::ForallOp forall : tasks) {
       if (isBlockForall(forall))
         continue;
-      if (failed(tileForGPU(rewriter, forall)))
+      if (failed(tileForGPU(rewriter, forall, tensorCores)))
         return signalPassFailure();
     }
   }
