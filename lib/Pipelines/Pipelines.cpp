@@ -52,6 +52,7 @@ void mlir::la::buildLowerToCPUPipeline(OpPassManager &pm,
   if (options.gpuSchedule) {
     LaTileForGPUPassOptions gpuTileOptions;
     gpuTileOptions.tensorCores = options.tensorCores;
+    gpuTileOptions.stageInputs = options.stageInputs;
     pm.addNestedPass<func::FuncOp>(createLaTileForGPUPass(gpuTileOptions));
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());
@@ -156,6 +157,7 @@ void mlir::la::buildLowerToGPUPipeline(OpPassManager &pm,
   // yet mapped onto blocks) into straight-line code.
   LaTileForGPUPassOptions tileOptions;
   tileOptions.tensorCores = options.tensorCores;
+  tileOptions.stageInputs = options.stageInputs;
   pm.addNestedPass<func::FuncOp>(createLaTileForGPUPass(tileOptions));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());

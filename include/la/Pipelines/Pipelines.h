@@ -63,6 +63,11 @@ struct LowerToCPUOptions : public PassPipelineOptions<LowerToCPUOptions> {
       llvm::cl::desc("with gpu-schedule: the tensor-core tiling (contractions "
                      "in 16 x 8 warp tiles)"),
       llvm::cl::init(false)};
+  PassOptions::Option<bool> stageInputs{
+      *this, "stage-inputs",
+      llvm::cl::desc("with gpu-schedule: the input chunks copied into "
+                     "task-local buffers first, as on the GPU"),
+      llvm::cl::init(true)};
 };
 
 /// Options of `la-lower-to-nvvm`.
@@ -83,6 +88,11 @@ struct LowerToNVVMOptions : public PassPipelineOptions<LowerToNVVMOptions> {
       *this, "tensor-cores",
       llvm::cl::desc("f32 contractions on tensor cores (mma.sync, tf32)"),
       llvm::cl::init(false)};
+  PassOptions::Option<bool> stageInputs{
+      *this, "stage-inputs",
+      llvm::cl::desc("copy each chunk of the inputs into shared memory "
+                     "before the ops read it"),
+      llvm::cl::init(true)};
   PassOptions::Option<int64_t> sharedMemoryLimit{
       *this, "shared-memory-limit",
       llvm::cl::desc("shared memory per block, in bytes"),

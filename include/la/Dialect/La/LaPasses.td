@@ -207,6 +207,12 @@ def LaTileForGPUPass : Pass<"la-tile-for-gpu", "func::FuncOp"> {
     16 x 8 output tiles over the whole reduction, in an `scf.forall` mapped
     with `#gpu.warp<linear_dim_*>`; `la-map-to-gpu` gives each tile to one
     warp as `nvgpu.mma.sync` (m16n8k8, tf32 inputs, f32 accumulation).
+
+    Staging (`stage-inputs`): each static slice that a task reads from a
+    tensor defined outside it (a chunk of q, k, v, the gates, ...) is first
+    copied (`linalg.copy`, tiled onto threads like the other ops) into a
+    task-local tensor, which ends in shared memory: the block reads each
+    chunk of its inputs from global memory once, coalesced.
   }];
   let dependentDialects = [
     "::mlir::affine::AffineDialect",
@@ -218,7 +224,10 @@ def LaTileForGPUPass : Pass<"la-tile-for-gpu", "func::FuncOp"> {
   ];
   let options = [
     Option<"tensorCores", "tensor-cores", "bool", "false",
-           "tile f32 contractions onto warps for mma.sync (tf32)">
+           "tile f32 contractions onto warps for mma.sync (tf32)">,
+    Option<"stageInputs", "stage-inputs", "bool", "false",
+           "copy each chunk of the inputs into task-local buffers (shared "
+           "memory) before the ops read it">
   ];
 }
 

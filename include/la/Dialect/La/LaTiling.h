@@ -86,8 +86,11 @@ std::optional<MmaContraction> getMmaContraction(linalg::LinalgOp op);
 /// With `tensorCores`, each contraction that getMmaContraction accepts is
 /// tiled instead into 16 x 8 output tiles mapped onto warps (#gpu.warp),
 /// which la-map-to-gpu turns into mma.sync instructions.
+/// With `stageInputs`, each slice the task reads from outside (its chunk
+/// of the inputs) is first copied into a task-local tensor (shared memory
+/// after la-map-to-gpu).
 LogicalResult tileForGPU(RewriterBase &rewriter, scf::ForallOp tasks,
-                         bool tensorCores = false);
+                         bool tensorCores = false, bool stageInputs = false);
 
 /// How la-map-to-gpu builds kernels.
 struct GPUMappingOptions {

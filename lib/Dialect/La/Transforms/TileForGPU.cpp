@@ -211,8 +211,32 @@ static void copyYieldsIntoIterArgs(RewriterBase &rewriter, Operation *root) {
   });
 }
 
+/// Stages each slice that a task reads from a tensor defined outside it
+/// (the inputs in global memory): a copy into a fresh tensor, which
+/// bufferization and la-map-to-gpu place in shared memory, so that the
+/// block reads each chunk of its inputs once, with consecutive threads on
+/// consecutive elements, and its ops then read shared memory.
+static void stageInputSlices(RewriterBase &rewriter, scf::ForallOp tasks) {
+  SmallVector<tensor::ExtractSliceOp> slices;
+  tasks.getBody()->walk([&](tensor::ExtractSliceOp slice) {
+    Region *sourceRegion = slice.getSource().getParentRegion();
+    if (sourceRegion->isProperAncestor(&tasks.getRegion()) &&
+        slice.getType().hasStaticShape())
+      slices.push_back(slice);
+  });
+  for (tensor::ExtractSliceOp slice : slices) {
+    rewriter.setInsertionPointAfter(slice);
+    Location loc = slice.getLoc();
+    Value empty = tensor::EmptyOp::create(rewriter, loc,
+                                          slice.getType().getShape(),
+                                          slice.getType().getElementType());
+    auto copy = linalg::CopyOp::create(rewriter, loc, slice.getResult(), empty);
+    rewriter.replaceAllUsesExcept(slice.getResult(), copy.getResult(0), copy);
+  }
+}
+
 LogicalResult mlir::la::tileForGPU(RewriterBase &rewriter, scf::ForallOp tasks,
-                                   bool tensorCores) {
+                                   bool tensorCores, bool stageInputs) {
   if (!tasks.isNormalized())
     return tasks.emitOpError(
         "must be normalized (lower bounds 0, steps 1) to map onto blocks");
@@ -228,6 +252,8 @@ LogicalResult mlir::la::tileForGPU(RewriterBase &rewriter, scf::ForallOp tasks,
   rewriter.modifyOpInPlace(
       tasks, [&] { tasks.setMappingAttr(rewriter.getArrayAttr(blocks)); });
   copyYieldsIntoIterArgs(rewriter, tasks.getBody()->getParentOp());
+  if (stageInputs)
+    stageInputSlices(rewriter, tasks);
 
   SmallVector<linalg::LinalgOp> ops;
   tasks.getBody()->walk([&](linalg::LinalgOp op) {
@@ -269,7 +295,7 @@ struct LaTileForGPUPass : la::impl::LaTileForGPUPassBase<LaTileForGPUPass> {
     for (scf::ForallOp forall : tasks) {
       if (isBlockForall(forall))
         continue;
-      if (failed(tileForGPU(rewriter, forall, tensorCores)))
+      if (failed(tileForGPU(rewriter, forall, tensorCores, stageInputs)))
         return signalPassFailure();
     }
   }
