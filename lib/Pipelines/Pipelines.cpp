@@ -181,6 +181,7 @@ void mlir::la::buildLowerToGPUPipeline(OpPassManager &pm,
   LaMapToGPUPassOptions mapOptions;
   mapOptions.threadsPerBlock = options.threadsPerBlock;
   mapOptions.sharedMemoryLimit = options.sharedMemoryLimit;
+  mapOptions.mmaPrecision = options.mmaPrecision;
   pm.addNestedPass<func::FuncOp>(createLaMapToGPUPass(mapOptions));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());

@@ -1,4 +1,5 @@
 // RUN: la-opt %s -split-input-file -la-lower-to-gpu="chunk-size=16 value-tile=8" | FileCheck %s
+// RUN: la-opt %s -split-input-file -la-lower-to-gpu="chunk-size=16" | FileCheck %s --check-prefix=RET
 // RUN: la-opt %s -split-input-file -la-lower-to-gpu="chunk-size=16 threads-per-block=256" | FileCheck %s --check-prefix=NOTILE
 // RUN: la-opt %s -split-input-file -la-lower-to-nvvm="chunk-size=16 format=isa" | %extract_gpu_objects --print | FileCheck %s --check-prefix=PTX
 // RUN: la-opt %s -split-input-file -la-lower-to-nvvm="chunk-size=16 format=isa tensor-cores" | %extract_gpu_objects --print | FileCheck %s --check-prefix=TC
@@ -45,4 +46,21 @@ func.func @gla(%q: tensor<1x64x2x16xf32>, %k: tensor<1x64x2x16xf32>,
       : tensor<1x64x2x16xf32>, tensor<1x64x2x16xf32>, tensor<1x64x2x16xf32>
       -> tensor<1x64x2x16xf32>
   return %o : tensor<1x64x2x16xf32>
+}
+
+// -----
+
+// Retention's per-head decays are a constant global: the kernel reads it
+// itself (outlining copies it into the GPU module), never a host pointer.
+// RET-LABEL: func.func @retention
+// RET-NOT: memref.get_global
+// RET: gpu.launch
+// RET: memref.get_global @{{.*}} : memref<2xf32>
+// RET: gpu.terminator
+func.func @retention(%q: tensor<1x32x2x16xf32>, %k: tensor<1x32x2x16xf32>,
+                     %v: tensor<1x32x2x16xf32>) -> tensor<1x32x2x16xf32> {
+  %o = la.attention retention %q, %k, %v {log_decay = array<f32: -0.03, -0.01>}
+      : tensor<1x32x2x16xf32>, tensor<1x32x2x16xf32>, tensor<1x32x2x16xf32>
+      -> tensor<1x32x2x16xf32>
+  return %o : tensor<1x32x2x16xf32>
 }

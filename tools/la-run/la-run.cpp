@@ -96,6 +96,10 @@ static cl::opt<bool> tensorCores(
     "tensor-cores",
     cl::desc("GPU schedule: f32 contractions on tensor cores (mma.sync, "
              "tf32); with --gpu-schedule, their warp tiling on the CPU"));
+static cl::opt<std::string> mmaPrecision(
+    "mma-precision",
+    cl::desc("--target=gpu --tensor-cores: tf32, bf16 or f16 operands"),
+    cl::init("tf32"));
 static cl::opt<unsigned> repeat("repeat", cl::desc("timed runs"), cl::init(1));
 static cl::opt<bool> printOutputs("print-outputs",
                                   cl::desc("print a summary of each result"));
@@ -417,6 +421,7 @@ int main(int argc, char **argv) {
       gpuOptions.valueTile = valueTile;
     gpuOptions.chip = gpuChip;
     gpuOptions.tensorCores = tensorCores;
+    gpuOptions.mmaPrecision = mmaPrecision;
     la::buildLowerToNVVMPipeline(pm, gpuOptions);
   }
   la::LowerToCPUOptions pipelineOptions;

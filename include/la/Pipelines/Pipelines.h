@@ -93,6 +93,11 @@ struct LowerToNVVMOptions : public PassPipelineOptions<LowerToNVVMOptions> {
       llvm::cl::desc("copy each chunk of the inputs into shared memory "
                      "before the ops read it"),
       llvm::cl::init(true)};
+  PassOptions::Option<std::string> mmaPrecision{
+      *this, "mma-precision",
+      llvm::cl::desc("with tensor-cores: the instructions' input type, tf32, "
+                     "bf16 or f16 (f32 accumulation)"),
+      llvm::cl::init("tf32")};
   PassOptions::Option<int64_t> sharedMemoryLimit{
       *this, "shared-memory-limit",
       llvm::cl::desc("shared memory per block, in bytes"),

@@ -1,5 +1,7 @@
 // RUN: la-opt %s -split-input-file -la-map-to-gpu -cse | FileCheck %s
 // RUN: la-opt %s -split-input-file -la-map-to-gpu=threads-per-block=64 | FileCheck %s --check-prefix=T64
+// RUN: la-opt %s -split-input-file -la-map-to-gpu=mma-precision=f16 | FileCheck %s --check-prefix=F16
+// RUN: la-opt %s -split-input-file -la-map-to-gpu=mma-precision=bf16 | FileCheck %s --check-prefix=BF16
 
 // A block forall becomes a launch over its grid; the task's buffer moves to
 // dynamic shared memory (16 x 8 f32 = 512 bytes); the thread forall becomes
@@ -76,16 +78,21 @@ func.func @packing(%a: memref<64xf32>, %out: memref<64xf32>) {
 
 // Around the launch: the output buffer copied (through a collapse_shape)
 // into the result becomes a view of the result, written in place; another
-// host buffer becomes device memory.
+// host buffer becomes device memory (gpu-to-llvm lowers the asynchronous
+// forms), freed before the return.
 // CHECK-LABEL: func.func @host_side
 // CHECK-SAME: (%[[A:.*]]: memref<2x8xf32>, %[[RES:.*]]: memref<16xf32>)
 // CHECK: %[[OUTV:.*]] = memref.expand_shape %[[RES]] {{\[\[}}0, 1]] output_shape [2, 8]
-// CHECK: %[[TMP:.*]] = gpu.alloc () : memref<2x8xf32>
+// CHECK: %[[T0:.*]] = gpu.wait async
+// CHECK: %[[TMP:.*]], %[[T1:.*]] = gpu.alloc async [%[[T0]]] () : memref<2x8xf32>
+// CHECK: gpu.wait [%[[T1]]]
 // CHECK: gpu.launch
 // CHECK: memref.store %{{.*}}, %[[TMP]]
 // CHECK: memref.store %{{.*}}, %[[OUTV]]
 // CHECK: gpu.terminator
-// CHECK: gpu.dealloc %[[TMP]]
+// CHECK: %[[T2:.*]] = gpu.wait async
+// CHECK: %[[T3:.*]] = gpu.dealloc async [%[[T2]]] %[[TMP]]
+// CHECK: gpu.wait [%[[T3]]]
 // CHECK-NOT: memref.copy
 // CHECK: return
 func.func @host_side(%a: memref<2x8xf32>, %res: memref<16xf32>) {
@@ -132,6 +139,22 @@ func.func @host_side(%a: memref<2x8xf32>, %res: memref<16xf32>) {
 // CHECK: vector.extract %[[RES]][1, 1]
 // CHECK: memref.store
 // CHECK: gpu.barrier
+// f16: one m16n8k16 step; lane (group, t) loads A's registers at rows
+// group and group + 8, columns 2t, 2t + 1 (and + 8), as f16.
+// F16-LABEL: func.func @warp_tiles
+// F16: scf.for %{{.*}} = %c0 to %c16 step %c16{{.*}} iter_args(%[[IT:.*]] = %{{.*}}) -> (vector<2x2xf32>) {
+// F16: arith.truncf %{{.*}} : f32 to f16
+// F16: %[[AF:.*]] = vector.from_elements {{.*}} : vector<4x2xf16>
+// F16: %[[BF:.*]] = vector.from_elements {{.*}} : vector<2x2xf16>
+// F16: nvgpu.mma.sync(%[[AF]], %[[BF]], %[[IT]]) {mmaShape = [16, 8, 16]} : (vector<4x2xf16>, vector<2x2xf16>, vector<2x2xf32>) -> vector<2x2xf32>
+// bf16: the same registers packed in i32 for NVVM's op (nvgpu has no bf16
+// lowering).
+// BF16-LABEL: func.func @warp_tiles
+// BF16: arith.truncf %{{.*}} : f32 to bf16
+// BF16: %[[PAIR:.*]] = vector.from_elements %{{.*}}, %{{.*}} : vector<2xbf16>
+// BF16: %[[WORD:.*]] = vector.bitcast %[[PAIR]] : vector<2xbf16> to vector<1xi32>
+// BF16: %[[D:.*]] = nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, multiplicandAPtxType = #nvvm.mma_type<bf16>, multiplicandBPtxType = #nvvm.mma_type<bf16>, shape = #nvvm.shape<m = 16, n = 8, k = 16>} : (i32, i32, f32) -> !llvm.struct<(f32, f32, f32, f32)>
+// BF16: llvm.extractvalue %[[D]][3]
 func.func @warp_tiles(%a: memref<32x16xf32>, %b: memref<16x16xf32>,
                       %c: memref<32x16xf32>) {
   scf.forall (%t) in (1) {

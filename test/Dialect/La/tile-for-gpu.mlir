@@ -80,23 +80,23 @@ func.func @unit_op(%x: tensor<2x3x4x8xf32>) -> tensor<2x3x4x1xf32> {
 
 // -----
 
-// With tensor cores, the f32 matmul (32 x 16 x 8: multiples of 16, 8, 8) is
+// With tensor cores, the f32 matmul (32 x 16 x 16: multiples of 16, 8, 16) is
 // tiled into 16 x 8 output tiles over the whole reduction, mapped onto
 // warps; the fill stays on threads.
 // TC-LABEL: func.func @tensor_core_tiles
 // TC: %[[ZERO:.*]] = scf.forall (%{{.*}}, %{{.*}}) in (32, 16)
 // TC: } {mapping = [#gpu.thread<linear_dim_1>, #gpu.thread<linear_dim_0>]}
 // TC: scf.forall (%[[I:.*]], %[[J:.*]]) = (0, 0) to (32, 16) step (16, 8) shared_outs(%[[P:.*]] = %[[ZERO]])
-// TC: %[[AT:.*]] = tensor.extract_slice %{{.*}}[%[[I]], 0] [16, 8]
-// TC: %[[BT:.*]] = tensor.extract_slice %{{.*}}[0, %[[J]]] [8, 8]
+// TC: %[[AT:.*]] = tensor.extract_slice %{{.*}}[%[[I]], 0] [16, 16]
+// TC: %[[BT:.*]] = tensor.extract_slice %{{.*}}[0, %[[J]]] [16, 8]
 // TC: %[[CT:.*]] = tensor.extract_slice %[[P]][%[[I]], %[[J]]] [16, 8]
-// TC: linalg.matmul ins(%[[AT]], %[[BT]] : tensor<16x8xf32>, tensor<8x8xf32>) outs(%[[CT]] : tensor<16x8xf32>)
+// TC: linalg.matmul ins(%[[AT]], %[[BT]] : tensor<16x16xf32>, tensor<16x8xf32>) outs(%[[CT]] : tensor<16x8xf32>)
 // TC: } {mapping = [#gpu.warp<linear_dim_1>, #gpu.warp<linear_dim_0>]}
 // A matmul whose rows are not a multiple of 16 stays on threads.
-// TC: linalg.matmul ins(%{{.*}}, %{{.*}} : tensor<1x8xf32>, tensor<8x1xf32>)
+// TC: linalg.matmul ins(%{{.*}}, %{{.*}} : tensor<1x16xf32>, tensor<16x1xf32>)
 // TC: } {mapping = [#gpu.thread<linear_dim_1>, #gpu.thread<linear_dim_0>]}
-func.func @tensor_core_tiles(%a: tensor<32x8xf32>, %b: tensor<8x16xf32>,
-                             %c: tensor<12x8xf32>)
+func.func @tensor_core_tiles(%a: tensor<32x16xf32>, %b: tensor<16x16xf32>,
+                             %c: tensor<12x16xf32>)
     -> (tensor<32x16xf32>, tensor<12x16xf32>) {
   %zero = arith.constant 0.0 : f32
   %init = tensor.empty() : tensor<32x16xf32>
@@ -105,9 +105,9 @@ func.func @tensor_core_tiles(%a: tensor<32x8xf32>, %b: tensor<8x16xf32>,
       -> (tensor<32x16xf32>, tensor<12x16xf32>) {
     %e = tensor.empty() : tensor<32x16xf32>
     %z = linalg.fill ins(%zero : f32) outs(%e : tensor<32x16xf32>) -> tensor<32x16xf32>
-    %p = linalg.matmul ins(%a, %b : tensor<32x8xf32>, tensor<8x16xf32>)
+    %p = linalg.matmul ins(%a, %b : tensor<32x16xf32>, tensor<16x16xf32>)
                        outs(%z : tensor<32x16xf32>) -> tensor<32x16xf32>
-    %p2 = linalg.matmul ins(%c, %b : tensor<12x8xf32>, tensor<8x16xf32>)
+    %p2 = linalg.matmul ins(%c, %b : tensor<12x16xf32>, tensor<16x16xf32>)
                         outs(%out2 : tensor<12x16xf32>) -> tensor<12x16xf32>
     scf.forall.in_parallel {
       tensor.parallel_insert_slice %p into %out[0, 0] [32, 16] [1, 1]

@@ -202,11 +202,12 @@ def LaTileForGPUPass : Pass<"la-tile-for-gpu", "func::FuncOp"> {
     bufferization, into a `gpu.launch`.
 
     Tensor cores (`tensor-cores`): a contraction (a mul-add `linalg` op with
-    one reduction) on f32 whose row, column and reduction loops are
-    multiples of 16, 8 and 8, the others units, is tiled instead into
-    16 x 8 output tiles over the whole reduction, in an `scf.forall` mapped
-    with `#gpu.warp<linear_dim_*>`; `la-map-to-gpu` gives each tile to one
-    warp as `nvgpu.mma.sync` (m16n8k8, tf32 inputs, f32 accumulation).
+    one reduction, f32 accumulator, f32/bf16/f16 inputs) whose row, column
+    and reduction loops are multiples of 16, 8 and 16, the others units, is
+    tiled instead into 16 x 8 output tiles over the whole reduction, in an
+    `scf.forall` mapped with `#gpu.warp<linear_dim_*>`; `la-map-to-gpu`
+    gives each tile to one warp as mma.sync instructions (see its
+    `mma-precision`).
 
     Staging (`stage-inputs`): each static slice that a task reads from a
     tensor defined outside it (a chunk of q, k, v, the gates, ...) is first
@@ -247,7 +248,15 @@ def LaMapToGPUPass : Pass<"la-map-to-gpu", "func::FuncOp"> {
     - each `scf.forall` mapped onto threads becomes a loop in which thread
       `t` runs the linearized iterations `t, t + threads, ...`, followed by
       a `gpu.barrier`; each `memref.copy` in a task likewise;
-    - `memref.dealloc` in a task is dropped (shared memory is not freed).
+    - `memref.dealloc` in a task is dropped (shared memory is not freed);
+    - each `scf.forall` mapped onto warps (la-tile-for-gpu's tensor-core
+      tiles) becomes a loop of the block's warps over its tiles, each tile's
+      16 x 8 x K contraction a chain of mma.sync steps over K on fragments
+      loaded in PTX's layouts: `mma-precision=tf32` uses
+      `nvgpu.mma.sync` m16n8k8 on tf32, `f16` `nvgpu.mma.sync` m16n8k16,
+      `bf16` `nvvm.mma.sync` m16n8k16 (nvgpu has no bf16 lowering); the
+      operands are converted to that type as they are loaded, the
+      accumulator stays f32.
 
     Around the launches, an output buffer copied into a result
     (`copy(collapse_shape(alloc), %result)`) is replaced by a view of the
@@ -261,7 +270,9 @@ def LaMapToGPUPass : Pass<"la-map-to-gpu", "func::FuncOp"> {
     "::mlir::affine::AffineDialect",
     "::mlir::arith::ArithDialect",
     "::mlir::gpu::GPUDialect",
+    "::mlir::LLVM::LLVMDialect",
     "::mlir::memref::MemRefDialect",
+    "::mlir::NVVM::NVVMDialect",
     "::mlir::nvgpu::NVGPUDialect",
     "::mlir::scf::SCFDialect",
     "::mlir::vector::VectorDialect"
@@ -270,7 +281,10 @@ def LaMapToGPUPass : Pass<"la-map-to-gpu", "func::FuncOp"> {
     Option<"threadsPerBlock", "threads-per-block", "int64_t", "128",
            "threads of each block, in [1, 1024]">,
     Option<"sharedMemoryLimit", "shared-memory-limit", "int64_t", "232448",
-           "shared memory per block, in bytes (227 KB on sm_90)">
+           "shared memory per block, in bytes (227 KB on sm_90)">,
+    Option<"mmaPrecision", "mma-precision", "std::string", "\"tf32\"",
+           "the tensor cores' input type: tf32 (m16n8k8), bf16 or f16 "
+           "(m16n8k16); f32 accumulation in all">
   ];
 }
 

@@ -68,15 +68,16 @@ bool isWarpForall(scf::ForallOp forall);
 
 /// The loops of a contraction that a warp runs on tensor cores: `m` rows
 /// (a multiple of 16), `n` columns (a multiple of 8) and one reduction `k`
-/// (a multiple of 8), all f32 (mma.sync m16n8k8 on tf32), the other
-/// parallel loops of size 1.
+/// (a multiple of 16, for every mma.sync shape la uses), an f32
+/// accumulator, the other parallel loops of size 1.
 struct MmaContraction {
   unsigned m, n, k;
 };
 
 /// The tensor-core form of `op`, if it has one: a mul-add contraction with
-/// projected-permutation maps, static sizes and f32 operands whose m, n and
-/// k loops (the innermost non-unit ones) divide into 16 x 8 x 8 steps.
+/// projected-permutation maps, static sizes, f32, bf16 or f16 inputs and an
+/// f32 output, whose m, n and k loops (the innermost non-unit ones) divide
+/// into 16 x 8 x 16 steps.
 std::optional<MmaContraction> getMmaContraction(linalg::LinalgOp op);
 
 /// la-tile-for-gpu on one task forall (normalized, at most 3 dimensions):
@@ -92,12 +93,21 @@ std::optional<MmaContraction> getMmaContraction(linalg::LinalgOp op);
 LogicalResult tileForGPU(RewriterBase &rewriter, scf::ForallOp tasks,
                          bool tensorCores = false, bool stageInputs = false);
 
+/// The input type of the tensor-core instructions (f32 accumulation in all):
+/// tf32 (mma.sync m16n8k8), f16 or bf16 (m16n8k16).
+enum class MmaPrecision { TF32, F16, BF16 };
+
+/// "tf32", "f16" or "bf16".
+FailureOr<MmaPrecision> parseMmaPrecision(StringRef name);
+
 /// How la-map-to-gpu builds kernels.
 struct GPUMappingOptions {
   /// Threads of each block (one dimension).
   int64_t threadsPerBlock = 128;
   /// Shared memory a block may use, in bytes (227 KB on sm_90).
   int64_t sharedMemoryLimit = 232448;
+  /// The tensor cores' input type.
+  MmaPrecision mmaPrecision = MmaPrecision::TF32;
 };
 
 /// la-map-to-gpu on one bufferized block forall: a gpu.launch over its grid,

@@ -23,6 +23,8 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
@@ -268,19 +270,23 @@ operandIndices(linalg::LinalgOp op, OpOperand &operand, ArrayRef<Value> loops) {
 }
 
 /// A 16 x 8 x K tensor-core contraction (la-tile-for-gpu's warp tile, on
-/// buffers) -> the warp's mma.sync m16n8k8 steps over K, in the fragment
-/// layouts of PTX's mma.m16n8k8 for tf32: lane = 4 * group + t holds
-///   A: (group, t), (group + 8, t), (group, t + 4), (group + 8, t + 4);
-///   B: (k = t, n = group), (k = t + 4, n = group);
-///   C: (group, 2t), (group, 2t + 1), (group + 8, 2t), (group + 8, 2t + 1).
+/// buffers) -> the warp's mma.sync steps over K, with fragments loaded in
+/// the layouts of PTX's mma.sync (lane = 4 * group + t):
+///   m16n8k8 on tf32: A (group [+8], t [+4]); B (k = t [+4], n = group);
+///   m16n8k16 on f16/bf16: A (group [+8], 2t + {0,1} [+8]);
+///                         B (k = 2t + {0,1} [+8], n = group);
+///   C (both): (group [+8], 2t + {0,1}).
+/// The operands are converted to the instruction's type as they are loaded;
+/// the accumulator stays f32.
 static LogicalResult rewriteAsMma(RewriterBase &rewriter, linalg::LinalgOp op,
-                                  Value lane) {
+                                  Value lane, MmaPrecision precision) {
   std::optional<MmaContraction> mma = getMmaContraction(op);
   SmallVector<int64_t> ranges = op.getStaticLoopRanges();
   if (!mma || !op.hasPureBufferSemantics() || ranges[mma->m] != 16 ||
       ranges[mma->n] != 8)
     return op->emitOpError("is not a 16 x 8 tensor-core tile on buffers");
   Location loc = op.getLoc();
+  MLIRContext *ctx = rewriter.getContext();
   rewriter.setInsertionPoint(op);
   auto index = [&](int64_t v) -> Value {
     return arith::ConstantIndexOp::create(rewriter, loc, v);
@@ -292,23 +298,35 @@ static LogicalResult rewriteAsMma(RewriterBase &rewriter, linalg::LinalgOp op,
   Value zero = index(0);
   Value group = arith::DivUIOp::create(rewriter, loc, lane, index(4));
   Value t = arith::RemUIOp::create(rewriter, loc, lane, index(4));
+  Value twoT = arith::MulIOp::create(rewriter, loc, t, index(2));
   // Which input holds the rows (m) and which the columns (n).
   OpOperand *lhs = op.getDpsInputOperand(0), *rhs = op.getDpsInputOperand(1);
   if (!op.getMatchingIndexingMap(lhs).isFunctionOfDim(mma->m))
     std::swap(lhs, rhs);
   OpOperand *out = op.getDpsInitOperand(0);
-  auto load = [&](OpOperand *operand, Value m, Value n, Value k) -> Value {
+  Type f32 = rewriter.getF32Type();
+  Type operandType = precision == MmaPrecision::TF32 ? f32
+                     : precision == MmaPrecision::F16
+                         ? Type(rewriter.getF16Type())
+                         : Type(rewriter.getBF16Type());
+  // Element (m, n, k) of `operand`, as `type`.
+  auto load = [&](OpOperand *operand, Value m, Value n, Value k,
+                  Type type) -> Value {
     SmallVector<Value> loops(ranges.size(), zero);
     loops[mma->m] = m;
     loops[mma->n] = n;
     loops[mma->k] = k;
-    return memref::LoadOp::create(rewriter, loc, operand->get(),
-                                  operandIndices(op, *operand, loops));
+    Value element = memref::LoadOp::create(rewriter, loc, operand->get(),
+                                           operandIndices(op, *operand, loops));
+    Type from = element.getType();
+    if (from == type)
+      return element;
+    if (from.getIntOrFloatBitWidth() < type.getIntOrFloatBitWidth())
+      return arith::ExtFOp::create(rewriter, loc, type, element);
+    return arith::TruncFOp::create(rewriter, loc, type, element);
   };
-  Type f32 = rewriter.getF32Type();
 
   // The accumulator fragment, row-major in a 2 x 2 vector.
-  Value twoT = arith::MulIOp::create(rewriter, loc, t, index(2));
   SmallVector<std::pair<Value, Value>> accPositions = {
       {group, twoT},
       {group, plus(twoT, 1)},
@@ -316,28 +334,100 @@ static LogicalResult rewriteAsMma(RewriterBase &rewriter, linalg::LinalgOp op,
       {plus(group, 8), plus(twoT, 1)}};
   SmallVector<Value> accElements;
   for (auto [row, col] : accPositions)
-    accElements.push_back(load(out, row, col, zero));
-  Value acc = vector::FromElementsOp::create(
-      rewriter, loc, VectorType::get({2, 2}, f32), accElements);
+    accElements.push_back(load(out, row, col, zero, f32));
+  auto accType = VectorType::get({2, 2}, f32);
+  Value acc =
+      vector::FromElementsOp::create(rewriter, loc, accType, accElements);
 
+  int64_t kStep = precision == MmaPrecision::TF32 ? 8 : 16;
   auto loop = scf::ForOp::create(rewriter, loc, zero, index(ranges[mma->k]),
-                                 index(8), ValueRange{acc});
+                                 index(kStep), ValueRange{acc});
   {
     OpBuilder::InsertionGuard guard(rewriter);
     rewriter.setInsertionPointToStart(loop.getBody());
-    Value kt = arith::AddIOp::create(rewriter, loc, loop.getInductionVar(), t);
-    Value kt4 = plus(kt, 4);
-    Value a = vector::FromElementsOp::create(
-        rewriter, loc, VectorType::get({4, 1}, f32),
-        ValueRange{
-            load(lhs, group, zero, kt), load(lhs, plus(group, 8), zero, kt),
-            load(lhs, group, zero, kt4), load(lhs, plus(group, 8), zero, kt4)});
-    Value b = vector::FromElementsOp::create(
-        rewriter, loc, VectorType::get({2, 1}, f32),
-        ValueRange{load(rhs, zero, group, kt), load(rhs, zero, group, kt4)});
-    Value next = nvgpu::MmaSyncOp::create(
-        rewriter, loc, a, b, loop.getRegionIterArgs()[0],
-        ArrayRef<int64_t>{16, 8, 8}, /*tf32Enabled=*/true);
+    Value k0 = loop.getInductionVar();
+    Value current = loop.getRegionIterArgs()[0];
+    Value next;
+    if (precision == MmaPrecision::TF32) {
+      Value kt = arith::AddIOp::create(rewriter, loc, k0, t);
+      Value kt4 = plus(kt, 4);
+      Value a = vector::FromElementsOp::create(
+          rewriter, loc, VectorType::get({4, 1}, f32),
+          ValueRange{load(lhs, group, zero, kt, f32),
+                     load(lhs, plus(group, 8), zero, kt, f32),
+                     load(lhs, group, zero, kt4, f32),
+                     load(lhs, plus(group, 8), zero, kt4, f32)});
+      Value b = vector::FromElementsOp::create(
+          rewriter, loc, VectorType::get({2, 1}, f32),
+          ValueRange{load(rhs, zero, group, kt, f32),
+                     load(rhs, zero, group, kt4, f32)});
+      next = nvgpu::MmaSyncOp::create(rewriter, loc, a, b, current,
+                                      ArrayRef<int64_t>{16, 8, 8},
+                                      /*tf32Enabled=*/true);
+    } else {
+      // Registers of two 16-bit elements: A's four, B's two.
+      Value k2t = arith::AddIOp::create(rewriter, loc, k0, twoT);
+      SmallVector<SmallVector<Value, 2>> aRegs, bRegs;
+      for (int64_t r = 0; r < 4; ++r) {
+        Value row = plus(group, r % 2 ? 8 : 0);
+        Value col = plus(k2t, r >= 2 ? 8 : 0);
+        aRegs.push_back({load(lhs, row, zero, col, operandType),
+                         load(lhs, row, zero, plus(col, 1), operandType)});
+      }
+      for (int64_t r = 0; r < 2; ++r) {
+        Value k = plus(k2t, r ? 8 : 0);
+        bRegs.push_back({load(rhs, zero, group, k, operandType),
+                         load(rhs, zero, group, plus(k, 1), operandType)});
+      }
+      if (precision == MmaPrecision::F16) {
+        SmallVector<Value> aElements, bElements;
+        for (auto &reg : aRegs)
+          aElements.append(reg.begin(), reg.end());
+        for (auto &reg : bRegs)
+          bElements.append(reg.begin(), reg.end());
+        Value a = vector::FromElementsOp::create(
+            rewriter, loc, VectorType::get({4, 2}, operandType), aElements);
+        Value b = vector::FromElementsOp::create(
+            rewriter, loc, VectorType::get({2, 2}, operandType), bElements);
+        next = nvgpu::MmaSyncOp::create(rewriter, loc, a, b, current,
+                                        ArrayRef<int64_t>{16, 8, 16});
+      } else {
+        // nvgpu.mma.sync has no bf16 lowering: NVVM's op on the registers
+        // as i32.
+        Type i32 = rewriter.getI32Type();
+        auto pack = [&](ArrayRef<Value> pair) -> Value {
+          Value pairVector = vector::FromElementsOp::create(
+              rewriter, loc, VectorType::get({2}, operandType), pair);
+          Value word = vector::BitCastOp::create(
+              rewriter, loc, VectorType::get({1}, i32), pairVector);
+          return vector::ExtractOp::create(rewriter, loc, word,
+                                           ArrayRef<int64_t>{0});
+        };
+        SmallVector<Value> aWords, bWords, cValues;
+        for (auto &reg : aRegs)
+          aWords.push_back(pack(reg));
+        for (auto &reg : bRegs)
+          bWords.push_back(pack(reg));
+        for (int64_t i = 0; i < 4; ++i)
+          cValues.push_back(vector::ExtractOp::create(
+              rewriter, loc, current, ArrayRef<int64_t>{i / 2, i % 2}));
+        auto resultType =
+            LLVM::LLVMStructType::getLiteral(ctx, {f32, f32, f32, f32});
+        Value result = NVVM::MmaOp::create(
+            rewriter, loc, resultType, aWords, bWords, cValues,
+            ArrayRef<int64_t>{16, 8, 16}, /*b1Op=*/std::nullopt,
+            /*intOverflow=*/std::nullopt,
+            std::array<NVVM::MMATypes, 2>{NVVM::MMATypes::bf16,
+                                          NVVM::MMATypes::bf16},
+            std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
+                                           NVVM::MMALayout::col});
+        SmallVector<Value> dValues;
+        for (int64_t i = 0; i < 4; ++i)
+          dValues.push_back(LLVM::ExtractValueOp::create(rewriter, loc, result,
+                                                         ArrayRef<int64_t>{i}));
+        next = vector::FromElementsOp::create(rewriter, loc, accType, dValues);
+      }
+    }
     scf::YieldOp::create(rewriter, loc, next);
   }
   for (auto [i, position] : llvm::enumerate(accPositions)) {
@@ -360,7 +450,8 @@ static LogicalResult rewriteAsMma(RewriterBase &rewriter, linalg::LinalgOp op,
 /// tile's contraction as mma.sync, then a barrier.
 static LogicalResult distributeWarpForall(RewriterBase &rewriter,
                                           scf::ForallOp forall, Value threadId,
-                                          Value threads) {
+                                          Value threads,
+                                          MmaPrecision precision) {
   Location loc = forall.getLoc();
   rewriter.setInsertionPoint(forall);
   Value warpSize = arith::ConstantIndexOp::create(rewriter, loc, 32);
@@ -373,7 +464,7 @@ static LogicalResult distributeWarpForall(RewriterBase &rewriter,
     return forall.emitOpError("must hold one contraction tile per warp");
   if (failed(distributeForall(rewriter, forall, warp, warps)))
     return failure();
-  return rewriteAsMma(rewriter, tiles.front(), lane);
+  return rewriteAsMma(rewriter, tiles.front(), lane, precision);
 }
 
 /// memref.copy inside a kernel -> every thread copies elements t,
@@ -499,7 +590,8 @@ mlir::la::mapTasksToLaunch(RewriterBase &rewriter, scf::ForallOp tasks,
                "32, got ")
            << options.threadsPerBlock;
   for (scf::ForallOp forall : warpLoops)
-    if (failed(distributeWarpForall(rewriter, forall, threadId, blockThreads)))
+    if (failed(distributeWarpForall(rewriter, forall, threadId, blockThreads,
+                                    options.mmaPrecision)))
       return failure();
   for (memref::CopyOp copy : copies)
     distributeCopy(rewriter, copy, threadId, blockThreads);
@@ -564,30 +656,60 @@ static void forwardOutputCopies(RewriterBase &rewriter, func::FuncOp func) {
   }
 }
 
-/// Host allocations become device allocations; anything else that touches
-/// memory outside the kernels has no GPU form here and is an error.
+/// Host allocations become device allocations, freed before the function
+/// returns (the launches are synchronous); global constants that a kernel
+/// reads are read inside it (kernel outlining then copies them into the
+/// GPU module); anything else that touches memory outside the kernels has
+/// no GPU form here and is an error.
 static LogicalResult prepareHostSide(RewriterBase &rewriter,
                                      func::FuncOp func) {
   forwardOutputCopies(rewriter, func);
   SmallVector<Operation *> hostOps;
   for (Operation &op : func.getBody().getOps())
     hostOps.push_back(&op);
+  auto tokenType = gpu::AsyncTokenType::get(rewriter.getContext());
+  // gpu-to-llvm lowers the asynchronous forms: each allocation and free is
+  // wrapped between gpu.wait ops.
+  auto waitFor = [&](Location loc) {
+    return gpu::WaitOp::create(rewriter, loc, tokenType, ValueRange{})
+        .getAsyncToken();
+  };
+  SmallVector<Value> deviceBuffers;
   for (Operation *op : hostOps) {
+    if (auto global = dyn_cast<memref::GetGlobalOp>(op)) {
+      for (OpOperand &use : llvm::make_early_inc_range(global->getUses())) {
+        auto launch = use.getOwner()->getParentOfType<gpu::LaunchOp>();
+        if (!launch)
+          continue;
+        OpBuilder::InsertionGuard guard(rewriter);
+        rewriter.setInsertionPointToStart(&launch.getBody().front());
+        Operation *clone = rewriter.clone(*global);
+        rewriter.modifyOpInPlace(use.getOwner(),
+                                 [&] { use.set(clone->getResult(0)); });
+      }
+      if (global->use_empty())
+        rewriter.eraseOp(global);
+      continue;
+    }
     if (isa<gpu::LaunchOp, func::ReturnOp, ViewLikeOpInterface>(op) ||
         isMemoryEffectFree(op))
       continue;
     if (auto alloc = dyn_cast<memref::AllocOp>(op)) {
+      Location loc = alloc.getLoc();
       rewriter.setInsertionPoint(alloc);
-      rewriter.replaceOpWithNewOp<gpu::AllocOp>(
-          alloc, alloc.getType(), /*asyncToken=*/Type(),
-          /*asyncDependencies=*/ValueRange{}, alloc.getDynamicSizes(),
-          alloc.getSymbolOperands(), /*hostShared=*/false);
+      auto deviceAlloc = gpu::AllocOp::create(
+          rewriter, loc, alloc.getType(), tokenType, ValueRange{waitFor(loc)},
+          alloc.getDynamicSizes(), alloc.getSymbolOperands(),
+          /*hostShared=*/false);
+      gpu::WaitOp::create(rewriter, loc, Type(),
+                          ValueRange{deviceAlloc.getAsyncToken()});
+      rewriter.replaceOp(alloc, deviceAlloc.getMemref());
+      deviceBuffers.push_back(deviceAlloc.getMemref());
       continue;
     }
-    if (auto dealloc = dyn_cast<memref::DeallocOp>(op)) {
-      rewriter.setInsertionPoint(dealloc);
-      rewriter.replaceOpWithNewOp<gpu::DeallocOp>(
-          dealloc, /*asyncToken=*/Type(), ValueRange{}, dealloc.getMemref());
+    if (isa<memref::DeallocOp>(op)) {
+      // Freed below, after the last launch.
+      rewriter.eraseOp(op);
       continue;
     }
     return op->emitOpError(
@@ -595,7 +717,26 @@ static LogicalResult prepareHostSide(RewriterBase &rewriter,
         "place on the GPU (the GPU path needs T to be a multiple of the "
         "chunk size and the operands' producers to be fusible)");
   }
+  Operation *terminator = func.getBody().front().getTerminator();
+  for (Value buffer : deviceBuffers) {
+    Location loc = buffer.getLoc();
+    rewriter.setInsertionPoint(terminator);
+    auto free = gpu::DeallocOp::create(rewriter, loc, tokenType,
+                                       ValueRange{waitFor(loc)}, buffer);
+    gpu::WaitOp::create(rewriter, loc, Type(),
+                        ValueRange{free.getAsyncToken()});
+  }
   return success();
+}
+
+FailureOr<MmaPrecision> mlir::la::parseMmaPrecision(StringRef name) {
+  if (name == "tf32")
+    return MmaPrecision::TF32;
+  if (name == "bf16")
+    return MmaPrecision::BF16;
+  if (name == "f16")
+    return MmaPrecision::F16;
+  return failure();
 }
 
 LogicalResult mlir::la::mapToGPU(RewriterBase &rewriter, func::FuncOp func,
@@ -621,9 +762,17 @@ struct LaMapToGPUPass : la::impl::LaMapToGPUPassBase<LaMapToGPUPass> {
           << static_cast<int64_t>(threadsPerBlock);
       return signalPassFailure();
     }
+    FailureOr<MmaPrecision> precision = parseMmaPrecision(mmaPrecision);
+    if (failed(precision)) {
+      getOperation()->emitError()
+          << "la-map-to-gpu: 'mma-precision' must be tf32, bf16 or f16, got '"
+          << mmaPrecision << "'";
+      return signalPassFailure();
+    }
     GPUMappingOptions options;
     options.threadsPerBlock = threadsPerBlock;
     options.sharedMemoryLimit = sharedMemoryLimit;
+    options.mmaPrecision = *precision;
     IRRewriter rewriter(&getContext());
     if (failed(mapToGPU(rewriter, getOperation(), options)))
       return signalPassFailure();

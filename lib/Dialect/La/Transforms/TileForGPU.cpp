@@ -60,9 +60,15 @@ std::optional<MmaContraction> mlir::la::getMmaContraction(linalg::LinalgOp op) {
   if (!llvm::all_of(op.getIndexingMapsArray(),
                     [](AffineMap map) { return map.isProjectedPermutation(); }))
     return std::nullopt;
-  for (OpOperand &operand : op->getOpOperands())
-    if (!getElementTypeOrSelf(operand.get().getType()).isF32())
+  // f32 accumulators; f32, bf16 or f16 inputs (converted to the
+  // instruction's type as they are loaded).
+  for (OpOperand &operand : op->getOpOperands()) {
+    Type element = getElementTypeOrSelf(operand.get().getType());
+    bool isInit = op.isDpsInit(&operand);
+    if (isInit ? !element.isF32()
+               : !(element.isF32() || element.isBF16() || element.isF16()))
       return std::nullopt;
+  }
   FailureOr<linalg::ContractionDimensions> dims =
       linalg::inferContractionDims(op);
   SmallVector<int64_t> ranges = op.getStaticLoopRanges();
@@ -83,7 +89,7 @@ std::optional<MmaContraction> mlir::la::getMmaContraction(linalg::LinalgOp op) {
   };
   std::optional<unsigned> m = single(dims->m), n = single(dims->n);
   unsigned k = dims->k.front();
-  if (!m || !n || ranges[*m] % 16 || ranges[*n] % 8 || ranges[k] % 8)
+  if (!m || !n || ranges[*m] % 16 || ranges[*n] % 8 || ranges[k] % 16)
     return std::nullopt;
   for (unsigned batch : dims->batch)
     if (ranges[batch] != 1)
@@ -227,9 +233,9 @@ static void stageInputSlices(RewriterBase &rewriter, scf::ForallOp tasks) {
   for (tensor::ExtractSliceOp slice : slices) {
     rewriter.setInsertionPointAfter(slice);
     Location loc = slice.getLoc();
-    Value empty = tensor::EmptyOp::create(rewriter, loc,
-                                          slice.getType().getShape(),
-                                          slice.getType().getElementType());
+    Value empty =
+        tensor::EmptyOp::create(rewriter, loc, slice.getType().getShape(),
+                                slice.getType().getElementType());
     auto copy = linalg::CopyOp::create(rewriter, loc, slice.getResult(), empty);
     rewriter.replaceAllUsesExcept(slice.getResult(), copy.getResult(0), copy);
   }
