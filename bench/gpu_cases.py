@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+"""The GPU kernels that the device check needs, compiled ahead of time.
+
+The machine with the GPU has no LLVM or MLIR, so la's kernels travel there
+as shared libraries (:mod:`la.gpu`), compiled here by
+``scripts/gpu-device-prepare.sh``, which runs::
+
+    python3 bench/gpu_cases.py --out .gpu/kernels
+
+and read there by ``bench/gpu_check.py`` (correctness, :data:`CHECK_CASES`)
+and ``bench/bench_gpu.py`` (speed, :data:`BENCH_CASES`). Both find a case's
+library with :func:`library_path`. Compiling is idempotent: a library whose
+manifest key (the MLIR, the pipeline options, the tools' identities) is
+unchanged is not compiled again.
+"""
+
+import argparse
+import os
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_REPO = os.path.dirname(_HERE)
+if os.path.join(_REPO, "python") not in sys.path:
+    sys.path.insert(0, os.path.join(_REPO, "python"))
+
+#: where the prepare script puts the libraries (relative to the repository).
+DEFAULT_DIR = os.path.join(_REPO, ".gpu", "kernels")
+
+
+class Case:
+    """One compiled attention layer: variant, sizes, dtype (of q, k, v, o),
+    whether it takes an initial state, whether its contractions run on
+    tensor cores (la-lower-to-nvvm's tensor-cores, with mma-precision tf32
+    for f32 inputs and bf16 for bf16 inputs). Every case returns the final
+    state."""
+
+    def __init__(self, variant, B, T, H, K, V, HV=None, dtype="f32", initial_state=False,
+                 tensor_cores=False):
+        self.variant = variant
+        self.B, self.T, self.H, self.K, self.V = B, T, H, K, V
+        self.HV = H if HV is None else HV
+        self.dtype = dtype
+        self.initial_state = initial_state
+        self.tensor_cores = tensor_cores
+
+    @property
+    def pipeline_options(self):
+        """la-lower-to-nvvm's options for this case (None: the defaults)."""
+        if not self.tensor_cores:
+            return None
+        return {"tensor-cores": "true",
+                "mma-precision": "tf32" if self.dtype == "f32" else "bf16"}
+
+    @property
+    def shape(self):
+        return (self.B, self.T, self.H, self.K, self.V, self.HV)
+
+    @property
+    def name(self):
+        dims = "x".join(str(d) for d in (self.B, self.T, self.H, self.K, self.V))
+        if self.HV != self.H:
+            dims += f"-hv{self.HV}"
+        return (f"{self.variant}-{dims}-{self.dtype}" + ("-s0" if self.initial_state else "")
+                + ("-tc" if self.tensor_cores else ""))
+
+    def __repr__(self):
+        return f"Case({self.name})"
+
+
+#: small shapes checked against the fp64 reference on the GPU (f32 within
+#: 1e-4, bf16 within 5e-3): every chunked variant with and without an initial
+#: state; K != V; grouped value heads; bf16. T is a multiple of the chunk
+#: size (32): la-lower-to-nvvm rejects a tail chunk (its padding copies run
+#: outside the GPU tasks).
+CHECK_CASES = (
+    [Case(v, 2, 128, 2, 64, 64, initial_state=s)
+     for v in ("gla", "gated_deltanet", "kda", "retention", "mamba2", "deltanet")
+     for s in (False, True)]
+    + [Case("gated_deltanet", 1, 64, 2, 32, 64, initial_state=True),
+       Case("gated_deltanet", 2, 64, 2, 64, 64, HV=4, initial_state=True)]
+    + [Case(v, 2, 128, 2, 64, 64, dtype="bf16", initial_state=True)
+       for v in ("gla", "gated_deltanet", "kda")]
+    # Tensor cores (tf32 for f32, bf16 mma for bf16): never run before a
+    # device check; their tolerances are those of the operand type.
+    + [Case(v, 2, 128, 2, 64, 64, dtype=dt, initial_state=True, tensor_cores=True)
+       for v in ("gla", "gated_deltanet", "kda") for dt in ("f32", "bf16")]
+)
+
+#: (B, T, H, D) of the benchmark; K = V = D.
+BENCH_SHAPES = ((1, 8192, 16, 128), (2, 16384, 16, 128))
+BENCH_VARIANTS = ("gla", "gated_deltanet", "kda")
+BENCH_DTYPES = ("f32", "bf16")
+BENCH_CASES = [Case(v, B, T, H, D, D, dtype=dt, tensor_cores=tc)
+               for (B, T, H, D) in BENCH_SHAPES for v in BENCH_VARIANTS for dt in BENCH_DTYPES
+               for tc in (False, True)]
+
+
+def library_path(case, directory=DEFAULT_DIR):
+    """The library of ``case`` in ``directory`` (its manifest: ``.json``)."""
+    return os.path.join(directory, case.name + ".so")
+
+
+def compile_case(case, directory=DEFAULT_DIR, pipeline_options=None, force=False):
+    """Compiles ``case`` (la.gpu.compile_attention) unless it is up to date;
+    returns ``(case, seconds, compiled)``."""
+    from la import gpu
+    path = library_path(case, directory)
+    start = time.perf_counter()
+    before = os.stat(path).st_mtime_ns if os.path.exists(path) else None
+    gpu.compile_attention(path, case.variant, case.B, case.T, case.H, case.K, case.V, case.HV,
+                          dtype=case.dtype, has_initial_state=case.initial_state,
+                          output_final_state=True, pipeline_options=pipeline_options,
+                          force=force)
+    after = os.stat(path).st_mtime_ns
+    return case, time.perf_counter() - start, before != after
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description="compile la's GPU kernels for the device check")
+    p.add_argument("--out", default=DEFAULT_DIR, help="output folder (default: %(default)s)")
+    p.add_argument("--set", choices=("all", "check", "bench"), default="all",
+                   help="which cases (default: %(default)s)")
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                   help="parallel compiles (default: %(default)s)")
+    p.add_argument("--force", action="store_true", help="recompile even when up to date")
+    p.add_argument("--prune", action="store_true",
+                   help="delete the libraries and manifests in --out that no case names")
+    args = p.parse_args(argv)
+
+    from la import gpu
+    missing = gpu.missing_tools()
+    if missing:
+        print("gpu_cases: cannot compile GPU kernels here:\n  " + "\n  ".join(missing),
+              file=sys.stderr)
+        return 2
+    cases = {"all": list(CHECK_CASES) + list(BENCH_CASES), "check": list(CHECK_CASES),
+             "bench": list(BENCH_CASES)}[args.set]
+    os.makedirs(args.out, exist_ok=True)
+    start = time.perf_counter()
+    failures = 0
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        futures = [pool.submit(compile_case, c, args.out, c.pipeline_options, args.force)
+                   for c in cases]
+        for case, future in zip(cases, futures):
+            try:
+                _, seconds, compiled = future.result()
+                state = f"compiled in {seconds:.1f} s" if compiled else "up to date"
+                print(f"  {case.name:45s} {state}")
+            except gpu.GpuCompileError as error:
+                failures += 1
+                print(f"  {case.name:45s} FAILED\n{error}", file=sys.stderr)
+                # No stale library from an earlier compiler may stand in for it.
+                for path in (library_path(case, args.out),
+                             os.path.splitext(library_path(case, args.out))[0] + ".json"):
+                    if os.path.exists(path):
+                        os.remove(path)
+    if args.prune:
+        keep = {c.name for c in cases}
+        for name in sorted(os.listdir(args.out)):
+            stem, ext = os.path.splitext(name)
+            if ext in (".so", ".json") and stem not in keep and \
+                    name != "libla_cuda_runtime.so":
+                os.remove(os.path.join(args.out, name))
+                print(f"  removed {name} (no such case)")
+    print(f"gpu_cases: {len(cases) - failures} of {len(cases)} kernels ready in {args.out} "
+          f"({time.perf_counter() - start:.1f} s)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
