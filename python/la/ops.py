@@ -78,8 +78,9 @@ STAGES = ("attention", "recurrence", "chunked", "linalg", "llvm", "llvm-ir", "al
 
 _TARGETS = ("cpu", "cuda")
 _GPU_UNAVAILABLE = (
-    "the GPU path is not available in this build of la (no GPU code generation "
-    "or runtime yet); use target='cpu' with NumPy arrays or CPU tensors (tensor.cpu())"
+    "the GPU path is not available in these layer functions (GPU kernels are "
+    "built with la.gpu, see docs/python.md); use target='cpu' with NumPy arrays "
+    "or CPU tensors (tensor.cpu())"
 )
 
 

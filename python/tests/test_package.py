@@ -429,7 +429,7 @@ def _gdn(inputs, **kwargs):
         (lambda d: d.update(dtype="f64"), TypeError, r"dtype must be 'f32', 'f16' or 'bf16'"),
         (lambda d: d.update(g=d["g"].astype(np.complex64)), TypeError, r"g must be a float"),
         (lambda d: d.update(target="tpu"), ValueError, r"target must be 'cpu'"),
-        (lambda d: d.update(target="cuda"), la.LaError, r"GPU path is not available"),
+        (lambda d: d.update(target="cuda"), la.LaError, r"GPU path is not available in these layer functions"),
         (lambda d: d.update(chunk_size=0), ValueError, r"chunk_size must be a positive"),
     ],
     ids=["q-rank", "k-shape", "v-T", "HV", "g-shape", "beta-shape", "state-shape",
@@ -529,9 +529,9 @@ def test_torch_device_errors():
     torch = pytest.importorskip("torch")
     x = torch.ones(1, 4, 1, 4, device="meta")  # any non-CPU device, e.g. cuda
     y = torch.ones(1, 4, 1, 4)
-    with pytest.raises(la.LaError, match="GPU path is not available"):
+    with pytest.raises(la.LaError, match="GPU path is not available in these layer functions"):
         la.linear_attention(x, y, y)
-    with pytest.raises(la.LaError, match="GPU path is not available"):
+    with pytest.raises(la.LaError, match="GPU path is not available in these layer functions"):
         la.linear_attention(y, y, y, target="cuda")
 
 
