@@ -25,52 +25,16 @@
 using namespace mlir;
 using namespace mlir::la;
 
-void mlir::la::buildLowerToCPUPipeline(OpPassManager &pm,
-                                       const LowerToCPUOptions &options) {
-  // la to linalg and scf on tensors.
-  pm.addPass(createLaLowerToRecurrencePass());
-  if (!options.sequential) {
-    // The threads the program will run on: the machine's with OpenMP, one
-    // otherwise.
-    LaFuseRecurrencePassOptions fuseOptions;
-    fuseOptions.chunkSize = options.chunkSize;
-    fuseOptions.mode =
-        options.gpuSchedule ? std::string("fused") : std::string(options.fuse);
-    fuseOptions.threads = options.parallel ? 0 : 1;
-    fuseOptions.valueTile = options.valueTile;
-    pm.addPass(createLaFuseRecurrencePass(fuseOptions));
-    LaChunkPassOptions chunkOptions;
-    chunkOptions.chunkSize = options.chunkSize;
-    pm.addPass(createLaChunkPass(chunkOptions));
-  }
-  pm.addPass(createConvertLaToLinalgPass());
-  pm.addPass(createCanonicalizerPass());
-  pm.addPass(createCSEPass());
-  // The GPU schedule runs sequentially, without CPU tiles.
-  bool parallel = options.parallel && !options.gpuSchedule;
-  bool tile = options.tile && !options.gpuSchedule;
-  if (options.gpuSchedule) {
-    LaTileForGPUPassOptions gpuTileOptions;
-    gpuTileOptions.tensorCores = options.tensorCores;
-    gpuTileOptions.stageInputs = options.stageInputs;
-    pm.addNestedPass<func::FuncOp>(createLaTileForGPUPass(gpuTileOptions));
-    pm.addPass(createCanonicalizerPass());
-    pm.addPass(createCSEPass());
-  }
-  if (tile) {
-    LaTilePassOptions tileOptions;
-    tileOptions.rowTile = options.rowTile;
-    tileOptions.laneTile = options.laneTile;
-    tileOptions.distribute = parallel;
-    pm.addNestedPass<func::FuncOp>(createLaTilePass(tileOptions));
-    pm.addPass(createCanonicalizerPass());
-    pm.addPass(createCSEPass());
-  }
-
-  // Buffers: results become out-parameters so that callers own every output.
+/// One-shot bufferization of the whole module with identity layouts at
+/// function boundaries, results as out-parameters (the caller owns every
+/// output), then CSE and canonicalization: bufferizing an scf.forall leaves
+/// copies between two equal subviews of its shared output, which fold away
+/// once CSE has made the subviews one value.
+static void addBufferizationPasses(OpPassManager &pm,
+                                   bool allowReturnAllocsFromLoops) {
   bufferization::OneShotBufferizePassOptions bufferizeOptions;
   bufferizeOptions.bufferizeFunctionBoundaries = true;
-  bufferizeOptions.allowReturnAllocsFromLoops = true;
+  bufferizeOptions.allowReturnAllocsFromLoops = allowReturnAllocsFromLoops;
   bufferizeOptions.functionBoundaryTypeConversion =
       bufferization::LayoutMapOption::IdentityLayoutMap;
   pm.addPass(bufferization::createOneShotBufferizePass(bufferizeOptions));
@@ -79,15 +43,13 @@ void mlir::la::buildLowerToCPUPipeline(OpPassManager &pm,
   outParamsOptions.hoistStaticAllocs = true;
   pm.addPass(
       bufferization::createBufferResultsToOutParamsPass(outParamsOptions));
-  // CSE first: bufferizing an scf.forall leaves copies between two equal
-  // subviews of its shared output, which fold away once the subviews are
-  // one value.
   pm.addPass(createCSEPass());
   pm.addPass(createCanonicalizerPass());
-  bufferization::BufferDeallocationPipelineOptions deallocOptions;
-  bufferization::buildBufferDeallocationPipeline(pm, deallocOptions);
+}
 
-  // Loops and LLVM.
+/// Buffers to the LLVM dialect: loops (OpenMP with `parallel`), la-tile's
+/// vector register tiles (with `tile`), then every dialect to LLVM.
+static void addLoopsAndLLVMPasses(OpPassManager &pm, bool parallel, bool tile) {
   if (parallel) {
     pm.addPass(createForallToParallelLoopPass());
     // After la-tile the threads are la-tile's scf.forall loops; the ops it
@@ -138,6 +100,56 @@ void mlir::la::buildLowerToCPUPipeline(OpPassManager &pm,
   pm.addPass(createCanonicalizerPass());
 }
 
+void mlir::la::buildLowerToCPUPipeline(OpPassManager &pm,
+                                       const LowerToCPUOptions &options) {
+  // la to linalg and scf on tensors.
+  pm.addPass(createLaLowerToRecurrencePass());
+  if (!options.sequential) {
+    // The threads the program will run on: the machine's with OpenMP, one
+    // otherwise.
+    LaFuseRecurrencePassOptions fuseOptions;
+    fuseOptions.chunkSize = options.chunkSize;
+    fuseOptions.mode =
+        options.gpuSchedule ? std::string("fused") : std::string(options.fuse);
+    fuseOptions.threads = options.parallel ? 0 : 1;
+    fuseOptions.valueTile = options.valueTile;
+    pm.addPass(createLaFuseRecurrencePass(fuseOptions));
+    LaChunkPassOptions chunkOptions;
+    chunkOptions.chunkSize = options.chunkSize;
+    pm.addPass(createLaChunkPass(chunkOptions));
+  }
+  pm.addPass(createConvertLaToLinalgPass());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  // The GPU schedule runs sequentially, without CPU tiles.
+  bool parallel = options.parallel && !options.gpuSchedule;
+  bool tile = options.tile && !options.gpuSchedule;
+  if (options.gpuSchedule) {
+    LaTileForGPUPassOptions gpuTileOptions;
+    gpuTileOptions.tensorCores = options.tensorCores;
+    gpuTileOptions.stageInputs = options.stageInputs;
+    pm.addNestedPass<func::FuncOp>(createLaTileForGPUPass(gpuTileOptions));
+    pm.addPass(createCanonicalizerPass());
+    pm.addPass(createCSEPass());
+  }
+  if (tile) {
+    LaTilePassOptions tileOptions;
+    tileOptions.rowTile = options.rowTile;
+    tileOptions.laneTile = options.laneTile;
+    tileOptions.distribute = parallel;
+    pm.addNestedPass<func::FuncOp>(createLaTilePass(tileOptions));
+    pm.addPass(createCanonicalizerPass());
+    pm.addPass(createCSEPass());
+  }
+
+  // Buffers: results become out-parameters so that callers own every output.
+  addBufferizationPasses(pm, /*allowReturnAllocsFromLoops=*/true);
+  bufferization::BufferDeallocationPipelineOptions deallocOptions;
+  bufferization::buildBufferDeallocationPipeline(pm, deallocOptions);
+
+  addLoopsAndLLVMPasses(pm, parallel, tile);
+}
+
 void mlir::la::buildLowerToGPUPipeline(OpPassManager &pm,
                                        const LowerToNVVMOptions &options) {
   // The fused program on tensors, tiled onto blocks and threads.
@@ -164,18 +176,7 @@ void mlir::la::buildLowerToGPUPipeline(OpPassManager &pm,
 
   // Buffers; la-tile-for-gpu made every loop-carried tensor a write into its
   // iteration argument, so no loop returns a new allocation.
-  bufferization::OneShotBufferizePassOptions bufferizeOptions;
-  bufferizeOptions.bufferizeFunctionBoundaries = true;
-  bufferizeOptions.functionBoundaryTypeConversion =
-      bufferization::LayoutMapOption::IdentityLayoutMap;
-  pm.addPass(bufferization::createOneShotBufferizePass(bufferizeOptions));
-  bufferization::BufferResultsToOutParamsPassOptions outParamsOptions;
-  outParamsOptions.modifyPublicFunctions = true;
-  outParamsOptions.hoistStaticAllocs = true;
-  pm.addPass(
-      bufferization::createBufferResultsToOutParamsPass(outParamsOptions));
-  pm.addPass(createCSEPass());
-  pm.addPass(createCanonicalizerPass());
+  addBufferizationPasses(pm, /*allowReturnAllocsFromLoops=*/false);
 
   // Kernels.
   LaMapToGPUPassOptions mapOptions;
@@ -234,6 +235,14 @@ void mlir::la::buildLowerToNVVMPipeline(OpPassManager &pm,
   pm.addPass(createReconcileUnrealizedCastsPass());
 }
 
+void mlir::la::buildLowerToGPUEmulatorPipeline(
+    OpPassManager &pm, const LowerToNVVMOptions &options) {
+  buildLowerToGPUPipeline(pm, options);
+  pm.addNestedPass<func::FuncOp>(createLaEmulateGPUPass());
+  pm.addPass(createCanonicalizerPass());
+  addLoopsAndLLVMPasses(pm, /*parallel=*/false, /*tile=*/false);
+}
+
 std::string mlir::la::resolveCUDAToolkit(StringRef requested) {
   if (!requested.empty())
     return requested.str();
@@ -277,4 +286,9 @@ void mlir::la::registerPipelines() {
       "Lower la.attention to host LLVM code launching NVVM kernels (cubin "
       "or PTX); the function takes device memory",
       buildLowerToNVVMPipeline);
+  PassPipelineRegistration<LowerToNVVMOptions>(
+      "la-lower-to-gpu-emulator",
+      "Lower la.attention through la-lower-to-gpu's kernels, then run them "
+      "on the CPU (la-emulate-gpu): a test of the GPU path without a GPU",
+      buildLowerToGPUEmulatorPipeline);
 }

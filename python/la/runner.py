@@ -346,7 +346,9 @@ def run_attention(
     and runs the kernels on the GPU (``--target=gpu``; la-run stops with the
     reason when there is none, see :func:`la.cuda.available`); there
     ``chunk_size`` and ``value_tile`` default to la-lower-to-nvvm's (32, 32)
-    unless given. ``tensor_cores=True`` puts f32 contractions on tensor
+    unless given. ``target="gpu-emulator"`` compiles the same kernels and runs
+    them on the CPU (la-emulate-gpu; no tensor cores), which checks them
+    without a GPU. ``tensor_cores=True`` puts f32 contractions on tensor
     cores (tf32 mma.sync) on the GPU, and runs their warp tiling on the CPU
     with ``gpu_schedule`` (``--tensor-cores``).
 

@@ -49,3 +49,34 @@ def test_value_tiles_on_the_cpu_schedule(variant, value_tile):
     )
     assert lt.rel_rms(o_ref, o) < TOL
     assert lt.rel_rms(s_ref, s) < TOL
+
+
+# The kernels themselves (la-lower-to-gpu: gpu.launch, shared memory packed
+# by lifetime, staged inputs, loops of threads, device buffers), run on the
+# CPU by la-emulate-gpu (la-run --target=gpu-emulator): everything of the
+# GPU path after tiling except the tensor cores and the hardware.
+EMULATED = ["gla", "gated_deltanet", "kda", "retention", "mamba2", "deltanet", "linear"]
+
+
+@pytest.mark.parametrize("variant", EMULATED)
+@pytest.mark.parametrize("value_tile", [None, 8])
+def test_emulated_gpu_kernels_match_reference(variant, value_tile):
+    # T a multiple of the chunk (16), as the GPU path needs.
+    inputs = lt.make_inputs(variant, 2, 64, 2, 16, 32, seed=7, with_initial_state=True)
+    o_ref, s_ref = lt.reference_for(variant, inputs)
+    o, s, _ = runner.run_attention(
+        variant, inputs, chunk_size=16, value_tile=value_tile, target="gpu-emulator"
+    )
+    assert lt.rel_rms(o_ref, o) < TOL
+    assert lt.rel_rms(s_ref, s) < TOL
+
+
+def test_emulated_gpu_kernels_grouped_heads_and_defaults():
+    # la-lower-to-nvvm's defaults (chunks of 32, value tiles of 32), grouped
+    # value heads, K != V.
+    inputs = lt.make_inputs("gated_deltanet", 1, 128, 2, 32, 64, HV=4, seed=8,
+                            with_initial_state=True)
+    o_ref, s_ref = lt.reference_for("gated_deltanet", inputs)
+    o, s, _ = runner.run_attention("gated_deltanet", inputs, target="gpu-emulator")
+    assert lt.rel_rms(o_ref, o) < TOL
+    assert lt.rel_rms(s_ref, s) < TOL

@@ -86,8 +86,9 @@ static cl::opt<bool> gpuSchedule(
     cl::desc("run the GPU's tiled schedule on the CPU (checks its tiling)"));
 static cl::opt<std::string>
     target("target",
-           cl::desc("where the function runs: cpu, or gpu (la-lower-to-nvvm, "
-                    "a cubin launched through libla_cuda_runtime)"),
+           cl::desc("where the function runs: cpu, gpu (la-lower-to-nvvm, "
+                    "a cubin launched through libla_cuda_runtime) or "
+                    "gpu-emulator (the same kernels run on the CPU)"),
            cl::init("cpu"));
 static cl::opt<std::string>
     gpuChip("gpu-chip", cl::desc("the GPU architecture for --target=gpu"),
@@ -308,12 +309,13 @@ int main(int argc, char **argv) {
   if (useRandom && !inputs.empty())
     fail("give either --input files or --random-seed, not both");
 
-  if (target != "cpu" && target != "gpu")
-    fail("--target must be cpu or gpu, got '" + target + "'");
+  if (target != "cpu" && target != "gpu" && target != "gpu-emulator")
+    fail("--target must be cpu, gpu or gpu-emulator, got '" + target + "'");
   bool onGPU = target == "gpu";
+  bool emulated = target == "gpu-emulator";
+  if ((onGPU || emulated) && (sequential || parallel || gpuSchedule))
+    fail("--sequential, --parallel and --gpu-schedule are CPU options");
   if (onGPU) {
-    if (sequential || parallel || gpuSchedule)
-      fail("--sequential, --parallel and --gpu-schedule are CPU options");
     // Before anything else: without a GPU there is nothing to run.
     laCudaSetErrorPrinting(0);
     char reason[1024];
@@ -412,7 +414,7 @@ int main(int argc, char **argv) {
                         /*printAfterOnlyOnChange=*/true,
                         /*printAfterOnlyOnFailure=*/false, llvm::outs());
   }
-  if (onGPU) {
+  if (onGPU || emulated) {
     la::LowerToNVVMOptions gpuOptions;
     // The GPU's defaults differ (see la-lower-to-nvvm); explicit flags win.
     if (chunkSize.getNumOccurrences())
@@ -422,7 +424,10 @@ int main(int argc, char **argv) {
     gpuOptions.chip = gpuChip;
     gpuOptions.tensorCores = tensorCores;
     gpuOptions.mmaPrecision = mmaPrecision;
-    la::buildLowerToNVVMPipeline(pm, gpuOptions);
+    if (onGPU)
+      la::buildLowerToNVVMPipeline(pm, gpuOptions);
+    else
+      la::buildLowerToGPUEmulatorPipeline(pm, gpuOptions);
   }
   la::LowerToCPUOptions pipelineOptions;
   pipelineOptions.chunkSize = chunkSize;
@@ -434,7 +439,7 @@ int main(int argc, char **argv) {
   pipelineOptions.valueTile = valueTile;
   pipelineOptions.gpuSchedule = gpuSchedule;
   pipelineOptions.tensorCores = tensorCores;
-  if (!onGPU)
+  if (!onGPU && !emulated)
     la::buildLowerToCPUPipeline(pm, pipelineOptions);
   if (failed(pm.run(*module)))
     return 1;

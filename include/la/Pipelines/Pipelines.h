@@ -146,6 +146,13 @@ void buildLowerToNVVMPipeline(OpPassManager &pm,
 void buildLowerToGPUPipeline(OpPassManager &pm,
                              const LowerToNVVMOptions &options);
 
+/// la-lower-to-gpu, then la-emulate-gpu and the CPU's lowering to the LLVM
+/// dialect: the GPU kernels (shared memory plan, thread and warp loops, host
+/// buffers) run on the CPU, one block and one loop at a time. Tensor cores
+/// are not emulated.
+void buildLowerToGPUEmulatorPipeline(OpPassManager &pm,
+                                     const LowerToNVVMOptions &options);
+
 /// Builds the pipeline from `la.attention` on tensors to the LLVM dialect:
 /// la-lower-to-recurrence, la-chunk (unless sequential), convert-la-to-linalg,
 /// bufferization with results as out-parameters, loops, and the conversions

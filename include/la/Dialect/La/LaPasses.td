@@ -288,4 +288,30 @@ def LaMapToGPUPass : Pass<"la-map-to-gpu", "func::FuncOp"> {
   ];
 }
 
+def LaEmulateGPUPass : Pass<"la-emulate-gpu", "func::FuncOp"> {
+  let summary = "Run la-map-to-gpu's kernels on the CPU (a test device)";
+  let description = [{
+    Checks the GPU path's kernels where there is no GPU. Each `gpu.launch`
+    becomes loops over its grid (z, y, x), run by one thread; each loop of
+    threads or warps that `la-map-to-gpu` made (marked `la.distributed`:
+    `for i = tid to n step threads`) runs all n iterations, and barriers
+    go. That is exact for these kernels: each such loop has independent
+    iterations and a barrier after it, and every value outside them is the
+    same in all threads. The dynamic shared memory becomes one host buffer
+    per launch, viewed at the same offsets, so la-map-to-gpu's packing of
+    buffers by lifetime runs as on the GPU; `gpu.alloc`/`gpu.dealloc`
+    become `memref.alloc`/`memref.dealloc` and the `gpu.wait` ops go.
+
+    Not emulated: tensor cores (`nvgpu.mma.sync`, `nvvm.mma.sync` are a
+    collective of 32 lanes; a launch holding one is an error), and the
+    order and timing of threads (races that a missing barrier would cause
+    are not detected).
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::memref::MemRefDialect",
+    "::mlir::scf::SCFDialect"
+  ];
+}
+
 #endif // LA_DIALECT_LA_LAPASSES_TD

@@ -100,6 +100,11 @@ enum class MmaPrecision { TF32, F16, BF16 };
 /// "tf32", "f16" or "bf16".
 FailureOr<MmaPrecision> parseMmaPrecision(StringRef name);
 
+/// The unit attribute on la-map-to-gpu's loops of threads (`for i = tid to
+/// n step threads`) and of warps (`for w = warp to n step warps`), which
+/// la-emulate-gpu runs as whole loops.
+constexpr llvm::StringLiteral kDistributedLoopAttr = "la.distributed";
+
 /// How la-map-to-gpu builds kernels.
 struct GPUMappingOptions {
   /// Threads of each block (one dimension).

@@ -179,10 +179,6 @@ static void placeInSharedMemory(RewriterBase &rewriter, Value sharedMemory,
 // Threads
 //===----------------------------------------------------------------------===//
 
-/// Marks the loops that distribute work over threads or warps while the
-/// pass runs.
-constexpr llvm::StringLiteral kDistributedAttr = "la.distributed";
-
 /// Emits `for i = threadId to count step threads { body(i) }` and a barrier
 /// after it.
 static void
@@ -190,7 +186,7 @@ distributeOverThreads(RewriterBase &rewriter, Location loc, Value count,
                       Value threadId, Value threads,
                       function_ref<void(OpBuilder &, Location, Value)> body) {
   auto loop = scf::ForOp::create(rewriter, loc, threadId, count, threads);
-  loop->setAttr(kDistributedAttr, rewriter.getUnitAttr());
+  loop->setAttr(kDistributedLoopAttr, rewriter.getUnitAttr());
   {
     // The body is built once the loop is in place (affine folding looks at
     // the enclosing regions).
@@ -199,6 +195,18 @@ distributeOverThreads(RewriterBase &rewriter, Location loc, Value count,
     body(rewriter, loc, loop.getInductionVar());
   }
   gpu::BarrierOp::create(rewriter, loc);
+}
+
+/// The product of `sizes` (folded when they are constants).
+static Value productOf(OpBuilder &b, Location loc,
+                       ArrayRef<OpFoldResult> sizes) {
+  AffineExpr product = b.getAffineConstantExpr(1);
+  for (unsigned i = 0; i < sizes.size(); ++i)
+    product = product * b.getAffineSymbolExpr(i);
+  return getValueOrCreateConstantIndexOp(
+      b, loc,
+      affine::makeComposedFoldedAffineApply(
+          b, loc, AffineMap::get(0, sizes.size(), product), sizes));
 }
 
 /// The iterations of each dimension of `forall`.
@@ -226,13 +234,7 @@ static LogicalResult distributeForall(RewriterBase &rewriter,
   Location loc = forall.getLoc();
   rewriter.setInsertionPoint(forall);
   SmallVector<OpFoldResult> counts = iterationCounts(rewriter, forall);
-  AffineExpr product = rewriter.getAffineConstantExpr(1);
-  for (unsigned i = 0; i < counts.size(); ++i)
-    product = product * rewriter.getAffineSymbolExpr(i);
-  Value total = getValueOrCreateConstantIndexOp(
-      rewriter, loc,
-      affine::makeComposedFoldedAffineApply(
-          rewriter, loc, AffineMap::get(0, counts.size(), product), counts));
+  Value total = productOf(rewriter, loc, counts);
   distributeOverThreads(
       rewriter, loc, total, threadId, threads,
       [&](OpBuilder &b, Location l, Value i) {
@@ -476,13 +478,7 @@ static void distributeCopy(RewriterBase &rewriter, memref::CopyOp copy,
   auto type = cast<MemRefType>(copy.getSource().getType());
   SmallVector<OpFoldResult> sizes =
       memref::getMixedSizes(rewriter, loc, copy.getSource());
-  AffineExpr product = rewriter.getAffineConstantExpr(1);
-  for (unsigned i = 0; i < sizes.size(); ++i)
-    product = product * rewriter.getAffineSymbolExpr(i);
-  Value total = getValueOrCreateConstantIndexOp(
-      rewriter, loc,
-      affine::makeComposedFoldedAffineApply(
-          rewriter, loc, AffineMap::get(0, sizes.size(), product), sizes));
+  Value total = productOf(rewriter, loc, sizes);
   Value source = copy.getSource(), target = copy.getTarget();
   distributeOverThreads(
       rewriter, loc, total, threadId, threads,
@@ -601,7 +597,7 @@ mlir::la::mapTasksToLaunch(RewriterBase &rewriter, scf::ForallOp tasks,
     bool inThreadLoop = false;
     for (Operation *parent = op->getParentOp(); parent != launch;
          parent = parent->getParentOp())
-      inThreadLoop |= parent->hasAttr(kDistributedAttr);
+      inThreadLoop |= parent->hasAttr(kDistributedLoopAttr);
     if (inThreadLoop)
       return WalkResult::advance();
     if (isa<linalg::LinalgOp, scf::ForallOp, memref::AllocOp, memref::AllocaOp>(
@@ -614,7 +610,6 @@ mlir::la::mapTasksToLaunch(RewriterBase &rewriter, scf::ForallOp tasks,
   });
   if (leftover.wasInterrupted())
     return failure();
-  body.walk([](scf::ForOp loop) { loop->removeAttr(kDistributedAttr); });
   return launch;
 }
 
