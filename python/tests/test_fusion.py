@@ -141,3 +141,96 @@ def test_producers(variant, T, fuse):
     ref_o, ref_s = lt.reference_for(variant, inputs, **attrs)
     assert lt.rel_rms(ref_o, o) <= 1e-5, (variant, T, fuse, lt.rel_rms(ref_o, o))
     assert lt.rel_rms(ref_s, s) <= 1e-5, (variant, T, fuse, lt.rel_rms(ref_s, s))
+
+
+# ---------------------------------------------------------------------------
+# Consumers: the output's RMSNorm (a reduction over V, then a scale by the
+# weight) and its gating (o * silu(gate)), fused into the chunk loop.
+
+_ID4 = "affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>"
+_ROW = "affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>"
+_COL = "affine_map<(d0, d1, d2, d3) -> (d3)>"
+_EPS = 1e-6
+
+
+def _consumer_function(variant, B, T, H, K, V):
+    qk = f"tensor<{B}x{T}x{H}x{K}xf32>"
+    tv = f"tensor<{B}x{T}x{H}x{V}xf32>"
+    rows = f"tensor<{B}x{T}x{H}xf32>"
+    ts = f"tensor<{B}x{H}x{K}x{V}xf32>"
+    if variant == "gla":
+        gate_arg, gate_use = f"%g: {qk}", f"g(%g : {qk})"
+    else:
+        gate_arg = f"%g: {rows}, %beta: {rows}"
+        gate_use = f"g(%g : {rows}) beta(%beta : {rows})"
+    return f"""func.func @attention(%q: {qk}, %k: {qk}, %v: {tv}, {gate_arg},
+    %weight: tensor<{V}xf32>, %gate: {tv}) -> ({tv}, {ts}) {{
+  %o, %s = la.attention {variant} %q, %k, %v {gate_use} : {qk}, {qk}, {tv} -> {tv}, {ts}
+  %zero = arith.constant 0.0 : f32
+  %e3 = tensor.empty() : {rows}
+  %z3 = linalg.fill ins(%zero : f32) outs(%e3 : {rows}) -> {rows}
+  %ss = linalg.generic {{indexing_maps = [{_ID4}, {_ROW}], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}}
+      ins(%o : {tv}) outs(%z3 : {rows}) {{
+  ^bb0(%x: f32, %acc: f32):
+    %sq = arith.mulf %x, %x : f32
+    %sum = arith.addf %acc, %sq : f32
+    linalg.yield %sum : f32
+  }} -> {rows}
+  %e4 = tensor.empty() : {tv}
+  %r = linalg.generic {{indexing_maps = [{_ID4}, {_ROW}, {_COL}, {_ID4}, {_ID4}], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}}
+      ins(%o, %ss, %weight, %gate : {tv}, {rows}, tensor<{V}xf32>, {tv}) outs(%e4 : {tv}) {{
+  ^bb0(%x: f32, %sum: f32, %w: f32, %gt: f32, %out: f32):
+    %inv = arith.constant {1.0 / V:.9e} : f32
+    %eps = arith.constant {_EPS:e} : f32
+    %one = arith.constant 1.0 : f32
+    %mean = arith.mulf %sum, %inv : f32
+    %me = arith.addf %mean, %eps : f32
+    %rs = math.rsqrt %me : f32
+    %y = arith.mulf %x, %rs : f32
+    %yw = arith.mulf %y, %w : f32
+    %ng = arith.negf %gt : f32
+    %ex = math.exp %ng : f32
+    %den = arith.addf %ex, %one : f32
+    %sig = arith.divf %one, %den : f32
+    %silu = arith.mulf %gt, %sig : f32
+    %res = arith.mulf %yw, %silu : f32
+    linalg.yield %res : f32
+  }} -> {tv}
+  return %r, %s : {tv}, {ts}
+}}
+"""
+
+
+@pytest.mark.parametrize("schedule", ["fused", "materialized", "gpu-schedule", "gpu-emulator"])
+@pytest.mark.parametrize("variant", ["gla", "gated_deltanet"])
+def test_consumers(variant, schedule):
+    B, T, H, K, V, chunk = 2, 64, 2, 16, 32, 16
+    inputs = lt.make_inputs(variant, B, T, H, K, V, seed=11)
+    rng = np.random.default_rng(12)
+    weight = rng.standard_normal(V).astype(np.float32)
+    gate = rng.standard_normal((B, T, H, V)).astype(np.float32)
+    order = ["q", "k", "v", "g"] + (["beta"] if variant == "gated_deltanet" else [])
+    arrays = [inputs[n] for n in order] + [weight, gate]
+    ref_o, ref_s = lt.reference_for(variant, inputs)
+    g64 = gate.astype(np.float64)
+    ref = (ref_o / np.sqrt(np.mean(ref_o**2, axis=-1, keepdims=True) + _EPS)
+           * weight.astype(np.float64) * g64 / (1 + np.exp(-g64)))
+    flags = {"fused": ["--fuse=fused"], "materialized": ["--fuse=materialized"],
+             "gpu-schedule": ["--gpu-schedule"],
+             "gpu-emulator": ["--target=gpu-emulator", "--value-tile=0"]}[schedule]
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "f.mlir")
+        with open(path, "w") as f:
+            f.write(_consumer_function(variant, B, T, H, K, V))
+        cmd = [LA_RUN, path, "--entry=attention", f"--chunk-size={chunk}"] + flags
+        for i, a in enumerate(arrays):
+            p = os.path.join(d, f"in{i}.npy")
+            np.save(p, np.ascontiguousarray(a, dtype=np.float32))
+            cmd.append(f"--input={p}")
+        outs = [os.path.join(d, n) for n in ("r.npy", "s.npy")]
+        cmd += [f"--output={p}" for p in outs]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr
+        r, s = (np.load(p) for p in outs)
+    assert lt.rel_rms(ref, r) <= 1e-5, (variant, schedule, lt.rel_rms(ref, r))
+    assert lt.rel_rms(ref_s, s) <= 1e-5, (variant, schedule, lt.rel_rms(ref_s, s))

@@ -151,3 +151,55 @@ func.func @producers(%x: tensor<1x32x2x4xf32>, %k: tensor<1x32x2x4xf32>, %v: ten
   %o, %s = la.recurrence decay(channel) low_rank(none) %q, %k, %v g(%g : tensor<1x32x2x4xf32>) {scale = 0.5 : f32} : tensor<1x32x2x4xf32>, tensor<1x32x2x4xf32>, tensor<1x32x2x8xf32> -> tensor<1x32x2x8xf32>, tensor<1x2x4x8xf32>
   return %o, %s : tensor<1x32x2x8xf32>, tensor<1x2x4x8xf32>
 }
+
+// -----
+
+// Consumers: the output's RMSNorm (sum of squares over V, then the scale by
+// the weight) and its gating run per chunk inside the loop, on the chunk's
+// [1,16,1,8] tile; their fill and empty inits become tiles too, and the
+// function returns the fused loop's result directly.
+// CHECK-LABEL: func.func @rmsnorm_gate
+// CHECK-SAME: (%{{.*}}: tensor<1x32x2x4xf32>, %{{.*}}: tensor<1x32x2x4xf32>, %{{.*}}: tensor<1x32x2x8xf32>, %[[W:.*]]: tensor<8xf32>, %[[GATE:.*]]: tensor<1x32x2x8xf32>)
+// CHECK: %[[RES:.*]]:2 = scf.forall (%[[B:.*]], %[[H:.*]]) in (1, 2)
+// CHECK: scf.for %[[N:.*]] = {{.*}} iter_args(
+// CHECK: %[[OT:.*]] = tensor.collapse_shape %{{.*}} {{\[\[}}0, 1], [2], [3], [4]] : tensor<1x1x16x1x8xf32> into tensor<1x16x1x8xf32>
+// CHECK: %[[T0:.*]] = arith.muli %[[N]], %{{.*}} : index
+// CHECK: %[[ZERO:.*]] = linalg.fill {{.*}} -> tensor<1x16x1xf32>
+// CHECK: %[[SS:.*]] = linalg.generic {{.*}} ins(%[[OT]] : tensor<1x16x1x8xf32>) outs(%[[ZERO]] : tensor<1x16x1xf32>)
+// CHECK: %[[GT:.*]] = tensor.extract_slice %[[GATE]][%[[B]], %[[T0]], %[[H]], 0] [1, 16, 1, 8]
+// CHECK: %[[R:.*]] = linalg.generic {{.*}} ins(%[[OT]], %[[SS]], %[[W]], %[[GT]] : tensor<1x16x1x8xf32>, tensor<1x16x1xf32>, tensor<8xf32>, tensor<1x16x1x8xf32>)
+// CHECK: %[[RE:.*]] = tensor.expand_shape %[[R]] {{\[\[}}0, 1], [2], [3], [4]] {{.*}} into tensor<1x1x16x1x8xf32>
+// CHECK: tensor.insert_slice %[[RE]]
+// CHECK: %[[OUT:.*]] = tensor.collapse_shape %[[RES]]#0
+// CHECK-NOT: linalg.generic
+// CHECK: return %[[OUT]]
+#id4 = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+#row = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+#col = affine_map<(d0, d1, d2, d3) -> (d3)>
+func.func @rmsnorm_gate(%q: tensor<1x32x2x4xf32>, %k: tensor<1x32x2x4xf32>,
+                        %v: tensor<1x32x2x8xf32>, %w: tensor<8xf32>,
+                        %gate: tensor<1x32x2x8xf32>) -> tensor<1x32x2x8xf32> {
+  %o = la.recurrence decay(none) low_rank(none) %q, %k, %v {scale = 0.5 : f32}
+      : tensor<1x32x2x4xf32>, tensor<1x32x2x4xf32>, tensor<1x32x2x8xf32> -> tensor<1x32x2x8xf32>
+  %zero = arith.constant 0.0 : f32
+  %e3 = tensor.empty() : tensor<1x32x2xf32>
+  %z3 = linalg.fill ins(%zero : f32) outs(%e3 : tensor<1x32x2xf32>) -> tensor<1x32x2xf32>
+  %ss = linalg.generic {indexing_maps = [#id4, #row], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%o : tensor<1x32x2x8xf32>) outs(%z3 : tensor<1x32x2xf32>) {
+  ^bb0(%x: f32, %acc: f32):
+    %sq = arith.mulf %x, %x : f32
+    %s = arith.addf %acc, %sq : f32
+    linalg.yield %s : f32
+  } -> tensor<1x32x2xf32>
+  %e4 = tensor.empty() : tensor<1x32x2x8xf32>
+  %r = linalg.generic {indexing_maps = [#id4, #row, #col, #id4, #id4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%o, %ss, %w, %gate : tensor<1x32x2x8xf32>, tensor<1x32x2xf32>, tensor<8xf32>, tensor<1x32x2x8xf32>) outs(%e4 : tensor<1x32x2x8xf32>) {
+  ^bb0(%x: f32, %s: f32, %wt: f32, %gt: f32, %out: f32):
+    %rs = math.rsqrt %s : f32
+    %y = arith.mulf %x, %rs : f32
+    %yw = arith.mulf %y, %wt : f32
+    %res = arith.mulf %yw, %gt : f32
+    linalg.yield %res : f32
+  } -> tensor<1x32x2x8xf32>
+  return %r : tensor<1x32x2x8xf32>
+}

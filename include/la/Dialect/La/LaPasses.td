@@ -108,6 +108,18 @@ def LaFuseRecurrencePass : Pass<"la-fuse-recurrence"> {
     is never materialised. This needs T to be a static multiple of the
     chunk size (no padding); otherwise the operand is chunked as before.
 
+    Consumers (also under `fuse-producers`): when every user of the output
+    is a structured op on tensors (projected-permutation maps, static
+    shapes) whose result is [B,T,HV,V] or [B,T,HV] (a reduction over V, as
+    in RMSNorm), and so on down to one [B,T,HV,V] result that leaves the set
+    (the output's RMSNorm and its gating, say), those ops run per chunk
+    inside the loop on the chunk's [1,C,1,V] tile: their other operands are
+    sliced (a `linalg.fill` init is filled per tile), and the fused loop
+    writes the last one's result. This needs T to be a static multiple of
+    the chunk size and all of V in one task (no value tiles); the ops'
+    inits and constants that are defined after the recurrence are moved
+    before it.
+
     Value tiles (`value-tile=N`): every column of the value (and of the
     state) evolves on its own, so the value dimension can be split into
     `V / N` tiles that are tasks of their own: the forall runs over

@@ -22,6 +22,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Tensor/Transforms/Transforms.h"
+#include "mlir/IR/Dominance.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Interfaces/TilingInterface.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
@@ -141,6 +142,168 @@ static Value fuseProducersInto(RewriterBase &rewriter, OpBuilder &b,
   return result;
 }
 
+/// Makes `value` available before `point`: it is already (it dominates
+/// `point`), or it is made by side-effect-free ops without regions whose
+/// operands can be made available, which are then moved before `point` (a
+/// consumer's `tensor.empty` and `linalg.fill` inits, constants).
+static bool makeAvailableBefore(RewriterBase &rewriter, Value value,
+                                Operation *point, DominanceInfo &dominance) {
+  if (dominance.properlyDominates(value, point))
+    return true;
+  Operation *def = value.getDefiningOp();
+  if (!def || def->getNumResults() != 1 || def->getBlock() != point->getBlock())
+    return false;
+  auto fill = dyn_cast<linalg::FillOp>(def);
+  bool movable = (isMemoryEffectFree(def) && def->getNumRegions() == 0) ||
+                 (fill && fill.hasPureTensorSemantics());
+  if (!movable)
+    return false;
+  for (Value operand : def->getOperands())
+    if (!makeAvailableBefore(rewriter, operand, point, dominance))
+      return false;
+  rewriter.moveOpBefore(def, point);
+  return true;
+}
+
+/// The consumers of the recurrence's output `o` that can run per chunk
+/// inside the fused loop (the output's RMSNorm, its gating, ...): linalg
+/// ops on tensors with projected-permutation maps whose outputs are
+/// [B,T,HV,V] or [B,T,HV] (a reduction over V) and whose other operands can
+/// be made available before the recurrence. Every result but one (the
+/// sink, [B,T,HV,V]) must be used only inside the set. Returns them in
+/// program order, the sink last; empty when there is no such set.
+static SmallVector<linalg::LinalgOp>
+collectFusibleConsumers(RewriterBase &rewriter, RecurrenceOp op, Value o) {
+  SmallVector<linalg::LinalgOp> set;
+  SmallVector<Operation *> pending(o.getUsers().begin(), o.getUsers().end());
+  auto oType = cast<RankedTensorType>(o.getType());
+  if (!oType.hasStaticShape() || pending.empty())
+    return {};
+  // Users that qualify join the set; the others stay outside it.
+  auto qualifies = [&](Operation *candidate) {
+    auto linalgOp = dyn_cast<linalg::LinalgOp>(candidate);
+    if (!linalgOp || !linalgOp.hasPureTensorSemantics() ||
+        linalgOp->getNumResults() != 1 || !isa<TilingInterface>(candidate) ||
+        candidate->getBlock() != op->getBlock() ||
+        !llvm::all_of(linalgOp.getIndexingMapsArray(), [](AffineMap map) {
+          return map.isProjectedPermutation();
+        }))
+      return false;
+    auto type = cast<RankedTensorType>(candidate->getResult(0).getType());
+    return type.hasStaticShape() && type.getRank() >= 3 &&
+           type.getRank() <= 4 &&
+           type.getShape().take_front(3) == oType.getShape().take_front(3) &&
+           (type.getRank() == 3 || type.getDimSize(3) == oType.getDimSize(3));
+  };
+  while (!pending.empty()) {
+    Operation *next = pending.pop_back_val();
+    auto linalgOp = dyn_cast<linalg::LinalgOp>(next);
+    if (!qualifies(next) || llvm::is_contained(set, linalgOp))
+      continue;
+    set.push_back(linalgOp);
+    for (Operation *user : next->getResult(0).getUsers())
+      pending.push_back(user);
+  }
+  auto inSet = [&](Operation *candidate) {
+    auto linalgOp = dyn_cast<linalg::LinalgOp>(candidate);
+    return linalgOp && llvm::is_contained(set, linalgOp);
+  };
+  // Every user of `o` must be in the set (o itself is not materialised).
+  if (set.empty() || !llvm::all_of(o.getUsers(), inSet))
+    return {};
+  // Program order; exactly one result, a [B,T,HV,V] one, leaves the set.
+  llvm::sort(set, [](linalg::LinalgOp a, linalg::LinalgOp b) {
+    return a->isBeforeInBlock(b);
+  });
+  unsigned sinks = 0;
+  for (linalg::LinalgOp consumer : set)
+    if (!llvm::all_of(consumer->getResult(0).getUsers(), inSet))
+      ++sinks;
+  if (sinks != 1 || llvm::all_of(set.back()->getResult(0).getUsers(), inSet) ||
+      cast<RankedTensorType>(set.back()->getResult(0).getType()).getRank() != 4)
+    return {};
+  // The other operands must be available at the recurrence.
+  DominanceInfo dominance;
+  for (linalg::LinalgOp consumer : set)
+    for (Value operand : consumer->getOperands()) {
+      Operation *def = operand.getDefiningOp();
+      if (operand == o || (def && inSet(def)))
+        continue;
+      if (!makeAvailableBefore(rewriter, operand, op, dominance))
+        return {};
+    }
+  return set;
+}
+
+/// Computes `consumers` (collectFusibleConsumers) on one chunk of one
+/// head: `oTile` is the chunk's [1,C,1,V] output at (batch, first token,
+/// value head). Returns the sink's [1,C,1,V] tile.
+static FailureOr<Value> fuseConsumersInto(RewriterBase &rewriter, OpBuilder &b,
+                                          ArrayRef<linalg::LinalgOp> consumers,
+                                          Value o, Value oTile, Value batch,
+                                          Value firstToken, Value valueHead,
+                                          int64_t chunkSize) {
+  DenseMap<Value, Value> tiles;
+  tiles[o] = oTile;
+  for (linalg::LinalgOp consumer : consumers) {
+    // The loops that index the output's B, T and HV take this chunk's
+    // tile; the others (V, a reduction over V) their whole range.
+    AffineMap outputMap =
+        consumer.getMatchingIndexingMap(consumer.getDpsInitOperand(0));
+    SmallVector<int64_t> ranges = consumer.getStaticLoopRanges();
+    SmallVector<OpFoldResult> offsets(ranges.size(), b.getIndexAttr(0));
+    SmallVector<OpFoldResult> sizes;
+    for (int64_t range : ranges)
+      sizes.push_back(b.getIndexAttr(range));
+    for (auto [position, expr] : llvm::enumerate(outputMap.getResults())) {
+      unsigned loop = cast<AffineDimExpr>(expr).getPosition();
+      if (position == 0) {
+        offsets[loop] = batch;
+        sizes[loop] = b.getIndexAttr(1);
+      } else if (position == 1) {
+        offsets[loop] = firstToken;
+        sizes[loop] = b.getIndexAttr(chunkSize);
+      } else if (position == 2) {
+        offsets[loop] = valueHead;
+        sizes[loop] = b.getIndexAttr(1);
+      }
+    }
+    FailureOr<TilingResult> tiled =
+        cast<TilingInterface>(consumer.getOperation())
+            .getTiledImplementation(b, offsets, sizes);
+    if (failed(tiled) || tiled->tiledValues.size() != 1)
+      return failure();
+    // Slices of `o` and of earlier consumers read their tiles instead.
+    for (Operation *generated : tiled->generatedSlices) {
+      auto slice = dyn_cast<tensor::ExtractSliceOp>(generated);
+      if (!slice)
+        continue;
+      auto it = tiles.find(slice.getSource());
+      if (it == tiles.end()) {
+        // An init filled with a constant is filled per tile instead (no
+        // whole-tensor fill outside the loop).
+        auto fill = slice.getSource().getDefiningOp<linalg::FillOp>();
+        if (!fill)
+          continue;
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPoint(slice);
+        FailureOr<TilingResult> filled =
+            tensor::replaceExtractSliceWithTiledProducer(
+                b, slice, cast<OpResult>(slice.getSource()));
+        if (failed(filled) || filled->tiledValues.size() != 1)
+          return failure();
+        rewriter.replaceOp(slice, filled->tiledValues.front());
+        continue;
+      }
+      if (it->second.getType() != slice.getType())
+        return failure();
+      rewriter.replaceOp(slice, it->second);
+    }
+    tiles[consumer->getResult(0)] = tiled->tiledValues.front();
+  }
+  return tiles[consumers.back()->getResult(0)];
+}
+
 namespace {
 /// An operand of the fused program: chunked [B,NC,C,...], or [B,T,...] with
 /// its producer to be fused per chunk.
@@ -203,7 +366,18 @@ struct FuseRecurrence : OpRewritePattern<RecurrenceOp> {
     SmallVector<OpFoldResult> kSizes = {
         vSizes[0], vSizes[1], vSizes[2], rewriter.getIndexAttr(heads),
         tensor::getMixedSize(rewriter, loc, op.getK(), 3)};
-    Value outputInit = emptyTensor(rewriter, loc, vSizes, outputType);
+    // The output's consumers computed per chunk inside the loop, when all
+    // of V is in one task (RMSNorm reduces over V) and chunks need no
+    // padding.
+    Value o = op->getResult(0);
+    SmallVector<linalg::LinalgOp> consumers;
+    if (fuseProducers && chunksDivide && valueTiles == 1)
+      consumers = collectFusibleConsumers(rewriter, op, o);
+    Type fusedOutputType =
+        consumers.empty()
+            ? outputType
+            : getElementTypeOrSelf(consumers.back()->getResult(0).getType());
+    Value outputInit = emptyTensor(rewriter, loc, vSizes, fusedOutputType);
     Value finalInit = emptyTensor(
         rewriter, loc, {vSizes[0], vSizes[3], kSizes[4], vSizes[4]}, f32);
 
@@ -266,6 +440,7 @@ struct FuseRecurrence : OpRewritePattern<RecurrenceOp> {
     Value one = arith::ConstantIndexOp::create(rewriter, loc, 1);
     Value numChunks =
         getValueOrCreateConstantIndexOp(rewriter, loc, whole.getNumChunks());
+    bool consumerFusionFailed = false;
     auto loop = scf::ForOp::create(
         rewriter, loc, zero, numChunks, one,
         ValueRange{initialState, taskOutput},
@@ -323,7 +498,31 @@ struct FuseRecurrence : OpRewritePattern<RecurrenceOp> {
                slice(beta, keyHead), slice(a, keyHead), slice(bb, keyHead),
                iterArgs[0]},
               scale, outputType);
-          Value written = insertAt(b, l, result.output, iterArgs[1],
+          Value chunkOutput = result.output;
+          if (!consumers.empty()) {
+            // [1,1,C,1,V] -> [1,C,1,V], the consumers' tile, and back.
+            Value oTile = tensor::CollapseShapeOp::create(
+                b, l, chunkOutput,
+                SmallVector<ReassociationIndices>{{0, 1}, {2}, {3}, {4}});
+            Value firstToken = arith::MulIOp::create(
+                b, l, n, arith::ConstantIndexOp::create(b, l, chunkSize));
+            FailureOr<Value> fused =
+                fuseConsumersInto(rewriter, b, consumers, o, oTile, batch,
+                                  firstToken, valueHead, chunkSize);
+            if (failed(fused)) {
+              consumerFusionFailed = true;
+            } else {
+              auto tileType = cast<RankedTensorType>(fused->getType());
+              SmallVector<int64_t> shape = {1};
+              shape.append(tileType.getShape().begin(),
+                           tileType.getShape().end());
+              chunkOutput = tensor::ExpandShapeOp::create(
+                  b, l, RankedTensorType::get(shape, tileType.getElementType()),
+                  *fused,
+                  SmallVector<ReassociationIndices>{{0, 1}, {2}, {3}, {4}});
+            }
+          }
+          Value written = insertAt(b, l, chunkOutput, iterArgs[1],
                                    /*dim=*/1, n);
           scf::YieldOp::create(b, l, ValueRange{result.finalState, written});
         });
@@ -338,6 +537,18 @@ struct FuseRecurrence : OpRewritePattern<RecurrenceOp> {
 
     rewriter.setInsertionPointAfter(forall);
     Value output = whole.unchunkify(forall.getResult(0));
+    if (consumerFusionFailed)
+      return op.emitOpError("could not fuse the output's consumers into the "
+                            "chunk loop");
+    if (!consumers.empty()) {
+      // The sink's users read the fused result; the consumers and `o` die.
+      rewriter.replaceAllUsesWith(consumers.back()->getResult(0), output);
+      for (linalg::LinalgOp consumer : llvm::reverse(consumers))
+        rewriter.eraseOp(consumer);
+      output = tensor::EmptyOp::create(
+          rewriter, loc, cast<RankedTensorType>(o.getType()).getShape(),
+          outputType);
+    }
     replaceWithCasts(rewriter, op, {output, forall.getResult(1)});
     return success();
   }
