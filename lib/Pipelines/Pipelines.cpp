@@ -240,7 +240,8 @@ void mlir::la::buildLowerToGPUEmulatorPipeline(
   buildLowerToGPUPipeline(pm, options);
   pm.addNestedPass<func::FuncOp>(createLaEmulateGPUPass());
   pm.addPass(createCanonicalizerPass());
-  addLoopsAndLLVMPasses(pm, /*parallel=*/false, /*tile=*/false);
+  // The emulated tensor-core fragments are small vectors.
+  addLoopsAndLLVMPasses(pm, /*parallel=*/false, /*vectors=*/true);
 }
 
 std::string mlir::la::resolveCUDAToolkit(StringRef requested) {

@@ -320,6 +320,7 @@ def run_attention(
     gpu_schedule=False,
     target="cpu",
     tensor_cores=False,
+    mma_precision=None,
     repeat=1,
     output_final_state=True,
     la_run=None,
@@ -350,7 +351,8 @@ def run_attention(
     them on the CPU (la-emulate-gpu; no tensor cores), which checks them
     without a GPU. ``tensor_cores=True`` puts f32 contractions on tensor
     cores (tf32 mma.sync) on the GPU, and runs their warp tiling on the CPU
-    with ``gpu_schedule`` (``--tensor-cores``).
+    with ``gpu_schedule`` (``--tensor-cores``); ``mma_precision`` ("tf32",
+    "f16" or "bf16") is the instructions' input type (``--mma-precision``).
 
     Returns ``(o, final_state, timing)``: ``o`` as la-run wrote it (float32
     for f32 and bf16, float16 for f16), ``final_state`` float32 or None when
@@ -438,6 +440,8 @@ def run_attention(
             cmd.append("--gpu-schedule")
         if tensor_cores:
             cmd.append("--tensor-cores")
+        if mma_precision is not None:
+            cmd.append(f"--mma-precision={mma_precision}")
         cmd.append(f"--repeat={int(repeat)}")
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         if proc.returncode != 0:

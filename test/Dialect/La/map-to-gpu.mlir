@@ -172,3 +172,35 @@ func.func @warp_tiles(%a: memref<32x16xf32>, %b: memref<16x16xf32>,
   } {mapping = [#gpu.block<x>]}
   return
 }
+
+// -----
+
+// A subtraction of a product (out + (-a) * b, as la writes u - W S): the
+// negated input's fragment elements are negated as they are loaded.
+// CHECK-LABEL: func.func @negated_product
+// CHECK: scf.for %{{.*}} = %c0 to %c16 step %c8 iter_args(
+// CHECK-COUNT-4: arith.negf
+// CHECK: vector.from_elements {{.*}} : vector<4x1xf32>
+// CHECK-NOT: arith.negf
+// CHECK: nvgpu.mma.sync
+func.func @negated_product(%a: memref<16x16xf32>, %b: memref<16x8xf32>,
+                           %c: memref<16x8xf32>) {
+  scf.forall (%t) in (1) {
+    scf.forall (%i) in (1) {
+      linalg.generic {
+          indexing_maps = [affine_map<(m, n, k) -> (m, k)>,
+                           affine_map<(m, n, k) -> (k, n)>,
+                           affine_map<(m, n, k) -> (m, n)>],
+          iterator_types = ["parallel", "parallel", "reduction"]}
+          ins(%a, %b : memref<16x16xf32>, memref<16x8xf32>)
+          outs(%c : memref<16x8xf32>) {
+      ^bb0(%x: f32, %y: f32, %acc: f32):
+        %nx = arith.negf %x : f32
+        %p = arith.mulf %nx, %y : f32
+        %s = arith.addf %acc, %p : f32
+        linalg.yield %s : f32
+      }
+    } {mapping = [#gpu.warp<linear_dim_0>]}
+  } {mapping = [#gpu.block<x>]}
+  return
+}

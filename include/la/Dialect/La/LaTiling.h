@@ -72,6 +72,9 @@ bool isWarpForall(scf::ForallOp forall);
 /// accumulator, the other parallel loops of size 1.
 struct MmaContraction {
   unsigned m, n, k;
+  /// Inputs that the body negates before the product (`out + (-a) * b`,
+  /// la's subtractions): the fragments are negated as they are loaded.
+  bool negated[2] = {false, false};
 };
 
 /// The tensor-core form of `op`, if it has one: a mul-add contraction with
@@ -104,6 +107,11 @@ FailureOr<MmaPrecision> parseMmaPrecision(StringRef name);
 /// n step threads`) and of warps (`for w = warp to n step warps`), which
 /// la-emulate-gpu runs as whole loops.
 constexpr llvm::StringLiteral kDistributedLoopAttr = "la.distributed";
+
+/// The unit attribute on the op that computes a thread's lane in its warp
+/// for la-map-to-gpu's tensor-core tiles (la-emulate-gpu runs the 32 lanes
+/// of an mma.sync together).
+constexpr llvm::StringLiteral kLaneAttr = "la.lane";
 
 /// How la-map-to-gpu builds kernels.
 struct GPUMappingOptions {

@@ -8,8 +8,10 @@
 // them in order gives the kernel's results; values outside those loops are
 // the same in every thread. The dynamic shared memory becomes one host
 // buffer per launch (with its views, packing and reuse exactly as on the
-// GPU), device buffers become host buffers. Tensor cores (mma.sync, a
-// collective of 32 lanes) are not emulated.
+// GPU), device buffers become host buffers. A tensor-core tile's 32 lanes
+// run together: their fragments are gathered into matrices by the PTX
+// layouts and the instruction computed on them (nvgpu.mma.sync: tf32 and
+// f16; the bf16 nvvm.mma.sync is not emulated).
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,6 +25,9 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/IRMapping.h"
 #include "mlir/IR/PatternMatch.h"
 
 namespace mlir::la {
@@ -39,16 +44,226 @@ static MemRefType inDefaultSpace(MemRefType type) {
                          type.getLayout());
 }
 
+/// The (row, column) of the m x n matrix that element `e` of register `r`
+/// of lane `lane` holds in an mma.sync fragment, from the PTX ISA's
+/// "Matrix Fragments for mma.m16n8k8" (tf32) and "mma.m16n8k16" (f16):
+/// `operand` 0 is A (16 x k), 1 is B (k x 8, as (k, n)), 2 is C/D (16 x 8).
+/// Written apart from la-map-to-gpu's loads, as the hardware's side.
+static std::pair<int64_t, int64_t> fragmentPosition(unsigned operand, int64_t k,
+                                                    int64_t lane, int64_t r,
+                                                    int64_t e) {
+  int64_t group = lane / 4, t = lane % 4;
+  if (operand == 2)
+    return {group + 8 * r, 2 * t + e};
+  if (k == 8) // tf32: one element per register
+    return operand == 0 ? std::make_pair(group + 8 * (r % 2), t + 4 * (r / 2))
+                        : std::make_pair(t + 4 * r, group);
+  return operand == 0
+             ? std::make_pair(group + 8 * (r % 2), 2 * t + e + 8 * (r / 2))
+             : std::make_pair(2 * t + e + 8 * r, group);
+}
+
+/// Runs an nvgpu.mma.sync tile of la-map-to-gpu for all 32 lanes of the
+/// warp: the tile's code before the reduction loop (its index math and
+/// accumulator loads), each step's fragment loads, and the code after it
+/// (the stores) run once per lane into scratch fragments, and each step's
+/// instruction is computed on the matrices that the fragments make up.
+static LogicalResult emulateMma(RewriterBase &rewriter, nvgpu::MmaSyncOp mma,
+                                Value lane) {
+  // The reduction loop, or none when it had one step (canonicalization
+  // folds it): then the instruction itself splits the tile's code.
+  auto kLoop = dyn_cast<scf::ForOp>(mma->getParentOp());
+  if (kLoop && kLoop->hasAttr(kDistributedLoopAttr))
+    kLoop = nullptr; // the warps' loop: the tile is straight-line code
+  if (kLoop && (kLoop.getNumRegionIterArgs() != 1 ||
+                mma.getMatrixC() != kLoop.getRegionIterArgs()[0]))
+    return mma.emitOpError("is not in la-map-to-gpu's form for emulation");
+  Operation *split = kLoop ? kLoop.getOperation() : mma.getOperation();
+  Block *tile = split->getBlock();
+  SmallVector<Operation *> pre, post;
+  for (Operation &op : *tile) {
+    if (&op == split || &op == tile->getTerminator())
+      continue;
+    (op.isBeforeInBlock(split) ? pre : post).push_back(&op);
+  }
+  Location loc = mma.getLoc();
+  Type f32 = rewriter.getF32Type();
+  auto aType = cast<VectorType>(mma.getMatrixA().getType());
+  int64_t k = mma.getMmaShapeAsArray()[2];
+  int64_t perRegister = aType.getDimSize(1);
+  rewriter.setInsertionPoint(split);
+  auto index = [&](int64_t v) -> Value {
+    return arith::ConstantIndexOp::create(rewriter, loc, v);
+  };
+  Value zero = index(0), one = index(1), lanes = index(32);
+  auto scratch = [&](ArrayRef<int64_t> shape) -> Value {
+    return memref::AllocaOp::create(rewriter, loc, MemRefType::get(shape, f32));
+  };
+  Value aFragments = scratch({32, 4, perRegister});
+  Value bFragments = scratch({32, 2, perRegister});
+  Value cFragments = scratch({32, 2, 2});
+  Value aMatrix = scratch({16, k}), bMatrix = scratch({k, 8}),
+        cMatrix = scratch({16, 8});
+
+  // Stores the elements of `vector` (registers x elements) at
+  // fragments[lane][r][e], as f32.
+  auto storeFragment = [&](OpBuilder &b, Value vector, Value fragments,
+                           Value laneValue) {
+    auto type = cast<VectorType>(vector.getType());
+    for (int64_t r = 0; r < type.getDimSize(0); ++r)
+      for (int64_t e = 0; e < type.getDimSize(1); ++e) {
+        Value element =
+            vector::ExtractOp::create(b, loc, vector, ArrayRef<int64_t>{r, e});
+        if (element.getType() != f32)
+          element = arith::ExtFOp::create(b, loc, f32, element);
+        memref::StoreOp::create(
+            b, loc, element, fragments,
+            ValueRange{laneValue, arith::ConstantIndexOp::create(b, loc, r),
+                       arith::ConstantIndexOp::create(b, loc, e)});
+      }
+  };
+  // A loop over the lanes that runs the tile's code before the reduction
+  // loop (with `lane` the loop's), then `body`.
+  auto forEachLane =
+      [&](function_ref<void(OpBuilder &, IRMapping &, Value)> body) {
+        auto loop = scf::ForOp::create(rewriter, loc, zero, lanes, one);
+        OpBuilder::InsertionGuard guard(rewriter);
+        rewriter.setInsertionPoint(loop.getBody()->getTerminator());
+        IRMapping mapping;
+        mapping.map(lane, loop.getInductionVar());
+        for (Operation *op : pre)
+          rewriter.clone(*op, mapping);
+        body(rewriter, mapping, loop.getInductionVar());
+      };
+
+  // The accumulators.
+  forEachLane([&](OpBuilder &b, IRMapping &mapping, Value laneValue) {
+    Value init = kLoop ? kLoop.getInitArgs()[0] : mma.getMatrixC();
+    storeFragment(b, mapping.lookup(init), cFragments, laneValue);
+  });
+  // Each step: every lane's A and B fragments, then the instruction.
+  scf::ForOp steps;
+  if (kLoop) {
+    // The bounds are constants, possibly made among the tile's code that
+    // goes.
+    std::optional<int64_t> lower = getConstantIntValue(kLoop.getLowerBound()),
+                           upper = getConstantIntValue(kLoop.getUpperBound()),
+                           step = getConstantIntValue(kLoop.getStep());
+    if (!lower || !upper || !step)
+      return mma.emitOpError("needs a reduction loop with constant bounds "
+                             "for emulation");
+    steps = scf::ForOp::create(rewriter, loc, index(*lower), index(*upper),
+                               index(*step));
+  }
+  {
+    OpBuilder::InsertionGuard guard(rewriter);
+    if (steps)
+      rewriter.setInsertionPoint(steps.getBody()->getTerminator());
+    forEachLane([&](OpBuilder &b, IRMapping &mapping, Value laneValue) {
+      if (kLoop) {
+        mapping.map(kLoop.getInductionVar(), steps.getInductionVar());
+        for (Operation &op : kLoop.getBody()->without_terminator())
+          if (&op != mma.getOperation())
+            b.clone(op, mapping);
+      }
+      storeFragment(b, mapping.lookup(mma.getMatrixA()), aFragments, laneValue);
+      storeFragment(b, mapping.lookup(mma.getMatrixB()), bFragments, laneValue);
+    });
+    // Fragments -> matrices (the hardware's layout), D = A B + C, back.
+    auto move = [&](Value fragments, Value matrix, unsigned operand,
+                    int64_t registers, int64_t elements, bool toMatrix) {
+      for (int64_t l = 0; l < 32; ++l)
+        for (int64_t r = 0; r < registers; ++r)
+          for (int64_t e = 0; e < elements; ++e) {
+            auto [row, col] = fragmentPosition(operand, k, l, r, e);
+            SmallVector<Value> fragmentIndex = {index(l), index(r), index(e)};
+            SmallVector<Value> matrixIndex = {index(row), index(col)};
+            Value from = toMatrix ? fragments : matrix;
+            Value to = toMatrix ? matrix : fragments;
+            Value element = memref::LoadOp::create(
+                rewriter, loc, from, toMatrix ? fragmentIndex : matrixIndex);
+            memref::StoreOp::create(rewriter, loc, element, to,
+                                    toMatrix ? matrixIndex : fragmentIndex);
+          }
+    };
+    move(aFragments, aMatrix, 0, 4, perRegister, true);
+    move(bFragments, bMatrix, 1, 2, perRegister, true);
+    move(cFragments, cMatrix, 2, 2, 2, true);
+    scf::ForOp::create(
+        rewriter, loc, zero, index(16), one, ValueRange{},
+        [&](OpBuilder &b, Location l, Value i, ValueRange) {
+          scf::ForOp::create(
+              b, l, zero, index(8), one, ValueRange{},
+              [&](OpBuilder &b, Location l, Value j, ValueRange) {
+                Value acc =
+                    memref::LoadOp::create(b, l, cMatrix, ValueRange{i, j});
+                auto sum = scf::ForOp::create(
+                    b, l, zero, index(k), one, ValueRange{acc},
+                    [&](OpBuilder &b, Location l, Value kk, ValueRange iter) {
+                      Value x = memref::LoadOp::create(b, l, aMatrix,
+                                                       ValueRange{i, kk});
+                      Value y = memref::LoadOp::create(b, l, bMatrix,
+                                                       ValueRange{kk, j});
+                      Value product = arith::MulFOp::create(b, l, x, y);
+                      scf::YieldOp::create(b, l,
+                                           ValueRange{arith::AddFOp::create(
+                                               b, l, iter[0], product)});
+                    });
+                memref::StoreOp::create(b, l, sum.getResult(0), cMatrix,
+                                        ValueRange{i, j});
+                scf::YieldOp::create(b, l);
+              });
+          scf::YieldOp::create(b, l);
+        });
+    move(cFragments, cMatrix, 2, 2, 2, false);
+  }
+  // The code after the loop, with each lane's accumulator.
+  forEachLane([&](OpBuilder &b, IRMapping &mapping, Value laneValue) {
+    SmallVector<Value> elements;
+    for (int64_t r = 0; r < 2; ++r)
+      for (int64_t e = 0; e < 2; ++e)
+        elements.push_back(memref::LoadOp::create(
+            b, loc, cFragments,
+            ValueRange{laneValue, arith::ConstantIndexOp::create(b, loc, r),
+                       arith::ConstantIndexOp::create(b, loc, e)}));
+    mapping.map(kLoop ? kLoop.getResult(0) : mma.getResult(),
+                vector::FromElementsOp::create(
+                    b, loc, VectorType::get({2, 2}, f32), elements)
+                    .getResult());
+    for (Operation *op : post)
+      b.clone(*op, mapping);
+  });
+  for (Operation *op : llvm::reverse(post))
+    rewriter.eraseOp(op);
+  rewriter.eraseOp(split);
+  for (Operation *op : llvm::reverse(pre))
+    rewriter.eraseOp(op);
+  return success();
+}
+
 /// The launch's body as loops over its blocks, run by one thread.
 static LogicalResult emulateLaunch(RewriterBase &rewriter,
                                    gpu::LaunchOp launch) {
-  WalkResult tensorCores = launch.getBody().walk([](Operation *op) {
-    return isa<nvgpu::MmaSyncOp, NVVM::MmaOp>(op) ? WalkResult::interrupt()
-                                                  : WalkResult::advance();
-  });
-  if (tensorCores.wasInterrupted())
-    return launch.emitOpError(
-        "uses tensor cores (mma.sync), which la-emulate-gpu does not emulate");
+  WalkResult bf16TensorCores = launch.getBody().walk(
+      [](NVVM::MmaOp) { return WalkResult::interrupt(); });
+  if (bf16TensorCores.wasInterrupted())
+    return launch.emitOpError("uses nvvm.mma.sync (bf16 tensor cores), which "
+                              "la-emulate-gpu does not emulate");
+  // Tensor-core tiles: the 32 lanes of each warp together.
+  SmallVector<nvgpu::MmaSyncOp> mmas;
+  launch.getBody().walk([&](nvgpu::MmaSyncOp mma) { mmas.push_back(mma); });
+  if (!mmas.empty()) {
+    Operation *laneOp = nullptr;
+    launch.getBody().walk([&](Operation *op) {
+      if (op->hasAttr(kLaneAttr))
+        laneOp = op;
+    });
+    if (!laneOp)
+      return launch.emitOpError("has mma.sync but no lane (la.lane) value");
+    for (nvgpu::MmaSyncOp mma : mmas)
+      if (failed(emulateMma(rewriter, mma, laneOp->getResult(0))))
+        return failure();
+  }
   Location loc = launch.getLoc();
   rewriter.setInsertionPoint(launch);
   Value zero = arith::ConstantIndexOp::create(rewriter, loc, 0);

@@ -312,8 +312,8 @@ static LogicalResult rewriteAsMma(RewriterBase &rewriter, linalg::LinalgOp op,
                          ? Type(rewriter.getF16Type())
                          : Type(rewriter.getBF16Type());
   // Element (m, n, k) of `operand`, as `type`.
-  auto load = [&](OpOperand *operand, Value m, Value n, Value k,
-                  Type type) -> Value {
+  auto loadRaw = [&](OpOperand *operand, Value m, Value n, Value k,
+                     Type type) -> Value {
     SmallVector<Value> loops(ranges.size(), zero);
     loops[mma->m] = m;
     loops[mma->n] = n;
@@ -326,6 +326,14 @@ static LogicalResult rewriteAsMma(RewriterBase &rewriter, linalg::LinalgOp op,
     if (from.getIntOrFloatBitWidth() < type.getIntOrFloatBitWidth())
       return arith::ExtFOp::create(rewriter, loc, type, element);
     return arith::TruncFOp::create(rewriter, loc, type, element);
+  };
+  // The same, negated where the body negates that input.
+  auto load = [&](OpOperand *operand, Value m, Value n, Value k,
+                  Type type) -> Value {
+    Value element = loadRaw(operand, m, n, k, type);
+    if (operand != out && mma->negated[operand->getOperandNumber()])
+      element = arith::NegFOp::create(rewriter, loc, element);
+    return element;
   };
 
   // The accumulator fragment, row-major in a 2 x 2 vector.
@@ -458,7 +466,8 @@ static LogicalResult distributeWarpForall(RewriterBase &rewriter,
   rewriter.setInsertionPoint(forall);
   Value warpSize = arith::ConstantIndexOp::create(rewriter, loc, 32);
   Value warp = arith::DivUIOp::create(rewriter, loc, threadId, warpSize);
-  Value lane = arith::RemUIOp::create(rewriter, loc, threadId, warpSize);
+  auto lane = arith::RemUIOp::create(rewriter, loc, threadId, warpSize);
+  lane->setAttr(kLaneAttr, rewriter.getUnitAttr());
   Value warps = arith::DivUIOp::create(rewriter, loc, threads, warpSize);
   SmallVector<linalg::LinalgOp> tiles;
   forall.getBody()->walk([&](linalg::LinalgOp op) { tiles.push_back(op); });

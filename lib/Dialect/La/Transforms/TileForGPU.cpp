@@ -53,8 +53,53 @@ static SmallVector<Attribute> linearMapping(MLIRContext *ctx, unsigned rank,
   return mapping;
 }
 
+/// Matches a body `yield(out + f(a) * g(b))` where f and g are an optional
+/// negation of an optional extension of the input, and nothing else.
+/// Returns whether each input is negated.
+static std::optional<std::array<bool, 2>> matchMulAddBody(linalg::LinalgOp op) {
+  Block &body = op->getRegion(0).front();
+  if (body.getNumArguments() != 3)
+    return std::nullopt;
+  auto add = body.getTerminator()->getOperand(0).getDefiningOp<arith::AddFOp>();
+  if (!add)
+    return std::nullopt;
+  Value out = body.getArgument(2);
+  Value product = add.getLhs() == out   ? add.getRhs()
+                  : add.getRhs() == out ? add.getLhs()
+                                        : Value();
+  auto mul = product ? product.getDefiningOp<arith::MulFOp>() : nullptr;
+  if (!mul)
+    return std::nullopt;
+  std::array<bool, 2> negated = {false, false};
+  std::array<bool, 2> seen = {false, false};
+  unsigned expectedOps = 3; // mulf, addf, yield
+  for (Value factor : {mul.getLhs(), mul.getRhs()}) {
+    bool negate = false;
+    if (auto neg = factor.getDefiningOp<arith::NegFOp>()) {
+      negate = true;
+      factor = neg.getOperand();
+      ++expectedOps;
+    }
+    if (auto ext = factor.getDefiningOp<arith::ExtFOp>()) {
+      factor = ext.getIn();
+      ++expectedOps;
+    }
+    auto arg = dyn_cast<BlockArgument>(factor);
+    if (!arg || arg.getOwner() != &body || arg.getArgNumber() > 1 ||
+        seen[arg.getArgNumber()])
+      return std::nullopt;
+    seen[arg.getArgNumber()] = true;
+    negated[arg.getArgNumber()] = negate;
+  }
+  if (std::distance(body.begin(), body.end()) !=
+      static_cast<std::ptrdiff_t>(expectedOps))
+    return std::nullopt;
+  return negated;
+}
+
 std::optional<MmaContraction> mlir::la::getMmaContraction(linalg::LinalgOp op) {
-  if (!linalg::isaContractionOpInterface(op) || op.getNumDpsInputs() != 2 ||
+  std::optional<std::array<bool, 2>> negated = matchMulAddBody(op);
+  if (!negated || op.getNumDpsInputs() != 2 ||
       (!op.hasPureTensorSemantics() && !op.hasPureBufferSemantics()))
     return std::nullopt;
   if (!llvm::all_of(op.getIndexingMapsArray(),
@@ -94,7 +139,10 @@ std::optional<MmaContraction> mlir::la::getMmaContraction(linalg::LinalgOp op) {
   for (unsigned batch : dims->batch)
     if (ranges[batch] != 1)
       return std::nullopt;
-  return MmaContraction{*m, *n, k};
+  MmaContraction result{*m, *n, k};
+  result.negated[0] = (*negated)[0];
+  result.negated[1] = (*negated)[1];
+  return result;
 }
 
 bool mlir::la::isWarpForall(scf::ForallOp forall) {
