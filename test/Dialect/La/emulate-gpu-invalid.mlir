@@ -1,12 +1,18 @@
-// RUN: la-opt %s -la-map-to-gpu=mma-precision=bf16 -la-emulate-gpu -verify-diagnostics -o /dev/null
+// RUN: la-opt %s -la-emulate-gpu -verify-diagnostics -o /dev/null
 
-
-func.func @tensor_cores(%a: memref<16x16xf32>, %b: memref<16x8xf32>, %c: memref<16x8xf32>) {
-  // expected-error @below {{uses nvvm.mma.sync (bf16 tensor cores), which la-emulate-gpu does not emulate}}
-  scf.forall (%t) in (1) {
-    scf.forall (%i) in (1) {
-      linalg.matmul ins(%a, %b : memref<16x16xf32>, memref<16x8xf32>) outs(%c : memref<16x8xf32>)
-    } {mapping = [#gpu.warp<linear_dim_0>]}
-  } {mapping = [#gpu.block<x>]}
+// An mma.sync whose lane value is not marked (la-map-to-gpu marks it
+// la.lane): the emulator cannot run the warp's lanes.
+func.func @no_lane(%a: vector<4x1xf32>, %b: vector<2x1xf32>, %c: vector<2x2xf32>,
+                   %out: memref<2x2xf32>) {
+  %c1 = arith.constant 1 : index
+  %c32 = arith.constant 32 : index
+  // expected-error @below {{has mma.sync but no lane (la.lane) value}}
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%nx = %c32, %ny = %c1, %nz = %c1) {
+    %d = nvgpu.mma.sync(%a, %b, %c) {mmaShape = [16, 8, 8], tf32Enabled}
+        : (vector<4x1xf32>, vector<2x1xf32>, vector<2x2xf32>) -> vector<2x2xf32>
+    vector.transfer_write %d, %out[%c1, %c1] : vector<2x2xf32>, memref<2x2xf32>
+    gpu.terminator
+  }
   return
 }

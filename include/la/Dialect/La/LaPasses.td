@@ -314,16 +314,17 @@ def LaEmulateGPUPass : Pass<"la-emulate-gpu", "func::FuncOp"> {
     buffers by lifetime runs as on the GPU; `gpu.alloc`/`gpu.dealloc`
     become `memref.alloc`/`memref.dealloc` and the `gpu.wait` ops go.
 
-    Tensor cores: an `nvgpu.mma.sync` tile (a collective of the warp's 32
-    lanes) runs its per-lane code once per lane (the lane is la-map-to-gpu's
+    Tensor cores: an mma.sync tile (a collective of the warp's 32 lanes;
+    `nvgpu.mma.sync` for tf32 and f16, `nvvm.mma.sync` on i32-packed bf16)
+    runs its per-lane code once per lane (the lane is la-map-to-gpu's
     `la.lane` value) into scratch fragments; each step's instruction is then
     computed in f32 on the matrices those fragments make up under the PTX
-    ISA's fragment layouts (m16n8k8 tf32, m16n8k16 f16), written here apart
-    from la-map-to-gpu's loads. tf32 rounding is not modelled (f16 operands
-    are rounded by the loads themselves).
+    ISA's fragment layouts (m16n8k8 tf32, m16n8k16 f16/bf16), written here
+    apart from la-map-to-gpu's loads. tf32 rounding is not modelled (f16 and
+    bf16 operands are rounded by the loads themselves).
 
-    Not emulated: `nvvm.mma.sync` (bf16; an error), and the order and timing
-    of threads (races that a missing barrier would cause are not detected).
+    Not emulated: the order and timing of threads (races that a missing
+    barrier would cause are not detected).
   }];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

@@ -10,8 +10,8 @@
 // buffer per launch (with its views, packing and reuse exactly as on the
 // GPU), device buffers become host buffers. A tensor-core tile's 32 lanes
 // run together: their fragments are gathered into matrices by the PTX
-// layouts and the instruction computed on them (nvgpu.mma.sync: tf32 and
-// f16; the bf16 nvvm.mma.sync is not emulated).
+// layouts and the instruction computed on them (nvgpu.mma.sync for tf32 and
+// f16, nvvm.mma.sync for bf16).
 //
 //===----------------------------------------------------------------------===//
 
@@ -63,34 +63,106 @@ static std::pair<int64_t, int64_t> fragmentPosition(unsigned operand, int64_t k,
              : std::make_pair(2 * t + e + 8 * r, group);
 }
 
-/// Runs an nvgpu.mma.sync tile of la-map-to-gpu for all 32 lanes of the
-/// warp: the tile's code before the reduction loop (its index math and
+/// One mma.sync of la-map-to-gpu, either form: nvgpu.mma.sync (tf32, f16;
+/// A and B 2-D vectors, registers x elements) or nvvm.mma.sync (bf16; A's
+/// and B's registers i32 words of two bf16, C four f32, the result a struct
+/// that the tile rebuilds into a 2 x 2 vector).
+struct MmaInstruction {
+  Operation *op = nullptr;
+  /// A's and B's registers: the nvgpu vectors, or the NVVM words.
+  SmallVector<Value> aRegisters, bRegisters;
+  /// The 2 x 2 accumulator the instruction reads, and the one it makes
+  /// (null where the tile reads or writes the four elements directly).
+  Value accumulator, result;
+  /// nvvm.mma.sync: the four accumulator elements it reads, and the
+  /// llvm.extractvalue ops of its result.
+  SmallVector<Value> accumulatorElements;
+  SmallVector<LLVM::ExtractValueOp> resultElements;
+  /// The ops from the instruction to `result` (not cloned per lane).
+  SmallVector<Operation *> resultOps;
+  int64_t k = 0;
+  int64_t perRegister = 0;
+};
+
+static FailureOr<MmaInstruction> describeMma(Operation *op) {
+  MmaInstruction mma;
+  mma.op = op;
+  mma.resultOps.push_back(op);
+  if (auto nvgpuMma = dyn_cast<nvgpu::MmaSyncOp>(op)) {
+    mma.k = nvgpuMma.getMmaShapeAsArray()[2];
+    mma.perRegister =
+        cast<VectorType>(nvgpuMma.getMatrixA().getType()).getDimSize(1);
+    mma.aRegisters = {nvgpuMma.getMatrixA()};
+    mma.bRegisters = {nvgpuMma.getMatrixB()};
+    mma.accumulator = nvgpuMma.getMatrixC();
+    mma.result = nvgpuMma.getResult();
+    return mma;
+  }
+  auto nvvmMma = cast<NVVM::MmaOp>(op);
+  mma.k = 16;
+  mma.perRegister = 2;
+  mma.aRegisters.assign(nvvmMma.getOperandA().begin(),
+                        nvvmMma.getOperandA().end());
+  mma.bRegisters.assign(nvvmMma.getOperandB().begin(),
+                        nvvmMma.getOperandB().end());
+  // C: four f32, vector.extract of one 2 x 2 vector unless folded; the
+  // result: llvm.extractvalue ops, into one vector.from_elements unless
+  // folded.
+  mma.accumulatorElements.assign(nvvmMma.getOperandC().begin(),
+                                 nvvmMma.getOperandC().end());
+  if (auto first =
+          mma.accumulatorElements.front().getDefiningOp<vector::ExtractOp>())
+    mma.accumulator = first.getSource();
+  vector::FromElementsOp rebuilt;
+  for (Operation *user : nvvmMma->getUsers()) {
+    auto element = dyn_cast<LLVM::ExtractValueOp>(user);
+    if (!element || element.getPosition().size() != 1)
+      return failure();
+    mma.resultElements.push_back(element);
+    mma.resultOps.push_back(user);
+    for (Operation *next : user->getUsers())
+      if (auto vector = dyn_cast<vector::FromElementsOp>(next))
+        rebuilt = vector;
+  }
+  if (rebuilt) {
+    mma.resultOps.push_back(rebuilt);
+    mma.result = rebuilt.getResult();
+  }
+  return mma;
+}
+
+/// Runs an mma.sync tile of la-map-to-gpu for all 32 lanes of the warp:
+/// the tile's code before the reduction loop (its index math and
 /// accumulator loads), each step's fragment loads, and the code after it
 /// (the stores) run once per lane into scratch fragments, and each step's
 /// instruction is computed on the matrices that the fragments make up.
-static LogicalResult emulateMma(RewriterBase &rewriter, nvgpu::MmaSyncOp mma,
+static LogicalResult emulateMma(RewriterBase &rewriter, Operation *mmaOp,
                                 Value lane) {
+  FailureOr<MmaInstruction> described = describeMma(mmaOp);
+  if (failed(described))
+    return mmaOp->emitOpError("is not in la-map-to-gpu's form for emulation");
+  MmaInstruction &mma = *described;
   // The reduction loop, or none when it had one step (canonicalization
   // folds it): then the instruction itself splits the tile's code.
-  auto kLoop = dyn_cast<scf::ForOp>(mma->getParentOp());
+  auto kLoop = dyn_cast<scf::ForOp>(mmaOp->getParentOp());
   if (kLoop && kLoop->hasAttr(kDistributedLoopAttr))
     kLoop = nullptr; // the warps' loop: the tile is straight-line code
   if (kLoop && (kLoop.getNumRegionIterArgs() != 1 ||
-                mma.getMatrixC() != kLoop.getRegionIterArgs()[0]))
-    return mma.emitOpError("is not in la-map-to-gpu's form for emulation");
-  Operation *split = kLoop ? kLoop.getOperation() : mma.getOperation();
+                mma.accumulator != kLoop.getRegionIterArgs()[0]))
+    return mmaOp->emitOpError("is not in la-map-to-gpu's form for emulation");
+  Operation *split = kLoop ? kLoop.getOperation() : mmaOp;
   Block *tile = split->getBlock();
   SmallVector<Operation *> pre, post;
   for (Operation &op : *tile) {
-    if (&op == split || &op == tile->getTerminator())
+    if (&op == split || &op == tile->getTerminator() ||
+        llvm::is_contained(mma.resultOps, &op))
       continue;
     (op.isBeforeInBlock(split) ? pre : post).push_back(&op);
   }
-  Location loc = mma.getLoc();
+  Location loc = mmaOp->getLoc();
   Type f32 = rewriter.getF32Type();
-  auto aType = cast<VectorType>(mma.getMatrixA().getType());
-  int64_t k = mma.getMmaShapeAsArray()[2];
-  int64_t perRegister = aType.getDimSize(1);
+  int64_t k = mma.k;
+  int64_t perRegister = mma.perRegister;
   rewriter.setInsertionPoint(split);
   auto index = [&](int64_t v) -> Value {
     return arith::ConstantIndexOp::create(rewriter, loc, v);
@@ -105,22 +177,52 @@ static LogicalResult emulateMma(RewriterBase &rewriter, nvgpu::MmaSyncOp mma,
   Value aMatrix = scratch({16, k}), bMatrix = scratch({k, 8}),
         cMatrix = scratch({16, 8});
 
-  // Stores the elements of `vector` (registers x elements) at
-  // fragments[lane][r][e], as f32.
-  auto storeFragment = [&](OpBuilder &b, Value vector, Value fragments,
-                           Value laneValue) {
-    auto type = cast<VectorType>(vector.getType());
-    for (int64_t r = 0; r < type.getDimSize(0); ++r)
-      for (int64_t e = 0; e < type.getDimSize(1); ++e) {
-        Value element =
-            vector::ExtractOp::create(b, loc, vector, ArrayRef<int64_t>{r, e});
-        if (element.getType() != f32)
-          element = arith::ExtFOp::create(b, loc, f32, element);
+  // Stores the elements of `registers` at fragments[lane][r][e], as f32:
+  // each value is a 2-D vector (registers x elements), or one register, an
+  // i32 word of two bf16.
+  auto storeFragment = [&](OpBuilder &b, ArrayRef<Value> registers,
+                           Value fragments, Value laneValue) {
+    SmallVector<SmallVector<Value>> elements;
+    // Four f32: the accumulator's elements, row-major.
+    if (registers.size() == 4 && registers.front().getType() == f32) {
+      elements = {{registers[0], registers[1]}, {registers[2], registers[3]}};
+      registers = {};
+    }
+    for (Value value : registers) {
+      if (value.getType().isInteger(32)) {
+        Value word = vector::FromElementsOp::create(
+            b, loc, VectorType::get({1}, value.getType()), value);
+        Value pair = vector::BitCastOp::create(
+            b, loc, VectorType::get({2}, b.getBF16Type()), word);
+        elements.push_back(
+            {vector::ExtractOp::create(b, loc, pair, ArrayRef<int64_t>{0}),
+             vector::ExtractOp::create(b, loc, pair, ArrayRef<int64_t>{1})});
+        continue;
+      }
+      auto type = cast<VectorType>(value.getType());
+      for (int64_t r = 0; r < type.getDimSize(0); ++r) {
+        elements.emplace_back();
+        for (int64_t e = 0; e < type.getDimSize(1); ++e)
+          elements.back().push_back(vector::ExtractOp::create(
+              b, loc, value, ArrayRef<int64_t>{r, e}));
+      }
+    }
+    for (auto [r, row] : llvm::enumerate(elements))
+      for (auto [e, element] : llvm::enumerate(row)) {
+        Value value = element;
+        if (value.getType() != f32)
+          value = arith::ExtFOp::create(b, loc, f32, value);
         memref::StoreOp::create(
-            b, loc, element, fragments,
+            b, loc, value, fragments,
             ValueRange{laneValue, arith::ConstantIndexOp::create(b, loc, r),
                        arith::ConstantIndexOp::create(b, loc, e)});
       }
+  };
+  auto mapped = [](IRMapping &mapping, ArrayRef<Value> values) {
+    SmallVector<Value> result;
+    for (Value value : values)
+      result.push_back(mapping.lookup(value));
+    return result;
   };
   // A loop over the lanes that runs the tile's code before the reduction
   // loop (with `lane` the loop's), then `body`.
@@ -138,8 +240,13 @@ static LogicalResult emulateMma(RewriterBase &rewriter, nvgpu::MmaSyncOp mma,
 
   // The accumulators.
   forEachLane([&](OpBuilder &b, IRMapping &mapping, Value laneValue) {
-    Value init = kLoop ? kLoop.getInitArgs()[0] : mma.getMatrixC();
-    storeFragment(b, mapping.lookup(init), cFragments, laneValue);
+    if (kLoop || mma.accumulator) {
+      Value init = kLoop ? kLoop.getInitArgs()[0] : mma.accumulator;
+      storeFragment(b, {mapping.lookup(init)}, cFragments, laneValue);
+    } else {
+      storeFragment(b, mapped(mapping, mma.accumulatorElements), cFragments,
+                    laneValue);
+    }
   });
   // Each step: every lane's A and B fragments, then the instruction.
   scf::ForOp steps;
@@ -150,8 +257,8 @@ static LogicalResult emulateMma(RewriterBase &rewriter, nvgpu::MmaSyncOp mma,
                            upper = getConstantIntValue(kLoop.getUpperBound()),
                            step = getConstantIntValue(kLoop.getStep());
     if (!lower || !upper || !step)
-      return mma.emitOpError("needs a reduction loop with constant bounds "
-                             "for emulation");
+      return mmaOp->emitOpError("needs a reduction loop with constant bounds "
+                                "for emulation");
     steps = scf::ForOp::create(rewriter, loc, index(*lower), index(*upper),
                                index(*step));
   }
@@ -163,11 +270,11 @@ static LogicalResult emulateMma(RewriterBase &rewriter, nvgpu::MmaSyncOp mma,
       if (kLoop) {
         mapping.map(kLoop.getInductionVar(), steps.getInductionVar());
         for (Operation &op : kLoop.getBody()->without_terminator())
-          if (&op != mma.getOperation())
+          if (!llvm::is_contained(mma.resultOps, &op))
             b.clone(op, mapping);
       }
-      storeFragment(b, mapping.lookup(mma.getMatrixA()), aFragments, laneValue);
-      storeFragment(b, mapping.lookup(mma.getMatrixB()), bFragments, laneValue);
+      storeFragment(b, mapped(mapping, mma.aRegisters), aFragments, laneValue);
+      storeFragment(b, mapped(mapping, mma.bRegisters), bFragments, laneValue);
     });
     // Fragments -> matrices (the hardware's layout), D = A B + C, back.
     auto move = [&](Value fragments, Value matrix, unsigned operand,
@@ -226,16 +333,28 @@ static LogicalResult emulateMma(RewriterBase &rewriter, nvgpu::MmaSyncOp mma,
             b, loc, cFragments,
             ValueRange{laneValue, arith::ConstantIndexOp::create(b, loc, r),
                        arith::ConstantIndexOp::create(b, loc, e)}));
-    mapping.map(kLoop ? kLoop.getResult(0) : mma.getResult(),
-                vector::FromElementsOp::create(
-                    b, loc, VectorType::get({2, 2}, f32), elements)
-                    .getResult());
+    Value acc = vector::FromElementsOp::create(
+        b, loc, VectorType::get({2, 2}, f32), elements);
+    if (kLoop) {
+      mapping.map(kLoop.getResult(0), acc);
+    } else {
+      if (mma.result)
+        mapping.map(mma.result, acc);
+      for (LLVM::ExtractValueOp element : mma.resultElements)
+        mapping.map(element.getResult(),
+                    elements[element.getPosition().front()]);
+    }
     for (Operation *op : post)
       b.clone(*op, mapping);
   });
   for (Operation *op : llvm::reverse(post))
     rewriter.eraseOp(op);
-  rewriter.eraseOp(split);
+  if (kLoop) {
+    rewriter.eraseOp(kLoop);
+  } else {
+    for (Operation *op : llvm::reverse(mma.resultOps))
+      rewriter.eraseOp(op);
+  }
   for (Operation *op : llvm::reverse(pre))
     rewriter.eraseOp(op);
   return success();
@@ -244,14 +363,12 @@ static LogicalResult emulateMma(RewriterBase &rewriter, nvgpu::MmaSyncOp mma,
 /// The launch's body as loops over its blocks, run by one thread.
 static LogicalResult emulateLaunch(RewriterBase &rewriter,
                                    gpu::LaunchOp launch) {
-  WalkResult bf16TensorCores = launch.getBody().walk(
-      [](NVVM::MmaOp) { return WalkResult::interrupt(); });
-  if (bf16TensorCores.wasInterrupted())
-    return launch.emitOpError("uses nvvm.mma.sync (bf16 tensor cores), which "
-                              "la-emulate-gpu does not emulate");
   // Tensor-core tiles: the 32 lanes of each warp together.
-  SmallVector<nvgpu::MmaSyncOp> mmas;
-  launch.getBody().walk([&](nvgpu::MmaSyncOp mma) { mmas.push_back(mma); });
+  SmallVector<Operation *> mmas;
+  launch.getBody().walk([&](Operation *op) {
+    if (isa<nvgpu::MmaSyncOp, NVVM::MmaOp>(op))
+      mmas.push_back(op);
+  });
   if (!mmas.empty()) {
     Operation *laneOp = nullptr;
     launch.getBody().walk([&](Operation *op) {
@@ -260,7 +377,7 @@ static LogicalResult emulateLaunch(RewriterBase &rewriter,
     });
     if (!laneOp)
       return launch.emitOpError("has mma.sync but no lane (la.lane) value");
-    for (nvgpu::MmaSyncOp mma : mmas)
+    for (Operation *mma : mmas)
       if (failed(emulateMma(rewriter, mma, laneOp->getResult(0))))
         return failure();
   }
