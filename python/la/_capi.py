@@ -17,18 +17,24 @@ class LaError(RuntimeError):
     """An error reported by the compiler (parse, verify, pass or JIT)."""
 
 
-def library_path():
-    """Path of libLaCAPI.so, or None when it cannot be found."""
-    candidates = [os.environ.get("LA_CAPI_LIB"), os.path.join(_HERE, _NAME)]
-    # A wheel holds the versioned file only (libLaCAPI.so.<version>).
-    candidates += sorted(glob.glob(os.path.join(_HERE, _NAME + ".*")))
+def find_library(name, env_var, here=_HERE, repo=_REPO):
+    """Path of the shared library ``name`` of la's build, or None: ``$env_var``,
+    next to the package ``here`` (an installed wheel; also a versioned
+    ``name.<version>``), ``$LA_BUILD_DIR/lib``, ``<repo>/build/lib``."""
+    candidates = [os.environ.get(env_var), os.path.join(here, name)]
+    candidates += sorted(glob.glob(os.path.join(here, name + ".*")))
     if os.environ.get("LA_BUILD_DIR"):
-        candidates.append(os.path.join(os.environ["LA_BUILD_DIR"], "lib", _NAME))
-    candidates.append(os.path.join(_REPO, "build", "lib", _NAME))
+        candidates.append(os.path.join(os.environ["LA_BUILD_DIR"], "lib", name))
+    candidates.append(os.path.join(repo, "build", "lib", name))
     for path in candidates:
         if path and os.path.isfile(path):
             return path
     return None
+
+
+def library_path():
+    """Path of libLaCAPI.so, or None when it cannot be found."""
+    return find_library(_NAME, "LA_CAPI_LIB", _HERE, _REPO)
 
 
 class MlirStringRef(ctypes.Structure):

@@ -14,6 +14,8 @@ finds its ``mgpu*`` symbols.
 import ctypes
 import os
 
+from ._capi import find_library
+
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _REPO = os.path.dirname(os.path.dirname(_HERE))
 _NAME = "libla_cuda_runtime.so"
@@ -24,14 +26,7 @@ _lib = None
 
 def library_path():
     """Path of libla_cuda_runtime.so, or None when it cannot be found."""
-    candidates = [os.environ.get("LA_CUDA_RUNTIME_LIB"), os.path.join(_HERE, _NAME)]
-    if os.environ.get("LA_BUILD_DIR"):
-        candidates.append(os.path.join(os.environ["LA_BUILD_DIR"], "lib", _NAME))
-    candidates.append(os.path.join(_REPO, "build", "lib", _NAME))
-    for path in candidates:
-        if path and os.path.isfile(path):
-            return path
-    return None
+    return find_library(_NAME, "LA_CUDA_RUNTIME_LIB", _HERE, _REPO)
 
 
 def lib():

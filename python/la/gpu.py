@@ -137,17 +137,9 @@ def _executable(path):
 def find_la_opt():
     """Path of ``la-opt``, or None. ``$LA_OPT`` is returned even when it does
     not name an executable, so that a wrong setting fails loudly."""
-    env = os.environ.get("LA_OPT")
-    if env:
-        return env
-    candidates = []
-    if os.environ.get("LA_BUILD_DIR"):
-        candidates.append(os.path.join(os.environ["LA_BUILD_DIR"], "bin", "la-opt"))
-    candidates.append(os.path.join(_REPO, "build", "bin", "la-opt"))
-    for path in candidates:
-        if _executable(path):
-            return path
-    return shutil.which("la-opt")
+    from .runner import find_tool
+
+    return find_tool("la-opt", "LA_OPT") or shutil.which("la-opt")
 
 
 def find_mlir_translate():

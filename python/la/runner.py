@@ -274,13 +274,20 @@ def find_la_run():
     ``<repo>/build/bin/la-run``. ``$LA_RUN`` is returned even when it does not
     name an executable file, so that a wrong setting fails loudly.
     """
-    env = os.environ.get("LA_RUN")
+    return find_tool("la-run", "LA_RUN")
+
+
+def find_tool(name, env_var):
+    """Path of the la tool ``name``: ``$env_var`` (returned even when it does
+    not name an executable file, so that a wrong setting fails loudly), then
+    ``$LA_BUILD_DIR/bin/name``, then ``<repo>/build/bin/name``; or None."""
+    env = os.environ.get(env_var)
     if env:
         return env
     candidates = []
     if os.environ.get("LA_BUILD_DIR"):
-        candidates.append(os.path.join(os.environ["LA_BUILD_DIR"], "bin", "la-run"))
-    candidates.append(os.path.join(_REPO_ROOT, "build", "bin", "la-run"))
+        candidates.append(os.path.join(os.environ["LA_BUILD_DIR"], "bin", name))
+    candidates.append(os.path.join(_REPO_ROOT, "build", "bin", name))
     for path in candidates:
         if os.path.isfile(path) and os.access(path, os.X_OK):
             return path
