@@ -419,41 +419,49 @@ static LogicalResult emulateLaunch(RewriterBase &rewriter,
   rewriter.eraseOp(body.getTerminator());
   rewriter.inlineBlockBefore(&body, innermost->getTerminator(), replacements);
 
-  SmallVector<Operation *> ops;
-  innermost->walk([&](Operation *op) { ops.push_back(op); });
-  for (Operation *op : ops) {
-    if (isa<gpu::BarrierOp>(op)) {
-      rewriter.eraseOp(op);
-    } else if (auto loop = dyn_cast<scf::ForOp>(op)) {
-      if (loop->hasAttr(kDistributedLoopAttr))
-        rewriter.modifyOpInPlace(loop, [&] {
-          loop.setLowerBound(zero);
-          loop.setStep(one);
-        });
-    } else if (isa<gpu::DynamicSharedMemoryOp>(op)) {
-      // Its views, in the default memory space; the casts back to it go.
-      for (Operation *user : llvm::make_early_inc_range(op->getUsers())) {
-        auto view = dyn_cast<memref::ViewOp>(user);
-        if (!view)
-          return user->emitOpError("uses the shared memory other than "
-                                   "through memref.view");
-        rewriter.setInsertionPoint(view);
-        auto hostView = memref::ViewOp::create(
-            rewriter, view.getLoc(), inDefaultSpace(view.getType()), shared,
-            view.getByteShift(), view.getSizes());
-        for (Operation *viewUser :
-             llvm::make_early_inc_range(view->getUsers())) {
-          auto cast = dyn_cast<memref::MemorySpaceCastOp>(viewUser);
-          if (!cast || cast.getType() != hostView.getType())
-            return viewUser->emitOpError(
-                "uses a shared-memory view other than through a cast to the "
-                "default memory space");
-          rewriter.replaceOp(cast, hostView.getResult());
-        }
-        rewriter.eraseOp(view);
+  // Collected by kind first: rewriting the shared memory erases views and
+  // casts that a list of every op would still hold.
+  SmallVector<gpu::BarrierOp> barriers;
+  SmallVector<scf::ForOp> distributed;
+  SmallVector<gpu::DynamicSharedMemoryOp> sharedMemoryOps;
+  innermost->walk([&](Operation *op) {
+    if (auto barrier = dyn_cast<gpu::BarrierOp>(op))
+      barriers.push_back(barrier);
+    else if (auto loop = dyn_cast<scf::ForOp>(op);
+             loop && loop->hasAttr(kDistributedLoopAttr))
+      distributed.push_back(loop);
+    else if (auto memory = dyn_cast<gpu::DynamicSharedMemoryOp>(op))
+      sharedMemoryOps.push_back(memory);
+  });
+  for (gpu::BarrierOp barrier : barriers)
+    rewriter.eraseOp(barrier);
+  for (scf::ForOp loop : distributed)
+    rewriter.modifyOpInPlace(loop, [&] {
+      loop.setLowerBound(zero);
+      loop.setStep(one);
+    });
+  for (gpu::DynamicSharedMemoryOp op : sharedMemoryOps) {
+    // Its views, in the default memory space; the casts back to it go.
+    for (Operation *user : llvm::make_early_inc_range(op->getUsers())) {
+      auto view = dyn_cast<memref::ViewOp>(user);
+      if (!view)
+        return user->emitOpError("uses the shared memory other than "
+                                 "through memref.view");
+      rewriter.setInsertionPoint(view);
+      auto hostView = memref::ViewOp::create(
+          rewriter, view.getLoc(), inDefaultSpace(view.getType()), shared,
+          view.getByteShift(), view.getSizes());
+      for (Operation *viewUser : llvm::make_early_inc_range(view->getUsers())) {
+        auto cast = dyn_cast<memref::MemorySpaceCastOp>(viewUser);
+        if (!cast || cast.getType() != hostView.getType())
+          return viewUser->emitOpError(
+              "uses a shared-memory view other than through a cast to the "
+              "default memory space");
+        rewriter.replaceOp(cast, hostView.getResult());
       }
-      rewriter.eraseOp(op);
+      rewriter.eraseOp(view);
     }
+    rewriter.eraseOp(op);
   }
   rewriter.setInsertionPointAfter(launch);
   if (shared)
