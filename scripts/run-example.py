@@ -28,6 +28,49 @@ from la import testing as lt  # noqa: E402
 VARIANTS = ("linear", "retention", "mamba2", "gla", "deltanet", "gated_deltanet", "kda")
 
 
+def run_gpu_kernels(variants, B, T, H, K, V):
+    """The same layers through la-lower-to-nvvm's kernels (chunks of 32,
+    value tiles of 32; SIMT and tf32 tensor cores): on the GPU when there is
+    one, else on la-emulate-gpu, which runs those kernels on the CPU. Returns
+    the variants whose error is over the tolerance."""
+    from la import cuda
+
+    on_gpu, reason = cuda.available()
+    target = "gpu" if on_gpu else "gpu-emulator"
+    print()
+    if on_gpu:
+        print(f"GPU kernels on {cuda.device_name()} (la-run --target=gpu):")
+    else:
+        print(f"GPU kernels on the CPU emulator (la-run --target=gpu-emulator; "
+              f"no GPU here: {reason}):")
+    header = f"{'variant':<16} {'kernels':<14} {'err(o)':>9} {'err(state)':>10} {'run ms':>9}"
+    print(header)
+    print("-" * len(header))
+    bad = []
+    for variant in [v for v in variants if v in ("gla", "gated_deltanet", "kda")]:
+        inputs = lt.make_inputs(variant, B, T, H, K, V, seed=0, gate_scale=1 / 16,
+                                with_initial_state=True)
+        ref_o, ref_s = lt.reference_for(variant, inputs)
+        for kernels, tensor_cores, tol in (("SIMT", False, 1e-4), ("tf32 mma", True, 3e-3)):
+            try:
+                o, s, timing = runner.run_attention(
+                    variant, inputs, target=target, tensor_cores=tensor_cores)
+            except runner.LaRunError as error:
+                print(f"{variant:<16} {kernels:<14} FAILED: {error.stderr.strip()[:300]}")
+                bad.append(f"{variant} ({target}, {kernels})")
+                continue
+            err_o, err_s = lt.rel_rms(ref_o, o), lt.rel_rms(ref_s, s)
+            flag = "" if err_o <= tol and err_s <= tol else f"  > {tol:.0e}!"
+            if flag:
+                bad.append(f"{variant} ({target}, {kernels})")
+            print(f"{variant:<16} {kernels:<14} {err_o:9.2e} {err_s:10.2e} "
+                  f"{timing['run_median_ms']:9.3f}{flag}")
+    if not on_gpu:
+        print("(emulated: the times are the CPU's, not a GPU's, and tf32's rounding "
+              "is not modelled)")
+    return bad
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--B", type=int, default=1)
@@ -44,6 +87,9 @@ def main():
                         help="comma-separated list (default: %(default)s)")
     parser.add_argument("--example", default="gla",
                         help="variant whose MLIR is printed at the end")
+    parser.add_argument("--no-gpu", action="store_true",
+                        help="skip the GPU kernels (run on the GPU, or on the CPU "
+                             "emulator where there is none)")
     args = parser.parse_args()
 
     la_run = runner.find_la_run()
@@ -99,6 +145,9 @@ def main():
               f"{ref_ms:9.1f}{flag}")
     print(f"(total {time.perf_counter() - total_start:.1f} s; 'ref ms' is the fp64 NumPy "
           "token-by-token loop, a correctness oracle, not a tuned baseline)")
+
+    if not args.no_gpu and not args.sequential and args.dtype == "f32":
+        bad += run_gpu_kernels(variants, B, T, H, K, V)
 
     if examples:
         name = args.example if args.example in examples else next(iter(examples))

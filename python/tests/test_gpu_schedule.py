@@ -98,3 +98,16 @@ def test_emulated_tensor_core_kernels_match_reference(variant, precision):
     tol = {"tf32": TOL, "f16": 5e-3, "bf16": 1e-2}[precision]
     assert lt.rel_rms(o_ref, o) < tol
     assert lt.rel_rms(s_ref, s) < tol
+
+
+def test_emulated_tensor_cores_at_the_defaults_over_many_chunks():
+    # la-lower-to-nvvm's defaults (chunks of 32, value tiles of 32) with
+    # K = V = 64 and 32 chunks: many tensor-core tiles run, one after the other
+    # (the emulator's scratch once piled up on the stack here).
+    inputs = lt.make_inputs("gated_deltanet", 1, 1024, 2, 64, 64, seed=10,
+                            with_initial_state=True)
+    o_ref, s_ref = lt.reference_for("gated_deltanet", inputs)
+    o, s, _ = runner.run_attention("gated_deltanet", inputs, target="gpu-emulator",
+                                   tensor_cores=True)
+    assert lt.rel_rms(o_ref, o) < TOL
+    assert lt.rel_rms(s_ref, s) < TOL

@@ -168,7 +168,12 @@ static LogicalResult emulateMma(RewriterBase &rewriter, Operation *mmaOp,
     return arith::ConstantIndexOp::create(rewriter, loc, v);
   };
   Value zero = index(0), one = index(1), lanes = index(32);
+  // Scratch buffers at the function's entry: the tile runs inside loops
+  // (chunks, warp tiles), where stack allocations would pile up.
+  auto function = mmaOp->getParentOfType<FunctionOpInterface>();
   auto scratch = [&](ArrayRef<int64_t> shape) -> Value {
+    OpBuilder::InsertionGuard guard(rewriter);
+    rewriter.setInsertionPointToStart(&function.getFunctionBody().front());
     return memref::AllocaOp::create(rewriter, loc, MemRefType::get(shape, f32));
   };
   Value aFragments = scratch({32, 4, perRegister});
