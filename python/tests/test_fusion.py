@@ -98,11 +98,13 @@ def _function(variant, B, T, H, K, V):
 """
 
 
-def _run(text, arrays, chunk, fuse, directory):
+def _run(text, arrays, chunk, flags, directory):
+    """la-run on the function `text` with `arrays` as f32 inputs and extra
+    `flags`; returns its two outputs."""
     path = os.path.join(directory, "f.mlir")
     with open(path, "w") as f:
         f.write(text)
-    cmd = [LA_RUN, path, "--entry=attention", f"--chunk-size={chunk}", f"--fuse={fuse}"]
+    cmd = [LA_RUN, path, "--entry=attention", f"--chunk-size={chunk}"] + flags
     for i, a in enumerate(arrays):
         p = os.path.join(directory, f"in{i}.npy")
         np.save(p, np.ascontiguousarray(a, dtype=np.float32))
@@ -137,7 +139,7 @@ def test_producers(variant, T, fuse):
         attrs = {}
     text = _function(variant, B, T, H, K, V)
     with tempfile.TemporaryDirectory() as d:
-        o, s = _run(text, arrays, chunk, fuse, d)
+        o, s = _run(text, arrays, chunk, [f"--fuse={fuse}"], d)
     ref_o, ref_s = lt.reference_for(variant, inputs, **attrs)
     assert lt.rel_rms(ref_o, o) <= 1e-5, (variant, T, fuse, lt.rel_rms(ref_o, o))
     assert lt.rel_rms(ref_s, s) <= 1e-5, (variant, T, fuse, lt.rel_rms(ref_s, s))
@@ -219,18 +221,6 @@ def test_consumers(variant, schedule):
              "gpu-schedule": ["--gpu-schedule"],
              "gpu-emulator": ["--target=gpu-emulator", "--value-tile=0"]}[schedule]
     with tempfile.TemporaryDirectory() as d:
-        path = os.path.join(d, "f.mlir")
-        with open(path, "w") as f:
-            f.write(_consumer_function(variant, B, T, H, K, V))
-        cmd = [LA_RUN, path, "--entry=attention", f"--chunk-size={chunk}"] + flags
-        for i, a in enumerate(arrays):
-            p = os.path.join(d, f"in{i}.npy")
-            np.save(p, np.ascontiguousarray(a, dtype=np.float32))
-            cmd.append(f"--input={p}")
-        outs = [os.path.join(d, n) for n in ("r.npy", "s.npy")]
-        cmd += [f"--output={p}" for p in outs]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-        assert proc.returncode == 0, proc.stderr
-        r, s = (np.load(p) for p in outs)
+        r, s = _run(_consumer_function(variant, B, T, H, K, V), arrays, chunk, flags, d)
     assert lt.rel_rms(ref, r) <= 1e-5, (variant, schedule, lt.rel_rms(ref, r))
     assert lt.rel_rms(ref_s, s) <= 1e-5, (variant, schedule, lt.rel_rms(ref_s, s))
