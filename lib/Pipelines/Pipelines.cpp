@@ -38,6 +38,9 @@ static void addBufferizationPasses(OpPassManager &pm,
   bufferizeOptions.functionBoundaryTypeConversion =
       bufferization::LayoutMapOption::IdentityLayoutMap;
   pm.addPass(bufferization::createOneShotBufferizePass(bufferizeOptions));
+  // Folds a result's collapse of an expanded allocation into the allocation
+  // (la-in-place-destinations), which the caller's buffer then replaces.
+  pm.addPass(createCanonicalizerPass());
   bufferization::BufferResultsToOutParamsPassOptions outParamsOptions;
   outParamsOptions.modifyPublicFunctions = true;
   outParamsOptions.hoistStaticAllocs = true;
@@ -113,6 +116,7 @@ void mlir::la::buildLowerToCPUPipeline(OpPassManager &pm,
         options.gpuSchedule ? std::string("fused") : std::string(options.fuse);
     fuseOptions.threads = options.parallel ? 0 : 1;
     fuseOptions.valueTile = options.valueTile;
+    fuseOptions.packInputs = options.packInputs && !options.gpuSchedule;
     pm.addPass(createLaFuseRecurrencePass(fuseOptions));
     LaChunkPassOptions chunkOptions;
     chunkOptions.chunkSize = options.chunkSize;
@@ -133,6 +137,9 @@ void mlir::la::buildLowerToCPUPipeline(OpPassManager &pm,
     pm.addPass(createCSEPass());
   }
   if (tile) {
+    // Destinations that bufferize in place; before la-tile, whose tiles
+    // then write into them.
+    pm.addNestedPass<func::FuncOp>(createLaInPlaceDestinationsPass());
     LaTilePassOptions tileOptions;
     tileOptions.rowTile = options.rowTile;
     tileOptions.laneTile = options.laneTile;
@@ -146,6 +153,9 @@ void mlir::la::buildLowerToCPUPipeline(OpPassManager &pm,
   addBufferizationPasses(pm, /*allowReturnAllocsFromLoops=*/true);
   bufferization::BufferDeallocationPipelineOptions deallocOptions;
   bufferization::buildBufferDeallocationPipeline(pm, deallocOptions);
+  // The fused chunk loops fetch the next chunk's inputs while computing.
+  if (options.prefetch && !options.gpuSchedule)
+    pm.addNestedPass<func::FuncOp>(createLaPrefetchChunksPass());
 
   addLoopsAndLLVMPasses(pm, parallel, tile);
 }

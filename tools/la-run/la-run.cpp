@@ -81,6 +81,14 @@ static cl::opt<int64_t>
     valueTile("value-tile",
               cl::desc("value columns per fused task (0: all of V)"),
               cl::init(0));
+static cl::opt<bool> packInputs(
+    "pack-inputs",
+    cl::desc("fused schedule: copy each input chunk into a compact buffer"),
+    cl::init(true));
+static cl::opt<bool>
+    prefetch("prefetch",
+             cl::desc("fused schedule: prefetch the next chunk's inputs"),
+             cl::init(true));
 static cl::opt<bool> gpuSchedule(
     "gpu-schedule",
     cl::desc("run the GPU's tiled schedule on the CPU (checks its tiling)"));
@@ -439,6 +447,8 @@ int main(int argc, char **argv) {
   pipelineOptions.valueTile = valueTile;
   pipelineOptions.gpuSchedule = gpuSchedule;
   pipelineOptions.tensorCores = tensorCores;
+  pipelineOptions.packInputs = packInputs;
+  pipelineOptions.prefetch = prefetch;
   if (!onGPU && !emulated)
     la::buildLowerToCPUPipeline(pm, pipelineOptions);
   if (failed(pm.run(*module)))

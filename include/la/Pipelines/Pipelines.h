@@ -68,6 +68,17 @@ struct LowerToCPUOptions : public PassPipelineOptions<LowerToCPUOptions> {
       llvm::cl::desc("with gpu-schedule: the input chunks copied into "
                      "task-local buffers first, as on the GPU"),
       llvm::cl::init(true)};
+  PassOptions::Option<bool> packInputs{
+      *this, "pack-inputs",
+      llvm::cl::desc("fused schedule: copy each chunk of the inputs into a "
+                     "compact buffer before the ops read it "
+                     "(la-fuse-recurrence's pack-inputs)"),
+      llvm::cl::init(true)};
+  PassOptions::Option<bool> prefetch{
+      *this, "prefetch",
+      llvm::cl::desc("fused schedule: prefetch the next chunk's inputs "
+                     "(la-prefetch-chunks)"),
+      llvm::cl::init(true)};
 };
 
 /// Options of `la-lower-to-nvvm`.

@@ -434,17 +434,29 @@ struct ChunkStateScanToLinalg : OpRewritePattern<ChunkStateScanOp> {
       if (gates) {
         Value g = extractUnitSlice(b, l, gates, 1, n);      // [B,C,H(,K)]
         Value last = extractUnitSlice(b, l, g, 1, lastRow); // [B,H(,K)]
-        // S <- exp(G_C) S. Loops (b,hv,kk,vv).
+        // S <- exp(G_C) S. Loops (b,hv,kk,vv). The decay factors are
+        // exponentiated once ([B,H(,K)]), not once per state element.
         SmallVector<int64_t> lastDims = {0, -2};
         if (channel)
           lastDims.push_back(2);
+        unsigned lastRank = cast<RankedTensorType>(last.getType()).getRank();
+        SmallVector<int64_t> lastIdentity =
+            llvm::to_vector(llvm::seq<int64_t>(0, lastRank));
+        Value lastFactor = buildGeneric(
+            b, l, ValueRange{last},
+            emptyTensor(b, l, mixedSizes(b, l, last), f32),
+            {dimMap(ctx, lastRank, lastIdentity),
+             dimMap(ctx, lastRank, lastIdentity)},
+            lastRank, 0, [&](OpBuilder &nb, Location nl, ValueRange args) {
+              return math::ExpOp::create(nb, nl, args[0]).getResult();
+            });
         decayed = buildGeneric(
-            b, l, ValueRange{current, last}, emptyTensor(b, l, stateSizes, f32),
+            b, l, ValueRange{current, lastFactor},
+            emptyTensor(b, l, stateSizes, f32),
             {dimMap(ctx, 4, {0, 1, 2, 3}), dimMap(ctx, 4, lastDims, *group),
              dimMap(ctx, 4, {0, 1, 2, 3})},
             4, 0, [&](OpBuilder &nb, Location nl, ValueRange args) {
-              return mulF(nb, nl, args[0],
-                          math::ExpOp::create(nb, nl, args[1]));
+              return mulF(nb, nl, args[0], args[1]);
             });
         SmallVector<int64_t> gDims = {0, 1, 2}, lDims = {0, 2};
         if (channel) {

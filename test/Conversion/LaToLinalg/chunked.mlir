@@ -85,8 +85,11 @@ func.func @intra_channel(%q: tensor<1x1x16x1x4xf32>, %k: tensor<1x1x16x1x4xf32>,
 // CHECK: %[[VN:.*]] = tensor.extract_slice %[[V]][0, %[[N]], 0, 0, 0]
 // CHECK: %[[GN:.*]] = tensor.extract_slice %[[G]][0, %[[N]], 0, 0]
 // CHECK: %[[LAST:.*]] = tensor.extract_slice %[[GN]][0, 15, 0] [1, 1, 2] {{.*}} to tensor<1x2xf32>
-// CHECK: %[[DECAYED:.*]] = linalg.generic {{.*}} ins(%[[S]], %[[LAST]] : tensor<1x2x4x8xf32>, tensor<1x2xf32>)
+// CHECK: %[[FACTOR:.*]] = linalg.generic {{.*}} ins(%[[LAST]] : tensor<1x2xf32>)
 // CHECK: math.exp
+// CHECK: %[[DECAYED:.*]] = linalg.generic {{.*}} ins(%[[S]], %[[FACTOR]] : tensor<1x2x4x8xf32>, tensor<1x2xf32>)
+// CHECK-NOT: math.exp
+// CHECK: arith.mulf
 // CHECK: %[[KW:.*]] = linalg.generic {{.*}} ins(%[[KN]], %[[GN]], %[[LAST]] : {{.*}})
 // CHECK: %[[NEXT:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%[[KW]], %[[VN]] : {{.*}}) outs(%[[DECAYED]] : tensor<1x2x4x8xf32>)
 // CHECK: scf.yield %[[NEXT]], %[[REC]]

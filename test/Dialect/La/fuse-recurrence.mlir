@@ -5,6 +5,7 @@
 // RUN: not la-opt %s -split-input-file -la-fuse-recurrence="chunk-size=0" 2>&1 | FileCheck %s --check-prefix=BADCHUNK
 // RUN: la-opt %s -split-input-file -la-fuse-recurrence="chunk-size=16 threads=4 value-tile=4" | FileCheck %s --check-prefix=VT
 // RUN: not la-opt %s -split-input-file -la-fuse-recurrence="value-tile=-1" 2>&1 | FileCheck %s --check-prefix=BADVT
+// RUN: la-opt %s -split-input-file -la-fuse-recurrence="chunk-size=16 threads=2 pack-inputs=true" | FileCheck %s --check-prefix=PACK
 
 // BADMODE: la-fuse-recurrence: 'mode' must be auto, fused or materialized, got 'sometimes'
 // BADCHUNK: la-fuse-recurrence: 'chunk-size' must be > 0, got 0
@@ -52,6 +53,17 @@
 // CHECK: %[[FLAT:.*]] = tensor.collapse_shape %[[RES]]#0
 // CHECK: %[[O:.*]] = tensor.extract_slice %[[FLAT]][0, 0, 0, 0] [1, 40, 2, 8]
 // CHECK: return %[[O]], %[[RES]]#1
+
+// With pack-inputs each chunk's slice of an input is copied into a compact
+// tensor, which the chunk's ops read instead of the strided slice.
+// PACK-LABEL: func.func @gla
+// PACK: scf.for %[[N:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args
+// PACK: %[[QN:.*]] = tensor.extract_slice %{{.*}}[%{{.*}}, %[[N]], 0, %{{.*}}, 0] [1, 1, 16, 1, 4]
+// PACK: %[[QE:.*]] = tensor.empty() : tensor<1x1x16x1x4xf32>
+// PACK: %[[QP:.*]] = linalg.copy ins(%[[QN]] : tensor<1x1x16x1x4xf32>) outs(%[[QE]] : tensor<1x1x16x1x4xf32>)
+// PACK: la.chunk_intra %[[QP]]
+// PACK: la.chunk_inter %[[QP]]
+// PACK: } {la.fused_chunk_loop}
 
 // Four threads for two tasks, or materialized: left to la-chunk.
 // FEW-LABEL: func.func @gla

@@ -5,6 +5,7 @@
 
 #include "la/Dialect/La/LaOps.h"
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -58,10 +59,13 @@ bool shouldFuse(RecurrenceOp op, FusionMode mode, int64_t threads,
 /// Patterns rewriting `la.recurrence` into the fused chunked program where
 /// shouldFuse says so; with `fuseProducers`, the structured ops that compute
 /// its operands (and nothing else) are computed per chunk inside the loop.
+/// With `packInputs` each chunk of the other inputs is copied into a compact
+/// tensor first.
 void populateFuseRecurrencePatterns(RewritePatternSet &patterns,
                                     int64_t chunkSize, FusionMode mode,
                                     int64_t threads, bool fuseProducers = true,
-                                    int64_t valueTile = 0);
+                                    int64_t valueTile = 0,
+                                    bool packInputs = false);
 
 #define GEN_PASS_REGISTRATION
 #include "la/Dialect/La/LaPasses.h.inc"

@@ -128,6 +128,14 @@ def LaFuseRecurrencePass : Pass<"la-fuse-recurrence"> {
     `Q K^T` scores, the WY factors) is then recomputed per value tile. A
     tile that does not divide a static V is ignored (the whole V is one
     tile).
+
+    Packed inputs (`pack-inputs`): each chunk's slice of an input that is
+    read from `[B, T, H, D]` memory is first copied (`linalg.copy`) into a
+    compact `[1, 1, C, 1, D]` tensor. In the input the slice's C rows are a
+    whole `H * D` row apart, 4 KiB for H = 8 and D = 128 in f32: they all
+    fall into the same few sets of an 8-way L1 cache and evict each other
+    while the ops read them again and again; the compact copy does not
+    (`la-lower-to-cpu` turns this on).
   }];
   let dependentDialects = [
     "::mlir::affine::AffineDialect",
@@ -146,7 +154,9 @@ def LaFuseRecurrencePass : Pass<"la-fuse-recurrence"> {
     Option<"fuseProducers", "fuse-producers", "bool", "true",
            "compute the operands' producers per chunk inside the loop">,
     Option<"valueTile", "value-tile", "int64_t", "0",
-           "value columns per task (0: all of V; must divide V)">
+           "value columns per task (0: all of V; must divide V)">,
+    Option<"packInputs", "pack-inputs", "bool", "false",
+           "copy each chunk of the (unfused) inputs into a compact tensor">
   ];
 }
 
@@ -191,6 +201,79 @@ def LaTilePass : Pass<"la-tile", "func::FuncOp"> {
            "outer loops as scf.forall (threads) instead of scf.for">,
     Option<"vectorize", "vectorize", "bool", "true",
            "vectorise the register tiles">
+  ];
+}
+
+def LaInPlaceDestinationsPass : Pass<"la-in-place-destinations",
+                                     "func::FuncOp"> {
+  let summary = "Choose destinations so that bufferization writes in place";
+  let description = [{
+    Runs on the `linalg` ops on tensors of the chunked program, before
+    `la-tile` and one-shot bufferization, and rewrites the destinations
+    (`outs`) of its ops so that the buffers they become are written in
+    place instead of being allocated and copied per chunk:
+
+    - Loop-carried state: when an `scf.for` yields a chain of ops whose
+      first op is element-wise, reads the loop's iteration argument with
+      the same indexing as its output and ignores its own `outs` (the
+      state's decay, followed by the state update's accumulation), the
+      chain is moved to the end of the loop body, after every other reader
+      of the iteration argument, and its first op is rewritten to update
+      the iteration argument in place (`outs(%iter_arg)`). The state then
+      lives in one buffer per task instead of a new one per chunk.
+    - One destination per op: a `tensor.empty` (or a `linalg.fill` of one)
+      used as the destination of several ops is cloned for each, before
+      its user, since two ops writing one buffer force a copy.
+    - Destinations inside the result: a `tensor.empty` whose ops' result is
+      inserted into a larger tensor (a chunk's output into the task's
+      output) is replaced by the slice it is inserted into (upstream's
+      empty-tensor elimination), so the output is written where it lives.
+    - Function results: a result that is a `tensor.collapse_shape` of a
+      tensor built in a `tensor.empty` (the output, chunked while it is
+      computed) gets an empty of the result's shape, expanded; after
+      bufferization and canonicalization the result is then the
+      allocation itself, which `buffer-results-to-out-params` replaces by
+      the caller's buffer (no copy of the whole output at the end).
+    - Every other `tensor.empty` becomes a `bufferization.alloc_tensor`,
+      so that later CSE cannot merge two of them into one buffer again.
+  }];
+  let dependentDialects = [
+    "::mlir::bufferization::BufferizationDialect",
+    "::mlir::linalg::LinalgDialect",
+    "::mlir::tensor::TensorDialect"
+  ];
+}
+
+def LaPrefetchChunksPass : Pass<"la-prefetch-chunks", "func::FuncOp"> {
+  let summary = "Prefetch the next chunks' inputs in la's fused chunk loops";
+  let description = [{
+    Runs on buffers, on the loops that `la-fuse-recurrence` marks with
+    `la.fused_chunk_loop` (its loop over the chunks of one task). Each chunk reads
+    a [C, D] slice of every input, C rows of D contiguous elements that lie
+    a whole [H, D] row apart in memory: 4 KiB apart for H = 8 and D = 128 in
+    f32, so each row is on its own page and the hardware prefetchers, which
+    do not cross pages, miss the first line of every row. This pass issues
+    `memref.prefetch` for the slice that iteration `i + distance` will
+    read, at the start of iteration `i`, one per cache line (64 bytes),
+    so the next chunk's rows arrive while this chunk computes.
+
+    A slice is prefetched when it is a `memref.subview` in the loop's body
+    whose offsets depend on the induction variable, computed by pure ops,
+    with a static shape, of a function argument that the function only
+    reads (through views). `locality` is the prefetch's cache-level hint
+    (3: all levels, 0: none); the default, 2, brings lines to L2, which
+    holds a chunk of every input while L1 does not.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::memref::MemRefDialect",
+    "::mlir::scf::SCFDialect"
+  ];
+  let options = [
+    Option<"distance", "distance", "int64_t", "1",
+           "iterations ahead to prefetch (>= 1)">,
+    Option<"locality", "locality", "int64_t", "2",
+           "the prefetches' locality hint (0 to 3)">
   ];
 }
 

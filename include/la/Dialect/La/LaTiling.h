@@ -103,6 +103,10 @@ enum class MmaPrecision { TF32, F16, BF16 };
 /// "tf32", "f16" or "bf16".
 FailureOr<MmaPrecision> parseMmaPrecision(StringRef name);
 
+/// The unit attribute on la-fuse-recurrence's loop over the chunks of a
+/// task, which la-prefetch-chunks prefetches ahead of.
+constexpr llvm::StringLiteral kChunkLoopAttr = "la.fused_chunk_loop";
+
 /// The unit attribute on la-map-to-gpu's loops of threads (`for i = tid to
 /// n step threads`) and of warps (`for w = warp to n step warps`), which
 /// la-emulate-gpu runs as whole loops.

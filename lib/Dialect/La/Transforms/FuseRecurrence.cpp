@@ -15,6 +15,7 @@
 
 #include "ChunkedProgram.h"
 #include "la/Dialect/La/LaPasses.h"
+#include "la/Dialect/La/LaTiling.h"
 #include "la/Dialect/La/LaUtils.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -314,9 +315,11 @@ struct Operand {
 
 struct FuseRecurrence : OpRewritePattern<RecurrenceOp> {
   FuseRecurrence(MLIRContext *ctx, int64_t chunkSize, FusionMode mode,
-                 int64_t threads, bool fuseProducers, int64_t valueTile)
+                 int64_t threads, bool fuseProducers, int64_t valueTile,
+                 bool packInputs)
       : OpRewritePattern(ctx), chunkSize(chunkSize), mode(mode),
-        threads(threads), fuseProducers(fuseProducers), valueTile(valueTile) {}
+        threads(threads), fuseProducers(fuseProducers), valueTile(valueTile),
+        packInputs(packInputs) {}
 
   LogicalResult matchAndRewrite(RecurrenceOp op,
                                 PatternRewriter &rewriter) const override {
@@ -466,8 +469,16 @@ struct FuseRecurrence : OpRewritePattern<RecurrenceOp> {
               offsets[1] = n;
               offsets[3] = head;
               sizes[1] = sizes[3] = b.getIndexAttr(1);
-              return tensor::ExtractSliceOp::create(b, l, x.value, offsets,
-                                                    sizes, unitStrides);
+              Value chunkSlice = tensor::ExtractSliceOp::create(
+                  b, l, x.value, offsets, sizes, unitStrides);
+              if (!packInputs)
+                return chunkSlice;
+              // A compact copy: the slice's rows lie [H, D] apart.
+              return linalg::CopyOp::create(
+                         b, l, chunkSlice,
+                         emptyTensor(b, l, mixedSizes(b, l, chunkSlice),
+                                     type.getElementType()))
+                  .getResult(0);
             }
             offsets[1] =
                 arith::MulIOp::create(
@@ -527,6 +538,7 @@ struct FuseRecurrence : OpRewritePattern<RecurrenceOp> {
           scf::YieldOp::create(b, l, ValueRange{result.finalState, written});
         });
 
+    loop->setAttr(kChunkLoopAttr, rewriter.getUnitAttr());
     rewriter.setInsertionPointToStart(forall.getTerminator().getBody());
     tensor::ParallelInsertSliceOp::create(rewriter, loc, loop.getResult(1),
                                           outputs, taskOffsets, taskSizes,
@@ -558,6 +570,7 @@ struct FuseRecurrence : OpRewritePattern<RecurrenceOp> {
   int64_t threads;
   bool fuseProducers;
   int64_t valueTile;
+  bool packInputs;
 };
 
 struct LaFuseRecurrencePass
@@ -592,7 +605,8 @@ struct LaFuseRecurrencePass
       return signalPassFailure();
     }
     populateFuseRecurrencePatterns(patterns, chunkSize, *fusionMode,
-                                   threadCount, fuseProducers, valueTile);
+                                   threadCount, fuseProducers, valueTile,
+                                   packInputs);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
   }
@@ -603,7 +617,8 @@ void mlir::la::populateFuseRecurrencePatterns(RewritePatternSet &patterns,
                                               int64_t chunkSize,
                                               FusionMode mode, int64_t threads,
                                               bool fuseProducers,
-                                              int64_t valueTile) {
+                                              int64_t valueTile,
+                                              bool packInputs) {
   patterns.add<FuseRecurrence>(patterns.getContext(), chunkSize, mode, threads,
-                               fuseProducers, valueTile);
+                               fuseProducers, valueTile, packInputs);
 }

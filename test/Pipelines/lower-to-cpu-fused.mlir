@@ -1,0 +1,21 @@
+// RUN: la-opt %s -la-lower-to-cpu=chunk-size=16 | FileCheck %s
+// RUN: la-opt %s -la-lower-to-cpu="chunk-size=16 prefetch=false" | FileCheck %s --check-prefix=NOPF
+
+// The fused schedule on buffers: the state is updated in place, each
+// chunk's output is written where it lives and the output is the caller's
+// buffer, so no copy is left; the next chunk's inputs are prefetched.
+// CHECK-LABEL: llvm.func @gla(
+// CHECK-NOT: memrefCopy
+// CHECK-NOT: llvm.intr.memcpy
+// CHECK: llvm.intr.prefetch
+// CHECK-NOT: memrefCopy
+// CHECK-NOT: llvm.intr.memcpy
+// CHECK: llvm.return
+
+// NOPF-LABEL: llvm.func @gla(
+// NOPF-NOT: llvm.intr.prefetch
+// NOPF: llvm.return
+func.func @gla(%q: tensor<1x64x2x32xf32>, %k: tensor<1x64x2x32xf32>, %v: tensor<1x64x2x32xf32>, %g: tensor<1x64x2x32xf32>) -> (tensor<1x64x2x32xf32>, tensor<1x2x32x32xf32>) {
+  %o, %s = la.attention gla %q, %k, %v g(%g : tensor<1x64x2x32xf32>) : tensor<1x64x2x32xf32>, tensor<1x64x2x32xf32>, tensor<1x64x2x32xf32> -> tensor<1x64x2x32xf32>, tensor<1x2x32x32xf32>
+  return %o, %s : tensor<1x64x2x32xf32>, tensor<1x2x32x32xf32>
+}
