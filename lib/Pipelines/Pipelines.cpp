@@ -122,7 +122,10 @@ void mlir::la::buildLowerToCPUPipeline(OpPassManager &pm,
     chunkOptions.chunkSize = options.chunkSize;
     pm.addPass(createLaChunkPass(chunkOptions));
   }
-  pm.addPass(createConvertLaToLinalgPass());
+  // On the CPU the chunk's cumulative gates are a scan over its rows.
+  ConvertLaToLinalgPassOptions linalgOptions;
+  linalgOptions.cumsumScan = options.tile && !options.gpuSchedule;
+  pm.addPass(createConvertLaToLinalgPass(linalgOptions));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   // The GPU schedule runs sequentially, without CPU tiles.

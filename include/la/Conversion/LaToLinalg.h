@@ -17,7 +17,10 @@ namespace la {
 #include "la/Conversion/Passes.h.inc"
 
 /// Patterns lowering the chunked level-2 ops to linalg.generic and scf.for.
-void populateChunkedToLinalgPatterns(RewritePatternSet &patterns);
+/// With `cumsumScan`, la.chunk_cumsum becomes a loop over the chunk's rows
+/// (C additions per element) instead of one masked reduction (C^2).
+void populateChunkedToLinalgPatterns(RewritePatternSet &patterns,
+                                     bool cumsumScan = false);
 
 /// Patterns lowering `la.recurrence` (after la-simplify-recurrence) to a
 /// sequential scf.for over tokens: the baseline and the decode path.

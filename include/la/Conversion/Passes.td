@@ -16,7 +16,17 @@ def ConvertLaToLinalgPass : Pass<"convert-la-to-linalg"> {
     sequential baseline, which is also the decode path (T = 1 with a carried
     state). `la.attention` must have been lowered by
     `la-lower-to-recurrence`; any la op left is an error.
+
+    `la.chunk_cumsum` becomes one masked reduction over the chunk's rows
+    (`C^2` additions per element, all of them parallel: the GPU's form), or
+    with `cumsum-scan` an `scf.for` over the rows adding each row to the
+    previous sum (`C` additions per element: the CPU's form).
   }];
+  let options = [
+    Option<"cumsumScan", "cumsum-scan", "bool", "false",
+           "la.chunk_cumsum as a loop over rows instead of a masked "
+           "reduction">
+  ];
   let dependentDialects = [
     "::mlir::affine::AffineDialect",
     "::mlir::arith::ArithDialect",

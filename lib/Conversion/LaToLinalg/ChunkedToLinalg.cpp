@@ -65,10 +65,63 @@ static bool isChannelGate(Value gates) {
 
 namespace {
 struct ChunkCumsumToLinalg : OpRewritePattern<ChunkCumsumOp> {
-  using OpRewritePattern::OpRewritePattern;
+  ChunkCumsumToLinalg(MLIRContext *ctx, bool scan)
+      : OpRewritePattern(ctx), scan(scan) {}
+
+  /// A running row R (R = g[0] or 0) carried by an scf.for over the rows
+  /// i = 1..C-1: R += g[i] (inclusive) or g[i-1] (exclusive), then G[i] = R.
+  /// The sums are not read back from G: after la-tile the reads of a row
+  /// of G could not be told apart from the writes of the next one, and
+  /// bufferization would copy G's rows around every step.
+  Value buildScan(PatternRewriter &rewriter, ChunkCumsumOp op) const {
+    Location loc = op.getLoc();
+    Value g = op.getG();
+    int64_t rank = op.getG().getType().getRank();
+    AffineMap id = rewriter.getMultiDimIdentityMap(rank);
+    SmallVector<OpFoldResult> sizes = mixedSizes(rewriter, loc, g);
+    OpFoldResult unit = rewriter.getIndexAttr(1);
+    Value zero = arith::ConstantIndexOp::create(rewriter, loc, 0);
+    Value one = arith::ConstantIndexOp::create(rewriter, loc, 1);
+    Value rows = getValueOrCreateConstantIndexOp(rewriter, loc, sizes[2]);
+    // Row 0 of the sums, in a tensor of its own and as G's first row.
+    SmallVector<OpFoldResult> rowSizes = sizes;
+    rowSizes[2] = unit;
+    Value running =
+        op.getExclusive()
+            ? zeroTensor(rewriter, loc, rowSizes)
+            : buildGeneric(
+                  rewriter, loc, sliceDim(rewriter, loc, g, 2, zero, unit),
+                  emptyTensor(rewriter, loc, rowSizes, rewriter.getF32Type()),
+                  {id, id}, rank, 0,
+                  [&](OpBuilder &b, Location l, ValueRange args) {
+                    return extendToF32(b, l, args[0]);
+                  });
+    Value first = insertAt(
+        rewriter, loc, running,
+        emptyTensor(rewriter, loc, sizes, rewriter.getF32Type()), 2, zero);
+    auto loop = scf::ForOp::create(
+        rewriter, loc, one, rows, one, ValueRange{first, running},
+        [&](OpBuilder &b, Location l, Value i, ValueRange iterArgs) {
+          Value row = i;
+          if (op.getExclusive())
+            row = arith::SubIOp::create(b, l, i, one);
+          Value next = buildGeneric(
+              b, l, sliceDim(b, l, g, 2, row, unit), iterArgs[1], {id, id},
+              rank, 0, [&](OpBuilder &nb, Location nl, ValueRange args) {
+                return addF(nb, nl, args[1], extendToF32(nb, nl, args[0]));
+              });
+          scf::YieldOp::create(
+              b, l, ValueRange{insertAt(b, l, next, iterArgs[0], 2, i), next});
+        });
+    return loop.getResult(0);
+  }
 
   LogicalResult matchAndRewrite(ChunkCumsumOp op,
                                 PatternRewriter &rewriter) const override {
+    if (scan) {
+      rewriter.replaceOp(op, buildScan(rewriter, op));
+      return success();
+    }
     Location loc = op.getLoc();
     MLIRContext *ctx = op.getContext();
     // G[.., i, ..] = sum_j [j <= i] g[.., j, ..]; j is the last loop.
@@ -93,6 +146,8 @@ struct ChunkCumsumToLinalg : OpRewritePattern<ChunkCumsumOp> {
     rewriter.replaceOp(op, result);
     return success();
   }
+
+  bool scan;
 };
 
 /// [B,NC,C,H,K] -> [B,NC,H,K,C].
@@ -886,8 +941,9 @@ struct ChunkInterToLinalg : OpRewritePattern<ChunkInterOp> {
 };
 } // namespace
 
-void mlir::la::populateChunkedToLinalgPatterns(RewritePatternSet &patterns) {
-  patterns.add<ChunkCumsumToLinalg, ChunkIntraToLinalg, ChunkWYToLinalg,
-               ChunkStateScanToLinalg, ChunkInterToLinalg>(
-      patterns.getContext());
+void mlir::la::populateChunkedToLinalgPatterns(RewritePatternSet &patterns,
+                                               bool cumsumScan) {
+  patterns.add<ChunkIntraToLinalg, ChunkWYToLinalg, ChunkStateScanToLinalg,
+               ChunkInterToLinalg>(patterns.getContext());
+  patterns.add<ChunkCumsumToLinalg>(patterns.getContext(), cumsumScan);
 }

@@ -30,7 +30,7 @@ struct ConvertLaToLinalgPass
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
     RewritePatternSet patterns(ctx);
     populateSimplifyRecurrencePatterns(patterns);
-    populateChunkedToLinalgPatterns(patterns);
+    populateChunkedToLinalgPatterns(patterns, cumsumScan);
     populateRecurrenceToLoopsPatterns(patterns);
     if (failed(applyPartialConversion(getOperation(), target,
                                       std::move(patterns))))

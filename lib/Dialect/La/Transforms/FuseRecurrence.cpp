@@ -613,12 +613,9 @@ struct LaFuseRecurrencePass
 };
 } // namespace
 
-void mlir::la::populateFuseRecurrencePatterns(RewritePatternSet &patterns,
-                                              int64_t chunkSize,
-                                              FusionMode mode, int64_t threads,
-                                              bool fuseProducers,
-                                              int64_t valueTile,
-                                              bool packInputs) {
+void mlir::la::populateFuseRecurrencePatterns(
+    RewritePatternSet &patterns, int64_t chunkSize, FusionMode mode,
+    int64_t threads, bool fuseProducers, int64_t valueTile, bool packInputs) {
   patterns.add<FuseRecurrence>(patterns.getContext(), chunkSize, mode, threads,
                                fuseProducers, valueTile, packInputs);
 }

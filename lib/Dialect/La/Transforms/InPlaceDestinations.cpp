@@ -1,4 +1,5 @@
-//===- InPlaceDestinations.cpp - destinations bufferization writes in place ===//
+//===- InPlaceDestinations.cpp - destinations bufferization writes in place
+//===//
 //
 // One-shot bufferization gives each op's result the buffer of its `outs`
 // operand when it can, and otherwise allocates a new buffer and copies. The
@@ -62,8 +63,8 @@ static linalg::GenericOp updateInPlace(RewriterBase &rewriter,
   maps.push_back(head.getMatchingIndexingMap(head.getDpsInitOperand(0)));
   rewriter.setInsertionPoint(head);
   auto updated = linalg::GenericOp::create(
-      rewriter, head.getLoc(), head->getResultTypes(), inputs, ValueRange{state},
-      maps, head.getIteratorTypesArray());
+      rewriter, head.getLoc(), head->getResultTypes(), inputs,
+      ValueRange{state}, maps, head.getIteratorTypesArray());
   rewriter.inlineRegionBefore(head.getRegion(), updated.getRegion(),
                               updated.getRegion().end());
   Block &body = updated.getRegion().front();

@@ -53,7 +53,8 @@ static bool isOnlyRead(Value buffer) {
     SmallVector<MemoryEffects::EffectInstance> instances;
     effects.getEffects(instances);
     for (const MemoryEffects::EffectInstance &instance : instances)
-      if (isa<MemoryEffects::Write, MemoryEffects::Free>(instance.getEffect()) &&
+      if (isa<MemoryEffects::Write, MemoryEffects::Free>(
+              instance.getEffect()) &&
           (!instance.getValue() || instance.getValue() == buffer))
         return false;
   }
@@ -105,7 +106,8 @@ static LogicalResult prefetchLines(OpBuilder &b, Location loc, Value view,
     if (shape[d] == 1)
       return build(nested, d + 1);
     auto loop = scf::ForOp::create(
-        nested, loc, zero, arith::ConstantIndexOp::create(nested, loc, shape[d]),
+        nested, loc, zero,
+        arith::ConstantIndexOp::create(nested, loc, shape[d]),
         arith::ConstantIndexOp::create(nested, loc, steps[d]));
     OpBuilder inner = OpBuilder::atBlockBegin(loop.getBody());
     indices[d] = loop.getInductionVar();
@@ -167,8 +169,7 @@ static std::optional<ChunkSlice> chunkSliceOf(scf::ForOp loop, Value input,
 
 /// Prefetches, at the start of each iteration of `loop`, the input slices
 /// that iteration `iv + distance * step` reads.
-static void prefetchAhead(scf::ForOp loop, int64_t distance,
-                          int64_t locality) {
+static void prefetchAhead(scf::ForOp loop, int64_t distance, int64_t locality) {
   SmallVector<ChunkSlice> slices;
   auto record = [&](Value input, ValueRange indices,
                     ArrayRef<unsigned> vectorDims) {
@@ -204,8 +205,8 @@ static void prefetchAhead(scf::ForOp loop, int64_t distance,
       b, loc, loop.getStep(),
       arith::ConstantOp::create(b, loc, b.getIndexAttr(distance)));
   Value next = arith::AddIOp::create(b, loc, loop.getInductionVar(), ahead);
-  Value inRange = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt,
-                                        next, loop.getUpperBound());
+  Value inRange = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, next,
+                                        loop.getUpperBound());
   auto guard = scf::IfOp::create(b, loc, inRange, /*withElseRegion=*/false);
   OpBuilder then = guard.getThenBodyBuilder();
   for (const ChunkSlice &slice : slices) {
