@@ -125,6 +125,10 @@ void mlir::la::buildLowerToCPUPipeline(OpPassManager &pm,
   // On the CPU the chunk's cumulative gates are a scan over its rows.
   ConvertLaToLinalgPassOptions linalgOptions;
   linalgOptions.cumsumScan = options.tile && !options.gpuSchedule;
+  // Smaller blocks of the channel-gate score products: fewer exponentials
+  // per product term (their key copies cost cache, not shared memory).
+  if (options.tile && !options.gpuSchedule)
+    linalgOptions.gateBlock = 8;
   pm.addPass(createConvertLaToLinalgPass(linalgOptions));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());

@@ -19,8 +19,10 @@ namespace la {
 /// Patterns lowering the chunked level-2 ops to linalg.generic and scf.for.
 /// With `cumsumScan`, la.chunk_cumsum becomes a loop over the chunk's rows
 /// (C additions per element) instead of one masked reduction (C^2).
+/// `gateBlock` is the row block of channel-gate score products (0: none).
 void populateChunkedToLinalgPatterns(RewritePatternSet &patterns,
-                                     bool cumsumScan = false);
+                                     bool cumsumScan = false,
+                                     int64_t gateBlock = 16);
 
 /// Patterns lowering `la.recurrence` (after la-simplify-recurrence) to a
 /// sequential scf.for over tokens: the baseline and the decode path.

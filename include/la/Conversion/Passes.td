@@ -21,11 +21,24 @@ def ConvertLaToLinalgPass : Pass<"convert-la-to-linalg"> {
     (`C^2` additions per element, all of them parallel: the GPU's form), or
     with `cumsum-scan` an `scf.for` over the rows adding each row to the
     previous sum (`C` additions per element: the CPU's form).
+
+    A channel-wise gate's score product (`Q K^T` with a decay per key
+    channel: GLA, KDA, the general form) is built in blocks of `gate-block`
+    rows when that divides the chunk: against the first row `r` of a block,
+    `exp(G_i - G_j) = exp(G_i - G_r) exp(G_r - G_j)`, both factors at most 1
+    for `j` in earlier blocks, so those blocks are one plain product of
+    pre-scaled rows, and only the diagonal blocks take an exponential per
+    product term. Smaller blocks mean fewer per-term exponentials and more
+    pre-scaled key copies (one per block): the CPU pipeline uses 8, the GPU
+    16 (its key copies live in shared memory). `gate-block=0` leaves the
+    whole product with an exponential per term.
   }];
   let options = [
     Option<"cumsumScan", "cumsum-scan", "bool", "false",
            "la.chunk_cumsum as a loop over rows instead of a masked "
-           "reduction">
+           "reduction">,
+    Option<"gateBlock", "gate-block", "int64_t", "16",
+           "rows per block of a channel-gate score product (0: unblocked)">
   ];
   let dependentDialects = [
     "::mlir::affine::AffineDialect",

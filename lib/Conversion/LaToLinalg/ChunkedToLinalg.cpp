@@ -161,9 +161,6 @@ static Value transposeRowsLast(OpBuilder &b, Location loc, Value x) {
       .getResult()[0];
 }
 
-/// Rows per block of the blocked channel-gate product.
-constexpr int64_t kGateBlock = 16;
-
 /// Splits dimension `dim` of `x` into (size / s, s).
 static Value splitDim(OpBuilder &b, Location loc, Value x, unsigned dim,
                       int64_t s) {
@@ -307,7 +304,7 @@ static Value buildBlockedChannelProduct(OpBuilder &b, Location loc, Value x,
 /// j < i when `strict`. x, y : [B,NC,C,H,K]; rowScale : [B,NC,C,H] or null.
 static Value buildScores(OpBuilder &b, Location loc, Value x, Value y,
                          Value gates, Value rowScale, float scale, bool strict,
-                         Value xGates = Value()) {
+                         int64_t gateBlock, Value xGates = Value()) {
   MLIRContext *ctx = b.getContext();
   bool channel = isChannelGate(gates);
   if (!xGates)
@@ -317,9 +314,9 @@ static Value buildScores(OpBuilder &b, Location loc, Value x, Value y,
                                           xSizes[2], xSizes[2]};
   int64_t chunkSize = cast<RankedTensorType>(x.getType()).getDimSize(2);
   Value scores;
-  if (channel && chunkSize % kGateBlock == 0 && chunkSize > kGateBlock) {
-    scores =
-        buildBlockedChannelProduct(b, loc, x, y, xGates, gates, kGateBlock);
+  if (channel && gateBlock > 0 && chunkSize % gateBlock == 0 &&
+      chunkSize > gateBlock) {
+    scores = buildBlockedChannelProduct(b, loc, x, y, xGates, gates, gateBlock);
   } else {
     // P = x y^T (decayed per channel). Loops (b,n,h,i,j,kk). The y side is
     // read as [B,NC,H,K,C] so that the score row j is the contiguous
@@ -399,7 +396,8 @@ static Value applyScores(OpBuilder &b, Location loc, Value scores, Value x,
 }
 
 struct ChunkIntraToLinalg : OpRewritePattern<ChunkIntraOp> {
-  using OpRewritePattern::OpRewritePattern;
+  ChunkIntraToLinalg(MLIRContext *ctx, int64_t gateBlock)
+      : OpRewritePattern(ctx), gateBlock(gateBlock) {}
 
   LogicalResult matchAndRewrite(ChunkIntraOp op,
                                 PatternRewriter &rewriter) const override {
@@ -413,7 +411,7 @@ struct ChunkIntraToLinalg : OpRewritePattern<ChunkIntraOp> {
       Value scores =
           buildScores(rewriter, loc, op.getQ(), keys, op.getGates(),
                       /*rowScale=*/Value(), op.getScale().convertToFloat(),
-                      /*strict=*/false);
+                      /*strict=*/false, gateBlock);
       return applyScores(rewriter, loc, scores, values, init, *group);
     };
     Value result = addPair(
@@ -424,6 +422,8 @@ struct ChunkIntraToLinalg : OpRewritePattern<ChunkIntraOp> {
     rewriter.replaceOp(op, result);
     return success();
   }
+
+  int64_t gateBlock;
 };
 
 /// S[b,hv,kk,vv] += sum_j keys[b,j,hv/group,kk] values[b,j,hv,vv].
@@ -761,22 +761,23 @@ static Value invertUnitLower(OpBuilder &b, Location loc, Value a,
 }
 
 struct ChunkWYToLinalg : OpRewritePattern<ChunkWYOp> {
-  using OpRewritePattern::OpRewritePattern;
+  ChunkWYToLinalg(MLIRContext *ctx, int64_t gateBlock)
+      : OpRewritePattern(ctx), gateBlock(gateBlock) {}
 
   /// The general low-rank form: with P the exclusive cumulative gates,
   /// A = strictly_lower((a e^P)(b e^-G)^T), M = strictly_lower((a e^P)(k
   /// e^-G)^T), T = (I + A)^{-1}, W = T (a e^P), U = -T (M V).
-  static SmallVector<Value> lowerGeneral(PatternRewriter &rewriter,
-                                         ChunkWYOp op, int64_t group) {
+  SmallVector<Value> lowerGeneral(PatternRewriter &rewriter, ChunkWYOp op,
+                                  int64_t group) const {
     Location loc = op.getLoc();
     MLIRContext *ctx = op.getContext();
     Value gates = op.getGates(), prevGates = op.getPrevGates();
-    Value lowRank =
-        buildScores(rewriter, loc, op.getA(), op.getB(), gates,
-                    /*rowScale=*/Value(), 1.0f, /*strict=*/true, prevGates);
-    Value write =
-        buildScores(rewriter, loc, op.getA(), op.getK(), gates,
-                    /*rowScale=*/Value(), 1.0f, /*strict=*/true, prevGates);
+    Value lowRank = buildScores(rewriter, loc, op.getA(), op.getB(), gates,
+                                /*rowScale=*/Value(), 1.0f, /*strict=*/true,
+                                gateBlock, prevGates);
+    Value write = buildScores(rewriter, loc, op.getA(), op.getK(), gates,
+                              /*rowScale=*/Value(), 1.0f, /*strict=*/true,
+                              gateBlock, prevGates);
     Value inverse = invertUnitLower(rewriter, loc, lowRank, op.getBlockSize());
 
     // W = T (a * exp(P)). Loops (b,n,i,h,kk,t).
@@ -833,7 +834,7 @@ struct ChunkWYToLinalg : OpRewritePattern<ChunkWYOp> {
 
     // A = strictly_lower(diag(beta) (K K^T * D)); T = (I + A)^{-1}.
     Value a = buildScores(rewriter, loc, op.getK(), op.getK(), gates,
-                          op.getBeta(), 1.0f, /*strict=*/true);
+                          op.getBeta(), 1.0f, /*strict=*/true, gateBlock);
     Value inverse = invertUnitLower(rewriter, loc, a, op.getBlockSize());
 
     // W = T (beta * exp(G) * K) and U = T (beta * V): the factors are
@@ -879,6 +880,8 @@ struct ChunkWYToLinalg : OpRewritePattern<ChunkWYOp> {
     rewriter.replaceOp(op, {w, u});
     return success();
   }
+
+  int64_t gateBlock;
 };
 
 struct ChunkInterToLinalg : OpRewritePattern<ChunkInterOp> {
@@ -942,8 +945,11 @@ struct ChunkInterToLinalg : OpRewritePattern<ChunkInterOp> {
 } // namespace
 
 void mlir::la::populateChunkedToLinalgPatterns(RewritePatternSet &patterns,
-                                               bool cumsumScan) {
-  patterns.add<ChunkIntraToLinalg, ChunkWYToLinalg, ChunkStateScanToLinalg,
-               ChunkInterToLinalg>(patterns.getContext());
+                                               bool cumsumScan,
+                                               int64_t gateBlock) {
+  patterns.add<ChunkStateScanToLinalg, ChunkInterToLinalg>(
+      patterns.getContext());
   patterns.add<ChunkCumsumToLinalg>(patterns.getContext(), cumsumScan);
+  patterns.add<ChunkIntraToLinalg, ChunkWYToLinalg>(patterns.getContext(),
+                                                    gateBlock);
 }

@@ -30,7 +30,13 @@ struct ConvertLaToLinalgPass
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
     RewritePatternSet patterns(ctx);
     populateSimplifyRecurrencePatterns(patterns);
-    populateChunkedToLinalgPatterns(patterns, cumsumScan);
+    if (gateBlock < 0) {
+      getOperation()->emitError()
+          << "convert-la-to-linalg: 'gate-block' must be >= 0, got "
+          << static_cast<int64_t>(gateBlock);
+      return signalPassFailure();
+    }
+    populateChunkedToLinalgPatterns(patterns, cumsumScan, gateBlock);
     populateRecurrenceToLoopsPatterns(patterns);
     if (failed(applyPartialConversion(getOperation(), target,
                                       std::move(patterns))))

@@ -1,4 +1,8 @@
 // RUN: la-opt %s -split-input-file -convert-la-to-linalg | FileCheck %s
+// RUN: la-opt %s -split-input-file -convert-la-to-linalg=gate-block=8 | FileCheck %s --check-prefix=GB8
+// RUN: not la-opt %s -split-input-file -convert-la-to-linalg=gate-block=-1 2>&1 | FileCheck %s --check-prefix=BADGB
+
+// BADGB: convert-la-to-linalg: 'gate-block' must be >= 0, got -1
 
 // CHECK-DAG: #[[CUM_IN:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d4, d3)>
 // CHECK-DAG: #[[CUM_OUT:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3)>
@@ -60,6 +64,19 @@ func.func @intra(%q: tensor<1x2x16x2x4xf32>, %k: tensor<1x2x16x2x4xf32>, %v: ten
 // CHECK: arith.subf
 // CHECK: arith.minimumf
 // CHECK: math.exp
+// With gate-block=8 the 16-row chunk is two blocks of 8: the keys are
+// pre-scaled once per block against its first row, the off-diagonal scores
+// are one plain product ([2 blocks, 8 rows, 16 keys]) and only the two 8 x 8
+// diagonal blocks take an exponential per term.
+// GB8-LABEL: func.func @intra_channel
+// GB8: %[[QB:.*]] = tensor.expand_shape %{{.*}} output_shape [1, 1, 2, 8, 1, 4]
+// GB8: %[[KSCALED:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<1x1x1x2x4x16xf32>)
+// GB8: math.exp
+// GB8: %[[OFF:.*]] = linalg.generic {{.*}} ins(%{{.*}}, %[[KSCALED]] : tensor<1x1x2x8x1x4xf32>, tensor<1x1x1x2x4x16xf32>) outs(%{{.*}} : tensor<1x1x1x2x8x16xf32>)
+// GB8-NOT: math.exp
+// GB8: %[[DIAG:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<1x1x1x2x8x8xf32>)
+// GB8: math.exp
+// GB8: linalg.generic {{.*}} ins(%{{.*}}, %[[DIAG]] : tensor<1x1x1x2x8x2x8xf32>, tensor<1x1x1x2x8x8xf32>)
 func.func @intra_channel(%q: tensor<1x1x16x1x4xf32>, %k: tensor<1x1x16x1x4xf32>, %v: tensor<1x1x16x1x8xf32>, %g: tensor<1x1x16x1x4xf32>) -> tensor<1x1x16x1x8xf32> {
   %o = la.chunk_intra %q, %k, %v gates(%g : tensor<1x1x16x1x4xf32>) {scale = 0.5 : f32} : tensor<1x1x16x1x4xf32>, tensor<1x1x16x1x4xf32>, tensor<1x1x16x1x8xf32> -> tensor<1x1x16x1x8xf32>
   return %o : tensor<1x1x16x1x8xf32>

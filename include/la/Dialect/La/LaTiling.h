@@ -31,7 +31,7 @@ struct CPUTilingOptions {
   /// Steps of each reduction loop per tile.
   int64_t reductionTile = 1;
   /// The outer parallel loops become scf.forall (threads) rather than
-  /// scf.for.
+  /// scf.for, unless the op is already inside an scf.forall.
   bool distribute = true;
 };
 

@@ -272,11 +272,15 @@ mlir::la::tileForCPU(RewriterBase &rewriter, linalg::LinalgOp op,
     loops.append(tiled->loops.begin(), tiled->loops.end());
     return success();
   };
+  // Inside a task of an enclosing scf.forall (la-fuse-recurrence's tasks)
+  // the outer loops stay sequential: as nested OpenMP regions they would run
+  // on one thread anyway, each entry paying for a region.
+  bool distribute =
+      options.distribute && !op->getParentOfType<scf::ForallOp>();
   if (anyOuter &&
       failed(tileStep(outerSizes,
-                      options.distribute
-                          ? scf::SCFTilingOptions::LoopType::ForallOp
-                          : scf::SCFTilingOptions::LoopType::ForOp,
+                      distribute ? scf::SCFTilingOptions::LoopType::ForallOp
+                                 : scf::SCFTilingOptions::LoopType::ForOp,
                       result.outerLoops)))
     return failure();
   if (llvm::any_of(innerSizes, [](int64_t s) { return s > 0; })) {
