@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "la/Conversion/LaToLinalg.h"
+#include "la/Dialect/La/LaTiling.h"
 #include "la/Dialect/La/LaUtils.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -149,6 +150,14 @@ struct ChunkCumsumToLinalg : OpRewritePattern<ChunkCumsumOp> {
 
   bool scan;
 };
+
+/// Marks the op computing `product` as one whose terms vanish where loop
+/// `column` exceeds loop `row` (la-tile shortens those loops).
+static void markLowerTriangular(Value product, int64_t row, int64_t column) {
+  Operation *op = product.getDefiningOp();
+  op->setAttr(kLowerTriangularAttr,
+              DenseI64ArrayAttr::get(op->getContext(), {row, column}));
+}
 
 /// [B,NC,C,H,K] -> [B,NC,H,K,C].
 static Value transposeRowsLast(OpBuilder &b, Location loc, Value x) {
@@ -385,7 +394,7 @@ static Value buildScores(OpBuilder &b, Location loc, Value x, Value y,
 static Value applyScores(OpBuilder &b, Location loc, Value scores, Value x,
                          Value init, int64_t group) {
   MLIRContext *ctx = b.getContext();
-  return buildGeneric(
+  Value product = buildGeneric(
       b, loc, ValueRange{scores, x}, init,
       {dimMap(ctx, 6, {0, 1, -4, 2, 5}, group), dimMap(ctx, 6, {0, 1, 5, 3, 4}),
        dimMap(ctx, 6, {0, 1, 2, 3, 4})},
@@ -393,6 +402,9 @@ static Value applyScores(OpBuilder &b, Location loc, Value scores, Value x,
         return addF(nb, l, args[2],
                     mulF(nb, l, args[0], extendToF32(nb, l, args[1])));
       });
+  // The scores are causal: terms with j > i vanish.
+  markLowerTriangular(product, /*row=*/2, /*column=*/5);
+  return product;
 }
 
 struct ChunkIntraToLinalg : OpRewritePattern<ChunkIntraOp> {

@@ -48,6 +48,9 @@ func.func @cumsum(%g: tensor<1x2x16x2xbf16>) -> tensor<1x2x16x2xf32> {
 // CHECK: arith.select %[[CAUSAL]], %[[DECAYED]], %{{.*}} : f32
 // Then M V with the value head reading key head hv floordiv 2.
 // CHECK: %[[O:.*]] = linalg.generic {indexing_maps = [#[[GROUPED]], #[[V_MAP]], #[[P_MAP]]], {{.*}}} ins(%[[M]], %[[V]] : tensor<1x2x2x16x16xf32>, tensor<1x2x16x4x8xbf16>)
+// The masked scores make its terms vanish for j > i (loops 2 and 5), which
+// la-tile uses to stop the j loop at each row tile's end.
+// CHECK-SAME: attrs = {la.lower_triangular = array<i64: 2, 5>}
 // CHECK: return %[[O]]
 func.func @intra(%q: tensor<1x2x16x2x4xf32>, %k: tensor<1x2x16x2x4xf32>, %v: tensor<1x2x16x4x8xbf16>, %g: tensor<1x2x16x2xf32>) -> tensor<1x2x16x4x8xf32> {
   %o = la.chunk_intra %q, %k, %v gates(%g : tensor<1x2x16x2xf32>) {scale = 0.5 : f32} : tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x4xf32>, tensor<1x2x16x4x8xbf16> -> tensor<1x2x16x4x8xf32>

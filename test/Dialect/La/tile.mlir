@@ -49,6 +49,44 @@ func.func @contraction(%m: tensor<2x3x16x16xf32>, %x: tensor<2x3x16x64xf32>, %in
 
 // -----
 
+// A product whose terms vanish where the column j exceeds the row i (a
+// causally masked M, marked la.lower_triangular = [i, j]): the j loop of the
+// tile at rows [i, i + 8) stops at min(i + 8, 16).
+// CHECK-LABEL: func.func @lower_triangular
+// CHECK: scf.for %[[I:.*]] = %{{.*}} to %[[C16:.*]] step %[[C8:[^ ]*]] iter_args
+// CHECK: scf.for %[[V:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args
+// CHECK: %[[END:.*]] = arith.addi %[[I]], %[[C8]] : index
+// CHECK: %[[STOP:.*]] = arith.minsi %[[END]], %[[C16]] : index
+// CHECK: scf.for %[[J:.*]] = %{{.*}} to %[[STOP]] step %{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (vector<8x32xf32>)
+// CHECK: vector.fma
+// Without the mark, the j loop runs to the end.
+// CHECK-LABEL: func.func @unmarked
+// CHECK-NOT: arith.minsi
+// CHECK: return
+#mn2 = affine_map<(b, n, i, v, j) -> (b, n, i, j)>
+#x2 = affine_map<(b, n, i, v, j) -> (b, n, j, v)>
+#o2 = affine_map<(b, n, i, v, j) -> (b, n, i, v)>
+func.func @lower_triangular(%m: tensor<2x3x16x16xf32>, %x: tensor<2x3x16x64xf32>, %init: tensor<2x3x16x64xf32>) -> tensor<2x3x16x64xf32> {
+  %r = linalg.generic {indexing_maps = [#mn2, #x2, #o2], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%m, %x : tensor<2x3x16x16xf32>, tensor<2x3x16x64xf32>) outs(%init : tensor<2x3x16x64xf32>) attrs = {la.lower_triangular = array<i64: 2, 4>} {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %p = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<2x3x16x64xf32>
+  return %r : tensor<2x3x16x64xf32>
+}
+func.func @unmarked(%m: tensor<2x3x16x16xf32>, %x: tensor<2x3x16x64xf32>, %init: tensor<2x3x16x64xf32>) -> tensor<2x3x16x64xf32> {
+  %r = linalg.generic {indexing_maps = [#mn2, #x2, #o2], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%m, %x : tensor<2x3x16x16xf32>, tensor<2x3x16x64xf32>) outs(%init : tensor<2x3x16x64xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %p = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<2x3x16x64xf32>
+  return %r : tensor<2x3x16x64xf32>
+}
+
+// -----
+
 // Equal row and lane tiles (8 x 8): the column of M is broadcast along the
 // lanes (a shape_cast to 8 elements, a broadcast to 8x8 and a transpose),
 // never as a broadcast of the 8x1 column that would put it along the rows.

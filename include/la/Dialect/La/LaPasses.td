@@ -183,6 +183,15 @@ def LaTilePass : Pass<"la-tile", "func::FuncOp"> {
     loops, so they stay in registers. Ops outside this form (dynamic shapes,
     the floordiv maps of grouped value heads, the block maps of the triangular
     inverse) are left as they are and lowered to scalar loops later.
+
+    An op marked `la.lower_triangular = array<i64: row, column>` (a row loop
+    and a reduction loop: the product's terms vanish where `column > row`,
+    as in a causally masked score matrix times V, or a lower-triangular
+    `T` times a matrix) gets its column loop cut at the end of each row
+    tile: the tile at rows `[r, r + R)` runs the columns up to
+    `min(r + R, C)`, which skips about half of a `C x C` product.
+    `convert-la-to-linalg` sets the mark on the products it builds from
+    masked scores.
   }];
   let dependentDialects = [
     "::mlir::affine::AffineDialect",

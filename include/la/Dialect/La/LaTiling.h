@@ -103,6 +103,12 @@ enum class MmaPrecision { TF32, F16, BF16 };
 /// "tf32", "f16" or "bf16".
 FailureOr<MmaPrecision> parseMmaPrecision(StringRef name);
 
+/// A `[row, column]` pair of loop dims on a structured op whose product terms
+/// vanish where column > row (its first input is causally masked or lower
+/// triangular): la-tile stops the column loop of each row tile at the
+/// tile's last row.
+constexpr llvm::StringLiteral kLowerTriangularAttr = "la.lower_triangular";
+
 /// The unit attribute on la-fuse-recurrence's loop over the chunks of a
 /// task, which la-prefetch-chunks prefetches ahead of.
 constexpr llvm::StringLiteral kChunkLoopAttr = "la.fused_chunk_loop";

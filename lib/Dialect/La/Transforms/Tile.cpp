@@ -206,6 +206,42 @@ static void peelPartialTiles(RewriterBase &rewriter,
   }
 }
 
+/// For an op marked `la.lower_triangular = [row, column]` (terms vanish
+/// where column > row) whose register tile has both loops, the column loop
+/// of the tile at rows [r, r + R) stops at r + R instead of its end: about
+/// half the terms of a causal C x C product are skipped.
+static void stopAtDiagonal(RewriterBase &rewriter, DenseI64ArrayAttr dims,
+                           ArrayRef<int64_t> innerSizes,
+                           ArrayRef<LoopLikeOpInterface> innerLoops) {
+  if (!dims || dims.size() != 2)
+    return;
+  int64_t row = dims[0], column = dims[1];
+  int64_t numLoops = innerSizes.size();
+  if (row < 0 || column < 0 || row >= numLoops || column >= numLoops ||
+      row >= column || innerSizes[row] <= 0 || innerSizes[column] <= 0 ||
+      innerSizes[row] % innerSizes[column] != 0)
+    return;
+  // The inner loops are the tiled dims in order.
+  auto loopOf = [&](int64_t dim) {
+    return innerLoops[llvm::count_if(innerSizes.take_front(dim),
+                                     [](int64_t s) { return s > 0; })];
+  };
+  auto rowLoop = dyn_cast<scf::ForOp>(loopOf(row).getOperation());
+  auto columnLoop = dyn_cast<scf::ForOp>(loopOf(column).getOperation());
+  if (!rowLoop || !columnLoop || !rowLoop->isProperAncestor(columnLoop))
+    return;
+  OpBuilder::InsertionGuard guard(rewriter);
+  rewriter.setInsertionPoint(columnLoop);
+  Location loc = columnLoop.getLoc();
+  Value end = arith::AddIOp::create(
+      rewriter, loc, rowLoop.getInductionVar(),
+      arith::ConstantIndexOp::create(rewriter, loc, innerSizes[row]));
+  Value bound =
+      arith::MinSIOp::create(rewriter, loc, end, columnLoop.getUpperBound());
+  rewriter.modifyOpInPlace(
+      columnLoop, [&] { columnLoop.getUpperBoundMutable().assign(bound); });
+}
+
 FailureOr<CPUTilingResult>
 mlir::la::tileForCPU(RewriterBase &rewriter, linalg::LinalgOp op,
                      const CPUTilingOptions &options) {
@@ -216,6 +252,9 @@ mlir::la::tileForCPU(RewriterBase &rewriter, linalg::LinalgOp op,
   SmallVector<int64_t> ranges = op.getStaticLoopRanges();
   SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
   RegisterTileDims dims = findRegisterTileDims(op);
+  // Read now: tiling replaces `op`.
+  auto lowerTriangular =
+      op->getAttrOfType<DenseI64ArrayAttr>(kLowerTriangularAttr);
   unsigned numLoops = ranges.size();
 
   // Level 1: the loops outside the register tile, one iteration per thread
@@ -275,8 +314,7 @@ mlir::la::tileForCPU(RewriterBase &rewriter, linalg::LinalgOp op,
   // Inside a task of an enclosing scf.forall (la-fuse-recurrence's tasks)
   // the outer loops stay sequential: as nested OpenMP regions they would run
   // on one thread anyway, each entry paying for a region.
-  bool distribute =
-      options.distribute && !op->getParentOfType<scf::ForallOp>();
+  bool distribute = options.distribute && !op->getParentOfType<scf::ForallOp>();
   if (anyOuter &&
       failed(tileStep(outerSizes,
                       distribute ? scf::SCFTilingOptions::LoopType::ForallOp
@@ -287,6 +325,7 @@ mlir::la::tileForCPU(RewriterBase &rewriter, linalg::LinalgOp op,
     if (failed(tileStep(innerSizes, scf::SCFTilingOptions::LoopType::ForOp,
                         result.innerLoops)))
       return failure();
+    stopAtDiagonal(rewriter, lowerTriangular, innerSizes, result.innerLoops);
     peelPartialTiles(rewriter, result.innerLoops);
   }
   result.tiledOp = current;
