@@ -159,6 +159,15 @@ static void markLowerTriangular(Value product, int64_t row, int64_t column) {
               DenseI64ArrayAttr::get(op->getContext(), {row, column}));
 }
 
+/// Marks the op computing `value` as one whose entries with loop `column` >=
+/// loop `block` * `size` are never read (la-tile skips them).
+static void markBlockCausal(Value value, int64_t block, int64_t column,
+                            int64_t size) {
+  Operation *op = value.getDefiningOp();
+  op->setAttr(kBlockCausalAttr,
+              DenseI64ArrayAttr::get(op->getContext(), {block, column, size}));
+}
+
 /// [B,NC,C,H,K] -> [B,NC,H,K,C].
 static Value transposeRowsLast(OpBuilder &b, Location loc, Value x) {
   SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, x);
@@ -247,6 +256,8 @@ static Value buildBlockedChannelProduct(OpBuilder &b, Location loc, Value x,
         Value diff = arith::SubFOp::create(nb, l, args[2], args[1]);
         return mulF(nb, l, extendToF32(nb, l, args[0]), safeDecay(nb, l, diff));
       });
+  // Only the keys of earlier blocks (j < a s) are read.
+  markBlockCausal(scaledYT, /*block=*/3, /*column=*/5, s);
 
   // Earlier blocks: P_off[b,n,h,a,r,j] = sum_kk x~[a,r,kk] y~_a^T[kk,j].
   // Loops (b,n,h,a,r,j,kk).
@@ -259,6 +270,8 @@ static Value buildBlockedChannelProduct(OpBuilder &b, Location loc, Value x,
       6, 1, [](OpBuilder &nb, Location l, ValueRange args) {
         return addF(nb, l, args[2], mulF(nb, l, args[0], args[1]));
       });
+  // Only its columns of earlier blocks (j < a s) are combined below.
+  markBlockCausal(offDiagonal, /*block=*/3, /*column=*/5, s);
 
   // Diagonal blocks, one exponential per term:
   // D[b,n,h,a,r,t] = sum_kk x[a,r,kk] y[a,t,kk] exp(min(X[a,r] - G[a,t], 0)).

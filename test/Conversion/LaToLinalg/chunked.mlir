@@ -76,6 +76,8 @@ func.func @intra(%q: tensor<1x2x16x2x4xf32>, %k: tensor<1x2x16x2x4xf32>, %v: ten
 // GB8: %[[KSCALED:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<1x1x1x2x4x16xf32>)
 // GB8: math.exp
 // GB8: %[[OFF:.*]] = linalg.generic {{.*}} ins(%{{.*}}, %[[KSCALED]] : tensor<1x1x2x8x1x4xf32>, tensor<1x1x1x2x4x16xf32>) outs(%{{.*}} : tensor<1x1x1x2x8x16xf32>)
+// Row block a only needs its columns j < 8 a (loops 3 and 5).
+// GB8-SAME: attrs = {la.block_causal = array<i64: 3, 5, 8>}
 // GB8-NOT: math.exp
 // GB8: %[[DIAG:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<1x1x1x2x8x8xf32>)
 // GB8: math.exp

@@ -87,6 +87,30 @@ func.func @unmarked(%m: tensor<2x3x16x16xf32>, %x: tensor<2x3x16x64xf32>, %init:
 
 // -----
 
+// A blocked causal product (la.block_causal = [a, j, 8]: only columns
+// j < 8 a of block a are read later): the lane loop over j of block a's
+// tiles stops at min(8 a, 64). Block a is an outer loop (tile 1).
+// CHECK-LABEL: func.func @block_causal
+// CHECK: scf.forall (%[[A:.*]]) in (4)
+// CHECK: %[[END:.*]] = arith.muli %[[A]], %[[C8:.*]] : index
+// CHECK: %[[STOP:.*]] = arith.minsi %[[END]], %[[C64:.*]] : index
+// CHECK: scf.for %{{.*}} = %{{.*}} to %[[STOP]] step %{{.*}} iter_args
+// CHECK: vector.fma
+#bx = affine_map<(a, r, j, k) -> (a, r, k)>
+#by = affine_map<(a, r, j, k) -> (a, k, j)>
+#bo = affine_map<(a, r, j, k) -> (a, r, j)>
+func.func @block_causal(%x: tensor<4x8x16xf32>, %y: tensor<4x16x64xf32>, %init: tensor<4x8x64xf32>) -> tensor<4x8x64xf32> {
+  %r = linalg.generic {indexing_maps = [#bx, #by, #bo], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%x, %y : tensor<4x8x16xf32>, tensor<4x16x64xf32>) outs(%init : tensor<4x8x64xf32>) attrs = {la.block_causal = array<i64: 0, 2, 8>} {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %p = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<4x8x64xf32>
+  return %r : tensor<4x8x64xf32>
+}
+
+// -----
+
 // Equal row and lane tiles (8 x 8): the column of M is broadcast along the
 // lanes (a shape_cast to 8 elements, a broadcast to 8x8 and a transpose),
 // never as a broadcast of the 8x1 column that would put it along the rows.

@@ -191,7 +191,11 @@ def LaTilePass : Pass<"la-tile", "func::FuncOp"> {
     tile: the tile at rows `[r, r + R)` runs the columns up to
     `min(r + R, C)`, which skips about half of a `C x C` product.
     `convert-la-to-linalg` sets the mark on the products it builds from
-    masked scores.
+    masked scores. Likewise `la.block_causal = array<i64: block, column,
+    size>` (only entries with `column < block * size` are read later, as in
+    the earlier-block part of a blocked channel-gate score product): when
+    `block` is an outer loop, the column loop of its tiles stops at
+    `min(block * size, C)`.
   }];
   let dependentDialects = [
     "::mlir::affine::AffineDialect",

@@ -109,6 +109,12 @@ FailureOr<MmaPrecision> parseMmaPrecision(StringRef name);
 /// tile's last row.
 constexpr llvm::StringLiteral kLowerTriangularAttr = "la.lower_triangular";
 
+/// A `[block, column, size]` triple of loop dims and a block size on a
+/// structured op of a blocked causal product: only the entries with
+/// column < block * size are read later, so la-tile stops the column loop
+/// there.
+constexpr llvm::StringLiteral kBlockCausalAttr = "la.block_causal";
+
 /// The unit attribute on la-fuse-recurrence's loop over the chunks of a
 /// task, which la-prefetch-chunks prefetches ahead of.
 constexpr llvm::StringLiteral kChunkLoopAttr = "la.fused_chunk_loop";

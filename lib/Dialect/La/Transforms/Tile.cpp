@@ -242,6 +242,53 @@ static void stopAtDiagonal(RewriterBase &rewriter, DenseI64ArrayAttr dims,
       columnLoop, [&] { columnLoop.getUpperBoundMutable().assign(bound); });
 }
 
+/// For an op marked `la.block_causal = [block, column, size]` (entries with
+/// column >= block * size are never read), the column loop of the register
+/// tile stops at block * size, the block index coming from the outer loops.
+static void stopAtBlock(RewriterBase &rewriter, DenseI64ArrayAttr dims,
+                        ArrayRef<int64_t> outerSizes,
+                        ArrayRef<LoopLikeOpInterface> outerLoops,
+                        ArrayRef<int64_t> innerSizes,
+                        ArrayRef<LoopLikeOpInterface> innerLoops) {
+  if (!dims || dims.size() != 3)
+    return;
+  int64_t block = dims[0], column = dims[1], size = dims[2];
+  int64_t numLoops = innerSizes.size();
+  if (block < 0 || column < 0 || block >= numLoops || column >= numLoops ||
+      size < 1 || outerSizes[block] != 1 || innerSizes[column] <= 0)
+    return;
+  auto position = [](ArrayRef<int64_t> sizes, int64_t dim) {
+    return llvm::count_if(sizes.take_front(dim),
+                          [](int64_t s) { return s > 0; });
+  };
+  Value blockIndex;
+  int64_t outer = position(outerSizes, block);
+  SmallVector<Operation *> outerOps, innerOps;
+  for (LoopLikeOpInterface loop : outerLoops)
+    outerOps.push_back(loop.getOperation());
+  for (LoopLikeOpInterface loop : innerLoops)
+    innerOps.push_back(loop.getOperation());
+  if (outerOps.size() == 1 && isa<scf::ForallOp>(outerOps[0]))
+    blockIndex = cast<scf::ForallOp>(outerOps[0]).getInductionVar(outer);
+  else if (outer < static_cast<int64_t>(outerOps.size()))
+    if (auto loop = dyn_cast<scf::ForOp>(outerOps[outer]))
+      blockIndex = loop.getInductionVar();
+  auto columnLoop =
+      dyn_cast<scf::ForOp>(innerOps[position(innerSizes, column)]);
+  if (!blockIndex || !columnLoop)
+    return;
+  OpBuilder::InsertionGuard guard(rewriter);
+  rewriter.setInsertionPoint(columnLoop);
+  Location loc = columnLoop.getLoc();
+  Value end = arith::MulIOp::create(
+      rewriter, loc, blockIndex,
+      arith::ConstantIndexOp::create(rewriter, loc, size));
+  Value bound =
+      arith::MinSIOp::create(rewriter, loc, end, columnLoop.getUpperBound());
+  rewriter.modifyOpInPlace(
+      columnLoop, [&] { columnLoop.getUpperBoundMutable().assign(bound); });
+}
+
 FailureOr<CPUTilingResult>
 mlir::la::tileForCPU(RewriterBase &rewriter, linalg::LinalgOp op,
                      const CPUTilingOptions &options) {
@@ -255,6 +302,7 @@ mlir::la::tileForCPU(RewriterBase &rewriter, linalg::LinalgOp op,
   // Read now: tiling replaces `op`.
   auto lowerTriangular =
       op->getAttrOfType<DenseI64ArrayAttr>(kLowerTriangularAttr);
+  auto blockCausal = op->getAttrOfType<DenseI64ArrayAttr>(kBlockCausalAttr);
   unsigned numLoops = ranges.size();
 
   // Level 1: the loops outside the register tile, one iteration per thread
@@ -326,6 +374,8 @@ mlir::la::tileForCPU(RewriterBase &rewriter, linalg::LinalgOp op,
                         result.innerLoops)))
       return failure();
     stopAtDiagonal(rewriter, lowerTriangular, innerSizes, result.innerLoops);
+    stopAtBlock(rewriter, blockCausal, outerSizes, result.outerLoops,
+                innerSizes, result.innerLoops);
     peelPartialTiles(rewriter, result.innerLoops);
   }
   result.tiledOp = current;
