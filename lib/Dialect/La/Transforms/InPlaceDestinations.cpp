@@ -109,9 +109,10 @@ static void updateStatesInPlace(RewriterBase &rewriter, scf::ForOp loop) {
       continue;
     // Only the head may read the state: the rest of the chain runs after it
     // has been overwritten.
+    Value carried = state; // lambdas may not capture bindings in C++17
     bool othersReadState = llvm::any_of(
         ArrayRef<Operation *>(chain).drop_back(), [&](Operation *op) {
-          return llvm::is_contained(op->getOperands(), state);
+          return llvm::is_contained(op->getOperands(), carried);
         });
     if (othersReadState)
       continue;
