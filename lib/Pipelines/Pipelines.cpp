@@ -124,17 +124,18 @@ void mlir::la::buildLowerToCPUPipeline(OpPassManager &pm,
   }
   // On the CPU the chunk's cumulative gates are a scan over its rows.
   ConvertLaToLinalgPassOptions linalgOptions;
-  linalgOptions.cumsumScan = options.tile && !options.gpuSchedule;
-  // Smaller blocks of the channel-gate score products: fewer exponentials
-  // per product term (their key copies cost cache, not shared memory).
-  if (options.tile && !options.gpuSchedule)
-    linalgOptions.gateBlock = 8;
+  // The GPU schedule runs sequentially, without CPU tiles.
+  bool tile = options.tile && !options.gpuSchedule;
+  linalgOptions.cumsumScan = tile;
+  // Smaller blocks of the channel-gate score products than on the GPU:
+  // fewer exponentials per product term (their key copies cost cache, not
+  // shared memory).
+  if (tile)
+    linalgOptions.gateBlock = options.gateBlock;
   pm.addPass(createConvertLaToLinalgPass(linalgOptions));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
-  // The GPU schedule runs sequentially, without CPU tiles.
   bool parallel = options.parallel && !options.gpuSchedule;
-  bool tile = options.tile && !options.gpuSchedule;
   if (options.gpuSchedule) {
     LaTileForGPUPassOptions gpuTileOptions;
     gpuTileOptions.tensorCores = options.tensorCores;

@@ -4,6 +4,9 @@
 // RUN: not la-opt %s -la-lower-to-cpu=chunk-size=0 2>&1 | FileCheck %s --check-prefix=BADCHUNK
 // RUN: la-opt %s -la-lower-to-cpu=parallel | FileCheck %s --check-prefix=OMP
 // RUN: la-opt %s -la-lower-to-cpu=tile=false | FileCheck %s --check-prefix=SCALAR
+// RUN: la-opt %s -la-lower-to-cpu="chunk-size=16 gate-block=4" -mlir-print-ir-after=convert-la-to-linalg -o /dev/null 2>&1 | FileCheck %s --check-prefix=GB4
+// RUN: la-opt %s -la-lower-to-cpu="chunk-size=16 gate-block=0" -mlir-print-ir-after=convert-la-to-linalg -o /dev/null 2>&1 | FileCheck %s --check-prefix=GB0
+// RUN: not la-opt %s -la-lower-to-cpu=gate-block=-1 2>&1 | FileCheck %s --check-prefix=BADGATE
 
 // The whole pipeline ends in the LLVM dialect: results become trailing
 // out-parameters (the caller owns every output), no la op is left.
@@ -38,6 +41,16 @@
 // OMP: omp.loop_nest
 // OMP-NOT: scf.parallel
 
+// gate-block reaches convert-la-to-linalg: blocks of 4 rows of a 16-row
+// chunk (the block-causal products of the three-factor decay), or none.
+// GB4-LABEL: IR Dump After ConvertLaToLinalgPass
+// GB4: la.block_causal = array<i64: 3, 4, 1>
+// GB4: la.block_causal = array<i64: 3, 5, 1>
+// GB4: la.block_causal = array<i64: 3, 5, 4>
+// GB0-LABEL: IR Dump After ConvertLaToLinalgPass
+// GB0-NOT: la.block_causal
+
+// BADGATE: convert-la-to-linalg: 'gate-block' must be >= 0, got -1
 // BADCHUNK: la-fuse-recurrence: 'chunk-size' must be > 0, got 0
 func.func @gla(%q: tensor<1x20x2x8xf32>, %k: tensor<1x20x2x8xf32>, %v: tensor<1x20x2x8xf32>, %g: tensor<1x20x2x8xf32>) -> (tensor<1x20x2x8xf32>, tensor<1x2x8x8xf32>) {
   %o, %s = la.attention gla %q, %k, %v g(%g : tensor<1x20x2x8xf32>) : tensor<1x20x2x8xf32>, tensor<1x20x2x8xf32>, tensor<1x20x2x8xf32> -> tensor<1x20x2x8xf32>, tensor<1x2x8x8xf32>

@@ -89,6 +89,11 @@ static cl::opt<bool>
     prefetch("prefetch",
              cl::desc("fused schedule: prefetch the next chunk's inputs"),
              cl::init(true));
+static cl::opt<int64_t>
+    gateBlock("gate-block",
+              cl::desc("rows per block of the channel-gate score products "
+                       "(0: unblocked)"),
+              cl::init(8));
 static cl::opt<bool> gpuSchedule(
     "gpu-schedule",
     cl::desc("run the GPU's tiled schedule on the CPU (checks its tiling)"));
@@ -449,6 +454,7 @@ int main(int argc, char **argv) {
   pipelineOptions.tensorCores = tensorCores;
   pipelineOptions.packInputs = packInputs;
   pipelineOptions.prefetch = prefetch;
+  pipelineOptions.gateBlock = gateBlock;
   if (!onGPU && !emulated)
     la::buildLowerToCPUPipeline(pm, pipelineOptions);
   if (failed(pm.run(*module)))

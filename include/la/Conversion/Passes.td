@@ -24,14 +24,19 @@ def ConvertLaToLinalgPass : Pass<"convert-la-to-linalg"> {
 
     A channel-wise gate's score product (`Q K^T` with a decay per key
     channel: GLA, KDA, the general form) is built in blocks of `gate-block`
-    rows when that divides the chunk: against the first row `r` of a block,
-    `exp(G_i - G_j) = exp(G_i - G_r) exp(G_r - G_j)`, both factors at most 1
-    for `j` in earlier blocks, so those blocks are one plain product of
-    pre-scaled rows, and only the diagonal blocks take an exponential per
-    product term. Smaller blocks mean fewer per-term exponentials and more
-    pre-scaled key copies (one per block): the CPU pipeline uses 8, the GPU
-    16 (its key copies live in shared memory). `gate-block=0` leaves the
-    whole product with an exponential per term.
+    rows when that divides the chunk and the chunk has more than one block.
+    For row `i` in block `a` and column `j` in an earlier block `c`, with
+    `R_a` the gates at block `a`'s first row and `E_c` those at block `c`'s
+    last row, `exp(G_i - G_j) = exp(G_i - R_a) exp(R_a - E_c) exp(E_c -
+    G_j)`, each factor at most 1: the queries and the keys are pre-scaled
+    once (one exponential per element), each key block is multiplied by
+    one factor per block pair and channel (marked `la.block_causal`, so
+    `la-tile` skips the pairs the mask drops), and those blocks are one
+    plain product. Only the diagonal blocks take an exponential per product
+    term, so smaller blocks mean fewer exponentials and more (multiplied)
+    key copies: the CPU pipeline uses 8, the GPU 16 (its key copies live in
+    shared memory). `gate-block=0` leaves the whole product with an
+    exponential per term.
   }];
   let options = [
     Option<"cumsumScan", "cumsum-scan", "bool", "false",

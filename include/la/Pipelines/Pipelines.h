@@ -79,6 +79,11 @@ struct LowerToCPUOptions : public PassPipelineOptions<LowerToCPUOptions> {
       llvm::cl::desc("fused schedule: prefetch the next chunk's inputs "
                      "(la-prefetch-chunks)"),
       llvm::cl::init(true)};
+  PassOptions::Option<int64_t> gateBlock{
+      *this, "gate-block",
+      llvm::cl::desc("rows per block of the channel-gate score products "
+                     "(convert-la-to-linalg's gate-block; 0: unblocked)"),
+      llvm::cl::init(8)};
 };
 
 /// Options of `la-lower-to-nvvm`.

@@ -207,11 +207,15 @@ static Value splitDim(OpBuilder &b, Location loc, Value x, unsigned dim,
 ///   P[b,n,h,i,j] = sum_kk x[i,kk] y[j,kk] exp(min(X[i,kk] - G[j,kk], 0)),
 /// with the rows in blocks of s (the sub-chunks of flash-linear-attention's
 /// GLA kernels) so that only the diagonal blocks take an exponential per
-/// product term. Against block a's first row r (reference R = X[r]):
-/// exp(X_i - G_j) = exp(X_i - R) exp(R - G_j), both factors <= 1 for i in
-/// block a and j in earlier blocks, so those blocks are one plain product
-/// of pre-scaled x and y. Diagonal blocks keep the per-term exponential.
-/// Entries of later blocks are 0 (the causal mask drops them).
+/// product term. For i in block a and j in an earlier block c, with R_a = X
+/// at block a's first row and E_c = G at block c's last row,
+///   exp(X_i - G_j) = exp(X_i - R_a) exp(R_a - E_c) exp(E_c - G_j),
+/// each factor <= 1 (the cumulative gates fall along the chunk), so those
+/// blocks are one plain product of pre-scaled x and y: the exponentials are
+/// one per element of x and y plus one per block pair and channel, and the
+/// per-block-pair factor is a multiplication. Diagonal blocks keep the
+/// per-term exponential. Entries of later blocks are 0 (the causal mask
+/// drops them).
 static Value buildBlockedChannelProduct(OpBuilder &b, Location loc, Value x,
                                         Value y, Value xGates, Value gates,
                                         int64_t s) {
@@ -221,15 +225,20 @@ static Value buildBlockedChannelProduct(OpBuilder &b, Location loc, Value x,
   int64_t c = cast<RankedTensorType>(x.getType()).getDimSize(2);
   OpFoldResult numBlocks = b.getIndexAttr(c / s), blockSize = b.getIndexAttr(s);
   OpFoldResult chunk = xSizes[2], heads = xSizes[3], keys = xSizes[4];
+  // Row `row` of each block of a [B,NC,nb,s,H,K] tensor: [B,NC,nb,H,K].
+  auto blockRow = [&](Value blocks, int64_t row) {
+    return tensor::CollapseShapeOp::create(
+        b, loc,
+        sliceDim(b, loc, blocks, 3, b.getIndexAttr(row), b.getIndexAttr(1)),
+        ArrayRef<ReassociationIndices>{{0}, {1}, {2, 3}, {4}, {5}});
+  };
 
-  // Rows in blocks: [B,NC,nb,s,H,K]; the reference R[b,n,a,h,kk] = X at the
-  // block's first row.
+  // Rows in blocks: [B,NC,nb,s,H,K]; the references R[b,n,a,h,kk] (X at
+  // each block's first row) and E[b,n,c,h,kk] (G at its last row).
   Value xBlocks = splitDim(b, loc, x, 2, s);
   Value xGateBlocks = splitDim(b, loc, xGates, 2, s);
-  Value reference = tensor::CollapseShapeOp::create(
-      b, loc,
-      sliceDim(b, loc, xGateBlocks, 3, b.getIndexAttr(0), b.getIndexAttr(1)),
-      ArrayRef<ReassociationIndices>{{0}, {1}, {2, 3}, {4}, {5}});
+  Value reference = blockRow(xGateBlocks, 0);
+  Value blockEnd = blockRow(splitDim(b, loc, gates, 2, s), s - 1);
 
   // x~ = x exp(X - R). Loops (b,n,a,r,h,kk).
   Value scaledX = buildGeneric(
@@ -242,22 +251,51 @@ static Value buildBlockedChannelProduct(OpBuilder &b, Location loc, Value x,
         return mulF(nb, l, extendToF32(nb, l, args[0]), safeDecay(nb, l, diff));
       });
 
-  // y~_a^T[b,n,h,a,kk,j] = y[j,kk] exp(R_a - G_j), y read transposed.
-  // Loops (b,n,h,a,kk,j).
-  Value yT = transposeRowsLast(b, loc, y);     // [B,NC,H,K,C]
-  Value gT = transposeRowsLast(b, loc, gates); // [B,NC,H,K,C]
-  Value scaledYT = buildGeneric(
-      b, loc, ValueRange{yT, gT, reference},
-      emptyTensor(b, loc, {xSizes[0], xSizes[1], heads, numBlocks, keys, chunk},
-                  f32),
-      {dimMap(ctx, 6, {0, 1, 2, 4, 5}), dimMap(ctx, 6, {0, 1, 2, 4, 5}),
-       dimMap(ctx, 6, {0, 1, 3, 2, 4}), dimMap(ctx, 6, {0, 1, 2, 3, 4, 5})},
+  // y^T[b,n,h,kk,c,t] exp(E_c - G^T[b,n,h,kk,c,t]), y read transposed.
+  // Loops (b,n,h,kk,c,t).
+  Value yTBlocks = splitDim(b, loc, transposeRowsLast(b, loc, y), 4, s);
+  Value gTBlocks = splitDim(b, loc, transposeRowsLast(b, loc, gates), 4, s);
+  Value scaledYTBlocks = buildGeneric(
+      b, loc, ValueRange{yTBlocks, gTBlocks, blockEnd},
+      emptyTensor(b, loc, mixedSizes(b, loc, yTBlocks), f32),
+      {dimMap(ctx, 6, {0, 1, 2, 3, 4, 5}), dimMap(ctx, 6, {0, 1, 2, 3, 4, 5}),
+       dimMap(ctx, 6, {0, 1, 4, 2, 3}), dimMap(ctx, 6, {0, 1, 2, 3, 4, 5})},
       6, 0, [&](OpBuilder &nb, Location l, ValueRange args) {
         Value diff = arith::SubFOp::create(nb, l, args[2], args[1]);
         return mulF(nb, l, extendToF32(nb, l, args[0]), safeDecay(nb, l, diff));
       });
-  // Only the keys of earlier blocks (j < a s) are read.
-  markBlockCausal(scaledYT, /*block=*/3, /*column=*/5, s);
+
+  // The block-pair factor F[b,n,h,a,c,kk] = exp(min(R_a - E_c, 0)), needed
+  // for c < a only. Loops (b,n,h,a,c,kk).
+  Value pairFactor = buildGeneric(
+      b, loc, ValueRange{reference, blockEnd},
+      emptyTensor(b, loc,
+                  {xSizes[0], xSizes[1], heads, numBlocks, numBlocks, keys},
+                  f32),
+      {dimMap(ctx, 6, {0, 1, 3, 2, 5}), dimMap(ctx, 6, {0, 1, 4, 2, 5}),
+       dimMap(ctx, 6, {0, 1, 2, 3, 4, 5})},
+      6, 0, [&](OpBuilder &nb, Location l, ValueRange args) {
+        return safeDecay(nb, l, arith::SubFOp::create(nb, l, args[0], args[1]));
+      });
+  markBlockCausal(pairFactor, /*block=*/3, /*column=*/4, 1);
+
+  // y~_a^T[b,n,h,a,kk,(c,t)] = F[a,c,kk] y^T[kk,c,t] exp(E_c - G[c,t]).
+  // Loops (b,n,h,a,kk,c,t); only the blocks c < a are read.
+  Value scaledYT = buildGeneric(
+      b, loc, ValueRange{scaledYTBlocks, pairFactor},
+      emptyTensor(
+          b, loc,
+          {xSizes[0], xSizes[1], heads, numBlocks, keys, numBlocks, blockSize},
+          f32),
+      {dimMap(ctx, 7, {0, 1, 2, 4, 5, 6}), dimMap(ctx, 7, {0, 1, 2, 3, 5, 4}),
+       dimMap(ctx, 7, {0, 1, 2, 3, 4, 5, 6})},
+      7, 0, [&](OpBuilder &nb, Location l, ValueRange args) {
+        return mulF(nb, l, args[0], args[1]);
+      });
+  markBlockCausal(scaledYT, /*block=*/3, /*column=*/5, 1);
+  scaledYT = tensor::CollapseShapeOp::create(
+      b, loc, scaledYT,
+      ArrayRef<ReassociationIndices>{{0}, {1}, {2}, {3}, {4}, {5, 6}});
 
   // Earlier blocks: P_off[b,n,h,a,r,j] = sum_kk x~[a,r,kk] y~_a^T[kk,j].
   // Loops (b,n,h,a,r,j,kk).
@@ -276,8 +314,6 @@ static Value buildBlockedChannelProduct(OpBuilder &b, Location loc, Value x,
   // Diagonal blocks, one exponential per term:
   // D[b,n,h,a,r,t] = sum_kk x[a,r,kk] y[a,t,kk] exp(min(X[a,r] - G[a,t], 0)).
   // Loops (b,n,h,a,r,t,kk).
-  Value yTBlocks = splitDim(b, loc, yT, 4, s); // [B,NC,H,K,nb,s]
-  Value gTBlocks = splitDim(b, loc, gT, 4, s);
   Value diagonal = buildGeneric(
       b, loc, ValueRange{xBlocks, yTBlocks, xGateBlocks, gTBlocks},
       zeroTensor(

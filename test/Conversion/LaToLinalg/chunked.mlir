@@ -67,15 +67,34 @@ func.func @intra(%q: tensor<1x2x16x2x4xf32>, %k: tensor<1x2x16x2x4xf32>, %v: ten
 // CHECK: arith.subf
 // CHECK: arith.minimumf
 // CHECK: math.exp
-// With gate-block=8 the 16-row chunk is two blocks of 8: the keys are
-// pre-scaled once per block against its first row, the off-diagonal scores
-// are one plain product ([2 blocks, 8 rows, 16 keys]) and only the two 8 x 8
-// diagonal blocks take an exponential per term.
+// With gate-block=8 the 16-row chunk is two blocks of 8. The decay between
+// row i of block a and key j of an earlier block c factors through R_a (the
+// gates at block a's first row) and E_c (at block c's last row): queries
+// and keys are pre-scaled once each, the block pairs take one exponential
+// per channel and the keys of each row block are one multiplication; the
+// off-diagonal scores are one plain product ([2 blocks, 8 rows, 16 keys])
+// and only the two 8 x 8 diagonal blocks take an exponential per term.
 // GB8-LABEL: func.func @intra_channel
 // GB8: %[[QB:.*]] = tensor.expand_shape %{{.*}} output_shape [1, 1, 2, 8, 1, 4]
-// GB8: %[[KSCALED:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<1x1x1x2x4x16xf32>)
+// GB8: %[[GB:.*]] = tensor.expand_shape %{{.*}} output_shape [1, 1, 2, 8, 1, 4]
+// GB8: %[[FIRST:.*]] = tensor.extract_slice %[[GB]][0, 0, 0, 0, 0, 0] [1, 1, 2, 1, 1, 4]
+// GB8: %[[R:.*]] = tensor.collapse_shape %[[FIRST]]
+// GB8: %[[LAST:.*]] = tensor.extract_slice %{{.*}}[0, 0, 0, 7, 0, 0] [1, 1, 2, 1, 1, 4]
+// GB8: %[[E:.*]] = tensor.collapse_shape %[[LAST]]
+// GB8: %[[QSCALED:.*]] = linalg.generic {{.*}} ins(%[[QB]], %[[GB]], %[[R]] : {{.*}})
 // GB8: math.exp
-// GB8: %[[OFF:.*]] = linalg.generic {{.*}} ins(%{{.*}}, %[[KSCALED]] : tensor<1x1x2x8x1x4xf32>, tensor<1x1x1x2x4x16xf32>) outs(%{{.*}} : tensor<1x1x1x2x8x16xf32>)
+// GB8: %[[KBLOCKS:.*]] = linalg.generic {{.*}} ins(%{{.*}}, %{{.*}}, %[[E]] : {{.*}}) outs(%{{.*}} : tensor<1x1x1x4x2x8xf32>)
+// GB8: math.exp
+// Block pairs (a, c), needed for c < a only (loops 3 and 4).
+// GB8: %[[PAIR:.*]] = linalg.generic {{.*}} ins(%[[R]], %[[E]] : {{.*}}) outs(%{{.*}} : tensor<1x1x1x2x2x4xf32>)
+// GB8-SAME: attrs = {la.block_causal = array<i64: 3, 4, 1>}
+// GB8: math.exp
+// GB8: %[[KSCALED:.*]] = linalg.generic {{.*}} ins(%[[KBLOCKS]], %[[PAIR]] : {{.*}}) outs(%{{.*}} : tensor<1x1x1x2x4x2x8xf32>)
+// GB8-SAME: attrs = {la.block_causal = array<i64: 3, 5, 1>}
+// GB8-NOT: math.exp
+// GB8: %[[KFLAT:.*]] = tensor.collapse_shape %[[KSCALED]] {{\[}}[0], [1], [2], [3], [4], [5, 6]]
+// GB8-NOT: math.exp
+// GB8: %[[OFF:.*]] = linalg.generic {{.*}} ins(%[[QSCALED]], %[[KFLAT]] : tensor<1x1x2x8x1x4xf32>, tensor<1x1x1x2x4x16xf32>) outs(%{{.*}} : tensor<1x1x1x2x8x16xf32>)
 // Row block a only needs its columns j < 8 a (loops 3 and 5).
 // GB8-SAME: attrs = {la.block_causal = array<i64: 3, 5, 8>}
 // GB8-NOT: math.exp

@@ -111,6 +111,33 @@ func.func @block_causal(%x: tensor<4x8x16xf32>, %y: tensor<4x16x64xf32>, %init: 
 
 // -----
 
+// An element-wise blocked product (la.block_causal = [a, c, 1]: only
+// blocks c < a of row block a are read later). Its row tile is one, so c is
+// an outer loop inside a's: without threads that loop stops at min(a, 4).
+// CHECK-LABEL: func.func @block_causal_outer
+// CHECK: scf.forall
+// CHECK-NOT: arith.minsi
+// LOOPS-LABEL: func.func @block_causal_outer
+// LOOPS: scf.for %[[A:.*]] = %{{.*}} to %[[C4:.*]] step
+// LOOPS: scf.for %{{.*}} = %{{.*}} to %{{.*}} step
+// LOOPS: %[[STOP:.*]] = arith.minsi %[[A]], %[[C4]] : index
+// LOOPS: scf.for %{{.*}} = %{{.*}} to %[[STOP]] step
+// LOOPS: linalg.generic {{.*}} outs(%{{.*}} : tensor<1x1x1x8xf32>)
+#ey = affine_map<(a, k, c, s) -> (k, c, s)>
+#ep = affine_map<(a, k, c, s) -> (a, c, k)>
+#eo = affine_map<(a, k, c, s) -> (a, k, c, s)>
+func.func @block_causal_outer(%y: tensor<16x4x8xf32>, %p: tensor<4x4x16xf32>) -> tensor<4x16x4x8xf32> {
+  %e = tensor.empty() : tensor<4x16x4x8xf32>
+  %r = linalg.generic {indexing_maps = [#ey, #ep, #eo], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%y, %p : tensor<16x4x8xf32>, tensor<4x4x16xf32>) outs(%e : tensor<4x16x4x8xf32>) attrs = {la.block_causal = array<i64: 0, 2, 1>} {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %m = arith.mulf %a, %b : f32
+    linalg.yield %m : f32
+  } -> tensor<4x16x4x8xf32>
+  return %r : tensor<4x16x4x8xf32>
+}
+
+// -----
+
 // Equal row and lane tiles (8 x 8): the column of M is broadcast along the
 // lanes (a shape_cast to 8 elements, a broadcast to 8x8 and a transpose),
 // never as a broadcast of the 8x1 column that would put it along the rows.

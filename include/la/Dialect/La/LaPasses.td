@@ -194,8 +194,10 @@ def LaTilePass : Pass<"la-tile", "func::FuncOp"> {
     masked scores. Likewise `la.block_causal = array<i64: block, column,
     size>` (only entries with `column < block * size` are read later, as in
     the earlier-block part of a blocked channel-gate score product): when
-    `block` is an outer loop, the column loop of its tiles stops at
-    `min(block * size, C)`.
+    `block` is an outer loop, the column loop inside it (a register-tile
+    loop, or an outer loop nested in the block's, as for element-wise ops,
+    whose row tile is 1) stops at `min(block * size, C)`; with `distribute`
+    the loops of one `scf.forall` are not cut.
   }];
   let dependentDialects = [
     "::mlir::affine::AffineDialect",

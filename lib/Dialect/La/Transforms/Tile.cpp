@@ -206,6 +206,15 @@ static void peelPartialTiles(RewriterBase &rewriter,
   }
 }
 
+/// Makes `loop` stop at min(`end`, its upper bound); `end` is built before
+/// the loop.
+static void capUpperBound(RewriterBase &rewriter, scf::ForOp loop, Value end) {
+  Value bound = arith::MinSIOp::create(rewriter, loop.getLoc(), end,
+                                       loop.getUpperBound());
+  rewriter.modifyOpInPlace(loop,
+                           [&] { loop.getUpperBoundMutable().assign(bound); });
+}
+
 /// For an op marked `la.lower_triangular = [row, column]` (terms vanish
 /// where column > row) whose register tile has both loops, the column loop
 /// of the tile at rows [r, r + R) stops at r + R instead of its end: about
@@ -233,13 +242,10 @@ static void stopAtDiagonal(RewriterBase &rewriter, DenseI64ArrayAttr dims,
   OpBuilder::InsertionGuard guard(rewriter);
   rewriter.setInsertionPoint(columnLoop);
   Location loc = columnLoop.getLoc();
-  Value end = arith::AddIOp::create(
-      rewriter, loc, rowLoop.getInductionVar(),
-      arith::ConstantIndexOp::create(rewriter, loc, innerSizes[row]));
-  Value bound =
-      arith::MinSIOp::create(rewriter, loc, end, columnLoop.getUpperBound());
-  rewriter.modifyOpInPlace(
-      columnLoop, [&] { columnLoop.getUpperBoundMutable().assign(bound); });
+  capUpperBound(rewriter, columnLoop,
+                arith::AddIOp::create(rewriter, loc, rowLoop.getInductionVar(),
+                                      arith::ConstantIndexOp::create(
+                                          rewriter, loc, innerSizes[row])));
 }
 
 /// For an op marked `la.block_causal = [block, column, size]` (entries with
@@ -255,38 +261,47 @@ static void stopAtBlock(RewriterBase &rewriter, DenseI64ArrayAttr dims,
   int64_t block = dims[0], column = dims[1], size = dims[2];
   int64_t numLoops = innerSizes.size();
   if (block < 0 || column < 0 || block >= numLoops || column >= numLoops ||
-      size < 1 || outerSizes[block] != 1 || innerSizes[column] <= 0)
+      size < 1 || outerSizes[block] != 1 ||
+      (innerSizes[column] <= 0 && outerSizes[column] != 1))
     return;
   auto position = [](ArrayRef<int64_t> sizes, int64_t dim) {
     return llvm::count_if(sizes.take_front(dim),
                           [](int64_t s) { return s > 0; });
   };
-  Value blockIndex;
-  int64_t outer = position(outerSizes, block);
   SmallVector<Operation *> outerOps, innerOps;
   for (LoopLikeOpInterface loop : outerLoops)
     outerOps.push_back(loop.getOperation());
   for (LoopLikeOpInterface loop : innerLoops)
     innerOps.push_back(loop.getOperation());
-  if (outerOps.size() == 1 && isa<scf::ForallOp>(outerOps[0]))
-    blockIndex = cast<scf::ForallOp>(outerOps[0]).getInductionVar(outer);
-  else if (outer < static_cast<int64_t>(outerOps.size()))
-    if (auto loop = dyn_cast<scf::ForOp>(outerOps[outer]))
+  Value blockIndex;
+  Operation *blockLoop = nullptr;
+  int64_t outer = position(outerSizes, block);
+  if (outerOps.size() == 1 && isa<scf::ForallOp>(outerOps[0])) {
+    blockLoop = outerOps[0];
+    blockIndex = cast<scf::ForallOp>(blockLoop).getInductionVar(outer);
+  } else if (outer < static_cast<int64_t>(outerOps.size())) {
+    if (auto loop = dyn_cast<scf::ForOp>(outerOps[outer])) {
+      blockLoop = loop;
       blockIndex = loop.getInductionVar();
-  auto columnLoop =
-      dyn_cast<scf::ForOp>(innerOps[position(innerSizes, column)]);
-  if (!blockIndex || !columnLoop)
+    }
+  }
+  // The column loop is a register-tile loop, or an outer one nested in the
+  // block's loop.
+  Operation *columnOp = nullptr;
+  if (innerSizes[column] > 0)
+    columnOp = innerOps[position(innerSizes, column)];
+  else if (!(outerOps.size() == 1 && isa<scf::ForallOp>(outerOps[0])))
+    columnOp = outerOps[position(outerSizes, column)];
+  auto columnLoop = dyn_cast_or_null<scf::ForOp>(columnOp);
+  if (!blockIndex || !columnLoop || !blockLoop->isProperAncestor(columnLoop))
     return;
   OpBuilder::InsertionGuard guard(rewriter);
   rewriter.setInsertionPoint(columnLoop);
-  Location loc = columnLoop.getLoc();
-  Value end = arith::MulIOp::create(
-      rewriter, loc, blockIndex,
-      arith::ConstantIndexOp::create(rewriter, loc, size));
-  Value bound =
-      arith::MinSIOp::create(rewriter, loc, end, columnLoop.getUpperBound());
-  rewriter.modifyOpInPlace(
-      columnLoop, [&] { columnLoop.getUpperBoundMutable().assign(bound); });
+  capUpperBound(
+      rewriter, columnLoop,
+      arith::MulIOp::create(
+          rewriter, columnLoop.getLoc(), blockIndex,
+          arith::ConstantIndexOp::create(rewriter, columnLoop.getLoc(), size)));
 }
 
 FailureOr<CPUTilingResult>
@@ -324,7 +339,9 @@ mlir::la::tileForCPU(RewriterBase &rewriter, linalg::LinalgOp op,
       });
   int64_t rowTile = hasReduction || readsAcrossLanes ? options.rowTile : 1;
   for (unsigned d = 0; d < numLoops; ++d) {
-    if (d == dims.lanes || d == dims.rows) {
+    // A row tile of one is an outer loop like the others: in its own place
+    // in the nest, where la.block_causal can bound the loops inside it.
+    if (d == dims.lanes || (d == dims.rows && rowTile > 1)) {
       innerSizes[d] =
           std::min(d == dims.lanes ? options.laneTile : rowTile, ranges[d]);
       continue;
