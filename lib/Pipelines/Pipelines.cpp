@@ -130,8 +130,10 @@ void mlir::la::buildLowerToCPUPipeline(OpPassManager &pm,
   // Smaller blocks of the channel-gate score products than on the GPU:
   // fewer exponentials per product term (their key copies cost cache, not
   // shared memory).
-  if (tile)
+  if (tile) {
     linalgOptions.gateBlock = options.gateBlock;
+    linalgOptions.gateSpreadLimit = options.gateSpreadLimit;
+  }
   pm.addPass(createConvertLaToLinalgPass(linalgOptions));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());

@@ -324,6 +324,8 @@ def run_attention(
     fuse=None,
     tile=None,
     value_tile=None,
+    gate_block=None,
+    gate_spread_limit=None,
     gpu_schedule=False,
     target="cpu",
     tensor_cores=False,
@@ -348,7 +350,10 @@ def run_attention(
     of the chunked program (see la-fuse-recurrence); la-run's default is
     "auto". ``tile=(rows, lanes)`` sets la-tile's register tile
     (``--row-tile``, ``--lane-tile``). ``value_tile`` splits V into fused
-    tasks of that many columns (``--value-tile``); ``gpu_schedule=True`` runs
+    tasks of that many columns (``--value-tile``). ``gate_block`` and
+    ``gate_spread_limit`` choose how channel-gate score products are built
+    (``--gate-block``, ``--gate-spread-limit``; see la-lower-to-cpu).
+    ``gpu_schedule=True`` runs
     the GPU's tiled schedule (blocks and threads as loops) on the CPU
     (``--gpu-schedule``). ``target="gpu"`` compiles with la-lower-to-nvvm
     and runs the kernels on the GPU (``--target=gpu``; la-run stops with the
@@ -443,6 +448,10 @@ def run_attention(
             cmd += [f"--row-tile={int(rows)}", f"--lane-tile={int(lanes)}"]
         if value_tile is not None:
             cmd.append(f"--value-tile={int(value_tile)}")
+        if gate_block is not None:
+            cmd.append(f"--gate-block={int(gate_block)}")
+        if gate_spread_limit is not None:
+            cmd.append(f"--gate-spread-limit={float(gate_spread_limit)!r}")
         if gpu_schedule:
             cmd.append("--gpu-schedule")
         if tensor_cores:

@@ -410,6 +410,31 @@ def test_strong_decay(variant, chunk, sequential):
 
 
 # --------------------------------------------------------------------------
+# channel-gate score products: the one-product form and the blocked form
+# --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("variant", ["gla", "kda", "gated_deltanet2"])
+@pytest.mark.parametrize("gate_scale", [1 / 16, 1.0])
+@pytest.mark.parametrize("spread_limit", [0.0, 4.0, 32.0])
+def test_channel_gate_forms(variant, gate_scale, spread_limit):
+    """Each chunk takes the one-product form where its cumulative gates stay
+    within ``spread_limit`` of its first row (0: never), else the blocked
+    form. With these gates the limits 4 and 32 split the chunks between the
+    two forms differently; every split must give the reference's numbers.
+    gated_deltanet2 covers the products whose query side uses the exclusive
+    gates."""
+    inputs = lt.make_inputs(variant, 1, 200, 2, 16, 16, seed=21, gate_scale=gate_scale,
+                            with_initial_state=True)
+    prepared = runner.prepare_inputs(inputs, "f32")
+    o, s, timing = runner.run_attention(variant, prepared, chunk_size=32, gate_block=8,
+                                        gate_spread_limit=spread_limit)
+    ref_o, ref_s = lt.reference_for(variant, prepared)
+    check_both(_label(variant, "chunked C=32", f"gate scale {gate_scale:g}, "
+                      f"spread limit {spread_limit:g}"), prepared, o, s, ref_o, ref_s,
+               timing=timing)
+
+
+# --------------------------------------------------------------------------
 # the runner itself
 # --------------------------------------------------------------------------
 

@@ -7,6 +7,7 @@
 // RUN: la-opt %s -la-lower-to-cpu="chunk-size=16 gate-block=4" -mlir-print-ir-after=convert-la-to-linalg -o /dev/null 2>&1 | FileCheck %s --check-prefix=GB4
 // RUN: la-opt %s -la-lower-to-cpu="chunk-size=16 gate-block=0" -mlir-print-ir-after=convert-la-to-linalg -o /dev/null 2>&1 | FileCheck %s --check-prefix=GB0
 // RUN: not la-opt %s -la-lower-to-cpu=gate-block=-1 2>&1 | FileCheck %s --check-prefix=BADGATE
+// RUN: la-opt %s -la-lower-to-cpu="chunk-size=16 gate-spread-limit=0" -mlir-print-ir-after=convert-la-to-linalg -o /dev/null 2>&1 | FileCheck %s --check-prefix=NOSPREAD
 
 // The whole pipeline ends in the LLVM dialect: results become trailing
 // out-parameters (the caller owns every output), no la op is left.
@@ -41,14 +42,23 @@
 // OMP: omp.loop_nest
 // OMP-NOT: scf.parallel
 
-// gate-block reaches convert-la-to-linalg: blocks of 4 rows of a 16-row
-// chunk (the block-causal products of the three-factor decay), or none.
+// gate-block and gate-spread-limit (default 32) reach
+// convert-la-to-linalg: a run-time choice between the one-product form and
+// blocks of 4 rows of a 16-row chunk (the block-causal products of the
+// three-factor decay), or no blocks; without the limit, no choice.
 // GB4-LABEL: IR Dump After ConvertLaToLinalgPass
+// GB4: arith.cmpf olt, %{{.*}}, %{{.*}} : f32
+// GB4: scf.if
+// GB4: } else {
 // GB4: la.block_causal = array<i64: 3, 4, 1>
 // GB4: la.block_causal = array<i64: 3, 5, 1>
 // GB4: la.block_causal = array<i64: 3, 5, 4>
 // GB0-LABEL: IR Dump After ConvertLaToLinalgPass
 // GB0-NOT: la.block_causal
+// NOSPREAD-LABEL: IR Dump After ConvertLaToLinalgPass
+// NOSPREAD-NOT: scf.if
+// NOSPREAD: la.block_causal = array<i64: 3, 5, 8>
+// NOSPREAD-NOT: scf.if
 
 // BADGATE: convert-la-to-linalg: 'gate-block' must be >= 0, got -1
 // BADCHUNK: la-fuse-recurrence: 'chunk-size' must be > 0, got 0

@@ -94,6 +94,12 @@ static cl::opt<int64_t>
               cl::desc("rows per block of the channel-gate score products "
                        "(0: unblocked)"),
               cl::init(8));
+static cl::opt<double> gateSpreadLimit(
+    "gate-spread-limit",
+    cl::desc("chunks whose cumulative channel gates stay within this "
+             "distance of their first row take one plain score product (0: "
+             "never)"),
+    cl::init(32.0));
 static cl::opt<bool> gpuSchedule(
     "gpu-schedule",
     cl::desc("run the GPU's tiled schedule on the CPU (checks its tiling)"));
@@ -455,6 +461,7 @@ int main(int argc, char **argv) {
   pipelineOptions.packInputs = packInputs;
   pipelineOptions.prefetch = prefetch;
   pipelineOptions.gateBlock = gateBlock;
+  pipelineOptions.gateSpreadLimit = gateSpreadLimit;
   if (!onGPU && !emulated)
     la::buildLowerToCPUPipeline(pm, pipelineOptions);
   if (failed(pm.run(*module)))

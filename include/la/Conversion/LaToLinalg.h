@@ -16,13 +16,25 @@ namespace la {
 #define GEN_PASS_DECL
 #include "la/Conversion/Passes.h.inc"
 
+/// How the chunked lowering builds the score products of channel-wise gates
+/// (`Q K^T` with a decay per key channel).
+struct ChannelGateProducts {
+  /// Rows per block of the blocked form, in which only the diagonal blocks
+  /// take an exponential per product term (0: every term takes one).
+  int64_t block = 16;
+  /// Where every gate of a chunk lies within this distance (in log space) of
+  /// the chunk's first row, checked at run time, the product is one plain
+  /// product of rows pre-scaled against that row; elsewhere the blocked
+  /// form runs. 0: never.
+  double spreadLimit = 0;
+};
+
 /// Patterns lowering the chunked level-2 ops to linalg.generic and scf.for.
 /// With `cumsumScan`, la.chunk_cumsum becomes a loop over the chunk's rows
 /// (C additions per element) instead of one masked reduction (C^2).
-/// `gateBlock` is the row block of channel-gate score products (0: none).
 void populateChunkedToLinalgPatterns(RewritePatternSet &patterns,
                                      bool cumsumScan = false,
-                                     int64_t gateBlock = 16);
+                                     ChannelGateProducts gateProducts = {});
 
 /// Patterns lowering `la.recurrence` (after la-simplify-recurrence) to a
 /// sequential scf.for over tokens: the baseline and the decode path.

@@ -37,13 +37,28 @@ def ConvertLaToLinalgPass : Pass<"convert-la-to-linalg"> {
     key copies: the CPU pipeline uses 8, the GPU 16 (its key copies live in
     shared memory). `gate-block=0` leaves the whole product with an
     exponential per term.
+
+    With `gate-spread-limit=L > 0` the form is chosen at run time, per
+    chunk in a fused program: where every cumulative gate of the chunk (and
+    of the query side's gates) lies within `L` of the query side's gates at
+    the chunk's first row `R`, `exp(X_i - G_j) = exp(X_i - R) exp(R - G_j)`
+    with both factors within `exp(+-L)`, and the scores are one plain
+    product of `q exp(X - R)` and `k exp(R - G)`: no exponential per term
+    and no blocks. Elsewhere (strong decays, where those factors could
+    overflow) the form above runs. The check is one pass over the chunk's
+    gates; a NaN gate fails it. The CPU pipeline uses `L = 32`
+    (`exp(32)` is about `8e13`); the GPU pipeline does not use this form.
   }];
   let options = [
     Option<"cumsumScan", "cumsum-scan", "bool", "false",
            "la.chunk_cumsum as a loop over rows instead of a masked "
            "reduction">,
     Option<"gateBlock", "gate-block", "int64_t", "16",
-           "rows per block of a channel-gate score product (0: unblocked)">
+           "rows per block of a channel-gate score product (0: unblocked)">,
+    Option<"gateSpreadLimit", "gate-spread-limit", "double", "0",
+           "run-time bound on how far a chunk's cumulative gates may stray "
+           "from its first row for the one-product form of a channel-gate "
+           "score product (0: never that form)">
   ];
   let dependentDialects = [
     "::mlir::affine::AffineDialect",

@@ -84,6 +84,13 @@ struct LowerToCPUOptions : public PassPipelineOptions<LowerToCPUOptions> {
       llvm::cl::desc("rows per block of the channel-gate score products "
                      "(convert-la-to-linalg's gate-block; 0: unblocked)"),
       llvm::cl::init(8)};
+  PassOptions::Option<double> gateSpreadLimit{
+      *this, "gate-spread-limit",
+      llvm::cl::desc("chunks whose cumulative channel gates stay within this "
+                     "distance of the chunk's first row take one plain score "
+                     "product (convert-la-to-linalg's gate-spread-limit; 0: "
+                     "always the blocked form)"),
+      llvm::cl::init(32.0)};
 };
 
 /// Options of `la-lower-to-nvvm`.

@@ -355,6 +355,99 @@ static Value buildBlockedChannelProduct(OpBuilder &b, Location loc, Value x,
       ArrayRef<ReassociationIndices>{{0}, {1}, {2}, {3, 4}, {5, 6}});
 }
 
+/// Whether every entry of the cumulative gates `xGates` and `gates`
+/// [B,NC,C,H,K] lies within `limit` of `reference` [B,NC,H,K], as an i1
+/// computed at run time (false when a gate is NaN).
+static Value gatesWithinSpread(OpBuilder &b, Location loc, Value xGates,
+                               Value gates, Value reference, double limit) {
+  MLIRContext *ctx = b.getContext();
+  SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, gates);
+  auto distance = [](OpBuilder &nb, Location l, Value gate, Value ref) {
+    return math::AbsFOp::create(
+        nb, l, arith::SubFOp::create(nb, l, extendToF32(nb, l, gate), ref));
+  };
+  // Per channel, so that the channels are the vector lanes. Loops
+  // (kk, b, n, i, h).
+  AffineMap gateMap = dimMap(ctx, 5, {1, 2, 3, 4, 0});
+  Value perChannel = buildGeneric(
+      b, loc, ValueRange{xGates, gates, reference},
+      zeroTensor(b, loc, {sizes[4]}),
+      {gateMap, gateMap, dimMap(ctx, 5, {1, 2, 4, 0}), dimMap(ctx, 5, {0})}, 1,
+      4, [&](OpBuilder &nb, Location l, ValueRange args) -> Value {
+        Value spread =
+            arith::MaximumFOp::create(nb, l, distance(nb, l, args[0], args[2]),
+                                      distance(nb, l, args[1], args[2]));
+        return arith::MaximumFOp::create(nb, l, args[3], spread);
+      });
+  Value overall =
+      buildGeneric(b, loc, perChannel, zeroTensor(b, loc, {}),
+                   {dimMap(ctx, 1, {0}), AffineMap::get(1, 0, ctx)}, 0, 1,
+                   [](OpBuilder &nb, Location l, ValueRange args) -> Value {
+                     return arith::MaximumFOp::create(nb, l, args[1], args[0]);
+                   });
+  Value spread = tensor::ExtractOp::create(b, loc, overall, ValueRange{});
+  return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, spread,
+                               constantF32(b, loc, static_cast<float>(limit)));
+}
+
+/// The operands of the one-product form of a channel-gated score product,
+/// against one reference row R [B,NC,H,K] for the whole chunk:
+///   exp(X_i - G_j) = exp(X_i - R) exp(R - G_j),
+/// so that P = (x exp(X - R)) (y exp(R - G))^T is a plain product, with two
+/// exponentials per element of x and y and none per product term. The
+/// factors are bounded only by how far the gates stray from R, which the
+/// caller checks at run time. Returns x~ [B,NC,C,H,K] and y~^T [B,NC,H,K,C]
+/// (the score column j last: the vector dimension of the product).
+static std::pair<Value, Value>
+buildReferenceRowOperands(OpBuilder &b, Location loc, Value x, Value y,
+                          Value xGates, Value gates, Value reference) {
+  MLIRContext *ctx = b.getContext();
+  Type f32 = b.getF32Type();
+  auto scaled = [](OpBuilder &nb, Location l, Value value, Value from,
+                   Value to) {
+    Value decay = math::ExpOp::create(
+        nb, l,
+        arith::SubFOp::create(nb, l, extendToF32(nb, l, from),
+                              extendToF32(nb, l, to)));
+    return mulF(nb, l, extendToF32(nb, l, value), decay);
+  };
+  // x~ = x exp(X - R). Loops (b,n,i,h,kk).
+  AffineMap rows = dimMap(ctx, 5, {0, 1, 2, 3, 4});
+  Value scaledX =
+      buildGeneric(b, loc, ValueRange{x, xGates, reference},
+                   emptyTensor(b, loc, mixedSizes(b, loc, x), f32),
+                   {rows, rows, dimMap(ctx, 5, {0, 1, 3, 4}), rows}, 5, 0,
+                   [&](OpBuilder &nb, Location l, ValueRange args) {
+                     return scaled(nb, l, args[0], args[1], args[2]);
+                   });
+  // y~ = y exp(R - G), then transposed to y~^T[b,n,h,kk,j]: an element-wise
+  // op that read y and G transposed would transpose both (and R) in
+  // registers, twice the code of one transpose. Loops (b,n,j,h,kk).
+  Value scaledY =
+      buildGeneric(b, loc, ValueRange{y, gates, reference},
+                   emptyTensor(b, loc, mixedSizes(b, loc, y), f32),
+                   {rows, rows, dimMap(ctx, 5, {0, 1, 3, 4}), rows}, 5, 0,
+                   [&](OpBuilder &nb, Location l, ValueRange args) {
+                     return scaled(nb, l, args[0], args[2], args[1]);
+                   });
+  Value scaledYT = transposeRowsLast(b, loc, scaledY);
+  return {scaledX, scaledYT};
+}
+
+/// P[b,n,h,i,j] = sum_kk x[b,n,i,h,kk] yT[b,n,h,kk,j] into `init`.
+/// Loops (b,n,h,i,j,kk).
+static Value buildRowProduct(OpBuilder &b, Location loc, Value x, Value yT,
+                             Value init) {
+  MLIRContext *ctx = b.getContext();
+  return buildGeneric(
+      b, loc, ValueRange{x, yT}, init,
+      {dimMap(ctx, 6, {0, 1, 3, 2, 5}), dimMap(ctx, 6, {0, 1, 2, 5, 4}),
+       dimMap(ctx, 6, {0, 1, 2, 3, 4})},
+      5, 1, [](OpBuilder &nb, Location l, ValueRange args) {
+        return addF(nb, l, args[2], mulF(nb, l, args[0], args[1]));
+      });
+}
+
 /// The masked, decayed score matrix of a chunk, [B,NC,H,C,C]:
 ///   M[b,n,h,i,j] = [j <= i] * scale * rowScale_i * (x_i . (y_j * D_ij))
 /// with D_ij = exp(X_i - G_j) (per channel for a channel-wise gate), X the
@@ -362,7 +455,8 @@ static Value buildBlockedChannelProduct(OpBuilder &b, Location loc, Value x,
 /// j < i when `strict`. x, y : [B,NC,C,H,K]; rowScale : [B,NC,C,H] or null.
 static Value buildScores(OpBuilder &b, Location loc, Value x, Value y,
                          Value gates, Value rowScale, float scale, bool strict,
-                         int64_t gateBlock, Value xGates = Value()) {
+                         const ChannelGateProducts &gateProducts,
+                         Value xGates = Value()) {
   MLIRContext *ctx = b.getContext();
   bool channel = isChannelGate(gates);
   if (!xGates)
@@ -371,35 +465,67 @@ static Value buildScores(OpBuilder &b, Location loc, Value x, Value y,
   SmallVector<OpFoldResult> scoreSizes = {xSizes[0], xSizes[1], xSizes[3],
                                           xSizes[2], xSizes[2]};
   int64_t chunkSize = cast<RankedTensorType>(x.getType()).getDimSize(2);
-  Value scores;
-  if (channel && gateBlock > 0 && chunkSize % gateBlock == 0 &&
-      chunkSize > gateBlock) {
-    scores = buildBlockedChannelProduct(b, loc, x, y, xGates, gates, gateBlock);
-  } else {
+  int64_t block = gateProducts.block;
+  // The product before masking: the blocked channel-gate form, or one
+  // linalg.generic (with an exponential per term for a channel gate).
+  auto buildProduct = [&](OpBuilder &pb) -> Value {
+    if (channel && block > 0 && chunkSize % block == 0 && chunkSize > block)
+      return buildBlockedChannelProduct(pb, loc, x, y, xGates, gates, block);
     // P = x y^T (decayed per channel). Loops (b,n,h,i,j,kk). The y side is
     // read as [B,NC,H,K,C] so that the score row j is the contiguous
     // (vector) dimension of the product.
-    SmallVector<Value> inputs = {x, transposeRowsLast(b, loc, y)};
+    SmallVector<Value> inputs = {x, transposeRowsLast(pb, loc, y)};
     SmallVector<AffineMap> maps = {dimMap(ctx, 6, {0, 1, 3, 2, 5}),
                                    dimMap(ctx, 6, {0, 1, 2, 5, 4})};
     if (channel) {
-      inputs.append({xGates, transposeRowsLast(b, loc, gates)});
+      inputs.append({xGates, transposeRowsLast(pb, loc, gates)});
       maps.append(
           {dimMap(ctx, 6, {0, 1, 3, 2, 5}), dimMap(ctx, 6, {0, 1, 2, 5, 4})});
     }
     maps.push_back(dimMap(ctx, 6, {0, 1, 2, 3, 4}));
-    scores =
-        buildGeneric(b, loc, inputs, zeroTensor(b, loc, scoreSizes), maps, 5, 1,
-                     [&](OpBuilder &nb, Location l, ValueRange args) -> Value {
-                       Value product = mulF(nb, l, extendToF32(nb, l, args[0]),
-                                            extendToF32(nb, l, args[1]));
-                       if (channel) {
-                         Value diff =
-                             arith::SubFOp::create(nb, l, args[2], args[3]);
-                         product = mulF(nb, l, product, safeDecay(nb, l, diff));
-                       }
-                       return addF(nb, l, args.back(), product);
-                     });
+    return buildGeneric(
+        pb, loc, inputs, zeroTensor(pb, loc, scoreSizes), maps, 5, 1,
+        [&](OpBuilder &nb, Location l, ValueRange args) -> Value {
+          Value product = mulF(nb, l, extendToF32(nb, l, args[0]),
+                               extendToF32(nb, l, args[1]));
+          if (channel) {
+            Value diff = arith::SubFOp::create(nb, l, args[2], args[3]);
+            product = mulF(nb, l, product, safeDecay(nb, l, diff));
+          }
+          return addF(nb, l, args.back(), product);
+        });
+  };
+  Value scores;
+  if (channel && gateProducts.spreadLimit > 0) {
+    // Chunks whose gates stay near their first row take one plain product;
+    // the others the form above. The check and the scaled operands are
+    // built outside the branch, where CSE shares them between the products
+    // of one chunk that have the same gates and operands.
+    Value reference = extractUnitSlice(b, loc, xGates, 2, b.getIndexAttr(0));
+    Value withinSpread = gatesWithinSpread(b, loc, xGates, gates, reference,
+                                           gateProducts.spreadLimit);
+    auto [scaledX, scaledYT] =
+        buildReferenceRowOperands(b, loc, x, y, xGates, gates, reference);
+    auto scoreType =
+        RankedTensorType::get(staticShape(scoreSizes), b.getF32Type());
+    auto choice = scf::IfOp::create(b, loc, TypeRange{scoreType}, withinSpread,
+                                    /*withElseRegion=*/true);
+    // Both forms have the score sizes; a dynamic size may be typed
+    // differently.
+    auto yieldScores = [&](Value product) {
+      if (product.getType() != scoreType)
+        product = tensor::CastOp::create(b, loc, scoreType, product);
+      scf::YieldOp::create(b, loc, product);
+    };
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(choice.thenBlock());
+    yieldScores(buildRowProduct(b, loc, scaledX, scaledYT,
+                                zeroTensor(b, loc, scoreSizes)));
+    b.setInsertionPointToStart(choice.elseBlock());
+    yieldScores(buildProduct(b));
+    scores = choice.getResult(0);
+  } else {
+    scores = buildProduct(b);
   }
 
   // Mask, scale, and the scalar decay. Loops (b,n,h,i,j).
@@ -457,8 +583,8 @@ static Value applyScores(OpBuilder &b, Location loc, Value scores, Value x,
 }
 
 struct ChunkIntraToLinalg : OpRewritePattern<ChunkIntraOp> {
-  ChunkIntraToLinalg(MLIRContext *ctx, int64_t gateBlock)
-      : OpRewritePattern(ctx), gateBlock(gateBlock) {}
+  ChunkIntraToLinalg(MLIRContext *ctx, ChannelGateProducts gateProducts)
+      : OpRewritePattern(ctx), gateProducts(gateProducts) {}
 
   LogicalResult matchAndRewrite(ChunkIntraOp op,
                                 PatternRewriter &rewriter) const override {
@@ -472,7 +598,7 @@ struct ChunkIntraToLinalg : OpRewritePattern<ChunkIntraOp> {
       Value scores =
           buildScores(rewriter, loc, op.getQ(), keys, op.getGates(),
                       /*rowScale=*/Value(), op.getScale().convertToFloat(),
-                      /*strict=*/false, gateBlock);
+                      /*strict=*/false, gateProducts);
       return applyScores(rewriter, loc, scores, values, init, *group);
     };
     Value result = addPair(
@@ -484,7 +610,7 @@ struct ChunkIntraToLinalg : OpRewritePattern<ChunkIntraOp> {
     return success();
   }
 
-  int64_t gateBlock;
+  ChannelGateProducts gateProducts;
 };
 
 /// S[b,hv,kk,vv] += sum_j keys[b,j,hv/group,kk] values[b,j,hv,vv].
@@ -822,8 +948,8 @@ static Value invertUnitLower(OpBuilder &b, Location loc, Value a,
 }
 
 struct ChunkWYToLinalg : OpRewritePattern<ChunkWYOp> {
-  ChunkWYToLinalg(MLIRContext *ctx, int64_t gateBlock)
-      : OpRewritePattern(ctx), gateBlock(gateBlock) {}
+  ChunkWYToLinalg(MLIRContext *ctx, ChannelGateProducts gateProducts)
+      : OpRewritePattern(ctx), gateProducts(gateProducts) {}
 
   /// The general low-rank form: with P the exclusive cumulative gates,
   /// A = strictly_lower((a e^P)(b e^-G)^T), M = strictly_lower((a e^P)(k
@@ -835,10 +961,10 @@ struct ChunkWYToLinalg : OpRewritePattern<ChunkWYOp> {
     Value gates = op.getGates(), prevGates = op.getPrevGates();
     Value lowRank = buildScores(rewriter, loc, op.getA(), op.getB(), gates,
                                 /*rowScale=*/Value(), 1.0f, /*strict=*/true,
-                                gateBlock, prevGates);
+                                gateProducts, prevGates);
     Value write = buildScores(rewriter, loc, op.getA(), op.getK(), gates,
                               /*rowScale=*/Value(), 1.0f, /*strict=*/true,
-                              gateBlock, prevGates);
+                              gateProducts, prevGates);
     Value inverse = invertUnitLower(rewriter, loc, lowRank, op.getBlockSize());
 
     // W = T (a * exp(P)). Loops (b,n,i,h,kk,t).
@@ -895,7 +1021,7 @@ struct ChunkWYToLinalg : OpRewritePattern<ChunkWYOp> {
 
     // A = strictly_lower(diag(beta) (K K^T * D)); T = (I + A)^{-1}.
     Value a = buildScores(rewriter, loc, op.getK(), op.getK(), gates,
-                          op.getBeta(), 1.0f, /*strict=*/true, gateBlock);
+                          op.getBeta(), 1.0f, /*strict=*/true, gateProducts);
     Value inverse = invertUnitLower(rewriter, loc, a, op.getBlockSize());
 
     // W = T (beta * exp(G) * K) and U = T (beta * V): the factors are
@@ -942,7 +1068,7 @@ struct ChunkWYToLinalg : OpRewritePattern<ChunkWYOp> {
     return success();
   }
 
-  int64_t gateBlock;
+  ChannelGateProducts gateProducts;
 };
 
 struct ChunkInterToLinalg : OpRewritePattern<ChunkInterOp> {
@@ -1005,12 +1131,12 @@ struct ChunkInterToLinalg : OpRewritePattern<ChunkInterOp> {
 };
 } // namespace
 
-void mlir::la::populateChunkedToLinalgPatterns(RewritePatternSet &patterns,
-                                               bool cumsumScan,
-                                               int64_t gateBlock) {
+void mlir::la::populateChunkedToLinalgPatterns(
+    RewritePatternSet &patterns, bool cumsumScan,
+    ChannelGateProducts gateProducts) {
   patterns.add<ChunkStateScanToLinalg, ChunkInterToLinalg>(
       patterns.getContext());
   patterns.add<ChunkCumsumToLinalg>(patterns.getContext(), cumsumScan);
   patterns.add<ChunkIntraToLinalg, ChunkWYToLinalg>(patterns.getContext(),
-                                                    gateBlock);
+                                                    gateProducts);
 }

@@ -8,6 +8,8 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Transforms/DialectConversion.h"
 
+#include <cmath>
+
 namespace mlir {
 namespace la {
 #define GEN_PASS_DEF_CONVERTLATOLINALGPASS
@@ -36,7 +38,17 @@ struct ConvertLaToLinalgPass
           << static_cast<int64_t>(gateBlock);
       return signalPassFailure();
     }
-    populateChunkedToLinalgPatterns(patterns, cumsumScan, gateBlock);
+    if (!(gateSpreadLimit >= 0.0) || !std::isfinite(gateSpreadLimit)) {
+      getOperation()->emitError()
+          << "convert-la-to-linalg: 'gate-spread-limit' must be finite and "
+             ">= 0, got "
+          << static_cast<double>(gateSpreadLimit);
+      return signalPassFailure();
+    }
+    ChannelGateProducts gateProducts;
+    gateProducts.block = gateBlock;
+    gateProducts.spreadLimit = gateSpreadLimit;
+    populateChunkedToLinalgPatterns(patterns, cumsumScan, gateProducts);
     populateRecurrenceToLoopsPatterns(patterns);
     if (failed(applyPartialConversion(getOperation(), target,
                                       std::move(patterns))))

@@ -1,8 +1,11 @@
 // RUN: la-opt %s -split-input-file -convert-la-to-linalg | FileCheck %s
 // RUN: la-opt %s -split-input-file -convert-la-to-linalg=gate-block=8 | FileCheck %s --check-prefix=GB8
 // RUN: not la-opt %s -split-input-file -convert-la-to-linalg=gate-block=-1 2>&1 | FileCheck %s --check-prefix=BADGB
+// RUN: la-opt %s -split-input-file -convert-la-to-linalg="gate-block=8 gate-spread-limit=32" | FileCheck %s --check-prefix=SPREAD
+// RUN: not la-opt %s -split-input-file -convert-la-to-linalg=gate-spread-limit=-1 2>&1 | FileCheck %s --check-prefix=BADSPREAD
 
 // BADGB: convert-la-to-linalg: 'gate-block' must be >= 0, got -1
+// BADSPREAD: convert-la-to-linalg: 'gate-spread-limit' must be finite and >= 0, got -1
 
 // CHECK-DAG: #[[CUM_IN:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d4, d3)>
 // CHECK-DAG: #[[CUM_OUT:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3)>
@@ -101,6 +104,34 @@ func.func @intra(%q: tensor<1x2x16x2x4xf32>, %k: tensor<1x2x16x2x4xf32>, %v: ten
 // GB8: %[[DIAG:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<1x1x1x2x8x8xf32>)
 // GB8: math.exp
 // GB8: linalg.generic {{.*}} ins(%{{.*}}, %[[DIAG]] : tensor<1x1x1x2x8x2x8xf32>, tensor<1x1x1x2x8x8xf32>)
+// With gate-spread-limit=32, a run-time check picks the form: where every
+// cumulative gate lies within 32 of the chunk's first row R (per channel,
+// then over the channels), the scores are one plain product of q exp(G - R)
+// and k exp(R - G); elsewhere the blocked form above runs.
+// SPREAD-LABEL: func.func @intra_channel
+// SPREAD-SAME: %[[Q:[^:]*]]: tensor<1x1x16x1x4xf32>, %[[K:[^:]*]]: tensor<1x1x16x1x4xf32>, %{{[^:]*}}: tensor<1x1x16x1x8xf32>, %[[G:[^:]*]]: tensor<1x1x16x1x4xf32>)
+// SPREAD: %[[R:.*]] = tensor.extract_slice %[[G]][0, 0, 0, 0, 0] [1, 1, 1, 1, 4] [1, 1, 1, 1, 1] : tensor<1x1x16x1x4xf32> to tensor<1x1x1x4xf32>
+// SPREAD: %[[PERCHANNEL:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "reduction", "reduction", "reduction", "reduction"]} ins(%[[G]], %[[G]], %[[R]] : {{.*}}) outs(%{{.*}} : tensor<4xf32>)
+// SPREAD: math.absf
+// SPREAD: arith.maximumf
+// SPREAD: %[[ALL:.*]] = linalg.generic {{.*}} ins(%[[PERCHANNEL]] : tensor<4xf32>) outs(%{{.*}} : tensor<f32>)
+// SPREAD: %[[SPREAD:.*]] = tensor.extract %[[ALL]][] : tensor<f32>
+// SPREAD: %[[LIMIT:.*]] = arith.constant 3.200000e+01 : f32
+// SPREAD: %[[NEAR:.*]] = arith.cmpf olt, %[[SPREAD]], %[[LIMIT]] : f32
+// SPREAD: %[[QS:.*]] = linalg.generic {{.*}} ins(%[[Q]], %[[G]], %[[R]] : {{.*}})
+// SPREAD-NOT: arith.minimumf
+// SPREAD: math.exp
+// SPREAD: %[[KS:.*]] = linalg.generic {{.*}} ins(%[[K]], %[[G]], %[[R]] : {{.*}})
+// SPREAD: math.exp
+// SPREAD: %[[KST:.*]] = linalg.transpose ins(%[[KS]] : {{.*}}) outs(%{{.*}} : tensor<1x1x1x4x16xf32>)
+// SPREAD: %[[SCORES:.*]] = scf.if %[[NEAR]] -> (tensor<1x1x1x16x16xf32>) {
+// SPREAD: %[[PLAIN:.*]] = linalg.generic {{.*}} ins(%[[QS]], %[[KST]] : {{.*}}) outs(%{{.*}} : tensor<1x1x1x16x16xf32>)
+// SPREAD-NOT: math.exp
+// SPREAD: scf.yield %[[PLAIN]]
+// SPREAD: } else {
+// SPREAD: la.block_causal
+// SPREAD: scf.yield
+// SPREAD: linalg.generic {{.*}} ins(%[[SCORES]] : tensor<1x1x1x16x16xf32>)
 func.func @intra_channel(%q: tensor<1x1x16x1x4xf32>, %k: tensor<1x1x16x1x4xf32>, %v: tensor<1x1x16x1x8xf32>, %g: tensor<1x1x16x1x4xf32>) -> tensor<1x1x16x1x8xf32> {
   %o = la.chunk_intra %q, %k, %v gates(%g : tensor<1x1x16x1x4xf32>) {scale = 0.5 : f32} : tensor<1x1x16x1x4xf32>, tensor<1x1x16x1x4xf32>, tensor<1x1x16x1x8xf32> -> tensor<1x1x16x1x8xf32>
   return %o : tensor<1x1x16x1x8xf32>

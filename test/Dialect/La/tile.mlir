@@ -138,6 +138,31 @@ func.func @block_causal_outer(%y: tensor<16x4x8xf32>, %p: tensor<4x4x16xf32>) ->
 
 // -----
 
+// A one-dimensional output (a per-channel reduction over rows): the
+// channels are the lanes, there is no row loop, and the accumulator stays
+// in a register across the reduction.
+// CHECK-LABEL: func.func @one_dim_output
+// CHECK: scf.for %[[C:.*]] = %{{.*}} to %{{.*}} step %[[C32:.*]] iter_args
+// CHECK: %[[ACC0:.*]] = vector.transfer_read %{{.*}}[%[[C]]], %{{.*}} {in_bounds = [true]} : tensor<64xf32>, vector<32xf32>
+// CHECK: %[[ACC:.*]] = scf.for %{{.*}} iter_args(%[[RUNNING:.*]] = %[[ACC0]]) -> (vector<32xf32>)
+// CHECK: %[[ABS:.*]] = math.absf %{{.*}} : vector<32xf32>
+// CHECK: arith.maximumf %[[RUNNING]], %[[ABS]] : vector<32xf32>
+// CHECK: vector.transfer_write %[[ACC]]
+func.func @one_dim_output(%g: tensor<16x64xf32>) -> tensor<64xf32> {
+  %cst = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<64xf32>
+  %init = linalg.fill ins(%cst : f32) outs(%e : tensor<64xf32>) -> tensor<64xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(c, i) -> (i, c)>, affine_map<(c, i) -> (c)>], iterator_types = ["parallel", "reduction"]} ins(%g : tensor<16x64xf32>) outs(%init : tensor<64xf32>) {
+  ^bb0(%x: f32, %acc: f32):
+    %a = math.absf %x : f32
+    %m = arith.maximumf %acc, %a : f32
+    linalg.yield %m : f32
+  } -> tensor<64xf32>
+  return %r : tensor<64xf32>
+}
+
+// -----
+
 // Equal row and lane tiles (8 x 8): the column of M is broadcast along the
 // lanes (a shape_cast to 8 elements, a broadcast to 8x8 and a transpose),
 // never as a broadcast of the 8x1 column that would put it along the rows.

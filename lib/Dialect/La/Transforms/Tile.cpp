@@ -167,7 +167,8 @@ static RegisterTileDims findRegisterTileDims(linalg::LinalgOp op) {
   };
   // Innermost first: the row loop that gives reuse, else any wide one.
   std::optional<unsigned> fallback;
-  for (int64_t r = outMap.getNumResults() - 2; r >= 0; --r) {
+  for (int64_t r = static_cast<int64_t>(outMap.getNumResults()) - 2; r >= 0;
+       --r) {
     unsigned dim = outMap.getDimPosition(r);
     if (ranges[dim] <= 1)
       continue;
