@@ -434,18 +434,21 @@ buildReferenceRowOperands(OpBuilder &b, Location loc, Value x, Value y,
   return {scaledX, scaledYT};
 }
 
-/// P[b,n,h,i,j] = sum_kk x[b,n,i,h,kk] yT[b,n,h,kk,j] into `init`.
-/// Loops (b,n,h,i,j,kk).
+/// P[b,n,h,i,j] = sum_kk x[b,n,i,h,kk] yT[b,n,h,kk,j] into `init`, for
+/// causally masked scores: the entries j > i are never read. Loops
+/// (b,n,h,i,j,kk).
 static Value buildRowProduct(OpBuilder &b, Location loc, Value x, Value yT,
                              Value init) {
   MLIRContext *ctx = b.getContext();
-  return buildGeneric(
+  Value product = buildGeneric(
       b, loc, ValueRange{x, yT}, init,
       {dimMap(ctx, 6, {0, 1, 3, 2, 5}), dimMap(ctx, 6, {0, 1, 2, 5, 4}),
        dimMap(ctx, 6, {0, 1, 2, 3, 4})},
       5, 1, [](OpBuilder &nb, Location l, ValueRange args) {
         return addF(nb, l, args[2], mulF(nb, l, args[0], args[1]));
       });
+  markLowerTriangular(product, /*row=*/3, /*column=*/4);
+  return product;
 }
 
 /// The masked, decayed score matrix of a chunk, [B,NC,H,C,C]:
@@ -483,7 +486,7 @@ static Value buildScores(OpBuilder &b, Location loc, Value x, Value y,
           {dimMap(ctx, 6, {0, 1, 3, 2, 5}), dimMap(ctx, 6, {0, 1, 2, 5, 4})});
     }
     maps.push_back(dimMap(ctx, 6, {0, 1, 2, 3, 4}));
-    return buildGeneric(
+    Value product = buildGeneric(
         pb, loc, inputs, zeroTensor(pb, loc, scoreSizes), maps, 5, 1,
         [&](OpBuilder &nb, Location l, ValueRange args) -> Value {
           Value product = mulF(nb, l, extendToF32(nb, l, args[0]),
@@ -494,6 +497,9 @@ static Value buildScores(OpBuilder &b, Location loc, Value x, Value y,
           }
           return addF(nb, l, args.back(), product);
         });
+    // The mask below drops the entries j > i.
+    markLowerTriangular(product, /*row=*/3, /*column=*/4);
+    return product;
   };
   Value scores;
   if (channel && gateProducts.spreadLimit > 0) {

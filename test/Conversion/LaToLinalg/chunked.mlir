@@ -41,6 +41,8 @@ func.func @cumsum(%g: tensor<1x2x16x2xbf16>) -> tensor<1x2x16x2xf32> {
 // score column is contiguous.
 // CHECK: %[[KT:.*]] = linalg.transpose ins(%[[K]] : tensor<1x2x16x2x4xf32>) outs(%{{.*}} : tensor<1x2x2x4x16xf32>) permutation = [0, 1, 3, 4, 2]
 // CHECK: %[[P:.*]] = linalg.generic {indexing_maps = [#[[Q_MAP]], #[[KT_MAP]], #[[P_MAP]]], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%[[Q]], %[[KT]] : {{.*}}) outs(%{{.*}} : tensor<1x2x2x16x16xf32>)
+// Its entries j > i (loops 3 and 4) are masked below: la-tile may skip them.
+// CHECK-SAME: attrs = {la.lower_triangular = array<i64: 3, 4>}
 // Decay exp(min(G_i - G_j, 0)) and the causal mask, selected after the exp.
 // CHECK: %[[M:.*]] = linalg.generic {{.*}} ins(%[[P]], %[[G]], %[[G]] : {{.*}})
 // CHECK: %[[DIFF:.*]] = arith.subf
@@ -126,6 +128,7 @@ func.func @intra(%q: tensor<1x2x16x2x4xf32>, %k: tensor<1x2x16x2x4xf32>, %v: ten
 // SPREAD: %[[KST:.*]] = linalg.transpose ins(%[[KS]] : {{.*}}) outs(%{{.*}} : tensor<1x1x1x4x16xf32>)
 // SPREAD: %[[SCORES:.*]] = scf.if %[[NEAR]] -> (tensor<1x1x1x16x16xf32>) {
 // SPREAD: %[[PLAIN:.*]] = linalg.generic {{.*}} ins(%[[QS]], %[[KST]] : {{.*}}) outs(%{{.*}} : tensor<1x1x1x16x16xf32>)
+// SPREAD-SAME: attrs = {la.lower_triangular = array<i64: 3, 4>}
 // SPREAD-NOT: math.exp
 // SPREAD: scf.yield %[[PLAIN]]
 // SPREAD: } else {

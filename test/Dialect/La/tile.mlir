@@ -87,6 +87,51 @@ func.func @unmarked(%m: tensor<2x3x16x16xf32>, %x: tensor<2x3x16x64xf32>, %init:
 
 // -----
 
+// Scores whose entries j > i are masked later (la.lower_triangular = [i, j]
+// with j a lane loop): the 32-lane column tiles of rows [i, i + 8) start
+// below min(i + 8, 64), so rows 0-31 skip the second tile.
+// CHECK-LABEL: func.func @causal_lanes
+// CHECK: scf.for %[[I:.*]] = %{{.*}} to %[[C64:.*]] step %[[C8:[^ ]*]] iter_args
+// CHECK: %[[END:.*]] = arith.addi %[[I]], %[[C8]] : index
+// CHECK: %[[STOP:.*]] = arith.minsi %[[END]], %[[C64]] : index
+// CHECK: scf.for %{{.*}} = %{{.*}} to %[[STOP]] step %{{.*}} iter_args
+// CHECK: vector.transfer_read {{.*}} : tensor<64x64xf32>, vector<8x32xf32>
+// CHECK: vector.fma {{.*}} : vector<8x32xf32>
+#qx = affine_map<(i, j, k) -> (i, k)>
+#ky = affine_map<(i, j, k) -> (k, j)>
+#po = affine_map<(i, j, k) -> (i, j)>
+func.func @causal_lanes(%q: tensor<64x16xf32>, %kt: tensor<16x64xf32>, %init: tensor<64x64xf32>) -> tensor<64x64xf32> {
+  %r = linalg.generic {indexing_maps = [#qx, #ky, #po], iterator_types = ["parallel", "parallel", "reduction"]} ins(%q, %kt : tensor<64x16xf32>, tensor<16x64xf32>) outs(%init : tensor<64x64xf32>) attrs = {la.lower_triangular = array<i64: 0, 1>} {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %p = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<64x64xf32>
+  return %r : tensor<64x64xf32>
+}
+
+// -----
+
+// The same scores over 48 columns: with 32-lane tiles the last column tile
+// is partial, so the loop is not cut (a cut loop could not be peeled).
+// CHECK-LABEL: func.func @causal_lanes_partial
+// CHECK-NOT: arith.minsi
+// CHECK: return
+#pqx = affine_map<(i, j, k) -> (i, k)>
+#pky = affine_map<(i, j, k) -> (k, j)>
+#ppo = affine_map<(i, j, k) -> (i, j)>
+func.func @causal_lanes_partial(%q: tensor<48x16xf32>, %kt: tensor<16x48xf32>, %init: tensor<48x48xf32>) -> tensor<48x48xf32> {
+  %r = linalg.generic {indexing_maps = [#pqx, #pky, #ppo], iterator_types = ["parallel", "parallel", "reduction"]} ins(%q, %kt : tensor<48x16xf32>, tensor<16x48xf32>) outs(%init : tensor<48x48xf32>) attrs = {la.lower_triangular = array<i64: 0, 1>} {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %p = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<48x48xf32>
+  return %r : tensor<48x48xf32>
+}
+
+// -----
+
 // A blocked causal product (la.block_causal = [a, j, 8]: only columns
 // j < 8 a of block a are read later): the lane loop over j of block a's
 // tiles stops at min(8 a, 64). Block a is an outer loop (tile 1).

@@ -103,10 +103,11 @@ enum class MmaPrecision { TF32, F16, BF16 };
 /// "tf32", "f16" or "bf16".
 FailureOr<MmaPrecision> parseMmaPrecision(StringRef name);
 
-/// A `[row, column]` pair of loop dims on a structured op whose product terms
-/// vanish where column > row (its first input is causally masked or lower
-/// triangular): la-tile stops the column loop of each row tile at the
-/// tile's last row.
+/// A `[row, column]` pair of loop dims on a structured op where nothing with
+/// column > row matters: a reduction column's terms vanish there (the first
+/// input is causally masked or lower triangular), or a parallel column's
+/// entries there are never read (scores masked later). la-tile stops the
+/// column loop of each row tile at the tile's last row.
 constexpr llvm::StringLiteral kLowerTriangularAttr = "la.lower_triangular";
 
 /// A `[block, column, size]` triple of loop dims and a block size on a

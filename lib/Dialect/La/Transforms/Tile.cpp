@@ -216,11 +216,16 @@ static void capUpperBound(RewriterBase &rewriter, scf::ForOp loop, Value end) {
                            [&] { loop.getUpperBoundMutable().assign(bound); });
 }
 
-/// For an op marked `la.lower_triangular = [row, column]` (terms vanish
-/// where column > row) whose register tile has both loops, the column loop
+/// For an op marked `la.lower_triangular = [row, column]` (nothing with
+/// column > row matters) whose register tile has both loops, the column loop
 /// of the tile at rows [r, r + R) stops at r + R instead of its end: about
-/// half the terms of a causal C x C product are skipped.
+/// half the terms of a causal C x C product are skipped (a quarter of the
+/// entries of a C x C score matrix with 32-lane column tiles). A column
+/// tile that starts before r + R is computed whole, past r + R too, which
+/// is harmless by the mark; the column range must be whole tiles, so that
+/// every tile keeps its static size.
 static void stopAtDiagonal(RewriterBase &rewriter, DenseI64ArrayAttr dims,
+                           ArrayRef<int64_t> ranges,
                            ArrayRef<int64_t> innerSizes,
                            ArrayRef<LoopLikeOpInterface> innerLoops) {
   if (!dims || dims.size() != 2)
@@ -229,7 +234,7 @@ static void stopAtDiagonal(RewriterBase &rewriter, DenseI64ArrayAttr dims,
   int64_t numLoops = innerSizes.size();
   if (row < 0 || column < 0 || row >= numLoops || column >= numLoops ||
       row >= column || innerSizes[row] <= 0 || innerSizes[column] <= 0 ||
-      innerSizes[row] % innerSizes[column] != 0)
+      ranges[column] % innerSizes[column] != 0)
     return;
   // The inner loops are the tiled dims in order.
   auto loopOf = [&](int64_t dim) {
@@ -391,7 +396,8 @@ mlir::la::tileForCPU(RewriterBase &rewriter, linalg::LinalgOp op,
     if (failed(tileStep(innerSizes, scf::SCFTilingOptions::LoopType::ForOp,
                         result.innerLoops)))
       return failure();
-    stopAtDiagonal(rewriter, lowerTriangular, innerSizes, result.innerLoops);
+    stopAtDiagonal(rewriter, lowerTriangular, ranges, innerSizes,
+                   result.innerLoops);
     stopAtBlock(rewriter, blockCausal, outerSizes, result.outerLoops,
                 innerSizes, result.innerLoops);
     peelPartialTiles(rewriter, result.innerLoops);
