@@ -403,33 +403,28 @@ buildReferenceRowOperands(OpBuilder &b, Location loc, Value x, Value y,
                           Value xGates, Value gates, Value reference) {
   MLIRContext *ctx = b.getContext();
   Type f32 = b.getF32Type();
-  auto scaled = [](OpBuilder &nb, Location l, Value value, Value from,
-                   Value to) {
-    Value decay = math::ExpOp::create(
-        nb, l,
-        arith::SubFOp::create(nb, l, extendToF32(nb, l, from),
-                              extendToF32(nb, l, to)));
-    return mulF(nb, l, extendToF32(nb, l, value), decay);
-  };
-  // x~ = x exp(X - R). Loops (b,n,i,h,kk).
+  // value * exp(sign * (rowGates - R)) per element. Loops (b,n,i,h,kk).
   AffineMap rows = dimMap(ctx, 5, {0, 1, 2, 3, 4});
-  Value scaledX =
-      buildGeneric(b, loc, ValueRange{x, xGates, reference},
-                   emptyTensor(b, loc, mixedSizes(b, loc, x), f32),
-                   {rows, rows, dimMap(ctx, 5, {0, 1, 3, 4}), rows}, 5, 0,
-                   [&](OpBuilder &nb, Location l, ValueRange args) {
-                     return scaled(nb, l, args[0], args[1], args[2]);
-                   });
+  auto scaleRows = [&](Value value, Value rowGates, bool towardReference) {
+    return buildGeneric(b, loc, ValueRange{value, rowGates, reference},
+                        emptyTensor(b, loc, mixedSizes(b, loc, value), f32),
+                        {rows, rows, dimMap(ctx, 5, {0, 1, 3, 4}), rows}, 5, 0,
+                        [&](OpBuilder &nb, Location l, ValueRange args) {
+                          Value gate = extendToF32(nb, l, args[1]);
+                          Value diff =
+                              towardReference
+                                  ? arith::SubFOp::create(nb, l, args[2], gate)
+                                  : arith::SubFOp::create(nb, l, gate, args[2]);
+                          return mulF(nb, l, extendToF32(nb, l, args[0]),
+                                      math::ExpOp::create(nb, l, diff));
+                        });
+  };
+  // x~ = x exp(X - R).
+  Value scaledX = scaleRows(x, xGates, /*towardReference=*/false);
   // y~ = y exp(R - G), then transposed to y~^T[b,n,h,kk,j]: an element-wise
   // op that read y and G transposed would transpose both (and R) in
-  // registers, twice the code of one transpose. Loops (b,n,j,h,kk).
-  Value scaledY =
-      buildGeneric(b, loc, ValueRange{y, gates, reference},
-                   emptyTensor(b, loc, mixedSizes(b, loc, y), f32),
-                   {rows, rows, dimMap(ctx, 5, {0, 1, 3, 4}), rows}, 5, 0,
-                   [&](OpBuilder &nb, Location l, ValueRange args) {
-                     return scaled(nb, l, args[0], args[2], args[1]);
-                   });
+  // registers, twice the code of one transpose.
+  Value scaledY = scaleRows(y, gates, /*towardReference=*/true);
   Value scaledYT = transposeRowsLast(b, loc, scaledY);
   return {scaledX, scaledYT};
 }
