@@ -127,9 +127,9 @@ void mlir::la::buildLowerToCPUPipeline(OpPassManager &pm,
   // The GPU schedule runs sequentially, without CPU tiles.
   bool tile = options.tile && !options.gpuSchedule;
   linalgOptions.cumsumScan = tile;
-  // Smaller blocks of the channel-gate score products than on the GPU:
-  // fewer exponentials per product term (their key copies cost cache, not
-  // shared memory).
+  // Smaller blocks of the channel-gate score products than on the GPU
+  // (fewer exponentials per product term; their key copies cost cache, not
+  // shared memory), and the run-time choice of the one-product form.
   if (tile) {
     linalgOptions.gateBlock = options.gateBlock;
     linalgOptions.gateSpreadLimit = options.gateSpreadLimit;

@@ -430,8 +430,9 @@ buildReferenceRowOperands(OpBuilder &b, Location loc, Value x, Value y,
 }
 
 /// P[b,n,h,i,j] = sum_kk x[b,n,i,h,kk] yT[b,n,h,kk,j] into `init`, for
-/// causally masked scores: the entries j > i are never read. Loops
-/// (b,n,h,i,j,kk).
+/// causally masked scores: the entries j > i are never read. yT is y read
+/// as [B,NC,H,K,C], so that the score column j is the contiguous (vector)
+/// dimension of the product. Loops (b,n,h,i,j,kk).
 static Value buildRowProduct(OpBuilder &b, Location loc, Value x, Value yT,
                              Value init) {
   MLIRContext *ctx = b.getContext();
@@ -440,7 +441,9 @@ static Value buildRowProduct(OpBuilder &b, Location loc, Value x, Value yT,
       {dimMap(ctx, 6, {0, 1, 3, 2, 5}), dimMap(ctx, 6, {0, 1, 2, 5, 4}),
        dimMap(ctx, 6, {0, 1, 2, 3, 4})},
       5, 1, [](OpBuilder &nb, Location l, ValueRange args) {
-        return addF(nb, l, args[2], mulF(nb, l, args[0], args[1]));
+        return addF(nb, l, args[2],
+                    mulF(nb, l, extendToF32(nb, l, args[0]),
+                         extendToF32(nb, l, args[1])));
       });
   markLowerTriangular(product, /*row=*/3, /*column=*/4);
   return product;
@@ -469,28 +472,24 @@ static Value buildScores(OpBuilder &b, Location loc, Value x, Value y,
   auto buildProduct = [&](OpBuilder &pb) -> Value {
     if (channel && block > 0 && chunkSize % block == 0 && chunkSize > block)
       return buildBlockedChannelProduct(pb, loc, x, y, xGates, gates, block);
-    // P = x y^T (decayed per channel). Loops (b,n,h,i,j,kk). The y side is
-    // read as [B,NC,H,K,C] so that the score row j is the contiguous
-    // (vector) dimension of the product.
-    SmallVector<Value> inputs = {x, transposeRowsLast(pb, loc, y)};
-    SmallVector<AffineMap> maps = {dimMap(ctx, 6, {0, 1, 3, 2, 5}),
-                                   dimMap(ctx, 6, {0, 1, 2, 5, 4})};
-    if (channel) {
-      inputs.append({xGates, transposeRowsLast(pb, loc, gates)});
-      maps.append(
-          {dimMap(ctx, 6, {0, 1, 3, 2, 5}), dimMap(ctx, 6, {0, 1, 2, 5, 4})});
-    }
-    maps.push_back(dimMap(ctx, 6, {0, 1, 2, 3, 4}));
+    // Built in this order, not as call arguments (unspecified order).
+    Value yT = transposeRowsLast(pb, loc, y);
+    if (!channel)
+      return buildRowProduct(pb, loc, x, yT, zeroTensor(pb, loc, scoreSizes));
+    // P = x y^T decayed per channel, one exponential per term. Loops
+    // (b,n,h,i,j,kk); y and its gates read as [B,NC,H,K,C].
+    Value gT = transposeRowsLast(pb, loc, gates);
     Value product = buildGeneric(
-        pb, loc, inputs, zeroTensor(pb, loc, scoreSizes), maps, 5, 1,
-        [&](OpBuilder &nb, Location l, ValueRange args) -> Value {
+        pb, loc, ValueRange{x, yT, xGates, gT}, zeroTensor(pb, loc, scoreSizes),
+        {dimMap(ctx, 6, {0, 1, 3, 2, 5}), dimMap(ctx, 6, {0, 1, 2, 5, 4}),
+         dimMap(ctx, 6, {0, 1, 3, 2, 5}), dimMap(ctx, 6, {0, 1, 2, 5, 4}),
+         dimMap(ctx, 6, {0, 1, 2, 3, 4})},
+        5, 1, [&](OpBuilder &nb, Location l, ValueRange args) -> Value {
           Value product = mulF(nb, l, extendToF32(nb, l, args[0]),
                                extendToF32(nb, l, args[1]));
-          if (channel) {
-            Value diff = arith::SubFOp::create(nb, l, args[2], args[3]);
-            product = mulF(nb, l, product, safeDecay(nb, l, diff));
-          }
-          return addF(nb, l, args.back(), product);
+          Value diff = arith::SubFOp::create(nb, l, args[2], args[3]);
+          product = mulF(nb, l, product, safeDecay(nb, l, diff));
+          return addF(nb, l, args[4], product);
         });
     // The mask below drops the entries j > i.
     markLowerTriangular(product, /*row=*/3, /*column=*/4);
