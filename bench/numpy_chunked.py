@@ -1,7 +1,7 @@
 """The chunked linear-attention forward in NumPy (OpenBLAS), and in PyTorch.
 
 A baseline for ``bench_cpu.py``: the same chunkwise-parallel algorithm that la
-compiles (shared/reference/linear-attention.md, "Chunkwise-parallel forms"),
+compiles (docs/chunking.md),
 written with batched matrix products so that the work lands in the BLAS:
 
 * diagonal gates (linear, retention, mamba2 / simple GLA, GLA): per chunk

@@ -18,14 +18,17 @@
 #include "mlir/Target/LLVMIR/Dialect/OpenMP/OpenMPToLLVMIRTranslation.h"
 
 void mlir::la::registerAllDialects(DialectRegistry &registry) {
-  registry.insert<LaDialect, arith::ArithDialect, linalg::LinalgDialect,
-                  math::MathDialect, tensor::TensorDialect>();
+  // la's passes build ops of many upstream dialects and rely on their
+  // external interface models (TilingInterface of linalg, bufferization of
+  // tensor, scf and arith, ...): an embedder that registered only la's own
+  // dialects would crash in la-tile. Registering them is idempotent.
+  mlir::registerAllDialects(registry);
+  mlir::registerAllExtensions(registry);
+  registry.insert<LaDialect>();
   registerTransformDialectExtension(registry);
 }
 
 void mlir::la::registerCompilerDialects(DialectRegistry &registry) {
-  mlir::registerAllDialects(registry);
-  mlir::registerAllExtensions(registry);
   mlir::la::registerAllDialects(registry);
   registerBuiltinDialectTranslation(registry);
   registerLLVMDialectTranslation(registry);

@@ -21,6 +21,20 @@ extern "C" {
 
 #define LA_CAPI_EXPORTED __attribute__((visibility("default")))
 
+/* The contract of every function below:
+ * - A null handle (context, module, engine, registry) or a null string where
+ *   text is required never crashes: functions returning MlirLogicalResult
+ *   fail, functions returning a handle return a null one, the destroy
+ *   functions do nothing; where there is a callback, it receives a line
+ *   "la: <function>: <argument> is null".
+ * - A null MlirStringCallback is allowed and discards the text.
+ * - A handle must come from this library (or from MLIR's C API for the same
+ *   libMLIR) and must not be used after it is destroyed; that cannot be
+ *   checked. A module belongs to its context: destroy it first.
+ * - laExecutionEngineInvokePacked's `args` must match the function's
+ *   signature (one pointer per argument and result); it cannot be checked.
+ */
+
 /// Registers la's dialect and the dialects its ops lower to.
 LA_CAPI_EXPORTED void laRegisterAllDialects(MlirDialectRegistry registry);
 
@@ -53,6 +67,33 @@ LA_CAPI_EXPORTED void laModulePrint(MlirModule module, bool generic,
 LA_CAPI_EXPORTED MlirLogicalResult laModuleRunPipeline(
     MlirModule module, MlirStringRef pipeline, bool printIRAfterAll,
     MlirStringCallback output, void *userData);
+
+/// What laModuleRunPipelineWithOptions does besides running the pipeline.
+/// Zero-initialise it (every field off), then set what you need.
+typedef struct {
+  /// The IR after every pass goes to the `output` callback.
+  bool printIRAfterAll;
+  /// Non-empty: the IR after every pass is written into a tree of files
+  /// under this directory (as mlir-opt --mlir-print-ir-tree-dir).
+  MlirStringRef irTreeDir;
+  /// Non-empty: a failing or crashing pass writes a reproducer (the module
+  /// before the pipeline and the pipeline) to this file.
+  MlirStringRef crashReproducer;
+  /// Non-empty: the module before (`captureBefore`) or after each run of
+  /// the pass with this argument (e.g. "convert-la-to-linalg") goes to
+  /// `capture`, one call per run, with the whole IR in one string.
+  MlirStringRef capturePass;
+  bool captureBefore;
+  MlirStringCallback capture;
+  void *captureUserData;
+} LaPipelineRunOptions;
+
+/// laModuleRunPipeline with the inspection options of `options` (may be
+/// null: then it is laModuleRunPipeline without printing).
+LA_CAPI_EXPORTED MlirLogicalResult laModuleRunPipelineWithOptions(
+    MlirModule module, MlirStringRef pipeline,
+    const LaPipelineRunOptions *options, MlirStringCallback output,
+    void *userData);
 
 /// Marks `function` with llvm.emit_c_interface, so that lowering adds
 /// `_mlir_ciface_<function>` taking memref descriptors by pointer.

@@ -8,13 +8,16 @@
 namespace mlir {
 namespace la {
 
-/// Registers the `la` dialect (and the dialects its ops lower to) with
-/// `registry`. Embedders call this before parsing `la` IR.
+/// Registers the `la` dialect, its transform ops, and every upstream dialect,
+/// extension and external interface model that la's passes and pipelines
+/// build or use, with `registry`. Embedders call this (and registerPasses)
+/// before parsing `la` IR; it is all an opt tool needs to run every la pass
+/// and pipeline.
 void registerAllDialects(DialectRegistry &registry);
 
-/// Registers everything a whole compiler built on `la` needs: every upstream
-/// dialect and extension, la's dialects, and the translations to LLVM IR.
-/// la-opt, la-run, la-fuzz and the C API use it.
+/// registerAllDialects plus the translations to LLVM IR (host, OpenMP, GPU,
+/// NVVM) that a compiler exporting LLVM IR or GPU binaries needs. la-opt,
+/// la-run, la-fuzz and the C API use it.
 void registerCompilerDialects(DialectRegistry &registry);
 
 } // namespace la

@@ -18,6 +18,8 @@
 #include "mlir/InitAllExtensions.h"
 #include "mlir/InitAllPasses.h"
 #include "mlir/Parser/Parser.h"
+#include "mlir/Pass/Pass.h"
+#include "mlir/Pass/PassInstrumentation.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
@@ -33,7 +35,26 @@
 
 using namespace mlir;
 
+namespace {
+/// The callback of the contract in La.h: a null callback discards the text.
+void discardText(MlirStringRef, void *) {}
+
+MlirStringCallback orDiscard(MlirStringCallback callback) {
+  return callback ? callback : discardText;
+}
+
+/// Reports a null handle passed to `function` (La.h: every function checks
+/// its handles and fails instead of dereferencing them).
+void reportNull(MlirStringCallback callback, void *userData,
+                llvm::StringRef function, llvm::StringRef what) {
+  detail::CallbackOstream stream(orDiscard(callback), userData);
+  stream << "la: " << function << ": " << what << " is null\n";
+}
+} // namespace
+
 void laRegisterAllDialects(MlirDialectRegistry registry) {
+  if (!registry.ptr)
+    return;
   la::registerAllDialects(*unwrap(registry));
 }
 
@@ -57,10 +78,19 @@ void laContextDestroy(MlirContext context) { delete unwrap(context); }
 
 MlirModule laModuleParse(MlirContext context, MlirStringRef source,
                          MlirStringCallback diagnostics, void *userData) {
-  detail::CallbackOstream stream(diagnostics, userData);
+  if (!context.ptr) {
+    reportNull(diagnostics, userData, "laModuleParse", "the context");
+    return MlirModule{nullptr};
+  }
+  if (!source.data && source.length) {
+    reportNull(diagnostics, userData, "laModuleParse", "the source text");
+    return MlirModule{nullptr};
+  }
+  detail::CallbackOstream stream(orDiscard(diagnostics), userData);
   llvm::SourceMgr sourceMgr;
   sourceMgr.AddNewSourceBuffer(
-      llvm::MemoryBuffer::getMemBufferCopy(unwrap(source), "<source>"),
+      llvm::MemoryBuffer::getMemBufferCopy(
+          source.data ? unwrap(source) : llvm::StringRef(), "<source>"),
       llvm::SMLoc());
   SourceMgrDiagnosticHandler handler(sourceMgr, unwrap(context), stream);
   OwningOpRef<ModuleOp> module =
@@ -71,6 +101,8 @@ MlirModule laModuleParse(MlirContext context, MlirStringRef source,
 }
 
 void laModuleDestroy(MlirModule module) {
+  if (!module.ptr)
+    return;
   if (ModuleOp op = unwrap(module))
     op->erase();
 }
@@ -79,21 +111,88 @@ bool laModuleIsNull(MlirModule module) { return !module.ptr; }
 
 void laModulePrint(MlirModule module, bool generic, MlirStringCallback callback,
                    void *userData) {
-  detail::CallbackOstream stream(callback, userData);
+  if (!module.ptr)
+    return reportNull(callback, userData, "laModulePrint", "the module");
+  detail::CallbackOstream stream(orDiscard(callback), userData);
   OpPrintingFlags flags;
   if (generic)
     flags.printGenericOpForm();
   unwrap(module)->print(stream, flags);
 }
 
+namespace {
+/// Sends the whole module before or after each run of one pass to a
+/// callback, one call per run.
+class CaptureInstrumentation : public PassInstrumentation {
+public:
+  CaptureInstrumentation(std::string pass, bool before,
+                         MlirStringCallback callback, void *userData)
+      : pass(std::move(pass)), before(before), callback(callback),
+        userData(userData) {}
+
+  void runBeforePass(Pass *p, Operation *op) override {
+    if (before && p->getArgument() == pass)
+      send(op);
+  }
+  void runAfterPass(Pass *p, Operation *op) override {
+    if (!before && p->getArgument() == pass)
+      send(op);
+  }
+
+private:
+  void send(Operation *op) {
+    while (Operation *parent = op->getParentOp())
+      op = parent;
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    op->print(os);
+    callback(MlirStringRef{text.data(), text.size()}, userData);
+  }
+
+  std::string pass;
+  bool before;
+  MlirStringCallback callback;
+  void *userData;
+};
+} // namespace
+
 MlirLogicalResult laModuleRunPipeline(MlirModule module, MlirStringRef pipeline,
                                       bool printIRAfterAll,
                                       MlirStringCallback output,
                                       void *userData) {
+  LaPipelineRunOptions options = {};
+  options.printIRAfterAll = printIRAfterAll;
+  return laModuleRunPipelineWithOptions(module, pipeline, &options, output,
+                                        userData);
+}
+
+MlirLogicalResult
+laModuleRunPipelineWithOptions(MlirModule module, MlirStringRef pipeline,
+                               const LaPipelineRunOptions *runOptions,
+                               MlirStringCallback output, void *userData) {
+  if (!module.ptr) {
+    reportNull(output, userData, "laModuleRunPipeline", "the module");
+    return mlirLogicalResultFailure();
+  }
+  if (!pipeline.data) {
+    reportNull(output, userData, "laModuleRunPipeline", "the pipeline text");
+    return mlirLogicalResultFailure();
+  }
+  LaPipelineRunOptions options = {};
+  if (runOptions)
+    options = *runOptions;
+  auto text = [](MlirStringRef ref) {
+    return ref.data ? unwrap(ref) : llvm::StringRef();
+  };
+  if (!text(options.capturePass).empty() && !options.capture) {
+    reportNull(output, userData, "laModuleRunPipeline",
+               "the capture callback");
+    return mlirLogicalResultFailure();
+  }
   laRegisterAllPasses();
   ModuleOp op = unwrap(module);
   MLIRContext *context = op.getContext();
-  detail::CallbackOstream stream(output, userData);
+  detail::CallbackOstream stream(orDiscard(output), userData);
   ScopedDiagnosticHandler handler(context, [&](Diagnostic &diag) {
     stream << diag.getLocation() << ": " << diag << "\n";
     return success();
@@ -109,19 +208,41 @@ MlirLogicalResult laModuleRunPipeline(MlirModule module, MlirStringRef pipeline,
   }
   PassManager pm(context, parsed->getOpAnchorName());
   static_cast<OpPassManager &>(pm) = std::move(*parsed);
-  if (printIRAfterAll) {
+  // Printing and capturing see one pass at a time.
+  bool inspect = options.printIRAfterAll || !text(options.irTreeDir).empty() ||
+                 !text(options.capturePass).empty();
+  bool wasMultithreaded = context->isMultithreadingEnabled();
+  if (inspect)
     context->disableMultithreading();
+  if (!text(options.crashReproducer).empty())
+    pm.enableCrashReproducerGeneration(text(options.crashReproducer),
+                                       /*genLocalReproducer=*/false);
+  if (options.printIRAfterAll)
     pm.enableIRPrinting([](Pass *, Operation *) { return false; },
                         [](Pass *, Operation *) { return true; },
                         /*printModuleScope=*/true,
                         /*printAfterOnlyOnChange=*/true,
                         /*printAfterOnlyOnFailure=*/false, stream);
-  }
-  return wrap(pm.run(op));
+  if (!text(options.irTreeDir).empty())
+    pm.enableIRPrintingToFileTree(
+        [](Pass *, Operation *) { return false; },
+        [](Pass *, Operation *) { return true; },
+        /*printModuleScope=*/true, /*printAfterOnlyOnChange=*/true,
+        /*printAfterOnlyOnFailure=*/false, text(options.irTreeDir));
+  if (!text(options.capturePass).empty())
+    pm.addInstrumentation(std::make_unique<CaptureInstrumentation>(
+        text(options.capturePass).str(), options.captureBefore,
+        options.capture, options.captureUserData));
+  LogicalResult result = pm.run(op);
+  if (inspect && wasMultithreaded)
+    context->enableMultithreading();
+  return wrap(result);
 }
 
 MlirLogicalResult laModuleEmitCInterface(MlirModule module,
                                          MlirStringRef function) {
+  if (!module.ptr || !function.data)
+    return mlirLogicalResultFailure();
   ModuleOp op = unwrap(module);
   auto func = op.lookupSymbol<func::FuncOp>(unwrap(function));
   if (!func)
@@ -134,7 +255,11 @@ MlirLogicalResult laModuleEmitCInterface(MlirModule module,
 MlirLogicalResult laModuleTranslateToLLVMIR(MlirModule module,
                                             MlirStringCallback callback,
                                             void *userData) {
-  detail::CallbackOstream stream(callback, userData);
+  if (!module.ptr) {
+    reportNull(callback, userData, "laModuleTranslateToLLVMIR", "the module");
+    return mlirLogicalResultFailure();
+  }
+  detail::CallbackOstream stream(orDiscard(callback), userData);
   llvm::LLVMContext llvmContext;
   std::unique_ptr<llvm::Module> llvmModule =
       translateModuleToLLVMIR(unwrap(module), llvmContext);
@@ -154,10 +279,25 @@ LaExecutionEngine laExecutionEngineCreate(MlirModule module, int optLevel,
     llvm::InitializeNativeTarget();
     llvm::InitializeNativeTargetAsmPrinter();
   });
-  detail::CallbackOstream stream(diagnostics, userData);
+  if (!module.ptr) {
+    reportNull(diagnostics, userData, "laExecutionEngineCreate", "the module");
+    return LaExecutionEngine{nullptr};
+  }
+  if (numSharedLibPaths < 0 || (numSharedLibPaths > 0 && !sharedLibPaths)) {
+    reportNull(diagnostics, userData, "laExecutionEngineCreate",
+               "the shared library list");
+    return LaExecutionEngine{nullptr};
+  }
+  detail::CallbackOstream stream(orDiscard(diagnostics), userData);
   SmallVector<StringRef> libs;
-  for (int i = 0; i < numSharedLibPaths; ++i)
+  for (int i = 0; i < numSharedLibPaths; ++i) {
+    if (!sharedLibPaths[i].data) {
+      stream << "la: laExecutionEngineCreate: shared library path " << i
+             << " is null\n";
+      return LaExecutionEngine{nullptr};
+    }
     libs.push_back(unwrap(sharedLibPaths[i]));
+  }
   auto transformer = la::makeHostOptimizingTransformer(
       static_cast<unsigned>(std::clamp(optLevel, 0, 3)));
   ExecutionEngineOptions options;
@@ -180,6 +320,8 @@ void laExecutionEngineDestroy(LaExecutionEngine engine) {
 MlirLogicalResult laExecutionEngineInvokePacked(LaExecutionEngine engine,
                                                 MlirStringRef name,
                                                 void **args) {
+  if (!engine.ptr || !name.data)
+    return mlirLogicalResultFailure();
   auto *jit = static_cast<ExecutionEngine *>(engine.ptr);
   auto function = jit->lookupPacked(unwrap(name));
   if (!function) {

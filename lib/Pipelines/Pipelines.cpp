@@ -4,6 +4,7 @@
 
 #include "la/Conversion/LaToLinalg.h"
 #include "la/Dialect/La/LaPasses.h"
+#include "la/Dialect/La/LaTiling.h"
 
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Conversion/VectorToSCF/VectorToSCF.h"
@@ -18,9 +19,12 @@
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/Target/TargetMachine.h"
+
+#include <cmath>
 
 using namespace mlir;
 using namespace mlir::la;
@@ -103,18 +107,30 @@ static void addLoopsAndLLVMPasses(OpPassManager &pm, bool parallel, bool tile) {
   pm.addPass(createCanonicalizerPass());
 }
 
+/// The GPU's lowering of the chunked ops, where it differs from the passes'
+/// (CPU) defaults: the masked cumulative-gate reduction (threads share it),
+/// blocks of 16 rows in the channel-gate products (with 8, KDA's kernel went
+/// over sm_90's shared memory) and no run-time choice of the one-product
+/// form.
+static void setGPULinalgOptions(ConvertLaToLinalgPassOptions &options) {
+  options.cumsumScan = false;
+  options.gateBlock = 16;
+  options.gateSpreadLimit = 0.0;
+}
+
 void mlir::la::buildLowerToCPUPipeline(OpPassManager &pm,
                                        const LowerToCPUOptions &options) {
   // la to linalg and scf on tensors.
   pm.addPass(createLaLowerToRecurrencePass());
   if (!options.sequential) {
-    // The threads the program will run on: the machine's with OpenMP, one
-    // otherwise.
+    // The threads the program will run on: as many as asked for with
+    // OpenMP, one otherwise. (Never the compiling machine's count unless
+    // asked: the IR must not depend on where it was compiled.)
     LaFuseRecurrencePassOptions fuseOptions;
     fuseOptions.chunkSize = options.chunkSize;
     fuseOptions.mode =
         options.gpuSchedule ? std::string("fused") : std::string(options.fuse);
-    fuseOptions.threads = options.parallel ? 0 : 1;
+    fuseOptions.threads = options.parallel ? int64_t(options.threads) : 1;
     fuseOptions.valueTile = options.valueTile;
     fuseOptions.packInputs = options.packInputs && !options.gpuSchedule;
     pm.addPass(createLaFuseRecurrencePass(fuseOptions));
@@ -122,17 +138,18 @@ void mlir::la::buildLowerToCPUPipeline(OpPassManager &pm,
     chunkOptions.chunkSize = options.chunkSize;
     pm.addPass(createLaChunkPass(chunkOptions));
   }
-  // On the CPU the chunk's cumulative gates are a scan over its rows.
-  ConvertLaToLinalgPassOptions linalgOptions;
   // The GPU schedule runs sequentially, without CPU tiles.
   bool tile = options.tile && !options.gpuSchedule;
-  linalgOptions.cumsumScan = tile;
-  // Smaller blocks of the channel-gate score products than on the GPU
-  // (fewer exponentials per product term; their key copies cost cache, not
-  // shared memory), and the run-time choice of the one-product form.
+  ConvertLaToLinalgPassOptions linalgOptions;
   if (tile) {
+    // On the CPU the chunk's cumulative gates are a scan over its rows, the
+    // channel-gate score products take small blocks (fewer exponentials
+    // per product term; their key copies cost cache, not shared memory)
+    // and the run-time choice of the one-product form.
     linalgOptions.gateBlock = options.gateBlock;
     linalgOptions.gateSpreadLimit = options.gateSpreadLimit;
+  } else {
+    setGPULinalgOptions(linalgOptions);
   }
   pm.addPass(createConvertLaToLinalgPass(linalgOptions));
   pm.addPass(createCanonicalizerPass());
@@ -178,13 +195,17 @@ void mlir::la::buildLowerToGPUPipeline(OpPassManager &pm,
   fuseOptions.chunkSize = options.chunkSize;
   fuseOptions.mode = "fused";
   fuseOptions.valueTile = options.valueTile;
+  // la-tile-for-gpu stages the inputs into shared memory instead.
+  fuseOptions.packInputs = false;
   pm.addPass(createLaFuseRecurrencePass(fuseOptions));
   // What does not fuse (cu_seqlens) is chunked, and la-map-to-gpu reports
   // the work it leaves outside the tasks.
   LaChunkPassOptions chunkOptions;
   chunkOptions.chunkSize = options.chunkSize;
   pm.addPass(createLaChunkPass(chunkOptions));
-  pm.addPass(createConvertLaToLinalgPass());
+  ConvertLaToLinalgPassOptions linalgOptions;
+  setGPULinalgOptions(linalgOptions);
+  pm.addPass(createConvertLaToLinalgPass(linalgOptions));
   // Before any canonicalization, which would fold a one-task forall (not
   // yet mapped onto blocks) into straight-line code.
   LaTileForGPUPassOptions tileOptions;
@@ -291,25 +312,132 @@ mlir::la::makeHostOptimizingTransformer(unsigned optLevel) {
       [machine, transform](llvm::Module *module) { return transform(module); };
 }
 
+LogicalResult mlir::la::verifyLowerToCPUOptions(
+    const LowerToCPUOptions &options,
+    function_ref<LogicalResult(const Twine &)> emitError) {
+  if (options.chunkSize <= 0 || options.chunkSize > kMaxChunkSize)
+    return emitError("'chunk-size' must be in [1, " + Twine(kMaxChunkSize) +
+                     "], got " +
+                     Twine(static_cast<int64_t>(options.chunkSize)));
+  if (failed(parseFusionMode(options.fuse)))
+    return emitError("'fuse' must be auto, fused or materialized, got '" +
+                     Twine(options.fuse) + "'");
+  if (options.rowTile <= 0 || options.laneTile <= 0)
+    return emitError("'row-tile' and 'lane-tile' must be > 0, got " +
+                     Twine(static_cast<int64_t>(options.rowTile)) + " and " +
+                     Twine(static_cast<int64_t>(options.laneTile)));
+  if (options.valueTile < 0)
+    return emitError("'value-tile' must be >= 0, got " +
+                     Twine(static_cast<int64_t>(options.valueTile)));
+  if (options.threads < 0)
+    return emitError("'threads' must be >= 0, got " +
+                     Twine(static_cast<int64_t>(options.threads)));
+  if (options.gateBlock < 0)
+    return emitError("'gate-block' must be >= 0, got " +
+                     Twine(static_cast<int64_t>(options.gateBlock)));
+  double spread = options.gateSpreadLimit;
+  if (!(spread >= 0.0) || std::isinf(spread))
+    return emitError("'gate-spread-limit' must be finite and >= 0, got " +
+                     Twine(std::to_string(spread)));
+  return success();
+}
+
+LogicalResult mlir::la::verifyLowerToNVVMOptions(
+    const LowerToNVVMOptions &options,
+    function_ref<LogicalResult(const Twine &)> emitError) {
+  if (options.chunkSize <= 0 || options.chunkSize > kMaxChunkSize)
+    return emitError("'chunk-size' must be in [1, " + Twine(kMaxChunkSize) +
+                     "], got " +
+                     Twine(static_cast<int64_t>(options.chunkSize)));
+  if (options.valueTile < 0)
+    return emitError("'value-tile' must be >= 0, got " +
+                     Twine(static_cast<int64_t>(options.valueTile)));
+  if (options.threadsPerBlock <= 0 || options.threadsPerBlock > 1024)
+    return emitError("'threads-per-block' must be in [1, 1024], got " +
+                     Twine(static_cast<int64_t>(options.threadsPerBlock)));
+  if (options.sharedMemoryLimit <= 0)
+    return emitError("'shared-memory-limit' must be > 0, got " +
+                     Twine(static_cast<int64_t>(options.sharedMemoryLimit)));
+  if (failed(parseMmaPrecision(options.mmaPrecision)))
+    return emitError("'mma-precision' must be tf32, bf16 or f16, got '" +
+                     Twine(options.mmaPrecision) + "'");
+  // gpu-module-to-binary reports an unknown format without failing, so the
+  // pipeline checks it first.
+  StringRef format = options.format;
+  if (format != "bin" && format != "isa" && format != "fatbin")
+    return emitError("'format' must be bin, isa or fatbin, got '" + format +
+                     "'");
+  if (options.optLevel < 0 || options.optLevel > 3)
+    return emitError("'opt-level' must be in [0, 3], got " +
+                     Twine(static_cast<int64_t>(options.optLevel)));
+  return success();
+}
+
+namespace {
+/// Registers a pipeline whose options are checked and which refuses to be
+/// nested below `builtin.module`: its passes run on the module (one-shot
+/// bufferization, conversions to LLVM), and adding them to a pass manager
+/// on another op is a fatal error in MLIR, not a diagnostic.
+template <typename Options>
+void registerModulePipeline(
+    StringRef name, StringRef description,
+    void (*build)(OpPassManager &, const Options &),
+    LogicalResult (*verify)(const Options &,
+                            function_ref<LogicalResult(const Twine &)>)) {
+  std::string pipelineName = name.str();
+  registerPassPipeline(
+      name, description,
+      [=](OpPassManager &pm, StringRef text,
+          function_ref<LogicalResult(const Twine &)> errorHandler) {
+        auto error = [&](const Twine &message) {
+          return errorHandler(pipelineName + ": " + message);
+        };
+        // Option syntax errors go to the error handler too, so that the C
+        // API's callers see them. (llvm::cl prints a value that does not
+        // parse, e.g. a non-integer, to stderr itself; the message here
+        // names the options.)
+        Options options;
+        std::string parseErrors;
+        llvm::raw_string_ostream parseErrorStream(parseErrors);
+        if (failed(options.parseFromString(text, parseErrorStream)))
+          return error("invalid options '" + text + "'" +
+                       (parseErrors.empty()
+                            ? std::string()
+                            : ": " + StringRef(parseErrors).trim().str()));
+        if (pm.getOpAnchorName() != ModuleOp::getOperationName())
+          return error("runs on 'builtin.module', not on '" +
+                       pm.getOpAnchorName() +
+                       "': name it directly in builtin.module(...)");
+        if (failed(verify(options, error)))
+          return failure();
+        build(pm, options);
+        return success();
+      },
+      [](function_ref<void(const mlir::detail::PassOptions &)> optHandler) {
+        optHandler(Options());
+      });
+}
+} // namespace
+
 void mlir::la::registerPipelines() {
-  PassPipelineRegistration<LowerToCPUOptions>(
+  registerModulePipeline<LowerToCPUOptions>(
       "la-lower-to-cpu",
       "Lower la.attention to the LLVM dialect for the CPU (chunked by "
       "default, or the sequential recurrence)",
-      buildLowerToCPUPipeline);
-  PassPipelineRegistration<LowerToNVVMOptions>(
+      buildLowerToCPUPipeline, verifyLowerToCPUOptions);
+  registerModulePipeline<LowerToNVVMOptions>(
       "la-lower-to-gpu",
       "Lower la.attention to gpu.launch kernels on buffers (the first half "
       "of la-lower-to-nvvm)",
-      buildLowerToGPUPipeline);
-  PassPipelineRegistration<LowerToNVVMOptions>(
+      buildLowerToGPUPipeline, verifyLowerToNVVMOptions);
+  registerModulePipeline<LowerToNVVMOptions>(
       "la-lower-to-nvvm",
       "Lower la.attention to host LLVM code launching NVVM kernels (cubin "
       "or PTX); the function takes device memory",
-      buildLowerToNVVMPipeline);
-  PassPipelineRegistration<LowerToNVVMOptions>(
+      buildLowerToNVVMPipeline, verifyLowerToNVVMOptions);
+  registerModulePipeline<LowerToNVVMOptions>(
       "la-lower-to-gpu-emulator",
       "Lower la.attention through la-lower-to-gpu's kernels, then run them "
       "on the CPU (la-emulate-gpu): a test of the GPU path without a GPU",
-      buildLowerToGPUEmulatorPipeline);
+      buildLowerToGPUEmulatorPipeline, verifyLowerToNVVMOptions);
 }

@@ -19,6 +19,9 @@ Importing ``la`` does not need the compiled C API library (libLaCAPI.so): it
 is loaded on first use, and a missing library raises LaError then.
 """
 
+#: la's version (CMake's project version and pyproject.toml's; a test checks).
+__version__ = "0.1.0"
+
 from . import cuda, ir, reference, testing
 from ._capi import LaError
 from .ops import (
@@ -39,6 +42,7 @@ from .ops import (
 )
 
 __all__ = [
+    "__version__",
     "LaError",
     "STAGES",
     "attention",

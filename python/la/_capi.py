@@ -78,6 +78,14 @@ class MlirLogicalResult(ctypes.Structure):
 STRING_CALLBACK = ctypes.CFUNCTYPE(None, MlirStringRef, ctypes.c_void_p)
 
 
+class LaPipelineRunOptions(ctypes.Structure):
+    """La.h's LaPipelineRunOptions."""
+    _fields_ = [("printIRAfterAll", ctypes.c_bool), ("irTreeDir", MlirStringRef),
+                ("crashReproducer", MlirStringRef), ("capturePass", MlirStringRef),
+                ("captureBefore", ctypes.c_bool), ("capture", STRING_CALLBACK),
+                ("captureUserData", ctypes.c_void_p)]
+
+
 class TextSink:
     """Collects the text a C API call sends to an MlirStringCallback."""
 
@@ -118,6 +126,11 @@ def lib():
         "laModulePrint": (None, [MlirModule, ctypes.c_bool, STRING_CALLBACK, ctypes.c_void_p]),
         "laModuleRunPipeline": (MlirLogicalResult, [MlirModule, MlirStringRef, ctypes.c_bool,
                                                     STRING_CALLBACK, ctypes.c_void_p]),
+        "laModuleRunPipelineWithOptions": (MlirLogicalResult,
+                                           [MlirModule, MlirStringRef,
+                                            ctypes.POINTER(LaPipelineRunOptions),
+                                            STRING_CALLBACK, ctypes.c_void_p]),
+        "laRegisterAllDialects": (None, [MlirDialectRegistry]),
         "laModuleEmitCInterface": (MlirLogicalResult, [MlirModule, MlirStringRef]),
         "laModuleTranslateToLLVMIR": (MlirLogicalResult, [MlirModule, STRING_CALLBACK,
                                                           ctypes.c_void_p]),

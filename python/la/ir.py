@@ -15,7 +15,7 @@
 import ctypes
 import os
 
-from ._capi import LaError, MlirStringRef, TextSink, lib
+from ._capi import STRING_CALLBACK, LaError, LaPipelineRunOptions, MlirStringRef, TextSink, lib
 
 __all__ = ["Context", "Module", "PassManager", "ExecutionEngine", "LaError"]
 
@@ -94,15 +94,50 @@ class PassManager:
     def parse(pipeline):
         return PassManager(pipeline)
 
-    def run(self, module, print_ir_after_all=False):
+    def run(self, module, print_ir_after_all=False, ir_tree_dir=None, crash_reproducer=None,
+            capture_after=None, capture_before=None):
         """Runs the pipeline on ``module`` in place. Raises LaError with the
-        diagnostics on failure; returns the IR printed after each pass when
-        ``print_ir_after_all``."""
+        diagnostics (and the pipeline's option errors) on failure.
+
+        * ``print_ir_after_all``: returns the IR printed after each pass;
+        * ``ir_tree_dir``: writes the IR after each pass into a tree of
+          files under that directory (as ``la-opt --mlir-print-ir-tree-dir``);
+        * ``crash_reproducer``: a failing pass writes a reproducer (the input
+          module and the pipeline) to that file;
+        * ``capture_after`` / ``capture_before``: a pass argument (e.g.
+          ``"convert-la-to-linalg"``); returns the list of modules (text)
+          after (before) each run of that pass.
+        """
+        if capture_after is not None and capture_before is not None:
+            raise ValueError("give capture_after or capture_before, not both")
         sink = TextSink()
-        result = lib().laModuleRunPipeline(module._handle, MlirStringRef.of(self.pipeline),
-                                           print_ir_after_all, sink.callback, None)
+        captured_parts = []
+
+        def keep(ref, _):
+            captured_parts.append(ctypes.string_at(ref.data, ref.length).decode("utf-8",
+                                                                               "replace"))
+
+        options = LaPipelineRunOptions()
+        options.printIRAfterAll = bool(print_ir_after_all)
+        keep_alive = []
+        for field, value in (("irTreeDir", ir_tree_dir), ("crashReproducer", crash_reproducer),
+                             ("capturePass", capture_after or capture_before)):
+            if value is not None:
+                ref = MlirStringRef.of(os.fspath(value))
+                keep_alive.append(ref)
+                setattr(options, field, ref)
+        if capture_after is not None or capture_before is not None:
+            capture = STRING_CALLBACK(keep)  # alive until the call returns
+            options.capture = capture
+            options.captureBefore = capture_before is not None
+        result = lib().laModuleRunPipelineWithOptions(
+            module._handle, MlirStringRef.of(self.pipeline), ctypes.byref(options),
+            sink.callback, None)
+        del keep_alive
         if not result.succeeded():
             raise LaError(sink.text().strip() or f"pipeline {self.pipeline!r} failed")
+        if capture_after is not None or capture_before is not None:
+            return captured_parts
         return sink.text() if print_ir_after_all else None
 
 

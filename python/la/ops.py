@@ -28,24 +28,32 @@ returns ``o`` as float32 holding bf16 values). ``g``, ``beta``, ``erase``,
 :func:`lower` returns the IR of a call at one stage of the pipeline.
 """
 
+import contextlib
 import ctypes
+import errno
+import fcntl
 import hashlib
 import inspect
+import itertools
 import json
 import math
 import os
 import platform
+import re
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
 import threading
+import time
+import warnings
 
 import numpy as np
 
 from . import _capi, ir, runner
 from ._capi import LaError
-from .testing import VARIANTS
+from .testing import VARIANTS, _check_cu_seqlens
 
 __all__ = [
     "attention",
@@ -65,8 +73,9 @@ __all__ = [
     "LaError",
 ]
 
-#: bump when the generated library's calling convention or the key changes.
-_FORMAT_VERSION = 1
+#: bump when the generated library's calling convention, the key or the disk
+#: cache's layout (library, sidecar, lock) changes.
+_FORMAT_VERSION = 2
 _ENTRY = "attention"
 _CLANG_FLAGS = ("-O3", "-march=native", "-shared", "-fPIC", "-Wno-override-module")
 _LLVM_LIB = "/usr/lib/llvm-22/lib"
@@ -74,7 +83,16 @@ _LINK_FLAGS = (f"-L{_LLVM_LIB}", "-lmlir_c_runner_utils", f"-Wl,-rpath,{_LLVM_LI
                "-Wl,-Bsymbolic")
 
 #: the stages :func:`lower` can return.
-STAGES = ("attention", "recurrence", "chunked", "linalg", "llvm", "llvm-ir", "all")
+STAGES = ("attention", "recurrence", "chunked", "linalg", "tiled", "llvm", "llvm-ir", "all")
+
+#: where each stage of la-lower-to-cpu is taken: the module after (or
+#: before) the last run of one pass of the pipeline that compiles the kernel.
+_STAGE_CAPTURE = {
+    "recurrence": ("after", "la-lower-to-recurrence"),
+    "chunked": ("after", "la-chunk"),
+    "linalg": ("after", "convert-la-to-linalg"),
+    "tiled": ("before", "one-shot-bufferize"),
+}
 
 _TARGETS = ("cpu", "cuda")
 _GPU_UNAVAILABLE = (
@@ -189,25 +207,25 @@ def _shape_error(name, expected, got, what=""):
     return ValueError(f"{name} must have shape {expected}{extra}, got {tuple(got)}")
 
 
+def _check_log_gates(name, g):
+    """Log-space decays must be <= 0 (a decay in [0, 1]); -inf (a hard reset)
+    and NaN are allowed. The kernels would treat a positive exponent as 0."""
+    with np.errstate(invalid="ignore"):
+        positive = g > 0
+    if positive.any():
+        index = tuple(int(i) for i in np.argwhere(positive)[0])
+        raise ValueError(f"{name} holds log-space decays, which must be <= 0 (-inf is a "
+                         f"hard reset), but {name}{list(index)} = {float(g[index])!r}")
+
+
 def _cu_seqlens_array(cu, B, T):
+    """cu_seqlens checked (1-D, integer non-bool dtype, B == 1, first offset
+    0, every value in [0, T], non-decreasing, last offset T, T within int32;
+    see :func:`la.testing._check_cu_seqlens`, which works in int64 so that
+    unsigned dtypes cannot wrap) and converted to the kernel's int32."""
     if _is_tensor(cu):
         cu = cu.detach().cpu().numpy()
-    cu = np.asarray(cu)
-    if cu.ndim != 1 or cu.size < 2:
-        raise ValueError(f"cu_seqlens must be a 1-D array of N+1 >= 2 offsets, "
-                         f"got shape {cu.shape}")
-    if not np.issubdtype(cu.dtype, np.integer):
-        raise TypeError(f"cu_seqlens must have an integer dtype (int32), got {cu.dtype}")
-    if B != 1:
-        raise ValueError(f"cu_seqlens requires B == 1 (packed sequences along T), "
-                         f"got q with B={B}")
-    if cu[0] != 0 or cu[-1] != T or np.any(np.diff(cu) < 0):
-        raise ValueError(f"cu_seqlens must go non-decreasing from 0 to T={T}, "
-                         f"got {cu.tolist()}")
-    # Every value lies in [0, T], so the int32 conversion is exact when T fits.
-    if T > np.iinfo(np.int32).max:
-        raise ValueError(f"cu_seqlens values up to T={T} do not fit in int32")
-    return cu.astype(np.int32, copy=False)
+    return _check_cu_seqlens(cu, T, B).astype(np.int32)
 
 
 class _Call:
@@ -292,6 +310,7 @@ def _prepare(variant, q, k, v, g=None, beta=None, *, erase=None, write=None,
         if g.shape != shape:
             raise _shape_error("g", f"{what} = {shape}",
                                g.shape, f"({gate} gate of {variant})")
+        _check_log_gates("g", g)
         inputs.append(g)
     elif g is not None:
         raise ValueError(f"{variant} takes no gate g")
@@ -370,10 +389,45 @@ def _prepare(variant, q, k, v, g=None, beta=None, *, erase=None, write=None,
 # --------------------------------------------------------------------------
 # compilation and caches
 # --------------------------------------------------------------------------
+#
+# The disk cache holds, per kernel, ``la-<key>.so`` (the library),
+# ``la-<key>.json`` (its sidecar: what the entry is, and the size and sha256
+# of the library) and ``la-<key>.lock`` (an flock taken around
+# check-compile-store, so that concurrent processes compile an entry once).
+# Files are written under a temporary name and renamed into place
+# (os.replace), the sidecar first; they are never rewritten in place. A
+# library is trusted only when its sidecar matches the call and the bytes
+# read from the file have the recorded size and sha256; those verified bytes
+# are then written to a private file with a name used once per process,
+# dlopened and unlinked at once. So the cache file itself is never mapped
+# (truncating or replacing it later cannot fault a process that uses it),
+# what runs is what was checked, and dlopen's per-path cache never hands back
+# an older library. The library also carries its key (the symbol
+# ``la_kernel_key``), checked after loading. Any entry that fails a check (a
+# truncated or foreign library, a missing symbol, bad JSON, a directory, a
+# FIFO or symlink, an unreadable file) is discarded and compiled again.
 
 _lock = threading.RLock()
 _kernels = {}
-_stats = {"hits": 0, "misses": 0, "disk_hits": 0, "compiles": 0, "compile_seconds": 0.0}
+_stats = {"hits": 0, "misses": 0, "disk_hits": 0, "compiles": 0, "discarded": 0,
+          "compile_seconds": 0.0}
+
+#: the global in every cached library holding its key.
+_KEY_SYMBOL = "la_kernel_key"
+#: the largest sidecar and library read back from the cache.
+_MAX_SIDECAR_BYTES = 1 << 16
+_MAX_LIBRARY_BYTES = 1 << 30
+#: the names of the cache's entries (what clear_cache(disk=True) removes).
+_ENTRY_NAME = re.compile(r"^la-[0-9a-f]{64}\.(so|json|lock)$")
+#: temporary files: being written (.tmp-) or about to be loaded (.load-).
+_TEMP_PREFIXES = (".tmp-", ".load-")
+#: temporary files older than this are leftovers of a dead process.
+_STALE_TEMP_SECONDS = 3600
+_load_serial = itertools.count()
+
+
+class _BadEntry(Exception):
+    """A disk cache entry that fails a check; the message says which."""
 
 
 def cache_dir():
@@ -388,8 +442,9 @@ def cache_dir():
 def cache_info():
     """Counters of this process: ``hits`` (kernel found in memory), ``misses``
     (not in memory), ``disk_hits`` (misses loaded from the disk cache),
-    ``compiles`` (misses compiled), ``compile_seconds``, ``entries`` (kernels
-    in memory) and ``dir`` (the disk cache)."""
+    ``compiles`` (misses compiled), ``discarded`` (damaged or foreign disk
+    entries thrown away and compiled again), ``compile_seconds``, ``entries``
+    (kernels in memory) and ``dir`` (the disk cache)."""
     with _lock:
         info = dict(_stats)
         info["entries"] = len(_kernels)
@@ -397,21 +452,60 @@ def cache_info():
     return info
 
 
+def _remove(path, tree=False):
+    """Removes the file, link or (empty, or with ``tree`` any) directory
+    ``path``; True when nothing is left there. Never raises."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    try:
+        if stat.S_ISDIR(st.st_mode):
+            if tree:
+                shutil.rmtree(path)
+            else:
+                os.rmdir(path)
+        else:
+            os.remove(path)
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return False
+    return not os.path.lexists(path)
+
+
 def clear_cache(disk=False):
     """Forgets the kernels held in memory and resets the counters; with
-    ``disk=True`` also deletes the compiled libraries in :func:`cache_dir`.
-    (Libraries already loaded stay mapped until the process exits.)"""
+    ``disk=True`` also deletes the disk cache's entries in :func:`cache_dir`
+    (``la-<key>.so``, its ``.json`` sidecar and ``.lock`` file) and temporary
+    files left by dead processes. Kernels already loaded keep working (each
+    process runs a private copy of the library)."""
     with _lock:
         _kernels.clear()
         for key in _stats:
             _stats[key] = 0.0 if key == "compile_seconds" else 0
-    if disk and os.path.isdir(cache_dir()):
-        for name in os.listdir(cache_dir()):
-            if name.startswith("la-") and name.endswith(".so"):
-                try:
-                    os.remove(os.path.join(cache_dir(), name))
-                except FileNotFoundError:
-                    pass
+    if not disk:
+        return
+    directory = cache_dir()
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return
+    now = time.time()
+    for name in names:
+        path = os.path.join(directory, name)
+        if _ENTRY_NAME.match(name):
+            _remove(path, tree=True)
+        elif name.startswith(_TEMP_PREFIXES):
+            # Another process may be writing this one right now.
+            try:
+                stale = now - os.lstat(path).st_mtime > _STALE_TEMP_SECONDS
+            except OSError:
+                continue
+            if stale:
+                _remove(path)
 
 
 def _find_clang():
@@ -458,6 +552,139 @@ def _disk_key(text, pipeline, clang):
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
+def _sha256(data):
+    return hashlib.sha256(data).hexdigest()
+
+
+def _describe(call, key):
+    """What the entry ``key`` must be for ``call``: the sidecar's fields
+    (less the library's size and sha256)."""
+    return {
+        "format": _FORMAT_VERSION,
+        "key": key,
+        "entry": "_mlir_ciface_" + _ENTRY,
+        "key_symbol": _KEY_SYMBOL,
+        "mlir_sha256": _sha256(call.text.encode()),
+        "pipeline": call.pipeline,
+        "inputs": [[[int(d) for d in np.shape(a)], np.asarray(a).dtype.str]
+                   for a in call.inputs],
+        "outputs": [[[int(d) for d in shape], np.dtype(dt).str] for shape, dt in call.outputs],
+    }
+
+
+def _read_regular(path, max_size, size=None):
+    """The bytes of the regular file ``path``, read (never mapped); raises
+    _BadEntry when it is missing, not a regular file (a directory, FIFO,
+    device or symbolic link), larger than ``max_size``, not ``size`` bytes
+    long, or unreadable."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise _BadEntry(f"{path} is missing") from None
+    except OSError as error:
+        raise _BadEntry(f"cannot open {path}: {error.strerror or error}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise _BadEntry(f"{path} is not a regular file")
+        if st.st_size > max_size:
+            raise _BadEntry(f"{path} has {st.st_size} bytes, more than {max_size}")
+        if size is not None and st.st_size != size:
+            raise _BadEntry(f"{path} has {st.st_size} bytes, its sidecar says {size}")
+        with os.fdopen(fd, "rb") as f:
+            fd = None
+            data = f.read(max_size + 1)
+    except OSError as error:
+        raise _BadEntry(f"cannot read {path}: {error.strerror or error}") from None
+    finally:
+        if fd is not None:
+            os.close(fd)
+    if size is not None and len(data) != size:
+        raise _BadEntry(f"{path}: read {len(data)} bytes, its sidecar says {size}")
+    return data
+
+
+def _check_entry(so_path, meta_path, expected):
+    """The verified bytes of the library ``so_path``: its sidecar
+    ``meta_path`` must be valid JSON matching ``expected`` field by field,
+    and the library must have the recorded size and sha256. Raises
+    _BadEntry otherwise. Nothing here maps the library."""
+    raw = _read_regular(meta_path, _MAX_SIDECAR_BYTES)
+    try:
+        meta = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        raise _BadEntry(f"{meta_path} is not valid JSON") from None
+    if not isinstance(meta, dict):
+        raise _BadEntry(f"{meta_path} does not hold a JSON object")
+    for name, value in expected.items():
+        if meta.get(name) != value:
+            raise _BadEntry(f"{meta_path}: {name!r} does not match the call")
+    size, digest = meta.get("so_size"), meta.get("so_sha256")
+    if isinstance(size, bool) or not isinstance(size, int) or \
+            not 0 < size <= _MAX_LIBRARY_BYTES or not isinstance(digest, str):
+        raise _BadEntry(f"{meta_path}: no valid so_size and so_sha256")
+    data = _read_regular(so_path, _MAX_LIBRARY_BYTES, size)
+    if _sha256(data) != digest:
+        raise _BadEntry(f"{so_path}: sha256 does not match its sidecar")
+    return data
+
+
+class _Kernel:
+    """A loaded kernel library: ``function`` is its C interface, checked to
+    carry ``key``; raises _BadEntry when the library lacks either symbol or
+    holds another key."""
+
+    def __init__(self, library, key, n_args, path=None):
+        self.path = path
+        self.library = library
+        try:
+            function = getattr(library, "_mlir_ciface_" + _ENTRY)
+        except AttributeError:
+            raise _BadEntry(f"the library has no symbol _mlir_ciface_{_ENTRY}") from None
+        expected = key.encode()
+        try:
+            stamp = (ctypes.c_char * (len(expected) + 1)).in_dll(library, _KEY_SYMBOL).value
+        except ValueError:
+            raise _BadEntry(f"the library has no symbol {_KEY_SYMBOL}") from None
+        if stamp != expected:
+            raise _BadEntry("the library was compiled for another kernel (its key differs)")
+        function.restype = None
+        function.argtypes = [ctypes.c_void_p] * n_args
+        self.function = function
+
+
+def _load(data, key, n_args, directories, path=None):
+    """A _Kernel from the library bytes ``data``: written to a private file
+    (a name used once per process: dlopen would return an earlier library
+    loaded under the same name) in the first of ``directories`` that takes
+    it, dlopened, unlinked. Raises _BadEntry when the bytes do not load or
+    are not the kernel ``key``; OSError when no directory takes the file."""
+    error = OSError("no directory to write the library to")
+    for directory in directories:
+        private = os.path.join(
+            directory, f".load-{os.getpid()}-{next(_load_serial)}-{key[:16]}.so")
+        try:
+            fd = os.open(private, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o700)
+        except OSError as e:
+            error = e
+            continue
+        try:
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+            except OSError as e:
+                error = e
+                continue
+            try:
+                library = ctypes.CDLL(private)
+            except OSError as e:
+                raise _BadEntry(f"the library does not load: {e}") from None
+        finally:
+            _remove(private)
+        return _Kernel(library, key, n_args, path)
+    raise error
+
+
 def _llvm_ir(text, pipeline):
     module = ir.Module.parse(text)
     module.emit_c_interface(_ENTRY)
@@ -465,42 +692,106 @@ def _llvm_ir(text, pipeline):
     return module.to_llvm_ir()
 
 
-def _compile_to(path, text, pipeline, clang):
-    """Lowers ``text`` and compiles it into the shared library ``path``
-    (written under a temporary name, then renamed atomically)."""
+def _write_error(directory, error):
+    return LaError(f"cannot write into the kernel cache {directory!r}: {error}; "
+                   "set LA_CACHE_DIR to a writable directory")
+
+
+def _compile_library(directory, text, pipeline, clang, key):
+    """Lowers ``text``, compiles it with clang in temporary files of
+    ``directory`` (removed afterwards) and returns the library's bytes. The
+    library carries ``key`` in the global ``la_kernel_key``."""
     llvm_ir = _llvm_ir(text, pipeline)
-    directory = os.path.dirname(path)
-    fd, ll_path = tempfile.mkstemp(prefix=".tmp-", suffix=".ll", dir=directory)
+    llvm_ir += (f'\n@{_KEY_SYMBOL} = constant [{len(key) + 1} x i8] c"{key}\\00"\n')
+    try:
+        fd, ll_path = tempfile.mkstemp(prefix=f".tmp-{os.getpid()}-", suffix=".ll",
+                                       dir=directory)
+    except OSError as error:
+        raise _write_error(directory, error) from None
     so_path = ll_path[:-3] + ".so"
     try:
-        with os.fdopen(fd, "w") as f:
-            f.write(llvm_ir)
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(llvm_ir)
+        except OSError as error:
+            raise _write_error(directory, error) from None
         cmd = [clang, *_CLANG_FLAGS, ll_path, "-o", so_path, *_LINK_FLAGS]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             raise LaError(f"clang failed with exit status {proc.returncode}:\n"
                           f"  command: {' '.join(cmd)}\n{proc.stderr.strip()}")
-        os.replace(so_path, path)
+        try:
+            with open(so_path, "rb") as f:
+                return f.read()
+        except OSError as error:
+            raise _write_error(directory, error) from None
     finally:
-        for p in (ll_path, so_path):
+        _remove(ll_path)
+        _remove(so_path)
+
+
+def _store(so_path, meta_path, data, meta):
+    """Writes the entry: the sidecar, then the library, each to a temporary
+    file renamed into place (os.replace: readers see the old file or the new
+    one, never a partial one; the library is always checked against the
+    sidecar, so a crash between the two renames only costs a compile).
+    Returns False, with a RuntimeWarning, when the entry cannot be written
+    (typically a non-empty directory in its place; the directory was
+    writable a moment ago, as the compile wrote there): the kernel just
+    loaded works, uncached."""
+    directory = os.path.dirname(so_path)
+    payloads = ((meta_path, json.dumps(meta, sort_keys=True).encode()),
+                (so_path, data))
+    for path, payload in payloads:
+        tmp = None
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=f".tmp-{os.getpid()}-", suffix=".part",
+                                       dir=directory)
+            with os.fdopen(fd, "wb") as f:
+                f.write(payload)
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, path)
+        except OSError as error:
+            if tmp is not None:
+                _remove(tmp)
+            _remove(meta_path)  # a sidecar without its library is of no use
+            in_the_way = error.errno in (errno.EISDIR, errno.ENOTEMPTY, errno.EEXIST,
+                                         errno.ENOTDIR)
+            warnings.warn(f"la: cannot store the kernel in the disk cache: "
+                          + (f"{path!r} is in the way" if in_the_way else f"{path!r}")
+                          + f" ({error.strerror or error}); the kernel works but is compiled "
+                          "again in every process until that is fixed",
+                          RuntimeWarning, stacklevel=5)
+            return False
+    return True
+
+
+@contextlib.contextmanager
+def _entry_lock(path):
+    """Holds an exclusive flock on ``path`` (created when missing). When the
+    lock cannot be had (a read-only cache, a file system without flock)
+    this runs unlocked: the atomic writes and the checks keep that correct,
+    concurrent processes may then compile the same kernel twice."""
+    fd = None
+    for flags in (os.O_RDWR | os.O_CREAT, os.O_RDONLY):
+        try:
+            fd = os.open(path, flags | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+            break
+        except OSError:
+            continue
+    try:
+        if fd is not None:
             try:
-                os.remove(p)
-            except FileNotFoundError:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            except OSError:
                 pass
-
-
-class _Kernel:
-    def __init__(self, path, n_args):
-        self.path = path
-        self.library = ctypes.CDLL(path)
-        self.function = getattr(self.library, "_mlir_ciface_" + _ENTRY)
-        self.function.restype = None
-        self.function.argtypes = [ctypes.c_void_p] * n_args
+        yield
+    finally:
+        if fd is not None:
+            os.close(fd)  # releases the lock
 
 
 def _kernel(call):
-    import time
-
     key = (call.text, call.pipeline)
     n_args = len(call.inputs) + len(call.outputs)
     with _lock:
@@ -516,20 +807,41 @@ def _kernel(call):
         except OSError as error:
             raise LaError(f"cannot create the kernel cache {directory!r}: {error}; "
                           "set LA_CACHE_DIR to a writable directory") from None
-        path = os.path.join(directory, f"la-{_disk_key(call.text, call.pipeline, clang)}.so")
-        kernel = None
-        if os.path.isfile(path):
-            try:
-                kernel = _Kernel(path, n_args)
-                _stats["disk_hits"] += 1
-            except (OSError, AttributeError):
-                kernel = None  # a damaged file: compile it again
-        if kernel is None:
-            start = time.perf_counter()
-            _compile_to(path, call.text, call.pipeline, clang)
-            kernel = _Kernel(path, n_args)
-            _stats["compiles"] += 1
-            _stats["compile_seconds"] += time.perf_counter() - start
+        disk_key = _disk_key(call.text, call.pipeline, clang)
+        base = os.path.join(directory, f"la-{disk_key}")
+        so_path, meta_path = base + ".so", base + ".json"
+        expected = _describe(call, disk_key)
+        # Where the verified bytes are loaded from: the cache (a file system
+        # that allows executable mappings), else the temporary directory.
+        load_dirs = [directory, tempfile.gettempdir()]
+        with _entry_lock(base + ".lock"):
+            kernel = None
+            if os.path.lexists(so_path) or os.path.lexists(meta_path):
+                try:
+                    data = _check_entry(so_path, meta_path, expected)
+                    kernel = _load(data, disk_key, n_args, load_dirs, so_path)
+                    _stats["disk_hits"] += 1
+                except _BadEntry:
+                    _stats["discarded"] += 1
+                    _remove(so_path)
+                    _remove(meta_path)
+                except OSError as error:
+                    raise LaError(f"cannot write the kernel library to load it (to "
+                                  f"{load_dirs}): {error}") from None
+            if kernel is None:
+                start = time.perf_counter()
+                data = _compile_library(directory, call.text, call.pipeline, clang, disk_key)
+                try:
+                    kernel = _load(data, disk_key, n_args, load_dirs, so_path)
+                except _BadEntry as error:
+                    raise LaError(f"the compiled kernel library is not usable: {error}") \
+                        from None
+                except OSError as error:
+                    raise _write_error(directory, error) from None
+                meta = dict(expected, so_size=len(data), so_sha256=_sha256(data))
+                _store(so_path, meta_path, data, meta)
+                _stats["compiles"] += 1
+                _stats["compile_seconds"] += time.perf_counter() - start
         _kernels[key] = kernel
         return kernel
 
@@ -751,23 +1063,31 @@ _WRAPPERS = {
 }
 
 
-def lower(op, *args, stage, **kwargs):
+def lower(op, *args, stage, ir_dir=None, **kwargs):
     """The IR of one call at one stage of the CPU pipeline, as text.
 
     ``op`` is one of the functions of this module (``la.gla``, ...) or a variant
     name for :func:`attention`; ``args``/``kwargs`` are what you would pass to
-    it (arrays give only their shapes and dtypes; nothing is run). ``stage``:
+    it (arrays give only their shapes and dtypes; nothing is run). Every stage
+    is taken from one run of the pipeline that compiles the kernel
+    (``la-lower-to-cpu``, built by C++'s ``buildLowerToCPUPipeline``), so it
+    is the IR the kernel is compiled from. ``stage``:
 
     * ``'attention'``: the input, one ``la.attention`` op;
     * ``'recurrence'``: after ``la-lower-to-recurrence`` (``la.recurrence``);
-    * ``'chunked'``: after ``la-fuse-recurrence`` and ``la-chunk`` with
-      ``chunk-size`` (``la.chunk_*`` ops; the program fused per (batch, value
-      head) unless it has ``cu_seqlens``; with ``sequential=True`` there is
-      no chunked stage);
+    * ``'chunked'``: after ``la-fuse-recurrence`` and ``la-chunk``
+      (``la.chunk_*`` ops; the program fused per (batch, value head) unless
+      it has ``cu_seqlens``; with ``sequential=True`` there is no chunked
+      stage);
     * ``'linalg'``: after ``convert-la-to-linalg`` (linalg/scf on tensors);
-    * ``'llvm'``: after the whole ``la-lower-to-cpu`` pipeline (LLVM dialect);
+    * ``'tiled'``: the tensor program bufferization starts from (after
+      ``la-tile``: thread loops, register tiles, vectors);
+    * ``'llvm'``: after the whole pipeline (LLVM dialect);
     * ``'llvm-ir'``: the LLVM IR that clang compiles;
-    * ``'all'``: the module after every pass of ``la-lower-to-cpu``.
+    * ``'all'``: the module after every pass, as one string; with
+      ``ir_dir`` the same is written into a tree of files under that
+      directory (one per pass, as ``la-opt --mlir-print-ir-tree-dir``) and
+      the directory is returned.
 
     Compiler errors raise LaError.
     """
@@ -785,28 +1105,27 @@ def lower(op, *args, stage, **kwargs):
             arguments["variant"] = variant
     else:
         raise TypeError(f"op must be a function of la.ops or a variant name, got {op!r}")
+    if ir_dir is not None and stage != "all":
+        raise ValueError("ir_dir is for stage='all'")
     call = _prepare(**arguments)
     if stage == "attention":
         return call.text
-    # The chunking passes as la-lower-to-cpu runs them (one thread).
-    chunk = [f"la-fuse-recurrence{{chunk-size={call.chunk_size} threads=1}}",
-             f"la-chunk{{chunk-size={call.chunk_size}}}"]
-    partial = {
-        "recurrence": ["la-lower-to-recurrence"],
-        "chunked": ["la-lower-to-recurrence"] + chunk,
-        "linalg": ["la-lower-to-recurrence"] + ([] if call.sequential else chunk)
-                  + ["convert-la-to-linalg", "canonicalize", "cse"],
-    }
     if stage == "chunked" and call.sequential:
         raise ValueError("stage='chunked' does not exist with sequential=True "
                          "(the recurrence is lowered to a token-by-token loop)")
     module = ir.Module.parse(call.text)
-    if stage in partial:
-        ir.PassManager.parse("builtin.module(" + ",".join(partial[stage]) + ")").run(module)
-        return str(module)
     module.emit_c_interface(_ENTRY)
-    printed = ir.PassManager.parse(call.pipeline).run(module,
-                                                      print_ir_after_all=stage == "all")
+    pm = ir.PassManager.parse(call.pipeline)
+    if stage in _STAGE_CAPTURE:
+        where, pass_name = _STAGE_CAPTURE[stage]
+        captured = pm.run(module, **{f"capture_{where}": pass_name})
+        if not captured:
+            raise LaError(f"the pipeline {call.pipeline!r} has no {pass_name} pass")
+        return captured[-1]
     if stage == "all":
-        return printed
+        if ir_dir is not None:
+            pm.run(module, ir_tree_dir=ir_dir)
+            return os.fspath(ir_dir)
+        return pm.run(module, print_ir_after_all=True)
+    pm.run(module)
     return str(module) if stage == "llvm" else module.to_llvm_ir()

@@ -5,8 +5,8 @@ against, so it is written for clarity, not speed: a loop over sequences, a loop
 over value heads, and a loop over time, with the [K, V] state updated by plain
 matrix operations in float64. It never uses a chunkwise form.
 
-Conventions (see shared/reference/linear-attention.md)
-------------------------------------------------------
+Conventions (see docs/math.md)
+-------------------------------
 * ``q, k : [B, T, H, K]``; ``v : [B, T, HV, V]`` with ``HV`` a multiple of
   ``H``. Value head ``hv`` reads key head ``h = hv // (HV // H)``: that head's
   q, k, gate and beta.

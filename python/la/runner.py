@@ -26,7 +26,7 @@ import tempfile
 import numpy as np
 
 from . import reference
-from .testing import VARIANTS
+from .testing import VARIANTS, _check_cu_seqlens
 
 __all__ = [
     "DTYPES",
@@ -101,8 +101,9 @@ def prepare_inputs(inputs, dtype="f32"):
 
     q, k, v are rounded to ``dtype`` (float16 arrays for f16; float32 arrays
     holding bf16 values for bf16); ``g``, ``beta``, ``erase``, ``write``,
-    ``initial_state`` and ``log_decay`` become float32, ``cu_seqlens`` int32.
-    Idempotent. Returns a new dict; feed it to the reference so that both see
+    ``initial_state`` and ``log_decay`` become float32, ``cu_seqlens`` int32
+    after checking it (1-D, integer dtype, from 0 non-decreasing to T, B == 1:
+    ValueError/TypeError otherwise). Idempotent. Returns a new dict; feed it to the reference so that both see
     the same numbers.
     """
     dtype = _check_dtype(dtype)
@@ -119,10 +120,13 @@ def prepare_inputs(inputs, dtype="f32"):
         if inputs.get(key) is not None:
             out[key] = np.asarray(inputs[key], dtype=np.float32)
     if inputs.get("cu_seqlens") is not None:
-        cu = np.asarray(inputs["cu_seqlens"])
-        if not np.issubdtype(cu.dtype, np.integer):
-            raise ValueError(f"cu_seqlens must be an integer array, got {cu.dtype}")
-        out["cu_seqlens"] = cu.astype(np.int32)
+        q = out["q"]
+        if q.ndim != 4:
+            raise ValueError(f"q must be 4-D [B, T, H, K] with cu_seqlens, got shape {q.shape}")
+        # Checked like la.gla & co. do (first 0, non-decreasing, last T, in
+        # [0, T], integer dtype); the values then fit int32 exactly.
+        out["cu_seqlens"] = _check_cu_seqlens(inputs["cu_seqlens"], q.shape[1],
+                                              q.shape[0]).astype(np.int32)
     return out
 
 
@@ -184,6 +188,10 @@ def attention_mlir(
     HV = H if HV is None else HV
     update, gate = VARIANTS[variant]
     if cu_seqlens_len is not None:
+        if isinstance(cu_seqlens_len, (bool, np.bool_)) or \
+                not isinstance(cu_seqlens_len, (int, np.integer)):
+            raise TypeError(f"cu_seqlens_len must be an integer (the number N+1 of offsets), "
+                            f"got {cu_seqlens_len!r}")
         if B != 1:
             raise ValueError(f"cu_seqlens requires B == 1, got B={B}")
         if cu_seqlens_len < 2:
@@ -384,12 +392,12 @@ def run_attention(
                             "allow_neg_eigval"}
     if unknown:
         raise TypeError(f"unknown attributes {sorted(unknown)}")
+    prepared = prepare_inputs(inputs, dtype)  # checks the inputs (cu_seqlens) first
     exe = la_run or find_la_run()
     if exe is None:
         raise FileNotFoundError(
             "la-run is not built (expected build/bin/la-run; set LA_RUN to its path)"
         )
-    prepared = prepare_inputs(inputs, dtype)
     q, v = prepared["q"], prepared["v"]
     if q.ndim != 4 or v.ndim != 4:
         raise ValueError(f"q and v must be 4-D, got shapes {q.shape} and {v.shape}")

@@ -35,7 +35,12 @@ The draw covers
   point, the final state of the first part carried into the second, compared
   with the reference and with one pass);
 * the normaliser, for additive variants, with ``positive_qk`` inputs (not in
-  segmented mode: the normaliser's sum z is not part of the state).
+  segmented mode: the normaliser's sum z is not part of the state);
+* adversarial gates (data-dependent gates, about half of the
+  configurations): ``gate_events``, 1 to 4 tokens (or single channels) whose
+  log-gate is -inf (a hard reset), -1e30, -1e4, -500 or -104, drawn from a
+  generator of their own so that every other field of a configuration is
+  what it was before they existed.
 
 :func:`run_config` builds the inputs, runs la-run (:func:`la.runner.run_attention`)
 and compares ``o`` and the final state with the fp64 reference
@@ -78,6 +83,8 @@ CHUNK_SIZES = (8, 16, 32, 64)
 DIMS = (4, 8, 16, 32, 64)
 GATE_SCALES = (1 / 16, 1.0, 8.0, 40.0)
 GATE_MIN = -30.0
+#: the log-gates of ``gate_events``: a hard reset and very negative decays.
+GATE_EVENT_VALUES = (-np.inf, -1e30, -1e4, -500.0, -104.0)
 BETA_MODES = ("small", "typical", "near1", "neg_eigval", "neg_eigval_near1")
 ERASE_WRITE_MODES = ("small", "typical", "near1", "wide")
 MODES = ("plain", "varlen", "segmented")
@@ -108,6 +115,8 @@ def _make_id(cfg):
         parts.append("norm")
     if cfg["initial_state"]:
         parts.append("s0")
+    if cfg.get("gate_events"):
+        parts.append("ev" + "_".join(f"{t}" for t, _, _ in cfg["gate_events"]))
     if cfg["mode"] == "varlen":
         parts.append("cu" + "_".join(str(c) for c in cfg["cu_seqlens"]))
     elif cfg["mode"] == "segmented":
@@ -187,6 +196,18 @@ def _one_config(seed, index):
         normalizer=normalizer, positive_qk=normalizer,
         cu_seqlens=cu_seqlens, split=split,
     )
+    # Drawn last, from a generator of their own: the fields above are the
+    # same as before gate events existed.
+    events = []
+    ev_rng = np.random.default_rng([seed, index, 7])
+    if gate in ("scalar", "channel") and ev_rng.random() < 0.5:
+        for _ in range(int(ev_rng.integers(1, 5))):
+            t = int(ev_rng.integers(0, T))
+            value = float(ev_rng.choice(GATE_EVENT_VALUES))
+            # A channel gate gets the event on one channel or on all.
+            channel = int(ev_rng.integers(-1, K)) if gate == "channel" else -1
+            events.append((t, channel, value))
+    cfg["gate_events"] = events
     cfg["id"] = _make_id(cfg)
     return cfg
 
@@ -245,6 +266,14 @@ def build_inputs(cfg):
             write = 1.0 / (1.0 + np.exp(-4.0 * ew_rng.standard_normal(write.shape)))
         inputs["erase"] = erase.astype(np.float32)
         inputs["write"] = write.astype(np.float32)
+    if cfg.get("gate_events"):
+        g = np.array(inputs["g"], dtype=np.float32, copy=True)
+        for t, channel, value in cfg["gate_events"]:
+            if g.ndim == 4 and channel >= 0:
+                g[:, t, :, channel] = value
+            else:
+                g[:, t] = value
+        inputs["g"] = g
     if cfg["qk_l2norm"]:
         B, T, H = cfg["B"], cfg["T"], cfg["H"]
         for key in ("q", "k"):

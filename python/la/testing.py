@@ -13,6 +13,8 @@ from . import reference
 
 __all__ = ["VARIANTS", "rel_rms", "make_inputs", "reference_for"]
 
+_INT32_MAX = int(np.iinfo(np.int32).max)
+
 #: variant name -> (update rule, gate kind) as understood by reference.recurrence
 #: (``'erase_write'``, Gated DeltaNet-2, by reference.gated_delta_rule2); the
 #: names are the keywords of the ``la.attention`` op.
@@ -55,6 +57,64 @@ def rel_rms(ref, out):
             return float("nan")
         return 0.0 if num == 0.0 else float("inf")
     return float(num / den)
+
+
+def _show_offsets(cu):
+    """cu_seqlens for an error message (the ends of a long array)."""
+    values = cu.tolist()
+    if len(values) <= 12:
+        return str(values)
+    return "[" + ", ".join(map(str, values[:5])) + ", ..., " + \
+        ", ".join(map(str, values[-5:])) + f"] ({len(values)} offsets)"
+
+
+def _check_cu_seqlens(cu_seqlens, T, B=None):
+    """``cu_seqlens`` checked against a packed input of ``T`` tokens (and
+    ``B`` batch rows when given), returned as an int64 array.
+
+    The offsets must be a 1-D array of N+1 >= 2 values of an integer dtype
+    (bool is not one), start at 0, stay within ``[0, T]``, never decrease and
+    end at ``T``; ``T`` must fit in int32 (the kernels take int32 offsets, so
+    the values then convert exactly). The bounds are checked in the array's
+    own dtype and the arithmetic is done in int64, so that unsigned or narrow
+    dtypes cannot wrap around. Raises TypeError (dtype) or ValueError naming
+    the offending index and value. Every path of la that hands cu_seqlens to
+    a kernel or to the reference goes through here.
+    """
+    cu = np.asarray(cu_seqlens)
+    if cu.ndim != 1 or cu.size < 2:
+        raise ValueError(f"cu_seqlens must be a 1-D array of N+1 >= 2 offsets, "
+                         f"got shape {cu.shape}")
+    if cu.dtype == np.bool_ or not np.issubdtype(cu.dtype, np.integer):
+        raise TypeError(f"cu_seqlens must have an integer dtype (int32 or int64; not bool), "
+                        f"got {cu.dtype}")
+    if B is not None and B != 1:
+        raise ValueError(f"cu_seqlens requires B == 1 (packed sequences along T), "
+                         f"got q with B={B}")
+    T = int(T)
+    if T > _INT32_MAX:
+        raise ValueError(f"cu_seqlens offsets are int32: T={T} does not fit in int32")
+    head = f"cu_seqlens must go non-decreasing from 0 to T={T}, got {_show_offsets(cu)}"
+    if cu[0] != 0:
+        raise ValueError(f"{head}: the first offset cu_seqlens[0] = {int(cu[0])} is not 0")
+    # In the array's dtype (exact for every integer dtype): no wrap-around.
+    if cu.dtype.kind == "u":
+        outside = cu > np.uint64(T)
+    else:
+        outside = (cu < 0) | (cu > np.int64(T))
+    if outside.any():
+        i = int(np.argmax(outside))
+        raise ValueError(f"{head}: cu_seqlens[{i}] = {int(cu[i])} is outside [0, T={T}]")
+    cu = cu.astype(np.int64)  # exact: every value is in [0, T]
+    steps = np.diff(cu)
+    if (steps < 0).any():
+        i = int(np.argmax(steps < 0)) + 1
+        raise ValueError(f"{head}: cu_seqlens[{i}] = {int(cu[i])} is smaller than "
+                         f"cu_seqlens[{i - 1}] = {int(cu[i - 1])}")
+    if cu[-1] != T:
+        raise ValueError(f"{head}: the last offset cu_seqlens[{cu.size - 1}] = {int(cu[-1])} "
+                         f"is not T={T} (the number of tokens)")
+    return cu
 
 
 def _log_sigmoid(x):
@@ -124,14 +184,7 @@ def make_inputs(
     if HV % H != 0:
         raise ValueError(f"HV={HV} must be a multiple of H={H}")
     if cu_seqlens is not None:
-        cu = np.asarray(cu_seqlens)
-        if cu.ndim != 1 or cu.size < 2 or not np.issubdtype(cu.dtype, np.integer):
-            raise ValueError("cu_seqlens must be a 1-D integer array of N+1 >= 2 offsets")
-        if B != 1:
-            raise ValueError(f"cu_seqlens requires B == 1, got B={B}")
-        if cu[0] != 0 or cu[-1] != T or np.any(np.diff(cu) < 0):
-            raise ValueError(f"cu_seqlens must go non-decreasing from 0 to T={T}, got {cu.tolist()}")
-        cu = cu.astype(np.int32)
+        cu = _check_cu_seqlens(cu_seqlens, T, B).astype(np.int32)
         N = cu.size - 1
     else:
         cu = None
@@ -194,6 +247,17 @@ def _channel_gate(gate, kwargs, shape):
     return g
 
 
+def _checked_offsets(mapping, q_shape=None):
+    """``mapping`` with its ``cu_seqlens`` (when present and not None)
+    checked by :func:`_check_cu_seqlens` against q's B and T."""
+    if mapping.get("cu_seqlens") is None:
+        return mapping
+    shape = np.shape(mapping["q"]) if q_shape is None else q_shape
+    if len(shape) != 4:
+        raise ValueError(f"q must be 4-D [B, T, H, K] with cu_seqlens, got shape {tuple(shape)}")
+    return dict(mapping, cu_seqlens=_check_cu_seqlens(mapping["cu_seqlens"], shape[1], shape[0]))
+
+
 def reference_for(variant, inputs, **attrs):
     """Run the fp64 reference for ``variant`` on a ``make_inputs`` dict:
     :func:`reference.recurrence`, or :func:`reference.gated_delta_rule2` for
@@ -202,11 +266,14 @@ def reference_for(variant, inputs, **attrs):
     ``attrs`` are passed through (``scale``, ``normalizer``, ``eps``,
     ``qk_l2norm``, ...) and override entries of ``inputs``. The erase_write
     variants take no normaliser (``normalizer=False`` and ``eps`` are ignored).
-    Returns ``(o, final_state)`` in float64.
+    ``cu_seqlens`` (from either) is checked like the kernels' (first offset
+    0, non-decreasing, last T, integer dtype). Returns ``(o, final_state)`` in float64.
     """
     if variant not in VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; expected one of {tuple(VARIANTS)}")
     update, gate = VARIANTS[variant]
+    inputs = _checked_offsets(inputs)
+    attrs = _checked_offsets(attrs, np.shape(inputs["q"]))
     if update == "erase_write":
         kwargs = {key: inputs[key] for key in _ERASE_WRITE_KEYS if key in inputs}
         kwargs.update(attrs)

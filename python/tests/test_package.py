@@ -465,14 +465,15 @@ def test_missing_or_extra_inputs():
     with pytest.raises(TypeError):
         la.gla(x, x, x)  # g is required
     e, w = np.ones((1, 4, 1, 4), np.float32), np.ones((1, 4, 1, 4), np.float32)
+    g = -x  # log-space decays are <= 0
     with pytest.raises(ValueError, match=r"needs write \[B, T, HV, V\]"):
-        la.attention("gated_deltanet2", x, x, x, x, erase=e)
+        la.attention("gated_deltanet2", x, x, x, g, erase=e)
     with pytest.raises(ValueError, match=r"erase must have shape \[B, T, H, K\]"):
-        la.gated_delta_rule2(x, x, x, x, e[..., :2], w)
+        la.gated_delta_rule2(x, x, x, g, e[..., :2], w)
     with pytest.raises(ValueError, match="takes no erase or write"):
-        la.attention("kda", x, x, x, x, np.ones((1, 4, 1), np.float32), erase=e, write=w)
+        la.attention("kda", x, x, x, g, np.ones((1, 4, 1), np.float32), erase=e, write=w)
     with pytest.raises(ValueError, match="takes no beta"):
-        la.attention("gated_deltanet2", x, x, x, x, np.ones((1, 4, 1), np.float32),
+        la.attention("gated_deltanet2", x, x, x, g, np.ones((1, 4, 1), np.float32),
                      erase=e, write=w)
 
 

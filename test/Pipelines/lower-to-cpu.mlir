@@ -60,8 +60,8 @@
 // NOSPREAD: la.block_causal = array<i64: 3, 5, 8>
 // NOSPREAD-NOT: scf.if
 
-// BADGATE: convert-la-to-linalg: 'gate-block' must be >= 0, got -1
-// BADCHUNK: la-fuse-recurrence: 'chunk-size' must be > 0, got 0
+// BADGATE: la-lower-to-cpu: 'gate-block' must be >= 0, got -1
+// BADCHUNK: la-lower-to-cpu: 'chunk-size' must be in [1, 65536], got 0
 func.func @gla(%q: tensor<1x20x2x8xf32>, %k: tensor<1x20x2x8xf32>, %v: tensor<1x20x2x8xf32>, %g: tensor<1x20x2x8xf32>) -> (tensor<1x20x2x8xf32>, tensor<1x2x8x8xf32>) {
   %o, %s = la.attention gla %q, %k, %v g(%g : tensor<1x20x2x8xf32>) : tensor<1x20x2x8xf32>, tensor<1x20x2x8xf32>, tensor<1x20x2x8xf32> -> tensor<1x20x2x8xf32>, tensor<1x2x8x8xf32>
   return %o, %s : tensor<1x20x2x8xf32>, tensor<1x2x8x8xf32>

@@ -11,6 +11,7 @@
 #include "Npy.h"
 
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/ADT/Twine.h"
@@ -535,10 +536,10 @@ static std::string makeHeader(const Array &array) {
   llvm_unreachable("header cannot exceed 4 GiB");
 }
 
-/// Writes `chunks` to `path` via a temporary file in the same directory that
-/// is renamed to `path` on success and removed on failure.
-static llvm::Error writeAtomically(StringRef path,
-                                   llvm::ArrayRef<StringRef> chunks) {
+/// Writes `chunks` to a new temporary file next to `path` and returns its
+/// name; on failure removes it.
+static llvm::Expected<std::string>
+writeTemporary(StringRef path, llvm::ArrayRef<StringRef> chunks) {
   std::string tempPath;
   int fd = -1;
   for (unsigned attempt = 0;; ++attempt) {
@@ -567,32 +568,67 @@ static llvm::Error writeAtomically(StringRef path,
       os.clear_error(); // Otherwise the destructor reports a fatal error.
     }
   }
-  if (!ec)
-    ec = llvm::sys::fs::rename(tempPath, path);
   if (ec) {
     llvm::sys::fs::remove(tempPath);
     return llvm::createStringError(ec,
                                    path + ": cannot write: " + ec.message());
   }
-  return llvm::Error::success();
+  return tempPath;
 }
 
-llvm::Error larun::npy::writeFile(StringRef path, const Array &array) {
+/// The .npy bytes of `array` (bf16 widened to f32, which represents it
+/// exactly: NumPy has no bf16) as a header and a copy of the data.
+static llvm::Expected<std::pair<std::string, std::vector<uint8_t>>>
+encode(StringRef path, const Array &array) {
   if (llvm::Error err = checkArray(array))
     return llvm::createStringError(
         path + ": cannot write: " + llvm::toString(std::move(err)));
-  // NumPy has no bf16; write bf16 as f32, which represents it exactly.
   if (array.dtype == DType::BF16) {
     llvm::Expected<Array> widened = convert(array, DType::F32);
     if (!widened)
       return llvm::createStringError(
           path + ": cannot write: " + llvm::toString(widened.takeError()));
-    return writeFile(path, *widened);
+    return encode(path, *widened);
   }
-  std::string header = makeHeader(array);
-  StringRef data(reinterpret_cast<const char *>(array.data.data()),
-                 array.data.size());
-  return writeAtomically(path, {header, data});
+  return std::make_pair(makeHeader(array), array.data);
+}
+
+llvm::Error larun::npy::writeFile(StringRef path, const Array &array) {
+  return writeFiles({path}, {&array});
+}
+
+llvm::Error larun::npy::writeFiles(llvm::ArrayRef<StringRef> paths,
+                                   llvm::ArrayRef<const Array *> arrays) {
+  assert(paths.size() == arrays.size() && "one path per array");
+  // Every file is written under a temporary name first; only when all of
+  // them are complete are they renamed, so a failure leaves no output.
+  llvm::SmallVector<std::string> temporaries;
+  auto removeTemporaries = [&] {
+    for (const std::string &temporary : temporaries)
+      llvm::sys::fs::remove(temporary);
+  };
+  for (auto [path, array] : llvm::zip(paths, arrays)) {
+    auto bytes = encode(path, *array);
+    llvm::Expected<std::string> temporary =
+        bytes ? writeTemporary(path, {bytes->first,
+                                      StringRef(reinterpret_cast<const char *>(
+                                                    bytes->second.data()),
+                                                bytes->second.size())})
+              : llvm::Expected<std::string>(bytes.takeError());
+    if (!temporary) {
+      removeTemporaries();
+      return temporary.takeError();
+    }
+    temporaries.push_back(std::move(*temporary));
+  }
+  for (auto [index, path] : llvm::enumerate(paths)) {
+    if (std::error_code ec = llvm::sys::fs::rename(temporaries[index], path)) {
+      removeTemporaries();
+      return llvm::createStringError(ec,
+                                     path + ": cannot write: " + ec.message());
+    }
+  }
+  return llvm::Error::success();
 }
 
 //===----------------------------------------------------------------------===//

@@ -68,6 +68,12 @@ llvm::Expected<Array> readFile(llvm::StringRef path);
 /// `path` only on success, so a failure never leaves a partial file behind.
 llvm::Error writeFile(llvm::StringRef path, const Array &array);
 
+/// Writes `arrays[i]` to `paths[i]` as writeFile does, all or none: every
+/// file is complete under a temporary name before any is renamed. (Only a
+/// failing rename, after the first ones, can leave some of them written.)
+llvm::Error writeFiles(llvm::ArrayRef<llvm::StringRef> paths,
+                       llvm::ArrayRef<const Array *> arrays);
+
 /// Converts `array` to element type `to`. Supported: any floating-point dtype
 /// (f32, f16, bf16, f64) to any other, rounding to nearest, ties to even, with
 /// correct handling of subnormals, infinities and NaNs (overflow gives

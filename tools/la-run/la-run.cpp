@@ -18,6 +18,7 @@
 #include "la/InitAllDialects.h"
 #include "la/InitAllPasses.h"
 #include "la/Pipelines/Pipelines.h"
+#include "la/Version.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -33,6 +34,7 @@
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/TargetSelect.h"
@@ -41,90 +43,111 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
 #include <random>
 
 using namespace mlir;
 namespace npy = larun::npy;
 namespace cl = llvm::cl;
 
-static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<input.mlir>"),
+static cl::OptionCategory laRunCategory("la-run options");
+
+static cl::opt<std::string> inputFile(cl::Positional, cl::cat(laRunCategory), cl::desc("<input.mlir>"),
                                       cl::Required);
 static cl::opt<std::string> entryName("entry",
-                                      cl::desc("function to run (default: "
+                                      cl::cat(laRunCategory), cl::desc("function to run (default: "
                                                "the only public function)"));
 static cl::list<std::string>
-    inputs("input", cl::desc("an .npy file per argument, in order"));
+    inputs("input", cl::cat(laRunCategory), cl::desc("an .npy file per argument, in order"));
 static cl::opt<unsigned>
     randomSeed("random-seed",
-               cl::desc("generate the inputs from this seed instead"));
+               cl::cat(laRunCategory), cl::desc("generate the inputs from this seed instead"));
 static cl::list<std::string>
-    outputs("output", cl::desc("an .npy file per result, in order"));
-static cl::opt<int64_t> chunkSize("chunk-size", cl::desc("tokens per chunk"),
+    outputs("output", cl::cat(laRunCategory), cl::desc("an .npy file per result, in order"));
+static cl::opt<int64_t> chunkSize("chunk-size", cl::cat(laRunCategory), cl::desc("tokens per chunk"),
                                   cl::init(64));
 static cl::opt<bool>
     sequential("sequential",
-               cl::desc("run the plain recurrence token by token"));
+               cl::cat(laRunCategory), cl::desc("run the plain recurrence token by token"));
 static cl::opt<bool> parallel(
     "parallel",
-    cl::desc("run the parallel loops with OpenMP (OMP_NUM_THREADS threads)"));
+    cl::cat(laRunCategory), cl::desc("run the parallel loops with OpenMP (OMP_NUM_THREADS threads)"));
+static cl::opt<int64_t> fuseThreads(
+    "fuse-threads",
+    cl::cat(laRunCategory), cl::desc("with --parallel: the threads la-fuse-recurrence's cost rule "
+             "plans for (default 0: this machine's hardware threads, since "
+             "la-run compiles for the machine it runs on)"),
+    cl::init(0));
 static cl::opt<std::string>
     fuse("fuse",
-         cl::desc("la-fuse-recurrence's mode: auto, fused or materialized"),
+         cl::cat(laRunCategory), cl::desc("la-fuse-recurrence's mode: auto, fused or materialized"),
          cl::init("auto"));
 static cl::opt<int64_t> rowTile("row-tile",
-                                cl::desc("rows of la-tile's register tile"),
+                                cl::cat(laRunCategory), cl::desc("rows of la-tile's register tile"),
                                 cl::init(8));
 static cl::opt<int64_t>
-    laneTile("lane-tile", cl::desc("vector lanes of la-tile's register tile"),
+    laneTile("lane-tile", cl::cat(laRunCategory), cl::desc("vector lanes of la-tile's register tile"),
              cl::init(32));
 static cl::opt<int64_t>
     valueTile("value-tile",
-              cl::desc("value columns per fused task (0: all of V)"),
+              cl::cat(laRunCategory), cl::desc("value columns per fused task (0: all of V)"),
               cl::init(0));
 static cl::opt<bool> packInputs(
     "pack-inputs",
-    cl::desc("fused schedule: copy each input chunk into a compact buffer"),
+    cl::cat(laRunCategory), cl::desc("fused schedule: copy each input chunk into a compact buffer"),
     cl::init(true));
 static cl::opt<bool>
     prefetch("prefetch",
-             cl::desc("fused schedule: prefetch the next chunk's inputs"),
+             cl::cat(laRunCategory), cl::desc("fused schedule: prefetch the next chunk's inputs"),
              cl::init(true));
 static cl::opt<int64_t>
     gateBlock("gate-block",
-              cl::desc("rows per block of the channel-gate score products "
+              cl::cat(laRunCategory), cl::desc("rows per block of the channel-gate score products "
                        "(0: unblocked)"),
               cl::init(8));
 static cl::opt<double> gateSpreadLimit(
     "gate-spread-limit",
-    cl::desc("chunks whose cumulative channel gates stay within this "
+    cl::cat(laRunCategory), cl::desc("chunks whose cumulative channel gates stay within this "
              "distance of their first row take one plain score product (0: "
              "never)"),
     cl::init(32.0));
 static cl::opt<bool> gpuSchedule(
     "gpu-schedule",
-    cl::desc("run the GPU's tiled schedule on the CPU (checks its tiling)"));
+    cl::cat(laRunCategory), cl::desc("run the GPU's tiled schedule on the CPU (checks its tiling)"));
 static cl::opt<std::string>
     target("target",
-           cl::desc("where the function runs: cpu, gpu (la-lower-to-nvvm, "
+           cl::cat(laRunCategory), cl::desc("where the function runs: cpu, gpu (la-lower-to-nvvm, "
                     "a cubin launched through libla_cuda_runtime) or "
                     "gpu-emulator (the same kernels run on the CPU)"),
            cl::init("cpu"));
 static cl::opt<std::string>
-    gpuChip("gpu-chip", cl::desc("the GPU architecture for --target=gpu"),
+    gpuChip("gpu-chip", cl::cat(laRunCategory), cl::desc("the GPU architecture for --target=gpu"),
             cl::init("sm_90a"));
 static cl::opt<bool> tensorCores(
     "tensor-cores",
-    cl::desc("GPU schedule: f32 contractions on tensor cores (mma.sync, "
+    cl::cat(laRunCategory), cl::desc("GPU schedule: f32 contractions on tensor cores (mma.sync, "
              "tf32); with --gpu-schedule, their warp tiling on the CPU"));
 static cl::opt<std::string> mmaPrecision(
     "mma-precision",
-    cl::desc("--target=gpu --tensor-cores: tf32, bf16 or f16 operands"),
+    cl::cat(laRunCategory), cl::desc("--target=gpu --tensor-cores: tf32, bf16 or f16 operands"),
     cl::init("tf32"));
-static cl::opt<unsigned> repeat("repeat", cl::desc("timed runs"), cl::init(1));
+static cl::opt<unsigned> repeat("repeat", cl::cat(laRunCategory), cl::desc("timed runs"), cl::init(1));
 static cl::opt<bool> printOutputs("print-outputs",
-                                  cl::desc("print a summary of each result"));
+                                  cl::cat(laRunCategory), cl::desc("print a summary of each result"));
 static cl::opt<bool> printIRAfterAll("print-ir-after-all",
-                                     cl::desc("print the IR after each pass"));
+                                     cl::cat(laRunCategory), cl::desc("print the IR after each pass"));
+
+static cl::opt<std::string> printIRTreeDir(
+    "print-ir-tree-dir", cl::cat(laRunCategory),
+    cl::desc("write the IR after each pass into a tree of files under this "
+             "directory (as mlir-opt --mlir-print-ir-tree-dir)"),
+    cl::value_desc("dir"));
+static cl::opt<std::string> crashReproducer(
+    "crash-reproducer", cl::cat(laRunCategory),
+    cl::desc("when a pass fails or crashes, write the module before the "
+             "pipeline and the pipeline to this file (for la-opt "
+             "--run-reproducer)"),
+    cl::value_desc("file"));
 
 namespace {
 [[noreturn]] void fail(const llvm::Twine &message) {
@@ -223,6 +246,71 @@ Role roleOf(BlockArgument arg) {
   return Role::Generic;
 }
 
+/// The number of tokens T of the la ops that read `arg` as their cu_seqlens
+/// (their q is [B, T, H, K]), or none.
+std::optional<int64_t> packedTokens(BlockArgument arg) {
+  for (Operation *user : arg.getUsers()) {
+    Value q, cuSeqlens;
+    if (auto op = dyn_cast<la::AttentionOp>(user)) {
+      q = op.getQ();
+      cuSeqlens = op.getCuSeqlens();
+    } else if (auto op = dyn_cast<la::RecurrenceOp>(user)) {
+      q = op.getQ();
+      cuSeqlens = op.getCuSeqlens();
+    }
+    if (cuSeqlens == arg)
+      return cast<ShapedType>(q.getType()).getDimSize(1);
+  }
+  return std::nullopt;
+}
+
+/// The kernels trust cu_seqlens (it sets their loop bounds and slices): it
+/// must go from 0 to T without decreasing.
+void checkSeqLens(const npy::Array &array, int64_t tokens, unsigned index) {
+  int64_t count = array.numElements();
+  auto offset = [&](int64_t i) -> int64_t {
+    if (array.dtype == npy::DType::I64)
+      return reinterpret_cast<const int64_t *>(array.data.data())[i];
+    return reinterpret_cast<const int32_t *>(array.data.data())[i];
+  };
+  auto bad = [&](int64_t i, const llvm::Twine &why) {
+    fail("argument " + llvm::Twine(index) + " (cu_seqlens): offset " +
+         llvm::Twine(i) + " is " + llvm::Twine(offset(i)) + ", " + why +
+         "; cu_seqlens must go non-decreasing from 0 to T=" +
+         llvm::Twine(tokens));
+  };
+  if (count < 2)
+    fail("argument " + llvm::Twine(index) +
+         " (cu_seqlens) needs at least 2 offsets");
+  if (offset(0) != 0)
+    bad(0, "not 0");
+  for (int64_t i = 1; i < count; ++i) {
+    if (offset(i) < offset(i - 1))
+      bad(i, "less than the offset before it");
+    if (offset(i) > tokens)
+      bad(i, "past T");
+  }
+  if (offset(count - 1) != tokens)
+    bad(count - 1, "not T");
+}
+
+/// Log-space decays must be <= 0 (-inf, a hard reset, and NaN pass): the
+/// kernels would treat a positive exponent as 0, not as the growth the
+/// recurrence gives.
+void checkLogGates(const npy::Array &array, unsigned index) {
+  llvm::Expected<npy::Array> f64 = npy::convert(array, npy::DType::F64);
+  if (!f64) {
+    llvm::consumeError(f64.takeError());
+    return;
+  }
+  auto *values = reinterpret_cast<const double *>(f64->data.data());
+  for (int64_t i = 0, e = f64->numElements(); i < e; ++i)
+    if (values[i] > 0)
+      fail("argument " + llvm::Twine(index) +
+           " (g) holds log-space decays, which must be <= 0, but element " +
+           llvm::Twine(i) + " is " + llvm::formatv("{0}", values[i]));
+}
+
 /// Seeded values that suit the role: log-gates in (-inf, 0) (log-sigmoid,
 /// scaled by 1/16 as GLA does), beta in (0, 1), unit-norm keys for the delta
 /// rule, small initial states.
@@ -318,6 +406,11 @@ void printSummary(unsigned index, const npy::Array &array) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
+  // --help lists la-run's options, not the code generation flags that the
+  // shared libLLVM registers (--help-hidden still does).
+  cl::HideUnrelatedOptions(laRunCategory);
+  cl::AddExtraVersionPrinter(
+      [](llvm::raw_ostream &os) { os << "la version " LA_VERSION "\n"; });
   cl::ParseCommandLineOptions(
       argc, argv, "la-run: compile an la function for the CPU and run it\n");
   if (chunkSize <= 0)
@@ -399,6 +492,11 @@ int main(int argc, char **argv) {
          llvm::Twine(resultTypes.size()) + " results, got " +
          llvm::Twine(outputs.size()) + " --output files");
 
+  for (auto [index, path] : llvm::enumerate(outputs))
+    for (unsigned other = 0; other < index; ++other)
+      if (outputs[other] == path)
+        fail("--output '" + path + "' is given twice");
+
   // Inputs first: a bad input fails before the compile.
   SmallVector<MemRefArg> args(argTypes.size() + resultTypes.size());
   std::mt19937 rng(randomSeed);
@@ -410,6 +508,12 @@ int main(int argc, char **argv) {
       args[index].array = randomArray(roles[index], type, rng);
     } else {
       args[index].array = loadInput(inputs[index], index, type);
+      if (roles[index] == Role::Gate)
+        checkLogGates(args[index].array, index);
+      if (std::optional<int64_t> tokens =
+              packedTokens(entry.getArgument(index));
+          tokens && !ShapedType::isDynamic(*tokens))
+        checkSeqLens(args[index].array, *tokens, index);
     }
   }
   for (auto [index, type] : llvm::enumerate(resultTypes)) {
@@ -425,6 +529,17 @@ int main(int argc, char **argv) {
                  UnitAttr::get(&context));
   std::string functionName = entry.getSymName().str();
   PassManager pm(&context);
+  if (!crashReproducer.empty())
+    pm.enableCrashReproducerGeneration(crashReproducer,
+                                       /*genLocalReproducer=*/false);
+  if (!printIRTreeDir.empty()) {
+    context.disableMultithreading();
+    pm.enableIRPrintingToFileTree(
+        [](Pass *, Operation *) { return false; },
+        [](Pass *, Operation *) { return true; },
+        /*printModuleScope=*/true, /*printAfterOnlyOnChange=*/true,
+        /*printAfterOnlyOnFailure=*/false, printIRTreeDir);
+  }
   if (printIRAfterAll) {
     context.disableMultithreading();
     pm.enableIRPrinting([](Pass *, Operation *) { return false; },
@@ -443,27 +558,47 @@ int main(int argc, char **argv) {
     gpuOptions.chip = gpuChip;
     gpuOptions.tensorCores = tensorCores;
     gpuOptions.mmaPrecision = mmaPrecision;
+    if (failed(la::verifyLowerToNVVMOptions(
+            gpuOptions, [](const llvm::Twine &message) -> LogicalResult {
+              fail(message);
+            })))
+      return 1;
     if (onGPU)
       la::buildLowerToNVVMPipeline(pm, gpuOptions);
     else
       la::buildLowerToGPUEmulatorPipeline(pm, gpuOptions);
   }
+  // la-lower-to-cpu's own defaults (one set, in Pipelines.h), except what
+  // was given on the command line.
   la::LowerToCPUOptions pipelineOptions;
-  pipelineOptions.chunkSize = chunkSize;
-  pipelineOptions.sequential = sequential;
-  pipelineOptions.parallel = parallel;
-  pipelineOptions.fuse = fuse;
-  pipelineOptions.rowTile = rowTile;
-  pipelineOptions.laneTile = laneTile;
-  pipelineOptions.valueTile = valueTile;
-  pipelineOptions.gpuSchedule = gpuSchedule;
-  pipelineOptions.tensorCores = tensorCores;
-  pipelineOptions.packInputs = packInputs;
-  pipelineOptions.prefetch = prefetch;
-  pipelineOptions.gateBlock = gateBlock;
-  pipelineOptions.gateSpreadLimit = gateSpreadLimit;
-  if (!onGPU && !emulated)
+  auto given = [](auto &flag, auto &option) {
+    if (flag.getNumOccurrences())
+      option = flag;
+  };
+  given(chunkSize, pipelineOptions.chunkSize);
+  given(sequential, pipelineOptions.sequential);
+  given(parallel, pipelineOptions.parallel);
+  given(fuse, pipelineOptions.fuse);
+  given(rowTile, pipelineOptions.rowTile);
+  given(laneTile, pipelineOptions.laneTile);
+  given(valueTile, pipelineOptions.valueTile);
+  given(gpuSchedule, pipelineOptions.gpuSchedule);
+  given(tensorCores, pipelineOptions.tensorCores);
+  given(packInputs, pipelineOptions.packInputs);
+  given(prefetch, pipelineOptions.prefetch);
+  given(gateBlock, pipelineOptions.gateBlock);
+  given(gateSpreadLimit, pipelineOptions.gateSpreadLimit);
+  // la-run compiles for the machine it runs on: the cost rule plans for
+  // its threads unless told otherwise.
+  pipelineOptions.threads = fuseThreads;
+  if (!onGPU && !emulated) {
+    if (failed(la::verifyLowerToCPUOptions(
+            pipelineOptions, [](const llvm::Twine &message) -> LogicalResult {
+              fail(message);
+            })))
+      return 1;
     la::buildLowerToCPUPipeline(pm, pipelineOptions);
+  }
   if (failed(pm.run(*module)))
     return 1;
 
@@ -550,13 +685,19 @@ int main(int argc, char **argv) {
       mgpuMemFree(device, /*stream=*/nullptr);
   }
 
+  SmallVector<StringRef> outputPaths;
+  SmallVector<const npy::Array *> outputArrays;
   for (auto [index, type] : llvm::enumerate(resultTypes)) {
     const npy::Array &array = args[argTypes.size() + index].array;
     if (printOutputs)
       printSummary(index, array);
-    if (!outputs.empty())
-      if (llvm::Error error = npy::writeFile(outputs[index], array))
-        fail(llvm::toString(std::move(error)));
+    if (!outputs.empty()) {
+      outputPaths.push_back(outputs[index]);
+      outputArrays.push_back(&array);
+    }
   }
+  // All of the outputs or none.
+  if (llvm::Error error = npy::writeFiles(outputPaths, outputArrays))
+    fail(llvm::toString(std::move(error)));
   return 0;
 }

@@ -20,20 +20,22 @@ namespace la {
 /// (`Q K^T` with a decay per key channel).
 struct ChannelGateProducts {
   /// Rows per block of the blocked form, in which only the diagonal blocks
-  /// take an exponential per product term (0: every term takes one).
-  int64_t block = 16;
+  /// take an exponential per product term (0: every term takes one). The
+  /// defaults here, of convert-la-to-linalg and of la-lower-to-cpu are the
+  /// same; la-lower-to-gpu uses 16 (shared memory, see Pipelines.cpp).
+  int64_t block = 8;
   /// Where every gate of a chunk lies within this distance (in log space) of
   /// the chunk's first row, checked at run time, the product is one plain
   /// product of rows pre-scaled against that row; elsewhere the blocked
-  /// form runs. 0: never.
-  double spreadLimit = 0;
+  /// form runs. 0: never (la-lower-to-gpu's choice).
+  double spreadLimit = 32;
 };
 
 /// Patterns lowering the chunked level-2 ops to linalg.generic and scf.for.
 /// With `cumsumScan`, la.chunk_cumsum becomes a loop over the chunk's rows
 /// (C additions per element) instead of one masked reduction (C^2).
 void populateChunkedToLinalgPatterns(RewritePatternSet &patterns,
-                                     bool cumsumScan = false,
+                                     bool cumsumScan = true,
                                      ChannelGateProducts gateProducts = {});
 
 /// Patterns lowering `la.recurrence` (after la-simplify-recurrence) to a

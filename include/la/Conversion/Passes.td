@@ -50,12 +50,12 @@ def ConvertLaToLinalgPass : Pass<"convert-la-to-linalg"> {
     (`exp(32)` is about `8e13`); the GPU pipeline does not use this form.
   }];
   let options = [
-    Option<"cumsumScan", "cumsum-scan", "bool", "false",
+    Option<"cumsumScan", "cumsum-scan", "bool", "true",
            "la.chunk_cumsum as a loop over rows instead of a masked "
            "reduction">,
-    Option<"gateBlock", "gate-block", "int64_t", "16",
+    Option<"gateBlock", "gate-block", "int64_t", "8",
            "rows per block of a channel-gate score product (0: unblocked)">,
-    Option<"gateSpreadLimit", "gate-spread-limit", "double", "0",
+    Option<"gateSpreadLimit", "gate-spread-limit", "double", "32",
            "run-time bound on how far a chunk's cumulative gates may stray "
            "from its first row for the one-product form of a channel-gate "
            "score product (0: never that form)">

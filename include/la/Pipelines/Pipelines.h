@@ -52,6 +52,12 @@ struct LowerToCPUOptions : public PassPipelineOptions<LowerToCPUOptions> {
       *this, "value-tile",
       llvm::cl::desc("la-fuse-recurrence's value columns per task (0: all)"),
       llvm::cl::init(0)};
+  PassOptions::Option<int64_t> threads{
+      *this, "threads",
+      llvm::cl::desc("with parallel: the threads la-fuse-recurrence's cost "
+                     "rule plans for (0: the compiling machine's hardware "
+                     "threads; without parallel, 1)"),
+      llvm::cl::init(1)};
   PassOptions::Option<bool> gpuSchedule{
       *this, "gpu-schedule",
       llvm::cl::desc("run the GPU's schedule (the fused program, "
@@ -190,8 +196,24 @@ void buildLowerToCPUPipeline(OpPassManager &pm,
 std::function<llvm::Error(llvm::Module *)>
 makeHostOptimizingTransformer(unsigned optLevel);
 
-/// Registers `la-lower-to-cpu`, `la-lower-to-gpu` and `la-lower-to-nvvm`
-/// with the global pipeline registry.
+/// Checks the options of `la-lower-to-cpu` (ranges, enum values), reporting
+/// the first bad one through `emitError` (whose result is returned).
+/// Callers of buildLowerToCPUPipeline check them first; the registered
+/// pipeline does.
+LogicalResult
+verifyLowerToCPUOptions(const LowerToCPUOptions &options,
+                        function_ref<LogicalResult(const Twine &)> emitError);
+
+/// The same for the options of `la-lower-to-gpu`, `la-lower-to-nvvm` and
+/// `la-lower-to-gpu-emulator`.
+LogicalResult
+verifyLowerToNVVMOptions(const LowerToNVVMOptions &options,
+                         function_ref<LogicalResult(const Twine &)> emitError);
+
+/// Registers `la-lower-to-cpu`, `la-lower-to-gpu`, `la-lower-to-nvvm` and
+/// `la-lower-to-gpu-emulator` with the global pipeline registry. Each one
+/// checks its options and fails with a diagnostic (not a fatal error) when
+/// nested below `builtin.module`.
 void registerPipelines();
 
 } // namespace la

@@ -32,6 +32,20 @@ static Value safeDecay(OpBuilder &b, Location loc, Value x) {
                              arith::MinimumFOp::create(b, loc, x, zero));
 }
 
+/// The most negative log-gate the chunked program uses: exp(-104) rounds to
+/// 0 in f32, so a gate at or below it (-inf included: a hard reset) is an
+/// exact decay of 0, while the cumulative gates stay finite (-inf - -inf
+/// would be NaN) and small enough to keep their precision.
+constexpr float kMinLogGate = -104.0f;
+
+/// A log-gate element as f32, clamped below at kMinLogGate (NaN stays NaN).
+static Value logGateToF32(OpBuilder &b, Location loc, Value gate) {
+  // One op per statement: argument evaluation order is the host compiler's.
+  Value wide = extendToF32(b, loc, gate);
+  Value floor = constantF32(b, loc, kMinLogGate);
+  return arith::MaximumFOp::create(b, loc, wide, floor);
+}
+
 /// acc - a * b as acc + (-a) * b: a reduction the vectoriser recognises
 /// (it accepts addf as the combiner, not subf).
 static Value subtractProduct(OpBuilder &b, Location loc, Value acc, Value a,
@@ -87,16 +101,18 @@ struct ChunkCumsumToLinalg : OpRewritePattern<ChunkCumsumOp> {
     // Row 0 of the sums, in a tensor of its own and as G's first row.
     SmallVector<OpFoldResult> rowSizes = sizes;
     rowSizes[2] = unit;
-    Value running =
-        op.getExclusive()
-            ? zeroTensor(rewriter, loc, rowSizes)
-            : buildGeneric(
-                  rewriter, loc, sliceDim(rewriter, loc, g, 2, zero, unit),
-                  emptyTensor(rewriter, loc, rowSizes, rewriter.getF32Type()),
-                  {id, id}, rank, 0,
-                  [&](OpBuilder &b, Location l, ValueRange args) {
-                    return extendToF32(b, l, args[0]);
-                  });
+    Value running;
+    if (op.getExclusive()) {
+      running = zeroTensor(rewriter, loc, rowSizes);
+    } else {
+      Value firstRow = sliceDim(rewriter, loc, g, 2, zero, unit);
+      Value rowInit =
+          emptyTensor(rewriter, loc, rowSizes, rewriter.getF32Type());
+      running = buildGeneric(rewriter, loc, firstRow, rowInit, {id, id}, rank,
+                             0, [&](OpBuilder &b, Location l, ValueRange args) {
+                               return logGateToF32(b, l, args[0]);
+                             });
+    }
     Value first = insertAt(
         rewriter, loc, running,
         emptyTensor(rewriter, loc, sizes, rewriter.getF32Type()), 2, zero);
@@ -109,7 +125,7 @@ struct ChunkCumsumToLinalg : OpRewritePattern<ChunkCumsumOp> {
           Value next = buildGeneric(
               b, l, sliceDim(b, l, g, 2, row, unit), iterArgs[1], {id, id},
               rank, 0, [&](OpBuilder &nb, Location nl, ValueRange args) {
-                return addF(nb, nl, args[1], extendToF32(nb, nl, args[0]));
+                return addF(nb, nl, args[1], logGateToF32(nb, nl, args[0]));
               });
           scf::YieldOp::create(
               b, l, ValueRange{insertAt(b, l, next, iterArgs[0], 2, i), next});
@@ -139,9 +155,10 @@ struct ChunkCumsumToLinalg : OpRewritePattern<ChunkCumsumOp> {
         rewriter, loc, op.getG(), init,
         {dimMap(ctx, numLoops, inDims), dimMap(ctx, numLoops, outDims)}, rank,
         1, [&](OpBuilder &b, Location l, ValueRange args) -> Value {
-          Value term = arith::SelectOp::create(
-              b, l, causal(b, l, 2, rank, op.getExclusive()),
-              extendToF32(b, l, args[0]), constantF32(b, l, 0.0f));
+          Value inRange = causal(b, l, 2, rank, op.getExclusive());
+          Value gate = logGateToF32(b, l, args[0]);
+          Value zeroGate = constantF32(b, l, 0.0f);
+          Value term = arith::SelectOp::create(b, l, inRange, gate, zeroGate);
           return addF(b, l, args[1], term);
         });
     rewriter.replaceOp(op, result);
@@ -248,7 +265,8 @@ static Value buildBlockedChannelProduct(OpBuilder &b, Location loc, Value x,
        dimMap(ctx, 6, {0, 1, 2, 4, 5}), dimMap(ctx, 6, {0, 1, 2, 3, 4, 5})},
       6, 0, [&](OpBuilder &nb, Location l, ValueRange args) {
         Value diff = arith::SubFOp::create(nb, l, args[1], args[2]);
-        return mulF(nb, l, extendToF32(nb, l, args[0]), safeDecay(nb, l, diff));
+        Value x = extendToF32(nb, l, args[0]);
+        return mulF(nb, l, x, safeDecay(nb, l, diff));
       });
 
   // y^T[b,n,h,kk,c,t] exp(E_c - G^T[b,n,h,kk,c,t]), y read transposed.
@@ -262,7 +280,8 @@ static Value buildBlockedChannelProduct(OpBuilder &b, Location loc, Value x,
        dimMap(ctx, 6, {0, 1, 4, 2, 3}), dimMap(ctx, 6, {0, 1, 2, 3, 4, 5})},
       6, 0, [&](OpBuilder &nb, Location l, ValueRange args) {
         Value diff = arith::SubFOp::create(nb, l, args[2], args[1]);
-        return mulF(nb, l, extendToF32(nb, l, args[0]), safeDecay(nb, l, diff));
+        Value x = extendToF32(nb, l, args[0]);
+        return mulF(nb, l, x, safeDecay(nb, l, diff));
       });
 
   // The block-pair factor F[b,n,h,a,c,kk] = exp(min(R_a - E_c, 0)), needed
@@ -323,8 +342,7 @@ static Value buildBlockedChannelProduct(OpBuilder &b, Location loc, Value x,
        dimMap(ctx, 7, {0, 1, 3, 4, 2, 6}), dimMap(ctx, 7, {0, 1, 2, 6, 3, 5}),
        dimMap(ctx, 7, {0, 1, 2, 3, 4, 5})},
       6, 1, [](OpBuilder &nb, Location l, ValueRange args) {
-        Value product = mulF(nb, l, extendToF32(nb, l, args[0]),
-                             extendToF32(nb, l, args[1]));
+        Value product = mulExtended(nb, l, args[0], args[1]);
         Value diff = arith::SubFOp::create(nb, l, args[2], args[3]);
         product = mulF(nb, l, product, safeDecay(nb, l, diff));
         return addF(nb, l, args[4], product);
@@ -415,7 +433,8 @@ buildReferenceRowOperands(OpBuilder &b, Location loc, Value x, Value y,
                               towardReference
                                   ? arith::SubFOp::create(nb, l, args[2], gate)
                                   : arith::SubFOp::create(nb, l, gate, args[2]);
-                          return mulF(nb, l, extendToF32(nb, l, args[0]),
+                          Value x = extendToF32(nb, l, args[0]);
+                          return mulF(nb, l, x,
                                       math::ExpOp::create(nb, l, diff));
                         });
   };
@@ -442,8 +461,7 @@ static Value buildRowProduct(OpBuilder &b, Location loc, Value x, Value yT,
        dimMap(ctx, 6, {0, 1, 2, 3, 4})},
       5, 1, [](OpBuilder &nb, Location l, ValueRange args) {
         return addF(nb, l, args[2],
-                    mulF(nb, l, extendToF32(nb, l, args[0]),
-                         extendToF32(nb, l, args[1])));
+                    mulExtended(nb, l, args[0], args[1]));
       });
   markLowerTriangular(product, /*row=*/3, /*column=*/4);
   return product;
@@ -485,8 +503,7 @@ static Value buildScores(OpBuilder &b, Location loc, Value x, Value y,
          dimMap(ctx, 6, {0, 1, 3, 2, 5}), dimMap(ctx, 6, {0, 1, 2, 5, 4}),
          dimMap(ctx, 6, {0, 1, 2, 3, 4})},
         5, 1, [&](OpBuilder &nb, Location l, ValueRange args) -> Value {
-          Value product = mulF(nb, l, extendToF32(nb, l, args[0]),
-                               extendToF32(nb, l, args[1]));
+          Value product = mulExtended(nb, l, args[0], args[1]);
           Value diff = arith::SubFOp::create(nb, l, args[2], args[3]);
           product = mulF(nb, l, product, safeDecay(nb, l, diff));
           return addF(nb, l, args[4], product);
@@ -624,8 +641,7 @@ static Value accumulateOuter(OpBuilder &b, Location loc, Value keys,
                        dimMap(ctx, 5, {0, 1, 2, 3})},
                       4, 1, [&](OpBuilder &nb, Location l, ValueRange args) {
                         return addF(nb, l, args[2],
-                                    mulF(nb, l, extendToF32(nb, l, args[0]),
-                                         extendToF32(nb, l, args[1])));
+                                    mulExtended(nb, l, args[0], args[1]));
                       });
 }
 
@@ -713,8 +729,8 @@ struct ChunkStateScanToLinalg : OpRewritePattern<ChunkStateScanOp> {
                dimMap(ctx, 4, lDims), dimMap(ctx, 4, {0, 1, 2, 3})},
               4, 0, [&](OpBuilder &nb, Location nl, ValueRange args) {
                 Value diff = arith::SubFOp::create(nb, nl, args[2], args[1]);
-                return mulF(nb, nl, extendToF32(nb, nl, args[0]),
-                            safeDecay(nb, nl, diff));
+                Value x = extendToF32(nb, nl, args[0]);
+                return mulF(nb, nl, x, safeDecay(nb, nl, diff));
               });
         };
       }
@@ -858,9 +874,9 @@ static Value invertUnitLower(OpBuilder &b, Location loc, Value a,
               Value col = linalg::IndexOp::create(bb, bl, 5);
               Value isDiag = arith::CmpIOp::create(
                   bb, bl, arith::CmpIPredicate::eq, col, r);
-              return arith::SelectOp::create(bb, bl, isDiag,
-                                             constantF32(bb, bl, 1.0f),
-                                             constantF32(bb, bl, 0.0f));
+              Value one = constantF32(bb, bl, 1.0f);
+              Value zero = constantF32(bb, bl, 0.0f);
+              return arith::SelectOp::create(bb, bl, isDiag, one, zero);
             });
         Value row = buildGeneric(
             nb, l, ValueRange{aRow, inverse}, identityRow,
@@ -889,10 +905,10 @@ static Value invertUnitLower(OpBuilder &b, Location loc, Value a,
                      Value row = linalg::IndexOp::create(nb, l, 3);
                      Value col = linalg::IndexOp::create(nb, l, 4);
                      Value sValue = arith::ConstantIndexOp::create(nb, l, s);
+                     Value rowBlock = arith::DivUIOp::create(nb, l, row, sValue);
+                     Value colBlock = arith::DivUIOp::create(nb, l, col, sValue);
                      Value sameBlock = arith::CmpIOp::create(
-                         nb, l, arith::CmpIPredicate::eq,
-                         arith::DivUIOp::create(nb, l, row, sValue),
-                         arith::DivUIOp::create(nb, l, col, sValue));
+                         nb, l, arith::CmpIPredicate::eq, rowBlock, colBlock);
                      return arith::SelectOp::create(nb, l, sameBlock, args[0],
                                                     constantF32(nb, l, 0.0f));
                    });
@@ -1041,8 +1057,7 @@ struct ChunkWYToLinalg : OpRewritePattern<ChunkWYOp> {
         rewriter, loc, inputs,
         emptyTensor(rewriter, loc, mixedSizes(rewriter, loc, op.getK()), f32),
         maps, 5, 0, [&](OpBuilder &b, Location l, ValueRange args) -> Value {
-          Value term = mulF(b, l, extendToF32(b, l, args[0]),
-                            extendToF32(b, l, args[1]));
+          Value term = mulExtended(b, l, args[0], args[1]);
           if (gates)
             term = mulF(b, l, term, safeDecay(b, l, args[2]));
           return term;
@@ -1053,8 +1068,7 @@ struct ChunkWYToLinalg : OpRewritePattern<ChunkWYOp> {
         {dimMap(ctx, 5, {0, 1, 2, 3, 4}), dimMap(ctx, 5, {0, 1, 2, -4}, *group),
          dimMap(ctx, 5, {0, 1, 2, 3, 4})},
         5, 0, [&](OpBuilder &b, Location l, ValueRange args) -> Value {
-          return mulF(b, l, extendToF32(b, l, args[0]),
-                      extendToF32(b, l, args[1]));
+          return mulExtended(b, l, args[0], args[1]);
         });
     Value w = applyScores(
         rewriter, loc, inverse, weightedKeys,

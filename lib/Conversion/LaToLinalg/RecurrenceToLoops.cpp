@@ -53,8 +53,7 @@ public:
                           maps, 4, 0,
                           [&](OpBuilder &nb, Location l, ValueRange a) {
                             Value s = decay(nb, l, a[0], g ? a[3] : Value());
-                            Value kv = mulF(nb, l, extendToF32(nb, l, a[1]),
-                                            extendToF32(nb, l, a[2]));
+                            Value kv = mulExtended(nb, l, a[1], a[2]);
                             return addF(nb, l, s, kv);
                           });
       break;
@@ -84,7 +83,7 @@ public:
             Value error =
                 arith::SubFOp::create(nb, l, extendToF32(nb, l, a[2]), a[3]);
             Value scaledKey =
-                mulF(nb, l, extendToF32(nb, l, a[4]), extendToF32(nb, l, a[1]));
+                mulExtended(nb, l, a[4], a[1]);
             return addF(nb, l, a[0], mulF(nb, l, scaledKey, error));
           });
       break;
@@ -104,7 +103,7 @@ public:
           [&](OpBuilder &nb, Location l, ValueRange a) {
             Value s = decay(nb, l, a[0], g ? a[5] : Value());
             Value kv =
-                mulF(nb, l, extendToF32(nb, l, a[1]), extendToF32(nb, l, a[2]));
+                mulExtended(nb, l, a[1], a[2]);
             Value lowRank = mulF(nb, l, extendToF32(nb, l, a[4]), a[3]);
             return addF(nb, l, arith::SubFOp::create(nb, l, s, lowRank), kv);
           });
@@ -229,6 +228,7 @@ struct RecurrenceToLoops : OpRewritePattern<RecurrenceOp> {
 
     // Packed sequences: one time loop per sequence, each from its own state.
     Value cuSeqlens = op.getCuSeqlens();
+    Value tokens = tensor::DimOp::create(rewriter, loc, op.getQ(), 1);
     Value numSequences = arith::SubIOp::create(
         rewriter, loc, tensor::DimOp::create(rewriter, loc, cuSeqlens, 0), one);
     Value outputInit =
@@ -241,9 +241,9 @@ struct RecurrenceToLoops : OpRewritePattern<RecurrenceOp> {
         rewriter, loc, zero, numSequences, one,
         ValueRange{outputInit, finalInit},
         [&](OpBuilder &b, Location l, Value n, ValueRange iterArgs) {
-          Value begin = extractIndex(b, l, cuSeqlens, n);
-          Value end = extractIndex(b, l, cuSeqlens,
-                                   arith::AddIOp::create(b, l, n, one));
+          std::pair<Value, Value> bounds =
+              extractSequenceBounds(b, l, cuSeqlens, n, tokens);
+          Value begin = bounds.first, end = bounds.second;
           Value state;
           if (Value initial = op.getInitialState())
             state = sliceDim(b, l, initial, 0, n, b.getIndexAttr(1));

@@ -1,7 +1,7 @@
-// RUN: la-opt %s -split-input-file -convert-la-to-linalg | FileCheck %s
-// RUN: la-opt %s -split-input-file -convert-la-to-linalg=gate-block=8 | FileCheck %s --check-prefix=GB8
+// RUN: la-opt %s -split-input-file -convert-la-to-linalg="cumsum-scan=0 gate-block=16 gate-spread-limit=0" | FileCheck %s
+// RUN: la-opt %s -split-input-file -convert-la-to-linalg="cumsum-scan=0 gate-block=8 gate-spread-limit=0" | FileCheck %s --check-prefix=GB8
 // RUN: not la-opt %s -split-input-file -convert-la-to-linalg=gate-block=-1 2>&1 | FileCheck %s --check-prefix=BADGB
-// RUN: la-opt %s -split-input-file -convert-la-to-linalg="gate-block=8 gate-spread-limit=32" | FileCheck %s --check-prefix=SPREAD
+// RUN: la-opt %s -split-input-file -convert-la-to-linalg="cumsum-scan=0" | FileCheck %s --check-prefix=SPREAD
 // RUN: not la-opt %s -split-input-file -convert-la-to-linalg=gate-spread-limit=-1 2>&1 | FileCheck %s --check-prefix=BADSPREAD
 
 // BADGB: convert-la-to-linalg: 'gate-block' must be >= 0, got -1
@@ -17,7 +17,10 @@
 // CHECK: %[[J:.*]] = linalg.index 4 : index
 // CHECK: %[[KEEP:.*]] = arith.cmpi ule, %[[J]], %[[I]] : index
 // CHECK: %[[EXT:.*]] = arith.extf %{{.*}} : bf16 to f32
-// CHECK: %[[TERM:.*]] = arith.select %[[KEEP]], %[[EXT]], %{{.*}} : f32
+// The log-gate clamped at -104 (exp(-104) is 0 in f32): -inf stays exact.
+// CHECK: %[[FLOOR:.*]] = arith.constant -1.040000e+02 : f32
+// CHECK: %[[CLAMPED:.*]] = arith.maximumf %[[EXT]], %[[FLOOR]] : f32
+// CHECK: %[[TERM:.*]] = arith.select %[[KEEP]], %[[CLAMPED]], %{{.*}} : f32
 // CHECK: arith.addf %{{.*}}, %[[TERM]] : f32
 // CHECK: return %[[CUM]]
 func.func @cumsum(%g: tensor<1x2x16x2xbf16>) -> tensor<1x2x16x2xf32> {

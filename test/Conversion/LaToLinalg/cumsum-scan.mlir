@@ -17,7 +17,9 @@
 // CHECK: %[[NEXT:.*]] = linalg.generic {{.*}} ins(%[[GI]] : tensor<1x2x1x2xbf16>) outs(%[[RUNNING]] : tensor<1x2x1x2xf32>)
 // CHECK-NEXT: ^bb0(%[[X:.*]]: bf16, %[[R:.*]]: f32):
 // CHECK-NEXT: %[[EXT:.*]] = arith.extf %[[X]]
-// CHECK-NEXT: arith.addf %[[R]], %[[EXT]] : f32
+// CHECK-NEXT: %[[FLOOR:.*]] = arith.constant -1.040000e+02 : f32
+// CHECK-NEXT: %[[CLAMPED:.*]] = arith.maximumf %[[EXT]], %[[FLOOR]] : f32
+// CHECK-NEXT: arith.addf %[[R]], %[[CLAMPED]] : f32
 // CHECK: %[[WRITTEN:.*]] = tensor.insert_slice %[[NEXT]] into %[[ACC]][0, 0, %[[I]], 0] [1, 2, 1, 2]
 // CHECK: scf.yield %[[WRITTEN]], %[[NEXT]]
 // CHECK: return %[[SUMS]]#0

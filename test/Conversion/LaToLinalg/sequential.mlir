@@ -57,8 +57,12 @@ func.func @general(%q: tensor<1x4x1x4xf32>, %k: tensor<1x4x1x4xf32>, %v: tensor<
 // CHECK-LABEL: func.func @varlen
 // CHECK-SAME: %[[S0:[^:]*]]: tensor<2x1x4x4xf32>, %[[CU:[^:]*]]: tensor<3xi32>)
 // CHECK: scf.for %[[N:.*]] = {{.*}} iter_args(%[[OACC:.*]] = %{{.*}}, %[[SACC:.*]] = %{{.*}})
-// CHECK: %[[BEGIN:.*]] = arith.index_cast
-// CHECK: %[[END:.*]] = arith.index_cast
+// CHECK: %[[B0:.*]] = arith.index_cast
+// CHECK: %[[E0:.*]] = arith.index_cast
+// CHECK: %[[B1:.*]] = arith.maxsi %[[B0]]
+// CHECK: %[[BEGIN:.*]] = arith.minsi %[[B1]]
+// CHECK: %[[E1:.*]] = arith.maxsi %[[E0]], %[[BEGIN]]
+// CHECK: %[[END:.*]] = arith.minsi %[[E1]]
 // CHECK: %[[INIT:.*]] = tensor.extract_slice %[[S0]][%[[N]], 0, 0, 0] [1, 1, 4, 4]
 // CHECK: %[[INNER:.*]]:2 = scf.for %{{.*}} = %[[BEGIN]] to %[[END]] {{.*}} iter_args(%{{.*}} = %[[INIT]], %{{.*}} = %[[OACC]])
 // CHECK: %[[FINALS:.*]] = tensor.insert_slice %[[INNER]]#0 into %[[SACC]][%[[N]], 0, 0, 0]

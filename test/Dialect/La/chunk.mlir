@@ -46,12 +46,13 @@ func.func @linear_exact(%q: tensor<1x32x1x4xf32>, %k: tensor<1x32x1x4xf32>, %v: 
 
 // -----
 
-// Channel-wise gate: the cumulative gate keeps its K dim.
+// Channel-wise gate: the cumulative gate keeps its K dim. T = 5 is below the
+// chunk size: one chunk of 5 tokens, no padding.
 // CHECK-LABEL: func.func @channel
-// CHECK: %[[CUM:.*]] = la.chunk_cumsum %{{.*}} : tensor<1x1x16x2x4xf32> -> tensor<1x1x16x2x4xf32>
-// CHECK: la.chunk_state_scan {{.*}} gates(%[[CUM]] : tensor<1x1x16x2x4xf32>)
-// CHECK: la.chunk_intra {{.*}} gates(%[[CUM]] : tensor<1x1x16x2x4xf32>)
-// CHECK: la.chunk_inter {{.*}} gates(%[[CUM]] : tensor<1x1x16x2x4xf32>)
+// CHECK: %[[CUM:.*]] = la.chunk_cumsum %{{.*}} : tensor<1x1x5x2x4xf32> -> tensor<1x1x5x2x4xf32>
+// CHECK: la.chunk_state_scan {{.*}} gates(%[[CUM]] : tensor<1x1x5x2x4xf32>)
+// CHECK: la.chunk_intra {{.*}} gates(%[[CUM]] : tensor<1x1x5x2x4xf32>)
+// CHECK: la.chunk_inter {{.*}} gates(%[[CUM]] : tensor<1x1x5x2x4xf32>)
 func.func @channel(%q: tensor<1x5x2x4xf32>, %k: tensor<1x5x2x4xf32>, %v: tensor<1x5x2x4xf32>, %g: tensor<1x5x2x4xf32>) -> tensor<1x5x2x4xf32> {
   %o = la.recurrence decay(channel) low_rank(none) %q, %k, %v g(%g : tensor<1x5x2x4xf32>) {scale = 0.5 : f32} : tensor<1x5x2x4xf32>, tensor<1x5x2x4xf32>, tensor<1x5x2x4xf32> -> tensor<1x5x2x4xf32>
   return %o : tensor<1x5x2x4xf32>
@@ -81,11 +82,16 @@ func.func @fixed(%q: tensor<1x16x2x4xf32>, %k: tensor<1x16x2x4xf32>, %v: tensor<
 // CHECK-DAG: %[[C3:.*]] = arith.constant 3 : index
 // CHECK: %[[OUT0:.*]] = linalg.fill
 // CHECK: %[[LOOP:.*]]:2 = scf.for %[[N:.*]] = %[[C0]] to %[[C3]] step %[[C1]] iter_args(%[[OACC:.*]] = %[[OUT0]], %[[SACC:.*]] = %{{.*}}) -> (tensor<1x50x1x4xf32>, tensor<3x1x4x4xf32>)
+// The offsets are clamped to 0 <= begin <= end <= T = 50.
 // CHECK: %[[NEXT:.*]] = arith.addi %[[N]], %[[C1]]
 // CHECK: %[[B0:.*]] = tensor.extract %[[CU]][%[[N]]]
-// CHECK: %[[BEGIN:.*]] = arith.index_cast %[[B0]]
+// CHECK: %[[B1:.*]] = arith.index_cast %[[B0]]
 // CHECK: %[[E0:.*]] = tensor.extract %[[CU]][%[[NEXT]]]
-// CHECK: %[[END:.*]] = arith.index_cast %[[E0]]
+// CHECK: %[[E1:.*]] = arith.index_cast %[[E0]]
+// CHECK: %[[B2:.*]] = arith.maxsi %[[B1]], %[[C0]]
+// CHECK: %[[BEGIN:.*]] = arith.minsi %[[B2]], %[[C50:.*]] : index
+// CHECK: %[[E2:.*]] = arith.maxsi %[[E1]], %[[BEGIN]]
+// CHECK: %[[END:.*]] = arith.minsi %[[E2]], %[[C50]] : index
 // CHECK: %[[LEN:.*]] = arith.subi %[[END]], %[[BEGIN]]
 // CHECK: %[[INIT:.*]] = tensor.extract_slice %[[S0]][%[[N]], 0, 0, 0] [1, 1, 4, 4]
 // CHECK: tensor.extract_slice %{{.*}}[0, %[[BEGIN]], 0, 0] [1, %[[LEN]], 1, 4] [1, 1, 1, 1] : tensor<1x50x1x4xf32> to tensor<1x?x1x4xf32>

@@ -1,15 +1,17 @@
-// RUN: la-opt %s -split-input-file -la-fuse-recurrence="chunk-size=16 threads=2" | FileCheck %s
-// RUN: la-opt %s -split-input-file -la-fuse-recurrence="chunk-size=16 threads=4" | FileCheck %s --check-prefix=FEW
-// RUN: la-opt %s -split-input-file -la-fuse-recurrence="chunk-size=16 mode=materialized" | FileCheck %s --check-prefix=MAT
+// RUN: la-opt %s -split-input-file -la-fuse-recurrence="chunk-size=16 threads=2 pack-inputs=0" | FileCheck %s
+// RUN: la-opt %s -split-input-file -la-fuse-recurrence="chunk-size=16 threads=4 pack-inputs=0" | FileCheck %s --check-prefix=FEW
+// RUN: la-opt %s -split-input-file -la-fuse-recurrence="chunk-size=16 mode=materialized pack-inputs=0" | FileCheck %s --check-prefix=MAT
 // RUN: not la-opt %s -split-input-file -la-fuse-recurrence="mode=sometimes" 2>&1 | FileCheck %s --check-prefix=BADMODE
 // RUN: not la-opt %s -split-input-file -la-fuse-recurrence="chunk-size=0" 2>&1 | FileCheck %s --check-prefix=BADCHUNK
-// RUN: la-opt %s -split-input-file -la-fuse-recurrence="chunk-size=16 threads=4 value-tile=4" | FileCheck %s --check-prefix=VT
+// RUN: la-opt %s -split-input-file -la-fuse-recurrence="chunk-size=16 threads=4 value-tile=4 pack-inputs=0" | FileCheck %s --check-prefix=VT
 // RUN: not la-opt %s -split-input-file -la-fuse-recurrence="value-tile=-1" 2>&1 | FileCheck %s --check-prefix=BADVT
+// RUN: not la-opt %s -split-input-file -la-fuse-recurrence="threads=-2" 2>&1 | FileCheck %s --check-prefix=BADTHREADS
 // RUN: la-opt %s -split-input-file -la-fuse-recurrence="chunk-size=16 threads=2 pack-inputs=true" | FileCheck %s --check-prefix=PACK
 
 // BADMODE: la-fuse-recurrence: 'mode' must be auto, fused or materialized, got 'sometimes'
-// BADCHUNK: la-fuse-recurrence: 'chunk-size' must be > 0, got 0
+// BADCHUNK: la-fuse-recurrence: 'chunk-size' must be in [1, 65536], got 0
 // BADVT: la-fuse-recurrence: 'value-tile' must be >= 0, got -1
+// BADTHREADS: la-fuse-recurrence: 'threads' must be >= 0, got -2
 
 // Value tiles of 4 columns: V = 8 gives two tiles per (batch, value head),
 // so 1 x 2 x 2 = 4 tasks reach threads=4 (fused). Each task carries a

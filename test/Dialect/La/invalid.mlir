@@ -421,3 +421,49 @@ func.func @erase_write_normalizer(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf3
   %o = la.attention deltanet2 %q, %q, %v erase(%q : tensor<1x8x2x4xf32>) write(%v : tensor<1x8x2x6xf32>) {normalizer} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
   return
 }
+
+// -----
+
+// Offsets known at compile time are checked (the kernels trust them).
+func.func @varlen_constant_past_end(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>) {
+  %cu = arith.constant dense<[0, 9, 8]> : tensor<3xi32>
+  // expected-error @+1 {{expects 'cu_seqlens' to go non-decreasing from 0 to T = 8, but offset 1 is 9}}
+  %o = la.attention linear %q, %q, %v cu_seqlens(%cu : tensor<3xi32>) : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  return
+}
+
+// -----
+
+func.func @varlen_constant_decreasing(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>) {
+  %cu = arith.constant dense<[0, 5, 3, 8]> : tensor<4xi32>
+  // expected-error @+1 {{expects 'cu_seqlens' to go non-decreasing from 0 to T = 8, but offset 2 is 3}}
+  %o = la.attention linear %q, %q, %v cu_seqlens(%cu : tensor<4xi32>) : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  return
+}
+
+// -----
+
+func.func @varlen_constant_short(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>) {
+  %cu = arith.constant dense<[0, 5, 7]> : tensor<3xi32>
+  // expected-error @+1 {{expects 'cu_seqlens' to go non-decreasing from 0 to T = 8, but offset 2 is 7}}
+  %o = la.attention linear %q, %q, %v cu_seqlens(%cu : tensor<3xi32>) : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  return
+}
+
+// -----
+
+func.func @varlen_constant_negative(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>) {
+  %cu = arith.constant dense<[-1, 5, 8]> : tensor<3xi32>
+  // expected-error @+1 {{expects 'cu_seqlens' to go non-decreasing from 0 to T = 8, but offset 0 is -1}}
+  %o = la.attention linear %q, %q, %v cu_seqlens(%cu : tensor<3xi32>) : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  return
+}
+
+// -----
+
+func.func @varlen_constant_recurrence(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>) {
+  %cu = arith.constant dense<[0, 4, 2]> : tensor<3xi32>
+  // expected-error @+1 {{expects 'cu_seqlens' to go non-decreasing from 0 to T = 8, but offset 2 is 2}}
+  %o = la.recurrence decay(none) low_rank(none) %q, %q, %v cu_seqlens(%cu : tensor<3xi32>) {scale = 0.5 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  return
+}

@@ -1,5 +1,5 @@
-// RUN: la-opt %s -split-input-file -la-tile-for-gpu=tensor-cores -canonicalize -cse | FileCheck %s --check-prefix=TC
-// RUN: la-opt %s -split-input-file -la-tile-for-gpu -canonicalize -cse | FileCheck %s
+// RUN: la-opt %s -split-input-file -la-tile-for-gpu="tensor-cores stage-inputs=0" -canonicalize -cse | FileCheck %s --check-prefix=TC
+// RUN: la-opt %s -split-input-file -la-tile-for-gpu=stage-inputs=0 -canonicalize -cse | FileCheck %s
 
 // One task per batch: the task forall maps onto blocks; the fill and the
 // matmul become foralls over their 16 x 4 output elements, mapped onto

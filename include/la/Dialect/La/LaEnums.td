@@ -16,7 +16,7 @@ def La_UpdateRule : I32EnumAttr<"UpdateRule", "state update rule", [
 }
 def La_UpdateRuleAttr : EnumAttr<La_Dialect, La_UpdateRule, "update"> {
   let summary = "additive (S += k v^T), delta (S -= beta k (k^T S - v^T)) or "
-                "erase_write (Gated DeltaNet-2: S -= (e*k)(k^T S) + k (w*v)^T)";
+                "erase_write (Gated DeltaNet-2: S += k (w*v)^T - (e*k)(k^T S))";
 }
 
 def La_GateKind : I32EnumAttr<"GateKind", "kind of the diagonal decay", [

@@ -31,6 +31,10 @@ void populateLowerToRecurrencePatterns(RewritePatternSet &patterns,
 /// channel} without a normaliser (see la-simplify-recurrence).
 void populateSimplifyRecurrencePatterns(RewritePatternSet &patterns);
 
+/// The largest chunk size the passes accept: a chunk's score matrix has
+/// C x C entries. (A chunk size above a static T is lowered as T.)
+constexpr int64_t kMaxChunkSize = 65536;
+
 /// Patterns rewriting `la.recurrence` (without a low-rank part) into the
 /// chunked level-2 ops.
 void populateChunkPatterns(RewritePatternSet &patterns, int64_t chunkSize);
@@ -65,7 +69,7 @@ void populateFuseRecurrencePatterns(RewritePatternSet &patterns,
                                     int64_t chunkSize, FusionMode mode,
                                     int64_t threads, bool fuseProducers = true,
                                     int64_t valueTile = 0,
-                                    bool packInputs = false);
+                                    bool packInputs = true);
 
 #define GEN_PASS_REGISTRATION
 #include "la/Dialect/La/LaPasses.h.inc"

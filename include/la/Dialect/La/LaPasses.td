@@ -149,13 +149,15 @@ def LaFuseRecurrencePass : Pass<"la-fuse-recurrence"> {
            "tokens per chunk (> 0)">,
     Option<"mode", "mode", "std::string", "\"auto\"",
            "auto (the cost rule), fused or materialized">,
-    Option<"threads", "threads", "int64_t", "0",
-           "threads the cost rule plans for (0: the hardware threads)">,
+    Option<"threads", "threads", "int64_t", "1",
+           "threads the cost rule plans for (0: the hardware threads of the "
+           "compiling machine, which makes the IR depend on it: only on "
+           "request)">,
     Option<"fuseProducers", "fuse-producers", "bool", "true",
            "compute the operands' producers per chunk inside the loop">,
     Option<"valueTile", "value-tile", "int64_t", "0",
            "value columns per task (0: all of V; must divide V)">,
-    Option<"packInputs", "pack-inputs", "bool", "false",
+    Option<"packInputs", "pack-inputs", "bool", "true",
            "copy each chunk of the (unfused) inputs into a compact tensor">
   ];
 }
@@ -338,7 +340,7 @@ def LaTileForGPUPass : Pass<"la-tile-for-gpu", "func::FuncOp"> {
   let options = [
     Option<"tensorCores", "tensor-cores", "bool", "false",
            "tile f32 contractions onto warps for mma.sync (tf32)">,
-    Option<"stageInputs", "stage-inputs", "bool", "false",
+    Option<"stageInputs", "stage-inputs", "bool", "true",
            "copy each chunk of the inputs into task-local buffers (shared "
            "memory) before the ops read it">
   ];

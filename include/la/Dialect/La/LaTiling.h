@@ -48,6 +48,10 @@ struct CPUTilingResult {
 /// vectorizeForCPU (they were not register-tiled).
 constexpr int64_t kMaxVectorElements = 4096;
 
+/// Whether tileForCPU handles `op`: tensors, one init, static loop ranges,
+/// projected-permutation maps (a grouped-query floordiv map is not).
+bool isTileableForCPU(linalg::LinalgOp op);
+
 /// Tiles `op` (tensors, static loop ranges, projected-permutation maps) into
 /// outer loops and register tiles; partial tiles are peeled. Fails without
 /// changing the IR when the op is not of that form.

@@ -35,6 +35,11 @@ Value zeroTensor(OpBuilder &b, Location loc, ArrayRef<OpFoldResult> sizes);
 Value mulF(OpBuilder &b, Location loc, Value x, Value y);
 Value addF(OpBuilder &b, Location loc, Value x, Value y);
 
+/// extendToF32(x) * extendToF32(y), the extensions built in that order. (A
+/// call with two op-building arguments would order them as the host
+/// compiler evaluates arguments, and la's IR must not depend on it.)
+Value mulExtended(OpBuilder &b, Location loc, Value x, Value y);
+
 /// A `linalg.generic` with `inputs`, one `init`, `parallel` then
 /// `reductions` loops, and a body that returns the value to yield.
 Value buildGeneric(OpBuilder &b, Location loc, ValueRange inputs, Value init,
@@ -73,6 +78,14 @@ SmallVector<int64_t> staticShape(ArrayRef<OpFoldResult> sizes);
 
 /// Element `index` of a 1-D integer tensor (e.g. cu_seqlens) as an index.
 Value extractIndex(OpBuilder &b, Location loc, Value tensor, Value index);
+
+/// The tokens [start, end) of packed sequence `n`: cu_seqlens[n] and
+/// cu_seqlens[n+1] clamped so that 0 <= start <= end <= `tokens`. The
+/// callers (la-run, Python) reject invalid offsets before a kernel runs; the
+/// clamp keeps a kernel called with bad offsets inside its buffers.
+std::pair<Value, Value> extractSequenceBounds(OpBuilder &b, Location loc,
+                                              Value cuSeqlens, Value n,
+                                              Value tokens);
 
 /// Replaces `op`'s results with `values` (one per result; a null value for
 /// an absent optional result is skipped), inserting tensor.cast where the

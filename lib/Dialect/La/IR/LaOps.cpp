@@ -3,6 +3,7 @@
 #include "la/Dialect/La/LaOps.h"
 
 #include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/STLExtras.h"
 
@@ -245,6 +246,26 @@ static LogicalResult verifySignature(Operation *op,
              << "expects 'cu_seqlens' to hold N+1 >= 2 offsets, got "
              << offsets;
     numStates = ShapedType::isDynamic(offsets) ? offsets : offsets - 1;
+    // Offsets known at compile time must be valid (the kernels trust them:
+    // they are loop bounds and slice offsets).
+    DenseIntElementsAttr constant;
+    if (matchPattern(sig.cuSeqlens, m_Constant(&constant))) {
+      SmallVector<int64_t> values;
+      for (const APInt &value : constant.getValues<APInt>())
+        values.push_back(value.getSExtValue());
+      for (auto [i, value] : llvm::enumerate(values)) {
+        bool decreasing = i > 0 && value < values[i - 1];
+        bool outside = value < 0 || (!ShapedType::isDynamic(d.time) &&
+                                     value > d.time);
+        bool badEnd = (i == 0 && value != 0) ||
+                      (i + 1 == values.size() &&
+                       !ShapedType::isDynamic(d.time) && value != d.time);
+        if (decreasing || outside || badEnd)
+          return op->emitOpError()
+                 << "expects 'cu_seqlens' to go non-decreasing from 0 to T = "
+                 << d.time << ", but offset " << i << " is " << value;
+      }
+    }
   }
   SmallVector<int64_t> stateShape = {numStates, d.valueHeads, d.keyDim,
                                      d.valueDim};

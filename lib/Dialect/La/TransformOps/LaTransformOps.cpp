@@ -83,16 +83,27 @@ transform::LaTileForCPUOp::applyToOne(transform::TransformRewriter &rewriter,
                                       linalg::LinalgOp target,
                                       transform::ApplyToEachResultList &results,
                                       transform::TransformState &state) {
+  // As la-tile does, an op of another form (dynamic shapes, the floordiv
+  // maps of grouped value heads, the delta rule's triangular solve) stays
+  // as it is, to be lowered to scalar loops: a schedule that matches every
+  // LinalgOp works for every variant.
+  if (!isTileableForCPU(target)) {
+    results.push_back(target);
+    results.push_back(target);
+    return DiagnosedSilenceableFailure::success();
+  }
   CPUTilingOptions options;
   options.rowTile = getRowTile();
   options.laneTile = getLaneTile();
   options.reductionTile = getReductionTile();
   options.distribute = getDistribute();
   FailureOr<CPUTilingResult> tiled = tileForCPU(rewriter, target, options);
-  if (failed(tiled))
-    return emitSilenceableError()
-           << "expected a tensor linalg op with static loop ranges and "
-              "projected-permutation maps";
+  if (failed(tiled)) {
+    DiagnosedSilenceableFailure diag = emitSilenceableError()
+                                       << "could not tile the payload op";
+    diag.attachNote(target->getLoc()) << "payload op: " << *target;
+    return diag;
+  }
   Operation *outermost = nullptr;
   if (!tiled->outerLoops.empty())
     outermost = tiled->outerLoops.front();
@@ -114,8 +125,13 @@ DiagnosedSilenceableFailure transform::LaVectorizeForCPUOp::applyToOne(
     transform::TransformRewriter &rewriter, Operation *target,
     transform::ApplyToEachResultList &results,
     transform::TransformState &state) {
-  if (failed(vectorizeForCPU(rewriter, target)))
-    return emitDefiniteFailure() << "vectorisation patterns did not converge";
+  if (failed(vectorizeForCPU(rewriter, target))) {
+    DiagnosedDefiniteFailure diag =
+        emitDefiniteFailure() << "vectorisation patterns did not converge";
+    diag.attachNote(target->getLoc())
+        << "in payload op '" << target->getName() << "'";
+    return diag;
+  }
   results.push_back(target);
   return DiagnosedSilenceableFailure::success();
 }

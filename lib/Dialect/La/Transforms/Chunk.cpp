@@ -32,12 +32,13 @@ using namespace mlir::la;
 namespace {
 struct ChunkRecurrence : OpRewritePattern<RecurrenceOp> {
   ChunkRecurrence(MLIRContext *ctx, int64_t chunkSize)
-      : OpRewritePattern(ctx), chunkSize(chunkSize) {}
+      : OpRewritePattern(ctx), requestedChunkSize(chunkSize) {}
 
   LogicalResult matchAndRewrite(RecurrenceOp op,
                                 PatternRewriter &rewriter) const override {
     if (op.getGate() == GateKind::Fixed || op.getNormalizer())
       return rewriter.notifyMatchFailure(op, "simplify the recurrence first");
+    int64_t chunkSize = chunkSizeFor(requestedChunkSize, op.getQ());
     Location loc = op.getLoc();
     float scale = op.getScale().convertToFloat();
     Type outputElementType = op.getO().getType().getElementType();
@@ -58,6 +59,7 @@ struct ChunkRecurrence : OpRewritePattern<RecurrenceOp> {
     Value one = arith::ConstantIndexOp::create(rewriter, loc, 1);
     Value numOffsets = tensor::DimOp::create(rewriter, loc, cuSeqlens, 0);
     Value numSequences = arith::SubIOp::create(rewriter, loc, numOffsets, one);
+    Value tokens = tensor::DimOp::create(rewriter, loc, op.getQ(), 1);
 
     SmallVector<OpFoldResult> outputSizes =
         mixedSizes(rewriter, loc, op.getV());
@@ -77,9 +79,10 @@ struct ChunkRecurrence : OpRewritePattern<RecurrenceOp> {
         rewriter, loc, zero, numSequences, one,
         ValueRange{outputInit, finalInit},
         [&](OpBuilder &b, Location l, Value n, ValueRange iterArgs) {
-          Value next = arith::AddIOp::create(b, l, n, one);
-          Value start = extractIndex(b, l, cuSeqlens, n);
-          Value end = extractIndex(b, l, cuSeqlens, next);
+          // Not a structured binding: the lambda below captures them.
+          std::pair<Value, Value> bounds =
+              extractSequenceBounds(b, l, cuSeqlens, n, tokens);
+          Value start = bounds.first, end = bounds.second;
           Value length = arith::SubIOp::create(b, l, end, start);
           auto slice = [&](Value x) -> Value {
             return x ? sliceDim(b, l, x, 1, start, length) : Value();
@@ -104,16 +107,17 @@ struct ChunkRecurrence : OpRewritePattern<RecurrenceOp> {
     return success();
   }
 
-  int64_t chunkSize;
+  int64_t requestedChunkSize;
 };
 
 struct LaChunkPass : la::impl::LaChunkPassBase<LaChunkPass> {
   using Base::Base;
 
   void runOnOperation() override {
-    if (chunkSize <= 0) {
-      getOperation()->emitError() << "la-chunk: 'chunk-size' must be > 0, got "
-                                  << static_cast<int64_t>(chunkSize);
+    if (chunkSize <= 0 || chunkSize > kMaxChunkSize) {
+      getOperation()->emitError()
+          << "la-chunk: 'chunk-size' must be in [1, " << kMaxChunkSize
+          << "], got " << static_cast<int64_t>(chunkSize);
       return signalPassFailure();
     }
     RewritePatternSet patterns(&getContext());

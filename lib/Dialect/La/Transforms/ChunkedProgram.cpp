@@ -8,8 +8,17 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 
+#include <algorithm>
+
 using namespace mlir;
 using namespace mlir::la;
+
+int64_t mlir::la::chunkSizeFor(int64_t requested, Value q) {
+  int64_t tokens = cast<ShapedType>(q.getType()).getDimSize(1);
+  if (ShapedType::isDynamic(tokens))
+    return requested;
+  return std::max<int64_t>(1, std::min(requested, tokens));
+}
 
 void ChunkedProgramBuilder::prepare(OpFoldResult tokens) {
   time = tokens;

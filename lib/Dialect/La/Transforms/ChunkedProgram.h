@@ -16,6 +16,10 @@
 namespace mlir {
 namespace la {
 
+/// The chunk size for a recurrence whose q is `q` ([B,T,H,K]): `requested`,
+/// but no more than a static T (a longer chunk would only be padding).
+int64_t chunkSizeFor(int64_t requested, Value q);
+
 /// Builds the chunked program for one batch of equally long sequences.
 class ChunkedProgramBuilder {
 public:

@@ -317,7 +317,7 @@ struct FuseRecurrence : OpRewritePattern<RecurrenceOp> {
   FuseRecurrence(MLIRContext *ctx, int64_t chunkSize, FusionMode mode,
                  int64_t threads, bool fuseProducers, int64_t valueTile,
                  bool packInputs)
-      : OpRewritePattern(ctx), chunkSize(chunkSize), mode(mode),
+      : OpRewritePattern(ctx), requestedChunkSize(chunkSize), mode(mode),
         threads(threads), fuseProducers(fuseProducers), valueTile(valueTile),
         packInputs(packInputs) {}
 
@@ -327,6 +327,7 @@ struct FuseRecurrence : OpRewritePattern<RecurrenceOp> {
       return rewriter.notifyMatchFailure(op, "simplify the recurrence first");
     if (!shouldFuse(op, mode, threads, valueTile))
       return rewriter.notifyMatchFailure(op, "left to la-chunk");
+    int64_t chunkSize = chunkSizeFor(requestedChunkSize, op.getQ());
     auto kType = op.getK().getType();
     auto vType = op.getV().getType();
     int64_t heads = kType.getDimSize(2), valueHeads = vType.getDimSize(2);
@@ -565,7 +566,7 @@ struct FuseRecurrence : OpRewritePattern<RecurrenceOp> {
     return success();
   }
 
-  int64_t chunkSize;
+  int64_t requestedChunkSize;
   FusionMode mode;
   int64_t threads;
   bool fuseProducers;
@@ -578,10 +579,10 @@ struct LaFuseRecurrencePass
   using Base::Base;
 
   void runOnOperation() override {
-    if (chunkSize <= 0) {
+    if (chunkSize <= 0 || chunkSize > kMaxChunkSize) {
       getOperation()->emitError()
-          << "la-fuse-recurrence: 'chunk-size' must be > 0, got "
-          << static_cast<int64_t>(chunkSize);
+          << "la-fuse-recurrence: 'chunk-size' must be in [1, "
+          << kMaxChunkSize << "], got " << static_cast<int64_t>(chunkSize);
       return signalPassFailure();
     }
     FailureOr<FusionMode> fusionMode = parseFusionMode(mode);
@@ -590,6 +591,12 @@ struct LaFuseRecurrencePass
           << "la-fuse-recurrence: 'mode' must be auto, fused or "
              "materialized, got '"
           << mode << "'";
+      return signalPassFailure();
+    }
+    if (threads < 0) {
+      getOperation()->emitError()
+          << "la-fuse-recurrence: 'threads' must be >= 0, got "
+          << static_cast<int64_t>(threads);
       return signalPassFailure();
     }
     int64_t threadCount =

@@ -153,8 +153,7 @@ static EraseWriteParts buildEraseWrite(OpBuilder &b, Location loc,
     return buildGeneric(b, loc, ValueRange{x, y},
                         emptyTensor(b, loc, sizes, f32), {id, id, id}, 4, 0,
                         [](OpBuilder &nb, Location l, ValueRange args) {
-                          return mulF(nb, l, extendToF32(nb, l, args[0]),
-                                      extendToF32(nb, l, args[1]));
+                          return mulExtended(nb, l, args[0], args[1]);
                         });
   };
   Value erase = product(op.getErase(), k, keySizes);

@@ -105,10 +105,9 @@ static LogicalResult prefetchLines(OpBuilder &b, Location loc, Value view,
     }
     if (shape[d] == 1)
       return build(nested, d + 1);
-    auto loop = scf::ForOp::create(
-        nested, loc, zero,
-        arith::ConstantIndexOp::create(nested, loc, shape[d]),
-        arith::ConstantIndexOp::create(nested, loc, steps[d]));
+    Value upper = arith::ConstantIndexOp::create(nested, loc, shape[d]);
+    Value step = arith::ConstantIndexOp::create(nested, loc, steps[d]);
+    auto loop = scf::ForOp::create(nested, loc, zero, upper, step);
     OpBuilder inner = OpBuilder::atBlockBegin(loop.getBody());
     indices[d] = loop.getInductionVar();
     build(inner, d + 1);

@@ -139,9 +139,7 @@ struct RegisterTileDims {
 };
 } // namespace
 
-/// Whether `op` is one this tiling handles: tensors, static loop ranges,
-/// projected-permutation maps (a grouped-query floordiv map is not).
-static bool isTileable(linalg::LinalgOp op) {
+bool mlir::la::isTileableForCPU(linalg::LinalgOp op) {
   if (!op.hasPureTensorSemantics() || op.getNumDpsInits() != 1)
     return false;
   if (llvm::any_of(op.getStaticLoopRanges(), ShapedType::isDynamic))
@@ -313,7 +311,7 @@ static void stopAtBlock(RewriterBase &rewriter, DenseI64ArrayAttr dims,
 FailureOr<CPUTilingResult>
 mlir::la::tileForCPU(RewriterBase &rewriter, linalg::LinalgOp op,
                      const CPUTilingOptions &options) {
-  if (!isTileable(op))
+  if (!isTileableForCPU(op))
     return rewriter.notifyMatchFailure(
         op, "needs tensors, one init, static loop ranges and "
             "projected-permutation maps");

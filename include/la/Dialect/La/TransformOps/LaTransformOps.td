@@ -82,10 +82,14 @@ def LaTileForCPUOp : Op<Transform_Dialect, "la.tile_for_cpu",
     of an output loop that some input does not read and `reduction_tile` of
     each reduction loop; partial tiles are peeled.
 
-    Consumes `target` (a tensor `linalg` op with static loop ranges and
-    projected-permutation maps). Returns the op on the first full register
-    tile and the outermost loop produced (the op itself when it already is
-    one register tile). A target of another form is a silenceable failure.
+    Consumes `target`. A tensor `linalg` op with static loop ranges and
+    projected-permutation maps is tiled: the results are the op on the first
+    full register tile and the outermost loop produced (the op itself when
+    it already is one register tile). A target of another form (dynamic
+    shapes, grouped-head floordiv maps, the delta rule's triangular solve)
+    is left as it is, as `la-tile` leaves it, and both results are the op
+    itself; so a schedule matching every `LinalgOp` works for every variant.
+    A tiling that fails is a silenceable failure naming the payload op.
   }];
   let arguments = (ins TransformHandleTypeInterface:$target,
                    DefaultValuedAttr<I64Attr, "8">:$row_tile,

@@ -1,0 +1,124 @@
+"""The C API's contract (include/la-c/La.h): null handles, null strings and
+null callbacks fail or do nothing, with a message where there is a callback;
+none crashes. Each call runs in a child process, so a crash is a failed test
+instead of a dead pytest."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from la import _capi
+
+pytestmark = pytest.mark.skipif(_capi.library_path() is None, reason="libLaCAPI.so is not built")
+
+_PRELUDE = textwrap.dedent("""
+    import ctypes
+    from la import _capi
+    from la._capi import (MlirContext, MlirModule, MlirStringRef, LaExecutionEngine,
+                          MlirDialectRegistry, STRING_CALLBACK, TextSink)
+    lib = _capi.lib()
+    lib.laRegisterAllDialects.restype = None
+    lib.laRegisterAllDialects.argtypes = [MlirDialectRegistry]
+    sink = TextSink()
+    NULL_CALLBACK = ctypes.cast(None, STRING_CALLBACK)
+    null_module, null_context, null_engine = MlirModule(None), MlirContext(None), LaExecutionEngine(None)
+    null_text = MlirStringRef(None, 0)
+    text = MlirStringRef.of
+""")
+
+# (call, what the child prints on success)
+_CASES = {
+    "parse_null_context": """
+        m = lib.laModuleParse(null_context, text("module {}"), sink.callback, None)
+        assert lib.laModuleIsNull(m)
+        assert "laModuleParse: the context is null" in sink.text(), sink.text()
+    """,
+    "parse_null_source": """
+        ctx = lib.laContextCreate()
+        m = lib.laModuleParse(ctx, MlirStringRef(None, 5), sink.callback, None)
+        assert lib.laModuleIsNull(m)
+        assert "the source text is null" in sink.text(), sink.text()
+        lib.laContextDestroy(ctx)
+    """,
+    "parse_error_null_callback": """
+        ctx = lib.laContextCreate()
+        m = lib.laModuleParse(ctx, text("func.func @f( {"), NULL_CALLBACK, None)
+        assert lib.laModuleIsNull(m)
+        lib.laContextDestroy(ctx)
+    """,
+    "print_null_module": """
+        lib.laModulePrint(null_module, False, sink.callback, None)
+        lib.laModulePrint(null_module, False, NULL_CALLBACK, None)
+        assert "laModulePrint: the module is null" in sink.text(), sink.text()
+    """,
+    "run_pipeline_null_module": """
+        r = lib.laModuleRunPipeline(null_module, text("builtin.module(canonicalize)"), False,
+                                    sink.callback, None)
+        assert not r.succeeded()
+        assert "laModuleRunPipeline: the module is null" in sink.text(), sink.text()
+    """,
+    "run_pipeline_null_text_and_callback": """
+        ctx = lib.laContextCreate()
+        m = lib.laModuleParse(ctx, text("module {}"), NULL_CALLBACK, None)
+        assert not lib.laModuleRunPipeline(m, null_text, False, NULL_CALLBACK, None).succeeded()
+        # A bad pipeline and a failing pass with a null callback.
+        assert not lib.laModuleRunPipeline(m, text("builtin.module(nope)"), False,
+                                           NULL_CALLBACK, None).succeeded()
+        lib.laModuleDestroy(m)
+        lib.laContextDestroy(ctx)
+    """,
+    "emit_c_interface_null": """
+        assert not lib.laModuleEmitCInterface(null_module, text("f")).succeeded()
+        ctx = lib.laContextCreate()
+        m = lib.laModuleParse(ctx, text("module {}"), NULL_CALLBACK, None)
+        assert not lib.laModuleEmitCInterface(m, null_text).succeeded()
+        assert not lib.laModuleEmitCInterface(m, text("missing")).succeeded()
+        lib.laModuleDestroy(m)
+        lib.laContextDestroy(ctx)
+    """,
+    "translate_null_module": """
+        assert not lib.laModuleTranslateToLLVMIR(null_module, sink.callback, None).succeeded()
+        assert not lib.laModuleTranslateToLLVMIR(null_module, NULL_CALLBACK, None).succeeded()
+        assert "laModuleTranslateToLLVMIR: the module is null" in sink.text(), sink.text()
+    """,
+    "engine_null_module": """
+        e = lib.laExecutionEngineCreate(null_module, 2, 0, None, sink.callback, None)
+        assert lib.laExecutionEngineIsNull(e)
+        assert "laExecutionEngineCreate: the module is null" in sink.text(), sink.text()
+    """,
+    "engine_null_library_list": """
+        ctx = lib.laContextCreate()
+        m = lib.laModuleParse(ctx, text("module {}"), NULL_CALLBACK, None)
+        e = lib.laExecutionEngineCreate(m, 2, 3, None, sink.callback, None)
+        assert lib.laExecutionEngineIsNull(e)
+        assert "the shared library list is null" in sink.text(), sink.text()
+        paths = (MlirStringRef * 1)(MlirStringRef(None, 0))
+        e = lib.laExecutionEngineCreate(m, 2, 1, paths, NULL_CALLBACK, None)
+        assert lib.laExecutionEngineIsNull(e)
+        lib.laModuleDestroy(m)
+        lib.laContextDestroy(ctx)
+    """,
+    "invoke_null_engine": """
+        assert not lib.laExecutionEngineInvokePacked(null_engine, text("f"), None).succeeded()
+    """,
+    "destroy_and_register_null": """
+        lib.laModuleDestroy(null_module)
+        lib.laExecutionEngineDestroy(null_engine)
+        lib.laContextDestroy(null_context)
+        lib.laRegisterAllDialects(MlirDialectRegistry(None))
+    """,
+}
+
+
+@pytest.mark.parametrize("case", sorted(_CASES))
+def test_null_arguments(case):
+    code = _PRELUDE + textwrap.dedent(_CASES[case]) + "\nprint('ok')\n"
+    python_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([python_dir, os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), \
+        f"exit {proc.returncode}\nstdout: {proc.stdout}\nstderr: {proc.stderr[-3000:]}"

@@ -1,0 +1,44 @@
+// The registered pipelines check their options and their anchor before any
+// pass runs: a clear error, a non-zero exit and no output file.
+// RUN: rm -f %t.out
+// RUN: not la-opt %s -la-lower-to-nvvm=format=bogus -o %t.out 2>&1 | FileCheck %s --check-prefix=FORMAT
+// RUN: not test -e %t.out
+// RUN: not la-opt %s -la-lower-to-gpu=mma-precision=fp8 2>&1 | FileCheck %s --check-prefix=MMA
+// RUN: not la-opt %s -la-lower-to-gpu-emulator=threads-per-block=0 2>&1 | FileCheck %s --check-prefix=THREADS
+// RUN: not la-opt %s -la-lower-to-cpu=fuse=sometimes 2>&1 | FileCheck %s --check-prefix=FUSE
+// RUN: not la-opt %s -la-lower-to-cpu=chunk-size=2147483648 2>&1 | FileCheck %s --check-prefix=HUGE
+// RUN: not la-opt %s -la-lower-to-cpu=chunk-size=9223372036854775807 2>&1 | FileCheck %s --check-prefix=HUGE63
+// RUN: not la-opt %s -la-lower-to-cpu=gate-spread-limit=-1 2>&1 | FileCheck %s --check-prefix=SPREAD
+// RUN: not la-opt %s -la-lower-to-cpu=row-tile=0 2>&1 | FileCheck %s --check-prefix=ROWTILE
+
+// Nested below builtin.module: a diagnostic, not LLVM's fatal error.
+// RUN: not la-opt %s --pass-pipeline="builtin.module(func.func(la-lower-to-cpu))" 2>&1 | FileCheck %s --check-prefix=NESTED-CPU
+// RUN: not la-opt %s --pass-pipeline="builtin.module(func.func(la-lower-to-gpu))" 2>&1 | FileCheck %s --check-prefix=NESTED-GPU
+// RUN: not la-opt %s --pass-pipeline="builtin.module(func.func(la-lower-to-nvvm))" 2>&1 | FileCheck %s --check-prefix=NESTED-NVVM
+// RUN: not la-opt %s --pass-pipeline="builtin.module(func.func(la-lower-to-gpu-emulator))" 2>&1 | FileCheck %s --check-prefix=NESTED-EMU
+
+// A chunk size above T is lowered as T: one chunk, no padding.
+// RUN: la-opt %s -la-lower-to-cpu=chunk-size=65536 -mlir-print-ir-after=la-chunk -o /dev/null 2>&1 | FileCheck %s --check-prefix=CLAMP
+
+// FORMAT: error: la-lower-to-nvvm: 'format' must be bin, isa or fatbin, got 'bogus'
+// MMA: error: la-lower-to-gpu: 'mma-precision' must be tf32, bf16 or f16, got 'fp8'
+// THREADS: error: la-lower-to-gpu-emulator: 'threads-per-block' must be in [1, 1024], got 0
+// FUSE: error: la-lower-to-cpu: 'fuse' must be auto, fused or materialized, got 'sometimes'
+// HUGE: error: la-lower-to-cpu: 'chunk-size' must be in [1, 65536], got 2147483648
+// HUGE63: error: la-lower-to-cpu: 'chunk-size' must be in [1, 65536], got 9223372036854775807
+// SPREAD: error: la-lower-to-cpu: 'gate-spread-limit' must be finite and >= 0
+// ROWTILE: error: la-lower-to-cpu: 'row-tile' and 'lane-tile' must be > 0, got 0 and 32
+// NESTED-CPU: error: la-lower-to-cpu: runs on 'builtin.module', not on 'func.func'
+// NESTED-GPU: error: la-lower-to-gpu: runs on 'builtin.module', not on 'func.func'
+// NESTED-NVVM: error: la-lower-to-nvvm: runs on 'builtin.module', not on 'func.func'
+// NESTED-EMU: error: la-lower-to-gpu-emulator: runs on 'builtin.module', not on 'func.func'
+
+// CLAMP-LABEL: func.func @linear
+// CLAMP: la.chunk_intra {{.*}} : tensor<1x1x16x1x4xf32>
+func.func @linear(%q: tensor<1x16x1x4xf32>, %k: tensor<1x16x1x4xf32>,
+                  %v: tensor<1x16x1x4xf32>) -> tensor<1x16x1x4xf32> {
+  %o = la.attention linear %q, %k, %v
+      : tensor<1x16x1x4xf32>, tensor<1x16x1x4xf32>, tensor<1x16x1x4xf32>
+      -> tensor<1x16x1x4xf32>
+  return %o : tensor<1x16x1x4xf32>
+}
