@@ -4,7 +4,7 @@
 set -euo pipefail
 
 apt_packages=(libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools clang-22
-              ninja-build libomp-22-dev cmake)
+              ninja-build libomp-22-dev cmake g++)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||

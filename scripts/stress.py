@@ -42,6 +42,9 @@ def main():
                         help="rerun each failing configuration keeping its la-run files "
                              "(MLIR, .npy inputs) in DIR/<id>/, so its commands can be rerun")
     parser.add_argument("--list", action="store_true", help="only print the configuration ids")
+    parser.add_argument("--seconds", type=float, default=None,
+                        help="a time-boxed campaign: run configurations in order (up to "
+                             "--count) until this many seconds have passed (with --jobs 1)")
     args = parser.parse_args()
 
     configs = stress.generate_configs(args.count, args.seed)
@@ -63,6 +66,8 @@ def main():
     results = []
     if args.jobs <= 1:
         for cfg in configs:
+            if args.seconds is not None and time.perf_counter() - start > args.seconds:
+                break
             result = stress.run_config(cfg)
             print(stress.format_result(result), flush=True)
             results.append(result)

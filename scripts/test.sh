@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs every test: the lit suite (check-la), the Python
-# tests (fp64 reference, CPU execution, delta rule, stress subset), then both
-# again on a sanitizer build, then a pip install of the Python package.
+# tests (fp64 reference, CPU execution, delta rule, stress subset), the lit
+# suite on a GCC build, both suites again on a sanitizer build, then a pip
+# install of the Python package.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${LA_BUILD_DIR:-$root/build}
 "$root/scripts/build.sh"
 cmake --build "$build" --target check-la
 "${PYTHON:-python3}" -m pytest -q "$root/python/tests"
+# The lit suite on a GCC build (build-gcc/): la's IR must be the same
+# whichever compiler built it. LA_SKIP_GCC=1 skips this stage.
+if [ "${LA_SKIP_GCC:-0}" != 1 ]; then
+  "$root/scripts/check-gcc.sh"
+fi
 # The same suites on an AddressSanitizer + UndefinedBehaviorSanitizer build
 # (build-asan/), plus the fuzzer's regression corpus. LA_SKIP_SANITIZERS=1
 # skips this stage for a quick local run.

@@ -312,13 +312,24 @@ mlir::la::makeHostOptimizingTransformer(unsigned optLevel) {
       [machine, transform](llvm::Module *module) { return transform(module); };
 }
 
+/// The options both pipelines have.
+static LogicalResult
+verifyChunkAndValueTile(int64_t chunkSize, int64_t valueTile,
+                        function_ref<LogicalResult(const Twine &)> emitError) {
+  if (chunkSize <= 0 || chunkSize > kMaxChunkSize)
+    return emitError("'chunk-size' must be in [1, " + Twine(kMaxChunkSize) +
+                     "], got " + Twine(chunkSize));
+  if (valueTile < 0)
+    return emitError("'value-tile' must be >= 0, got " + Twine(valueTile));
+  return success();
+}
+
 LogicalResult mlir::la::verifyLowerToCPUOptions(
     const LowerToCPUOptions &options,
     function_ref<LogicalResult(const Twine &)> emitError) {
-  if (options.chunkSize <= 0 || options.chunkSize > kMaxChunkSize)
-    return emitError("'chunk-size' must be in [1, " + Twine(kMaxChunkSize) +
-                     "], got " +
-                     Twine(static_cast<int64_t>(options.chunkSize)));
+  if (failed(verifyChunkAndValueTile(options.chunkSize, options.valueTile,
+                                     emitError)))
+    return failure();
   if (failed(parseFusionMode(options.fuse)))
     return emitError("'fuse' must be auto, fused or materialized, got '" +
                      Twine(options.fuse) + "'");
@@ -326,9 +337,6 @@ LogicalResult mlir::la::verifyLowerToCPUOptions(
     return emitError("'row-tile' and 'lane-tile' must be > 0, got " +
                      Twine(static_cast<int64_t>(options.rowTile)) + " and " +
                      Twine(static_cast<int64_t>(options.laneTile)));
-  if (options.valueTile < 0)
-    return emitError("'value-tile' must be >= 0, got " +
-                     Twine(static_cast<int64_t>(options.valueTile)));
   if (options.threads < 0)
     return emitError("'threads' must be >= 0, got " +
                      Twine(static_cast<int64_t>(options.threads)));
@@ -345,13 +353,9 @@ LogicalResult mlir::la::verifyLowerToCPUOptions(
 LogicalResult mlir::la::verifyLowerToNVVMOptions(
     const LowerToNVVMOptions &options,
     function_ref<LogicalResult(const Twine &)> emitError) {
-  if (options.chunkSize <= 0 || options.chunkSize > kMaxChunkSize)
-    return emitError("'chunk-size' must be in [1, " + Twine(kMaxChunkSize) +
-                     "], got " +
-                     Twine(static_cast<int64_t>(options.chunkSize)));
-  if (options.valueTile < 0)
-    return emitError("'value-tile' must be >= 0, got " +
-                     Twine(static_cast<int64_t>(options.valueTile)));
+  if (failed(verifyChunkAndValueTile(options.chunkSize, options.valueTile,
+                                     emitError)))
+    return failure();
   if (options.threadsPerBlock <= 0 || options.threadsPerBlock > 1024)
     return emitError("'threads-per-block' must be in [1, 1024], got " +
                      Twine(static_cast<int64_t>(options.threadsPerBlock)));

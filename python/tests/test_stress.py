@@ -95,7 +95,16 @@ def test_build_inputs_follow_the_config():
         by_mode.setdefault(c["beta_mode"], c)
         if c["gate_scale"] == 40.0 and lt.VARIANTS[c["variant"]][1] in ("scalar", "channel"):
             g = stress.build_inputs(c)["g"]
-            assert g.min() >= -30.0 and g.max() < 0.0
+            # Away from the gate events, the log-gates are clamped at -30.
+            event_tokens = sorted({t for t, _, _ in c["gate_events"]})
+            plain = np.delete(g, event_tokens, axis=1)
+            assert plain.min() >= -30.0 and plain.max() < 0.0
+            for t, channel, value in c["gate_events"]:
+                at = g[:, t] if channel < 0 else g[:, t, :, channel]
+                assert np.any(at <= -104.0)
+    events = [c for c in stress.generate_configs(120, 0) if c["gate_events"]]
+    assert len(events) > 20
+    assert any(v == -np.inf for c in events for _, _, v in c["gate_events"])
     beta = stress.build_inputs(by_mode["small"])["beta"]
     assert 0.0 < beta.min() and beta.max() < 1e-3
     beta = stress.build_inputs(by_mode["near1"])["beta"]

@@ -392,9 +392,11 @@ static Value gatesWithinSpread(OpBuilder &b, Location loc, Value xGates,
       zeroTensor(b, loc, {sizes[4]}),
       {gateMap, gateMap, dimMap(ctx, 5, {1, 2, 4, 0}), dimMap(ctx, 5, {0})}, 1,
       4, [&](OpBuilder &nb, Location l, ValueRange args) -> Value {
+        // One op per statement: argument evaluation order is the compiler's.
+        Value queryDistance = distance(nb, l, args[0], args[2]);
+        Value keyDistance = distance(nb, l, args[1], args[2]);
         Value spread =
-            arith::MaximumFOp::create(nb, l, distance(nb, l, args[0], args[2]),
-                                      distance(nb, l, args[1], args[2]));
+            arith::MaximumFOp::create(nb, l, queryDistance, keyDistance);
         return arith::MaximumFOp::create(nb, l, args[3], spread);
       });
   Value overall =
@@ -735,10 +737,12 @@ struct ChunkStateScanToLinalg : OpRewritePattern<ChunkStateScanOp> {
         };
       }
       // S += (K2 w)^T V2 for the uncorrected extra pair.
-      if (Value extraKeys = op.getExtraKeys())
-        decayed = accumulateOuter(
-            b, l, weigh(extractUnitSlice(b, l, extraKeys, 1, n)),
-            extractUnitSlice(b, l, op.getExtraValues(), 1, n), decayed, *group);
+      if (Value extraKeys = op.getExtraKeys()) {
+        Value weighedKeys = weigh(extractUnitSlice(b, l, extraKeys, 1, n));
+        Value extraValues = extractUnitSlice(b, l, op.getExtraValues(), 1, n);
+        decayed = accumulateOuter(b, l, weighedKeys, extraValues, decayed,
+                                  *group);
+      }
       // S += (K w)^T V.
       Value next = accumulateOuter(b, l, weigh(keys), values, decayed, *group);
       return {next, values};

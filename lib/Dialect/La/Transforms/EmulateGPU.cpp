@@ -264,8 +264,12 @@ static LogicalResult emulateMma(RewriterBase &rewriter, Operation *mmaOp,
     if (!lower || !upper || !step)
       return mmaOp->emitOpError("needs a reduction loop with constant bounds "
                                 "for emulation");
-    steps = scf::ForOp::create(rewriter, loc, index(*lower), index(*upper),
-                               index(*step));
+    // One op per statement: argument evaluation order is the compiler's.
+    Value lowerValue = index(*lower);
+    Value upperValue = index(*upper);
+    Value stepValue = index(*step);
+    steps = scf::ForOp::create(rewriter, loc, lowerValue, upperValue,
+                               stepValue);
   }
   {
     OpBuilder::InsertionGuard guard(rewriter);

@@ -350,8 +350,10 @@ static LogicalResult rewriteAsMma(RewriterBase &rewriter, linalg::LinalgOp op,
       vector::FromElementsOp::create(rewriter, loc, accType, accElements);
 
   int64_t kStep = precision == MmaPrecision::TF32 ? 8 : 16;
-  auto loop = scf::ForOp::create(rewriter, loc, zero, index(ranges[mma->k]),
-                                 index(kStep), ValueRange{acc});
+  Value kUpper = index(ranges[mma->k]);
+  Value kStepValue = index(kStep);
+  auto loop = scf::ForOp::create(rewriter, loc, zero, kUpper, kStepValue,
+                                 ValueRange{acc});
   {
     OpBuilder::InsertionGuard guard(rewriter);
     rewriter.setInsertionPointToStart(loop.getBody());
