@@ -186,7 +186,8 @@ void buildLowerToGPUEmulatorPipeline(OpPassManager &pm,
 /// la-lower-to-recurrence, la-chunk (unless sequential), convert-la-to-linalg,
 /// bufferization with results as out-parameters, loops, and the conversions
 /// to LLVM. Functions then take their results as trailing memref arguments.
-/// An invalid chunk size is reported by la-chunk when the pipeline runs.
+/// Check the options first with verifyLowerToCPUOptions (the registered
+/// pipeline does); la-chunk also reports a bad chunk size when it runs.
 void buildLowerToCPUPipeline(OpPassManager &pm,
                              const LowerToCPUOptions &options);
 
