@@ -20,6 +20,7 @@
 #include "mlir/IR/PatternMatch.h"
 
 #include <functional>
+#include <limits>
 
 using namespace mlir;
 using namespace mlir::la;
@@ -426,19 +427,18 @@ buildReferenceRowOperands(OpBuilder &b, Location loc, Value x, Value y,
   // value * exp(sign * (rowGates - R)) per element. Loops (b,n,i,h,kk).
   AffineMap rows = dimMap(ctx, 5, {0, 1, 2, 3, 4});
   auto scaleRows = [&](Value value, Value rowGates, bool towardReference) {
-    return buildGeneric(b, loc, ValueRange{value, rowGates, reference},
-                        emptyTensor(b, loc, mixedSizes(b, loc, value), f32),
-                        {rows, rows, dimMap(ctx, 5, {0, 1, 3, 4}), rows}, 5, 0,
-                        [&](OpBuilder &nb, Location l, ValueRange args) {
-                          Value gate = extendToF32(nb, l, args[1]);
-                          Value diff =
-                              towardReference
-                                  ? arith::SubFOp::create(nb, l, args[2], gate)
-                                  : arith::SubFOp::create(nb, l, gate, args[2]);
-                          Value x = extendToF32(nb, l, args[0]);
-                          return mulF(nb, l, x,
-                                      math::ExpOp::create(nb, l, diff));
-                        });
+    return buildGeneric(
+        b, loc, ValueRange{value, rowGates, reference},
+        emptyTensor(b, loc, mixedSizes(b, loc, value), f32),
+        {rows, rows, dimMap(ctx, 5, {0, 1, 3, 4}), rows}, 5, 0,
+        [&](OpBuilder &nb, Location l, ValueRange args) {
+          Value gate = extendToF32(nb, l, args[1]);
+          Value diff = towardReference
+                           ? arith::SubFOp::create(nb, l, args[2], gate)
+                           : arith::SubFOp::create(nb, l, gate, args[2]);
+          Value x = extendToF32(nb, l, args[0]);
+          return mulF(nb, l, x, math::ExpOp::create(nb, l, diff));
+        });
   };
   // x~ = x exp(X - R).
   Value scaledX = scaleRows(x, xGates, /*towardReference=*/false);
@@ -462,8 +462,7 @@ static Value buildRowProduct(OpBuilder &b, Location loc, Value x, Value yT,
       {dimMap(ctx, 6, {0, 1, 3, 2, 5}), dimMap(ctx, 6, {0, 1, 2, 5, 4}),
        dimMap(ctx, 6, {0, 1, 2, 3, 4})},
       5, 1, [](OpBuilder &nb, Location l, ValueRange args) {
-        return addF(nb, l, args[2],
-                    mulExtended(nb, l, args[0], args[1]));
+        return addF(nb, l, args[2], mulExtended(nb, l, args[0], args[1]));
       });
   markLowerTriangular(product, /*row=*/3, /*column=*/4);
   return product;
@@ -583,13 +582,77 @@ static Value buildScores(OpBuilder &b, Location loc, Value x, Value y,
       });
 }
 
+/// Whether a float scalar is neither NaN nor infinite.
+static Value isFinite(OpBuilder &b, Location loc, Value x) {
+  Value magnitude = math::AbsFOp::create(b, loc, extendToF32(b, loc, x));
+  Value infinity = constantF32(b, loc, std::numeric_limits<float>::infinity());
+  return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, magnitude,
+                               infinity);
+}
+
+/// A linalg loop index as f32 (exact below 2^24).
+static Value loopIndexAsF32(OpBuilder &b, Location loc, unsigned dim) {
+  Value index = linalg::IndexOp::create(b, loc, dim);
+  Value row = arith::IndexCastUIOp::create(b, loc, b.getI32Type(), index);
+  return arith::UIToFPOp::create(b, loc, b.getF32Type(), row);
+}
+
+/// Larger than any row of a chunk, exact in f32.
+constexpr double kNoNonFiniteRow = 16777216.0;
+
+/// `x` ([B,NC,C,..,..]) with its NaN and infinite elements replaced by 0.
+static Value zeroNonFinite(OpBuilder &b, Location loc, Value x) {
+  auto type = cast<RankedTensorType>(x.getType());
+  AffineMap id = b.getMultiDimIdentityMap(type.getRank());
+  // x is the destination: bufferization reuses its buffer where x is not
+  // read later (on the GPU, a chunk's buffers share its shared memory).
+  return buildGeneric(
+      b, loc, ValueRange{}, x, {id}, type.getRank(), 0,
+      [&](OpBuilder &nb, Location l, ValueRange args) -> Value {
+        Value finite = isFinite(nb, l, args[0]);
+        Value zero = arith::ConstantOp::create(
+            nb, l, nb.getZeroAttr(type.getElementType()));
+        return arith::SelectOp::create(nb, l, finite, args[0], zero);
+      });
+}
+
+/// F[b,n,c,d] = the first row j of the chunk with x[b,n,j,c,d] NaN or
+/// infinite, or kNoNonFiniteRow when there is none; as f32. Loops
+/// (b,n,c,d,j).
+static Value firstNonFiniteRow(OpBuilder &b, Location loc, Value x) {
+  MLIRContext *ctx = b.getContext();
+  SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, x);
+  Value init = filledTensor(b, loc, {sizes[0], sizes[1], sizes[3], sizes[4]},
+                            b.getF32Type(), kNoNonFiniteRow);
+  return buildGeneric(
+      b, loc, x, init,
+      {dimMap(ctx, 5, {0, 1, 4, 2, 3}), dimMap(ctx, 5, {0, 1, 2, 3})}, 4, 1,
+      [&](OpBuilder &nb, Location l, ValueRange args) -> Value {
+        Value finite = isFinite(nb, l, args[0]);
+        Value rowValue = loopIndexAsF32(nb, l, 4);
+        Value candidate =
+            arith::SelectOp::create(nb, l, finite, args[1], rowValue);
+        return arith::MinimumFOp::create(nb, l, args[1], candidate);
+      });
+}
+
 /// O[b,n,i,hv,vv] = sum_j M[b,n,hv/group,i,j] x[b,n,j,hv,vv] into `init`.
 /// Loops (b,n,i,hv,vv,j).
+///
+/// M is lower triangular, so row i of O depends on the rows j <= i of x
+/// only; but a product over whole tiles multiplies the zeros above the
+/// diagonal too, and 0 * NaN or 0 * inf would carry a non-finite x[j] into
+/// the earlier rows. The product therefore reads x with its non-finite
+/// elements zeroed, and then O[i, c] becomes NaN from the first row of x
+/// that is non-finite in column c on, as in the recurrence: every row
+/// before it is exact.
 static Value applyScores(OpBuilder &b, Location loc, Value scores, Value x,
                          Value init, int64_t group) {
   MLIRContext *ctx = b.getContext();
+  Value firstBad = firstNonFiniteRow(b, loc, x);
+  Value finiteX = zeroNonFinite(b, loc, x);
   Value product = buildGeneric(
-      b, loc, ValueRange{scores, x}, init,
+      b, loc, ValueRange{scores, finiteX}, init,
       {dimMap(ctx, 6, {0, 1, -4, 2, 5}, group), dimMap(ctx, 6, {0, 1, 5, 3, 4}),
        dimMap(ctx, 6, {0, 1, 2, 3, 4})},
       5, 1, [&](OpBuilder &nb, Location l, ValueRange args) {
@@ -598,7 +661,17 @@ static Value applyScores(OpBuilder &b, Location loc, Value scores, Value x,
       });
   // The scores are causal: terms with j > i vanish.
   markLowerTriangular(product, /*row=*/2, /*column=*/5);
-  return product;
+  // NaN from the first non-finite row on, in place. Loops (b,n,i,hv,vv).
+  return buildGeneric(
+      b, loc, ValueRange{firstBad}, product,
+      {dimMap(ctx, 5, {0, 1, 3, 4}), b.getMultiDimIdentityMap(5)}, 5, 0,
+      [&](OpBuilder &nb, Location l, ValueRange args) -> Value {
+        Value rowValue = loopIndexAsF32(nb, l, 2);
+        Value poisoned = arith::CmpFOp::create(nb, l, arith::CmpFPredicate::OGE,
+                                               rowValue, args[0]);
+        Value nan = constantF32(nb, l, std::numeric_limits<float>::quiet_NaN());
+        return arith::SelectOp::create(nb, l, poisoned, nan, args[1]);
+      });
 }
 
 struct ChunkIntraToLinalg : OpRewritePattern<ChunkIntraOp> {
@@ -637,14 +710,13 @@ struct ChunkIntraToLinalg : OpRewritePattern<ChunkIntraOp> {
 static Value accumulateOuter(OpBuilder &b, Location loc, Value keys,
                              Value values, Value state, int64_t group) {
   MLIRContext *ctx = b.getContext();
-  return buildGeneric(b, loc, ValueRange{keys, values}, state,
-                      {dimMap(ctx, 5, {0, 4, -2, 2}, group),
-                       dimMap(ctx, 5, {0, 4, 1, 3}),
-                       dimMap(ctx, 5, {0, 1, 2, 3})},
-                      4, 1, [&](OpBuilder &nb, Location l, ValueRange args) {
-                        return addF(nb, l, args[2],
-                                    mulExtended(nb, l, args[0], args[1]));
-                      });
+  return buildGeneric(
+      b, loc, ValueRange{keys, values}, state,
+      {dimMap(ctx, 5, {0, 4, -2, 2}, group), dimMap(ctx, 5, {0, 4, 1, 3}),
+       dimMap(ctx, 5, {0, 1, 2, 3})},
+      4, 1, [&](OpBuilder &nb, Location l, ValueRange args) {
+        return addF(nb, l, args[2], mulExtended(nb, l, args[0], args[1]));
+      });
 }
 
 struct ChunkStateScanToLinalg : OpRewritePattern<ChunkStateScanOp> {
@@ -740,8 +812,8 @@ struct ChunkStateScanToLinalg : OpRewritePattern<ChunkStateScanOp> {
       if (Value extraKeys = op.getExtraKeys()) {
         Value weighedKeys = weigh(extractUnitSlice(b, l, extraKeys, 1, n));
         Value extraValues = extractUnitSlice(b, l, op.getExtraValues(), 1, n);
-        decayed = accumulateOuter(b, l, weighedKeys, extraValues, decayed,
-                                  *group);
+        decayed =
+            accumulateOuter(b, l, weighedKeys, extraValues, decayed, *group);
       }
       // S += (K w)^T V.
       Value next = accumulateOuter(b, l, weigh(keys), values, decayed, *group);
@@ -902,20 +974,20 @@ static Value invertUnitLower(OpBuilder &b, Location loc, Value a,
        getAffineDimExpr(3, ctx) % s, getAffineDimExpr(4, ctx) % s},
       ctx);
   AffineMap id5 = b.getMultiDimIdentityMap(5);
-  Value inverse =
-      buildGeneric(b, loc, blocks, emptyTensor(b, loc, sizes, b.getF32Type()),
-                   {scatter, id5}, 5, 0,
-                   [&](OpBuilder &nb, Location l, ValueRange args) -> Value {
-                     Value row = linalg::IndexOp::create(nb, l, 3);
-                     Value col = linalg::IndexOp::create(nb, l, 4);
-                     Value sValue = arith::ConstantIndexOp::create(nb, l, s);
-                     Value rowBlock = arith::DivUIOp::create(nb, l, row, sValue);
-                     Value colBlock = arith::DivUIOp::create(nb, l, col, sValue);
-                     Value sameBlock = arith::CmpIOp::create(
-                         nb, l, arith::CmpIPredicate::eq, rowBlock, colBlock);
-                     return arith::SelectOp::create(nb, l, sameBlock, args[0],
-                                                    constantF32(nb, l, 0.0f));
-                   });
+  Value inverse = buildGeneric(
+      b, loc, blocks, emptyTensor(b, loc, sizes, b.getF32Type()),
+      {scatter, id5}, 5, 0,
+      [&](OpBuilder &nb, Location l, ValueRange args) -> Value {
+        Value row = linalg::IndexOp::create(nb, l, 3);
+        Value col = linalg::IndexOp::create(nb, l, 4);
+        Value sValue = arith::ConstantIndexOp::create(nb, l, s);
+        Value rowBlock = arith::DivUIOp::create(nb, l, row, sValue);
+        Value colBlock = arith::DivUIOp::create(nb, l, col, sValue);
+        Value sameBlock = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::eq,
+                                                rowBlock, colBlock);
+        return arith::SelectOp::create(nb, l, sameBlock, args[0],
+                                       constantF32(nb, l, 0.0f));
+      });
   if (numBlocks == 1)
     return inverse;
 
@@ -987,25 +1059,28 @@ struct ChunkWYToLinalg : OpRewritePattern<ChunkWYOp> {
                               gateProducts, prevGates);
     Value inverse = invertUnitLower(rewriter, loc, lowRank, op.getBlockSize());
 
-    // W = T (a * exp(P)). Loops (b,n,i,h,kk,t).
-    SmallVector<Value> inputs = {inverse, op.getA()};
-    SmallVector<AffineMap> maps = {dimMap(ctx, 6, {0, 1, 3, 2, 5}),
-                                   dimMap(ctx, 6, {0, 1, 5, 3, 4})};
+    // W = T (a * exp(P)): the factor applied per element first, then the
+    // guarded causal product. Element-wise loops (b,n,t,h,kk).
+    SmallVector<Value> inputs = {op.getA()};
+    SmallVector<AffineMap> maps = {dimMap(ctx, 5, {0, 1, 2, 3, 4})};
     if (prevGates) {
       inputs.push_back(prevGates);
-      maps.push_back(isChannelGate(prevGates) ? dimMap(ctx, 6, {0, 1, 5, 3, 4})
-                                              : dimMap(ctx, 6, {0, 1, 5, 3}));
+      maps.push_back(isChannelGate(prevGates) ? dimMap(ctx, 5, {0, 1, 2, 3, 4})
+                                              : dimMap(ctx, 5, {0, 1, 2, 3}));
     }
-    maps.push_back(dimMap(ctx, 6, {0, 1, 2, 3, 4}));
-    Value w = buildGeneric(
+    maps.push_back(dimMap(ctx, 5, {0, 1, 2, 3, 4}));
+    SmallVector<OpFoldResult> keySizes = mixedSizes(rewriter, loc, op.getA());
+    Value weightedA = buildGeneric(
         rewriter, loc, inputs,
-        zeroTensor(rewriter, loc, mixedSizes(rewriter, loc, op.getA())), maps,
-        5, 1, [&](OpBuilder &b, Location l, ValueRange args) -> Value {
-          Value term = mulF(b, l, args[0], extendToF32(b, l, args[1]));
+        emptyTensor(rewriter, loc, keySizes, rewriter.getF32Type()), maps, 5, 0,
+        [&](OpBuilder &b, Location l, ValueRange args) -> Value {
+          Value term = extendToF32(b, l, args[0]);
           if (prevGates)
-            term = mulF(b, l, term, safeDecay(b, l, args[2]));
-          return addF(b, l, args.back(), term);
+            term = mulF(b, l, term, safeDecay(b, l, args[1]));
+          return term;
         });
+    Value w = applyScores(rewriter, loc, inverse, weightedA,
+                          zeroTensor(rewriter, loc, keySizes), /*group=*/1);
 
     // U = -T (M V).
     SmallVector<OpFoldResult> valueSizes = mixedSizes(rewriter, loc, op.getV());

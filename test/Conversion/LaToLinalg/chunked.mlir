@@ -54,11 +54,27 @@ func.func @cumsum(%g: tensor<1x2x16x2xbf16>) -> tensor<1x2x16x2xf32> {
 // CHECK: %[[DECAYED:.*]] = arith.mulf %{{.*}}, %[[DECAY]] : f32
 // CHECK: %[[CAUSAL:.*]] = arith.cmpi ule
 // CHECK: arith.select %[[CAUSAL]], %[[DECAYED]], %{{.*}} : f32
+// Non-finite values: the first such row of each column (a reduction over
+// the chunk's rows), then V with them zeroed, in place.
+// CHECK: %[[FIRST:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%[[V]] : tensor<1x2x16x4x8xbf16>) outs(%{{.*}} : tensor<1x2x4x8xf32>)
+// CHECK: %[[FINITE:.*]] = arith.cmpf olt
+// CHECK: %[[ROW:.*]] = arith.uitofp
+// CHECK: %[[CANDIDATE:.*]] = arith.select %[[FINITE]], %{{.*}}, %[[ROW]] : f32
+// CHECK: arith.minimumf %{{.*}}, %[[CANDIDATE]] : f32
+// CHECK: %[[VF:.*]] = linalg.generic {{.*}} outs(%[[V]] : tensor<1x2x16x4x8xbf16>)
+// CHECK: %[[KEEP:.*]] = arith.cmpf olt
+// CHECK: arith.select %[[KEEP]], %{{.*}}, %{{.*}} : bf16
 // Then M V with the value head reading key head hv floordiv 2.
-// CHECK: %[[O:.*]] = linalg.generic {indexing_maps = [#[[GROUPED]], #[[V_MAP]], #[[P_MAP]]], {{.*}}} ins(%[[M]], %[[V]] : tensor<1x2x2x16x16xf32>, tensor<1x2x16x4x8xbf16>)
+// CHECK: %[[O0:.*]] = linalg.generic {indexing_maps = [#[[GROUPED]], #[[V_MAP]], #[[P_MAP]]], {{.*}}} ins(%[[M]], %[[VF]] : tensor<1x2x2x16x16xf32>, tensor<1x2x16x4x8xbf16>)
 // The masked scores make its terms vanish for j > i (loops 2 and 5), which
 // la-tile uses to stop the j loop at each row tile's end.
 // CHECK-SAME: attrs = {la.lower_triangular = array<i64: 2, 5>}
+// NaN from the first non-finite row of each column on, in place.
+// CHECK: %[[O:.*]] = linalg.generic {{.*}} ins(%[[FIRST]] : tensor<1x2x4x8xf32>) outs(%[[O0]] : tensor<1x2x16x4x8xf32>)
+// CHECK: %[[I:.*]] = arith.uitofp
+// CHECK: %[[POISONED:.*]] = arith.cmpf oge, %[[I]], %{{.*}} : f32
+// CHECK: %[[NAN:.*]] = arith.constant 0x7FC00000 : f32
+// CHECK: arith.select %[[POISONED]], %[[NAN]], %{{.*}} : f32
 // CHECK: return %[[O]]
 func.func @intra(%q: tensor<1x2x16x2x4xf32>, %k: tensor<1x2x16x2x4xf32>, %v: tensor<1x2x16x4x8xbf16>, %g: tensor<1x2x16x2xf32>) -> tensor<1x2x16x4x8xf32> {
   %o = la.chunk_intra %q, %k, %v gates(%g : tensor<1x2x16x2xf32>) {scale = 0.5 : f32} : tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x4xf32>, tensor<1x2x16x4x8xbf16> -> tensor<1x2x16x4x8xf32>
@@ -249,9 +265,17 @@ func.func @inter(%q: tensor<1x2x16x2x4xf32>, %s: tensor<1x2x2x4x8xf32>, %intra: 
 // CHECK: %[[KB:.*]] = linalg.generic {{.*}} ins(%[[K]], %[[B]], %[[G]] : {{.*}}) outs(%{{.*}} : tensor<1x1x32x1x4xf32>)
 // CHECK: math.exp
 // CHECK: %[[VB:.*]] = linalg.generic {{.*}} ins(%[[V]], %[[B]] : {{.*}}) outs(%{{.*}} : tensor<1x1x32x2x8xf32>)
-// CHECK: %[[W:.*]] = linalg.generic {{.*}} ins(%[[T]], %[[KB]] : {{.*}}) outs(%{{.*}} : tensor<1x1x32x1x4xf32>)
+// Each reads its operand with non-finite elements zeroed, and is NaN from
+// the operand's first non-finite row on.
+// CHECK: %[[KFIRST:.*]] = linalg.generic {{.*}} ins(%[[KB]] : tensor<1x1x32x1x4xf32>)
+// CHECK: %[[KBF:.*]] = linalg.generic {{.*}} outs(%[[KB]] : tensor<1x1x32x1x4xf32>)
+// CHECK: %[[W0:.*]] = linalg.generic {{.*}} ins(%[[T]], %[[KBF]] : {{.*}}) outs(%{{.*}} : tensor<1x1x32x1x4xf32>)
+// CHECK: %[[W:.*]] = linalg.generic {{.*}} ins(%[[KFIRST]] : {{.*}}) outs(%[[W0]] : tensor<1x1x32x1x4xf32>)
 // CHECK-NOT: math.exp
-// CHECK: %[[U:.*]] = linalg.generic {{.*}} ins(%[[T]], %[[VB]] : {{.*}}) outs(%{{.*}} : tensor<1x1x32x2x8xf32>)
+// CHECK: %[[VFIRST:.*]] = linalg.generic {{.*}} ins(%[[VB]] : tensor<1x1x32x2x8xf32>)
+// CHECK: %[[VBF:.*]] = linalg.generic {{.*}} outs(%[[VB]] : tensor<1x1x32x2x8xf32>)
+// CHECK: %[[U0:.*]] = linalg.generic {{.*}} ins(%[[T]], %[[VBF]] : {{.*}}) outs(%{{.*}} : tensor<1x1x32x2x8xf32>)
+// CHECK: %[[U:.*]] = linalg.generic {{.*}} ins(%[[VFIRST]] : {{.*}}) outs(%[[U0]] : tensor<1x1x32x2x8xf32>)
 // CHECK: return %[[W]], %[[U]]
 func.func @wy(%k: tensor<1x1x32x1x4xf32>, %v: tensor<1x1x32x2x8xf32>, %b: tensor<1x1x32x1xf32>, %g: tensor<1x1x32x1xf32>) -> (tensor<1x1x32x1x4xf32>, tensor<1x1x32x2x8xf32>) {
   %w, %u = la.chunk_wy %k, %v beta(%b : tensor<1x1x32x1xf32>) gates(%g : tensor<1x1x32x1xf32>) : tensor<1x1x32x1x4xf32>, tensor<1x1x32x2x8xf32> -> tensor<1x1x32x1x4xf32>, tensor<1x1x32x2x8xf32>
