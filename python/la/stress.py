@@ -40,7 +40,15 @@ The draw covers
   configurations): ``gate_events``, 1 to 4 tokens (or single channels) whose
   log-gate is -inf (a hard reset), -1e30, -1e4, -500 or -104, drawn from a
   generator of their own so that every other field of a configuration is
-  what it was before they existed.
+  what it was before they existed;
+* non-finite inputs (about a quarter of the configurations):
+  ``value_events``, 1 or 2 tokens where one element, or the whole token, of
+  q, k, v, a log-gate (NaN only: -inf is a gate event, +inf a positive gate),
+  beta, erase or write is NaN, +inf or -inf; from a generator of their own
+  too. The outputs before the first such token must match the fp64
+  reference of the same inputs without them; from it on, the outputs and
+  the final state must be non-finite exactly where the sequential
+  (token-by-token) program's are, and agree with it elsewhere.
 
 :func:`run_config` builds the inputs, runs la-run (:func:`la.runner.run_attention`)
 and compares ``o`` and the final state with the fp64 reference
@@ -67,7 +75,9 @@ __all__ = [
     "GATE_SCALES",
     "MAX_ELEMENTS",
     "TOL",
+    "VALUE_EVENT_VALUES",
     "build_inputs",
+    "check_nonfinite_outputs",
     "check_outputs",
     "format_result",
     "generate_configs",
@@ -85,6 +95,8 @@ GATE_SCALES = (1 / 16, 1.0, 8.0, 40.0)
 GATE_MIN = -30.0
 #: the log-gates of ``gate_events``: a hard reset and very negative decays.
 GATE_EVENT_VALUES = (-np.inf, -1e30, -1e4, -500.0, -104.0)
+#: the values of ``value_events`` (strings, so that configurations are JSON).
+VALUE_EVENT_VALUES = ("nan", "inf", "-inf")
 BETA_MODES = ("small", "typical", "near1", "neg_eigval", "neg_eigval_near1")
 ERASE_WRITE_MODES = ("small", "typical", "near1", "wide")
 MODES = ("plain", "varlen", "segmented")
@@ -117,6 +129,8 @@ def _make_id(cfg):
         parts.append("s0")
     if cfg.get("gate_events"):
         parts.append("ev" + "_".join(f"{t}" for t, _, _ in cfg["gate_events"]))
+    if cfg.get("value_events"):
+        parts.append("nf" + "_".join(f"{name}{t}" for name, t, _, _ in cfg["value_events"]))
     if cfg["mode"] == "varlen":
         parts.append("cu" + "_".join(str(c) for c in cfg["cu_seqlens"]))
     elif cfg["mode"] == "segmented":
@@ -208,8 +222,34 @@ def _one_config(seed, index):
             channel = int(ev_rng.integers(-1, K)) if gate == "channel" else -1
             events.append((t, channel, value))
     cfg["gate_events"] = events
+    cfg["value_events"] = _value_events(seed, index, update, gate, T)
     cfg["id"] = _make_id(cfg)
     return cfg
+
+
+def _value_events(seed, index, update, gate, T):
+    """Non-finite inputs: (operand, token, element or -1 for the whole token,
+    value), from a generator of their own."""
+    rng = np.random.default_rng([seed, index, 11])
+    if rng.random() >= 0.25:
+        return []
+    operands = ["q", "k", "v"]
+    if gate in ("scalar", "channel"):
+        operands.append("g")
+    if update == "delta":
+        operands.append("beta")
+    if update == "erase_write":
+        operands += ["erase", "write"]
+    events = []
+    for _ in range(int(rng.integers(1, 3))):
+        name = str(rng.choice(operands))
+        t = int(rng.integers(0, T))
+        # An element index into the token's slice of batch 0 (wrapped to its
+        # size), or -1: the whole token in every batch.
+        element = -1 if rng.random() < 0.5 else int(rng.integers(0, 1 << 20))
+        value = "nan" if name == "g" else str(rng.choice(VALUE_EVENT_VALUES))
+        events.append((name, t, element, value))
+    return events
 
 
 def generate_configs(count=120, seed=0):
@@ -227,8 +267,10 @@ def _log_sigmoid(x):
     return -np.logaddexp(0.0, -x)
 
 
-def build_inputs(cfg):
-    """The ``make_inputs``-style dict of one configuration (float32, not rounded)."""
+def build_inputs(cfg, *, value_events=True):
+    """The ``make_inputs``-style dict of one configuration (float32, not
+    rounded); without its non-finite ``value_events`` when ``value_events``
+    is false."""
     variant = cfg["variant"]
     update, gate = lt.VARIANTS[variant]
     inputs = lt.make_inputs(
@@ -279,7 +321,39 @@ def build_inputs(cfg):
         for key in ("q", "k"):
             factor = np.exp(rng.uniform(-1.0, 1.5, size=(B, T, H, 1)))
             inputs[key] = (inputs[key] * factor).astype(np.float32)
+    if value_events:
+        for name, t, element, value in cfg.get("value_events", ()):
+            x = np.array(inputs[name], dtype=np.float32, copy=True)
+            if element < 0:
+                x[:, t] = float(value)
+            else:
+                token = x[0, t].reshape(-1)
+                token[element % token.size] = float(value)
+                x[0, t] = token.reshape(x[0, t].shape)
+            inputs[name] = x
     return inputs
+
+
+def check_nonfinite_outputs(name, out, sequential, tol, result):
+    """Non-finite outputs exactly where the sequential program's are, and
+    ``rel_rms`` within ``tol`` where both are finite (recorded as
+    ``result['errors'][name]``); a failure message otherwise."""
+    out = np.asarray(out, dtype=np.float64)
+    sequential = np.asarray(sequential, dtype=np.float64)
+    if out.shape != sequential.shape:
+        result["failures"].append(f"{name}: shape {out.shape}, expected {sequential.shape}")
+        return
+    mismatch = int(np.sum(np.isfinite(out) != np.isfinite(sequential)))
+    if mismatch:
+        result["failures"].append(
+            f"{name}: {mismatch} values finite in one of the chunked and the sequential "
+            f"program's outputs only ({int(np.sum(~np.isfinite(out)))} vs "
+            f"{int(np.sum(~np.isfinite(sequential)))} non-finite)")
+    both = np.isfinite(out) & np.isfinite(sequential)
+    err = lt.rel_rms(sequential[both], out[both]) if np.any(both) else 0.0
+    result["errors"][name] = err
+    if not err <= tol:
+        result["failures"].append(f"{name}: rel_rms {err:.3e} > {tol:.0e} where finite")
 
 
 def _slice_time(inputs, start, stop, initial_state):
@@ -358,33 +432,50 @@ def run_config(cfg, *, la_run=None, keep_dir=None):
                  allow_neg_eigval=cfg["allow_neg_eigval"])
     timing = result["timing"]
 
-    def call(inputs, tag):
+    def call(inputs, tag, sequential=cfg["sequential"]):
         directory = None if keep_dir is None else os.path.join(keep_dir, cfg["id"], tag)
         t0 = time.perf_counter()
         o, s, t = runner.run_attention(
             variant, inputs, dtype=dtype, chunk_size=cfg["chunk_size"] or 64,
-            sequential=cfg["sequential"], la_run=la_run, keep_dir=directory, **attrs)
+            sequential=sequential, la_run=la_run, keep_dir=directory, **attrs)
         timing["la_run_s"] += time.perf_counter() - t0
         timing["compile_ms"] += t.get("compile_ms", 0.0)
         timing["run_ms"] += t.get("run_median_ms", 0.0)
         result["commands"].append(t["command"])
         return o, s
 
+    events = cfg.get("value_events") or []
     try:
         prepared = runner.prepare_inputs(build_inputs(cfg), dtype)
         ref_inputs = prepared
+        if events:
+            # The reference of the inputs without the non-finite values:
+            # the outputs before the first of them do not depend on them.
+            ref_inputs = runner.prepare_inputs(build_inputs(cfg, value_events=False), dtype)
         if cfg["allow_neg_eigval"]:
-            ref_inputs = dict(prepared, beta=2.0 * np.asarray(prepared["beta"], np.float64))
+            ref_inputs = dict(ref_inputs,
+                              beta=2.0 * np.asarray(ref_inputs["beta"], np.float64))
         t0 = time.perf_counter()
         ref_o, ref_s = lt.reference_for(variant, ref_inputs, qk_l2norm=cfg["qk_l2norm"],
                                         normalizer=cfg["normalizer"])
         timing["reference_s"] = time.perf_counter() - t0
 
         o, s = call(prepared, "full")
-        check_outputs("o", ref_o, o, tol, result)
-        check_outputs("state", ref_s, s, tol, result)
+        if events:
+            first = min(t for _, t, _, _ in events)
+            if first > 0:
+                check_outputs("o_before", ref_o[:, :first], o[:, :first], tol, result)
+            o_seq, s_seq = (o, s) if cfg["sequential"] else call(prepared, "sequential", True)
+            check_nonfinite_outputs("o_after", o, o_seq, tol, result)
+            check_nonfinite_outputs("state_after", s, s_seq, tol, result)
+            if not np.any(~np.isfinite(np.asarray(o[:, first:], np.float64))):
+                result["failures"].append("o: no non-finite output from the first "
+                                          f"non-finite input (token {first}) on")
+        else:
+            check_outputs("o", ref_o, o, tol, result)
+            check_outputs("state", ref_s, s, tol, result)
 
-        if cfg["mode"] == "segmented":
+        if cfg["mode"] == "segmented" and not events:
             split = cfg["split"]
             o1, s1 = call(_slice_time(prepared, 0, split, prepared.get("initial_state")),
                           "seg1")
@@ -410,7 +501,8 @@ def format_result(result):
     """One line: PASS/FAIL, id, errors, wall time."""
     errs = result["errors"]
     fields = []
-    for name in ("o", "state", "o_seg", "state_seg", "o_seg_vs_one", "state_seg_vs_one"):
+    for name in ("o", "state", "o_before", "o_after", "state_after", "o_seg", "state_seg",
+                 "o_seg_vs_one", "state_seg_vs_one"):
         if name in errs:
             fields.append(f"{name}={errs[name]:.2e}")
     status = "PASS" if result["passed"] else "FAIL"

@@ -7,7 +7,10 @@ T = 1, T % C != 0, a varlen run with an empty sequence, segmented runs
 allow_neg_eigval, every erase/write mode, varlen erase_write, qk_l2norm and
 log-gates down to -30, at a low total cost) are run with la-run
 and compared with the fp64 reference: rel_rms within 1e-5 (f32) or 5e-3
-(f16/bf16) and finite outputs. The full set is ``scripts/stress.py``.
+(f16/bf16) and finite outputs. The configurations with non-finite inputs
+(``value_events``) are checked against the reference before the first of
+them and against the sequential program from it on. The full set is
+``scripts/stress.py``.
 
 The generator and checker tests run without la-run.
 """
@@ -38,7 +41,11 @@ def test_stress_config(cfg):
     tol = stress.TOL[cfg["dtype"]]
     detail = stress.format_result(result) + "\n    " + "\n    ".join(result["commands"])
     assert "exception" not in result, detail + "\n" + result.get("exception", "")
-    names = ["o", "state"] + (["o_seg", "state_seg"] if cfg["mode"] == "segmented" else [])
+    if cfg["value_events"]:
+        first = min(t for _, t, _, _ in cfg["value_events"])
+        names = (["o_before"] if first > 0 else []) + ["o_after", "state_after"]
+    else:
+        names = ["o", "state"] + (["o_seg", "state_seg"] if cfg["mode"] == "segmented" else [])
     for name in names:
         err = result["errors"][name]
         assert err <= tol, f"{name}: rel_rms {err:.3e} > {tol:.0e}\n{detail}"
@@ -94,7 +101,7 @@ def test_build_inputs_follow_the_config():
     for c in stress.generate_configs(120, 0):
         by_mode.setdefault(c["beta_mode"], c)
         if c["gate_scale"] == 40.0 and lt.VARIANTS[c["variant"]][1] in ("scalar", "channel"):
-            g = stress.build_inputs(c)["g"]
+            g = stress.build_inputs(c, value_events=False)["g"]
             # Away from the gate events, the log-gates are clamped at -30.
             event_tokens = sorted({t for t, _, _ in c["gate_events"]})
             plain = np.delete(g, event_tokens, axis=1)
@@ -105,6 +112,23 @@ def test_build_inputs_follow_the_config():
     events = [c for c in stress.generate_configs(120, 0) if c["gate_events"]]
     assert len(events) > 20
     assert any(v == -np.inf for c in events for _, _, v in c["gate_events"])
+    nonfinite = [c for c in stress.generate_configs(120, 0) if c["value_events"]]
+    assert 15 < len(nonfinite) < 50
+    assert {v for c in nonfinite for *_, v in c["value_events"]} == set(
+        stress.VALUE_EVENT_VALUES)
+    assert {n for c in nonfinite for n, *_ in c["value_events"]} == {
+        "q", "k", "v", "g", "beta", "erase", "write"}
+    for c in nonfinite:
+        inputs = stress.build_inputs(c)
+        clean = stress.build_inputs(c, value_events=False)
+        for name, t, element, value in c["value_events"]:
+            at = inputs[name][:, t] if element < 0 else inputs[name][0, t]
+            assert np.any(np.isnan(at) if value == "nan" else at == float(value))
+        touched = {t for _, t, _, _ in c["value_events"]}
+        for name in clean:
+            if isinstance(clean[name], np.ndarray) and name in ("q", "k", "v", "g"):
+                keep = [t for t in range(c["T"]) if t not in touched]
+                np.testing.assert_array_equal(inputs[name][:, keep], clean[name][:, keep])
     beta = stress.build_inputs(by_mode["small"])["beta"]
     assert 0.0 < beta.min() and beta.max() < 1e-3
     beta = stress.build_inputs(by_mode["near1"])["beta"]
@@ -141,3 +165,18 @@ def test_checker_fails_on_errors_and_non_finite_values():
     bad[1, 2, 0] = np.inf
     assert check(bad, tol=np.inf)["failures"]
     assert check(ref[:1])["failures"]
+
+    def check_nonfinite(out, sequential):
+        result = dict(errors={}, failures=[])
+        stress.check_nonfinite_outputs("o_after", out, sequential, 1e-5, result)
+        return result["failures"]
+
+    seq = ref.copy()
+    seq[1, 2:] = np.nan
+    assert not check_nonfinite(seq.astype(np.float32), seq)
+    out = seq.copy()
+    out[1, 1] = np.nan  # one more non-finite value than the recurrence
+    assert check_nonfinite(out, seq)
+    out = seq.copy()
+    out[0, 0, 0] += 1.0  # a finite value off
+    assert check_nonfinite(out, seq)

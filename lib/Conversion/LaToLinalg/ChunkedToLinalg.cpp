@@ -630,8 +630,10 @@ static Value firstNonFiniteRow(OpBuilder &b, Location loc, Value x) {
       [&](OpBuilder &nb, Location l, ValueRange args) -> Value {
         Value finite = isFinite(nb, l, args[0]);
         Value rowValue = loopIndexAsF32(nb, l, 4);
-        Value candidate =
-            arith::SelectOp::create(nb, l, finite, args[1], rowValue);
+        // The accumulator only in the combiner: a reduction the vectoriser
+        // recognises.
+        Value none = constantF32(nb, l, kNoNonFiniteRow);
+        Value candidate = arith::SelectOp::create(nb, l, finite, none, rowValue);
         return arith::MinimumFOp::create(nb, l, args[1], candidate);
       });
 }
