@@ -100,7 +100,9 @@ LA_CAPI_EXPORTED MlirLogicalResult laModuleRunPipelineWithOptions(
 LA_CAPI_EXPORTED MlirLogicalResult
 laModuleEmitCInterface(MlirModule module, MlirStringRef function);
 
-/// Translates a module in the LLVM dialect to LLVM IR text.
+/// Translates a module in the LLVM dialect to LLVM IR text, passed to
+/// `callback`. On failure `callback` receives the translation's diagnostics
+/// instead, each with its location.
 LA_CAPI_EXPORTED MlirLogicalResult laModuleTranslateToLLVMIR(
     MlirModule module, MlirStringCallback callback, void *userData);
 

@@ -185,8 +185,7 @@ laModuleRunPipelineWithOptions(MlirModule module, MlirStringRef pipeline,
     return ref.data ? unwrap(ref) : llvm::StringRef();
   };
   if (!text(options.capturePass).empty() && !options.capture) {
-    reportNull(output, userData, "laModuleRunPipeline",
-               "the capture callback");
+    reportNull(output, userData, "laModuleRunPipeline", "the capture callback");
     return mlirLogicalResultFailure();
   }
   laRegisterAllPasses();
@@ -231,8 +230,8 @@ laModuleRunPipelineWithOptions(MlirModule module, MlirStringRef pipeline,
         /*printAfterOnlyOnFailure=*/false, text(options.irTreeDir));
   if (!text(options.capturePass).empty())
     pm.addInstrumentation(std::make_unique<CaptureInstrumentation>(
-        text(options.capturePass).str(), options.captureBefore,
-        options.capture, options.captureUserData));
+        text(options.capturePass).str(), options.captureBefore, options.capture,
+        options.captureUserData));
   LogicalResult result = pm.run(op);
   if (inspect && wasMultithreaded)
     context->enableMultithreading();
@@ -260,11 +259,24 @@ MlirLogicalResult laModuleTranslateToLLVMIR(MlirModule module,
     return mlirLogicalResultFailure();
   }
   detail::CallbackOstream stream(orDiscard(callback), userData);
+  // The translation's diagnostics, with their locations, are what the
+  // callback receives on failure (they would go to stderr otherwise).
+  std::string diagnostics;
+  llvm::raw_string_ostream diagnosticStream(diagnostics);
+  ModuleOp op = unwrap(module);
+  ScopedDiagnosticHandler handler(op.getContext(), [&](Diagnostic &diag) {
+    diagnosticStream << diag.getLocation() << ": " << diag << "\n";
+    return success();
+  });
   llvm::LLVMContext llvmContext;
   std::unique_ptr<llvm::Module> llvmModule =
-      translateModuleToLLVMIR(unwrap(module), llvmContext);
-  if (!llvmModule)
+      translateModuleToLLVMIR(op, llvmContext);
+  if (!llvmModule) {
+    stream << (diagnostics.empty()
+                   ? std::string("translation to LLVM IR failed\n")
+                   : diagnostics);
     return mlirLogicalResultFailure();
+  }
   llvmModule->print(stream, nullptr);
   return mlirLogicalResultSuccess();
 }

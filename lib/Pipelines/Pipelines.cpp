@@ -17,14 +17,16 @@
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Dialect/SCF/Transforms/Passes.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
-#include "mlir/IR/BuiltinOps.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/Target/TargetMachine.h"
 
 #include <cmath>
+#include <cstdio>
+#include <unistd.h>
 
 using namespace mlir;
 using namespace mlir::la;
@@ -377,6 +379,43 @@ LogicalResult mlir::la::verifyLowerToNVVMOptions(
   return success();
 }
 
+/// Runs `parse` with stderr's file descriptor pointed at a temporary file
+/// and returns what was written there in `captured`. llvm::cl reports a
+/// value it cannot parse (e.g. `chunk-size=abc`) on stderr only
+/// (cl::Option::error takes no stream from PassOptions::parseFromString), so
+/// this is the one way its words reach the error handler, and through it
+/// la-opt's output, LaError and the C API's callback. On success, anything
+/// captured is written back to stderr. Without a temporary file, `parse`
+/// runs as it is.
+static LogicalResult parseCapturingStderr(function_ref<LogicalResult()> parse,
+                                          std::string &captured) {
+  llvm::errs().flush();
+  std::fflush(stderr);
+  std::FILE *file = std::tmpfile();
+  int saved = file ? ::dup(STDERR_FILENO) : -1;
+  if (saved < 0 || ::dup2(::fileno(file), STDERR_FILENO) < 0) {
+    if (saved >= 0)
+      ::close(saved);
+    if (file)
+      std::fclose(file);
+    return parse();
+  }
+  LogicalResult result = parse();
+  llvm::errs().flush();
+  std::fflush(stderr);
+  ::dup2(saved, STDERR_FILENO);
+  ::close(saved);
+  std::rewind(file);
+  char buffer[512];
+  size_t size;
+  while ((size = std::fread(buffer, 1, sizeof(buffer), file)) > 0)
+    captured.append(buffer, size);
+  std::fclose(file);
+  if (succeeded(result) && !captured.empty())
+    llvm::errs() << captured;
+  return result;
+}
+
 namespace {
 /// Registers a pipeline whose options are checked and which refuses to be
 /// nested below `builtin.module`: its passes run on the module (one-shot
@@ -397,17 +436,23 @@ void registerModulePipeline(
           return errorHandler(pipelineName + ": " + message);
         };
         // Option syntax errors go to the error handler too, so that the C
-        // API's callers see them. (llvm::cl prints a value that does not
-        // parse, e.g. a non-integer, to stderr itself; the message here
-        // names the options.)
+        // API's callers see them, llvm::cl's words for a value that does
+        // not parse included.
         Options options;
-        std::string parseErrors;
+        std::string parseErrors, clErrors;
         llvm::raw_string_ostream parseErrorStream(parseErrors);
-        if (failed(options.parseFromString(text, parseErrorStream)))
+        if (failed(parseCapturingStderr(
+                [&] { return options.parseFromString(text, parseErrorStream); },
+                clErrors))) {
+          // llvm::cl's lines start with the program's name, empty in a
+          // library: ": for the --chunk-size option: ...".
+          StringRef clText = StringRef(clErrors).trim().ltrim(": ");
+          std::string details =
+              (clText + " " + StringRef(parseErrors).trim()).str();
+          details = StringRef(details).trim().str();
           return error("invalid options '" + text + "'" +
-                       (parseErrors.empty()
-                            ? std::string()
-                            : ": " + StringRef(parseErrors).trim().str()));
+                       (details.empty() ? std::string() : ": " + details));
+        }
         if (pm.getOpAnchorName() != ModuleOp::getOperationName())
           return error("runs on 'builtin.module', not on '" +
                        pm.getOpAnchorName() +

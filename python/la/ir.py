@@ -73,8 +73,8 @@ class Module:
         """LLVM IR text of a module already lowered to the LLVM dialect."""
         sink = TextSink()
         if not lib().laModuleTranslateToLLVMIR(self._handle, sink.callback, None).succeeded():
-            raise LaError("translation to LLVM IR failed: lower the module to the LLVM "
-                          "dialect first (e.g. la-lower-to-cpu)")
+            raise LaError("translation to LLVM IR failed (lower the module to the LLVM "
+                          "dialect first, e.g. la-lower-to-cpu):\n" + sink.text().strip())
         return sink.text()
 
     def __del__(self):

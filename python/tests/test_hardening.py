@@ -109,7 +109,10 @@ def test_nested_pipeline_is_an_error(pipeline):
 
 @pytest.mark.parametrize("options, message", [
     ("la-lower-to-cpu{fuse=bogus}", "'fuse' must be auto, fused or materialized"),
-    ("la-lower-to-cpu{chunk-size=abc}", "la-lower-to-cpu: invalid options 'chunk-size=abc'"),
+    ("la-lower-to-cpu{chunk-size=abc}",
+     "la-lower-to-cpu: invalid options 'chunk-size=abc': for the --chunk-size option: "
+     "'abc' value invalid for long argument"),
+    ("la-lower-to-cpu{gate-spread-limit=wide}", "'wide' value invalid for floating point"),
     ("la-lower-to-cpu{no-such-option=1}", "la-lower-to-cpu: invalid options"),
     ("la-lower-to-nvvm{format=bogus}", "'format' must be bin, isa or fatbin"),
     ("la-lower-to-gpu{mma-precision=fp8}", "'mma-precision' must be tf32, bf16 or f16"),
@@ -122,6 +125,15 @@ def test_option_errors_reach_the_exception(options, message):
     with pytest.raises(la.LaError, match=message):
         ir.PassManager.parse(f"builtin.module({options})").run(module)
     assert str(module) == before
+
+
+def test_translation_errors_reach_the_exception():
+    """A module that is not in the LLVM dialect: the translation's own
+    diagnostic, with its location, is in LaError's text."""
+    module = _module()
+    with pytest.raises(la.LaError, match=r"(?s)translation to LLVM IR failed.*"
+                       r"loc\(.*\): cannot be converted to LLVM IR"):
+        module.to_llvm_ir()
 
 
 def test_lower_stages_come_from_the_kernel_pipeline(tmp_path):

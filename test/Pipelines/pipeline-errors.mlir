@@ -10,6 +10,10 @@
 // RUN: not la-opt %s -la-lower-to-cpu=chunk-size=9223372036854775807 2>&1 | FileCheck %s --check-prefix=HUGE63
 // RUN: not la-opt %s -la-lower-to-cpu=gate-spread-limit=-1 2>&1 | FileCheck %s --check-prefix=SPREAD
 // RUN: not la-opt %s -la-lower-to-cpu=row-tile=0 2>&1 | FileCheck %s --check-prefix=ROWTILE
+// A value llvm::cl cannot parse: its words are in the one error message.
+// RUN: not la-opt %s -la-lower-to-cpu=chunk-size=abc -o %t.out 2>&1 | FileCheck %s --check-prefix=NOTINT
+// RUN: not test -e %t.out
+// RUN: not la-opt %s --pass-pipeline="builtin.module(la-lower-to-gpu{tensor-cores=maybe})" 2>&1 | FileCheck %s --check-prefix=NOTBOOL
 
 // Nested below builtin.module: a diagnostic, not LLVM's fatal error.
 // RUN: not la-opt %s --pass-pipeline="builtin.module(func.func(la-lower-to-cpu))" 2>&1 | FileCheck %s --check-prefix=NESTED-CPU
@@ -28,6 +32,8 @@
 // HUGE63: error: la-lower-to-cpu: 'chunk-size' must be in [1, 65536], got 9223372036854775807
 // SPREAD: error: la-lower-to-cpu: 'gate-spread-limit' must be finite and >= 0
 // ROWTILE: error: la-lower-to-cpu: 'row-tile' and 'lane-tile' must be > 0, got 0 and 32
+// NOTINT: error: la-lower-to-cpu: invalid options 'chunk-size=abc': la-opt: for the --chunk-size option: 'abc' value invalid for long argument!
+// NOTBOOL: error: la-lower-to-gpu: invalid options 'tensor-cores=maybe': la-opt: for the --tensor-cores option: 'maybe' is invalid value for boolean argument! Try 0 or 1
 // NESTED-CPU: error: la-lower-to-cpu: runs on 'builtin.module', not on 'func.func'
 // NESTED-GPU: error: la-lower-to-gpu: runs on 'builtin.module', not on 'func.func'
 // NESTED-NVVM: error: la-lower-to-nvvm: runs on 'builtin.module', not on 'func.func'
