@@ -50,6 +50,7 @@ llvm_config.with_environment("PYTHONPATH", os.path.join(config.la_src_root, "pyt
 tools = [
     "la-opt",
     "la-run",
+    "la-pipeline-doc",
     "la-cuda-info",
     ToolSubst("mlir-opt", os.path.join(config.llvm_tools_dir, "mlir-opt")),
     ToolSubst("mlir-translate", os.path.join(config.llvm_tools_dir, "mlir-translate")),

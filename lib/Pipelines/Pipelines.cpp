@@ -468,25 +468,142 @@ void registerModulePipeline(
 }
 } // namespace
 
+namespace {
+/// The registered pipelines' names and descriptions: one table for the
+/// registry and the reference.
+struct PipelineDescription {
+  StringRef name, description;
+};
+} // namespace
+
+static const PipelineDescription kCPUPipeline = {
+    "la-lower-to-cpu",
+    "Lower la.attention to the LLVM dialect for the CPU (chunked by default, "
+    "or the sequential recurrence)"};
+static const PipelineDescription kGPUPipelines[] = {
+    {"la-lower-to-gpu", "Lower la.attention to gpu.launch kernels on buffers "
+                        "(the first half of la-lower-to-nvvm)"},
+    {"la-lower-to-nvvm",
+     "Lower la.attention to host LLVM code launching NVVM kernels (cubin or "
+     "PTX); the function takes device memory"},
+    {"la-lower-to-gpu-emulator",
+     "Lower la.attention through la-lower-to-gpu's kernels, then run them on "
+     "the CPU (la-emulate-gpu): a test of the GPU path without a GPU"}};
+
 void mlir::la::registerPipelines() {
   registerModulePipeline<LowerToCPUOptions>(
-      "la-lower-to-cpu",
-      "Lower la.attention to the LLVM dialect for the CPU (chunked by "
-      "default, or the sequential recurrence)",
-      buildLowerToCPUPipeline, verifyLowerToCPUOptions);
-  registerModulePipeline<LowerToNVVMOptions>(
-      "la-lower-to-gpu",
-      "Lower la.attention to gpu.launch kernels on buffers (the first half "
-      "of la-lower-to-nvvm)",
-      buildLowerToGPUPipeline, verifyLowerToNVVMOptions);
-  registerModulePipeline<LowerToNVVMOptions>(
-      "la-lower-to-nvvm",
-      "Lower la.attention to host LLVM code launching NVVM kernels (cubin "
-      "or PTX); the function takes device memory",
-      buildLowerToNVVMPipeline, verifyLowerToNVVMOptions);
-  registerModulePipeline<LowerToNVVMOptions>(
-      "la-lower-to-gpu-emulator",
-      "Lower la.attention through la-lower-to-gpu's kernels, then run them "
-      "on the CPU (la-emulate-gpu): a test of the GPU path without a GPU",
-      buildLowerToGPUEmulatorPipeline, verifyLowerToNVVMOptions);
+      kCPUPipeline.name, kCPUPipeline.description, buildLowerToCPUPipeline,
+      verifyLowerToCPUOptions);
+  void (*gpuBuilders[])(OpPassManager &, const LowerToNVVMOptions &) = {
+      buildLowerToGPUPipeline, buildLowerToNVVMPipeline,
+      buildLowerToGPUEmulatorPipeline};
+  for (auto [pipeline, build] : llvm::zip_equal(kGPUPipelines, gpuBuilders))
+    registerModulePipeline<LowerToNVVMOptions>(
+        pipeline.name, pipeline.description, build, verifyLowerToNVVMOptions);
+}
+
+namespace {
+/// The llvm::cl options behind a PassOptions struct (its protected
+/// SubCommand base holds them by name).
+template <typename Options> struct OptionsView : Options {
+  using llvm::cl::SubCommand::OptionsMap;
+};
+} // namespace
+
+/// Splits PassOptions::print's "{a=1 b=x c={with space}}" into name ->
+/// value.
+static llvm::StringMap<std::string> parseDefaults(StringRef printed) {
+  llvm::StringMap<std::string> defaults;
+  printed = printed.trim();
+  if (printed.consume_front("{"))
+    printed.consume_back("}");
+  while (!printed.empty()) {
+    printed = printed.ltrim();
+    size_t equals = printed.find('=');
+    if (equals == StringRef::npos)
+      break;
+    StringRef name = printed.take_front(equals);
+    printed = printed.drop_front(equals + 1);
+    size_t end = 0;
+    int depth = 0;
+    for (; end < printed.size(); ++end) {
+      char c = printed[end];
+      if (c == '{')
+        ++depth;
+      else if (c == '}')
+        --depth;
+      else if (c == ' ' && depth == 0)
+        break;
+    }
+    StringRef value = printed.take_front(end);
+    if (value.size() >= 2 && value.front() == '{' && value.back() == '}')
+      value = value.drop_front().drop_back();
+    defaults[name] = value.str();
+    printed = printed.drop_front(end);
+  }
+  return defaults;
+}
+
+/// Markdown table cells may not hold a bare '|'.
+static std::string escapeCell(StringRef text) {
+  std::string escaped;
+  for (char c : text) {
+    if (c == '|')
+      escaped += '\\';
+    escaped += c;
+  }
+  return escaped;
+}
+
+template <typename Options>
+static void printOptionsTable(llvm::raw_ostream &os) {
+  OptionsView<Options> options;
+  std::string printed;
+  llvm::raw_string_ostream printedStream(printed);
+  options.print(printedStream);
+  llvm::StringMap<std::string> defaults = parseDefaults(printed);
+  SmallVector<llvm::cl::Option *> sorted;
+  for (auto &entry : options.OptionsMap)
+    sorted.push_back(entry.second);
+  llvm::sort(sorted, [](llvm::cl::Option *a, llvm::cl::Option *b) {
+    return a->ArgStr < b->ArgStr;
+  });
+  os << "| option | default | description |\n|---|---|---|\n";
+  for (llvm::cl::Option *option : sorted) {
+    auto found = defaults.find(option->ArgStr);
+    std::string value = found == defaults.end() ? "" : found->second;
+    // PassOptions prints doubles as 3.200000e+01.
+    double number;
+    if (StringRef(value).contains('e') &&
+        !StringRef(value).getAsDouble(number)) {
+      char shortest[32];
+      std::snprintf(shortest, sizeof(shortest), "%g", number);
+      value = shortest;
+    }
+    os << "| `" << option->ArgStr << "` | "
+       << (value.empty() ? std::string("(empty)") : "`" + value + "`") << " | "
+       << escapeCell(option->HelpStr) << " |\n";
+  }
+}
+
+void mlir::la::printPipelineReference(llvm::raw_ostream &os) {
+  os << "<!-- Generated by la-pipeline-doc from lib/Pipelines/Pipelines.cpp; "
+        "do not edit. -->\n\n"
+     << "# la pipelines\n\n"
+     << "The pass pipelines `mlir::la::registerPipelines()` registers. Each "
+        "runs on `builtin.module` (nested below it, it is an error) and "
+        "checks its options before any pass runs. Name one in `la-opt` "
+        "(`--la-lower-to-cpu=\"chunk-size=32 parallel\"`), in a pipeline "
+        "string (`builtin.module(la-lower-to-cpu{chunk-size=32})`, also for "
+        "the C API and Python's `la.ir.PassManager`) or build it in C++ with "
+        "`buildLowerToCPUPipeline` / `buildLowerTo*Pipeline` and the option "
+        "structs of `la/Pipelines/Pipelines.h`.\n";
+  os << "\n## `" << kCPUPipeline.name << "`\n\n"
+     << kCPUPipeline.description << ".\n\n";
+  printOptionsTable<LowerToCPUOptions>(os);
+  for (const PipelineDescription &pipeline : kGPUPipelines) {
+    os << "\n## `" << pipeline.name << "`\n\n"
+       << pipeline.description << ".\n\n";
+    printOptionsTable<LowerToNVVMOptions>(os);
+  }
 }

@@ -217,6 +217,11 @@ verifyLowerToNVVMOptions(const LowerToNVVMOptions &options,
 /// nested below `builtin.module`.
 void registerPipelines();
 
+/// Writes the Markdown reference of the pipelines registerPipelines
+/// registers: each one's description and its options with their defaults
+/// and help (docs/reference/LaPipelines.md, written by la-pipeline-doc).
+void printPipelineReference(llvm::raw_ostream &os);
+
 } // namespace la
 } // namespace mlir
 
