@@ -127,6 +127,21 @@ def test_option_errors_reach_the_exception(options, message):
     assert str(module) == before
 
 
+@pytest.mark.parametrize("V", [32, 33])
+@pytest.mark.parametrize("chunk_size", [8, 64])
+def test_partial_register_tiles_keep_their_destination(V, chunk_size):
+    """The normaliser's extra value column makes V + 1 columns: a register
+    tile of 32 lanes and a remainder. The remainder's accumulator must read
+    the state (one-shot bufferization once gave the full tile's write a
+    fresh buffer without it: NaN or garbage from the second chunk on)."""
+    inputs = testing.make_inputs("linear", B=1, T=227, H=1, K=8, V=V, seed=1, positive_qk=True)
+    ref, ref_state = testing.reference_for("linear", inputs, normalizer=True)
+    o, s = la.linear_attention(inputs["q"], inputs["k"], inputs["v"], normalize=True,
+                               output_final_state=True, chunk_size=chunk_size)
+    assert testing.rel_rms(ref, np.asarray(o, np.float64)) < 1e-5
+    assert testing.rel_rms(ref_state, np.asarray(s, np.float64)) < 1e-5
+
+
 def test_translation_errors_reach_the_exception():
     """A module that is not in the LLVM dialect: the translation's own
     diagnostic, with its location, is in LaError's text."""

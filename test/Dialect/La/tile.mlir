@@ -21,7 +21,10 @@
 // CHECK: %[[XB:.*]] = vector.broadcast %[[XROW]] : vector<32xf32> to vector<8x32xf32>
 // CHECK: %[[FMA:.*]] = vector.fma %{{.*}}, %[[XB]], %[[ACC]] : vector<8x32xf32>
 // CHECK: scf.yield %[[FMA]]
-// CHECK: vector.transfer_write %[[RED]], %[[ACC_T]][%{{.*}}, %{{.*}}, %[[I]], %[[V]]]
+// The write has the tensor's rank (leading unit dims), so that one-shot
+// bufferization sees it covers only part of its destination.
+// CHECK: %[[FULL:.*]] = vector.shape_cast %[[RED]] : vector<8x32xf32> to vector<1x1x8x32xf32>
+// CHECK: vector.transfer_write %[[FULL]], %[[ACC_T]][%{{.*}}, %{{.*}}, %[[I]], %[[V]]] {in_bounds = [true, true, true, true]} : vector<1x1x8x32xf32>, tensor<1x1x16x64xf32>
 // CHECK: scf.forall.in_parallel
 // CHECK: return %[[RES]]
 

@@ -404,6 +404,45 @@ mlir::la::tileForCPU(RewriterBase &rewriter, linalg::LinalgOp op,
   return result;
 }
 
+/// Gives every vector.transfer_write into a tensor the tensor's rank
+/// (leading unit dimensions, an identity map). One-shot bufferization's model
+/// of vector.transfer_write (MLIR 22) decides whether a write overwrites its
+/// whole destination by pairing the destination's dimensions with the
+/// vector's from the front: vector<8x32xf32> written at offset 0 into
+/// tensor<1x1x8x34xf32> counts as covering it, so an out-of-place write got
+/// a fresh buffer without the destination's other columns. At full rank the
+/// dimensions pair up as they should. (Writes with a mask or another map
+/// are left alone; la-tile makes minor-identity ones.)
+static void writeTensorsAtFullRank(RewriterBase &rewriter, Operation *root) {
+  SmallVector<vector::TransferWriteOp> writes;
+  root->walk([&](vector::TransferWriteOp write) {
+    auto tensorType = dyn_cast<RankedTensorType>(write.getShapedType());
+    if (tensorType && !write.getMask() &&
+        write.getVectorType().getRank() < tensorType.getRank() &&
+        write.getPermutationMap().isMinorIdentity() &&
+        !write.getVectorType().isScalable())
+      writes.push_back(write);
+  });
+  for (vector::TransferWriteOp write : writes) {
+    VectorType vectorType = write.getVectorType();
+    int64_t missing = write.getShapedType().getRank() - vectorType.getRank();
+    SmallVector<int64_t> shape(missing, 1);
+    llvm::append_range(shape, vectorType.getShape());
+    // The leading dimensions are indexed at their offsets, in bounds as the
+    // original write is.
+    SmallVector<bool> inBounds(missing, true);
+    llvm::append_range(inBounds, write.getInBoundsValues());
+    rewriter.setInsertionPoint(write);
+    Value full = vector::ShapeCastOp::create(
+        rewriter, write.getLoc(),
+        VectorType::get(shape, vectorType.getElementType()), write.getVector());
+    auto replacement = vector::TransferWriteOp::create(
+        rewriter, write.getLoc(), full, write.getBase(), write.getIndices(),
+        ArrayRef<bool>(inBounds));
+    rewriter.replaceOp(write, replacement->getResults());
+  }
+}
+
 LogicalResult mlir::la::vectorizeForCPU(RewriterBase &rewriter,
                                         Operation *root) {
   // Canonicalise first: a peeled tile's sizes are constants only once the
@@ -477,6 +516,7 @@ LogicalResult mlir::la::vectorizeForCPU(RewriterBase &rewriter,
       [](StringRef name) { return name == "exp" || name == "math.exp"; });
   if (failed(applyPatternsGreedily(root, std::move(vectorPatterns))))
     return failure();
+  writeTensorsAtFullRank(rewriter, root);
   return success();
 }
 
