@@ -118,12 +118,15 @@ def test_nonfinite_value_at_chunk_edges(variant, token):
     _check(variant, clean, _poison(clean, "v", token, np.nan, False), token)
 
 
-@pytest.mark.parametrize("variant", ["linear", "gated_deltanet", "kda"])
-def test_nonfinite_key_with_a_longer_chunk(variant):
-    # One chunk of 64 holding the whole sequence, blocks of 16 in the WY
-    # inverse: the bad token's block is not the first.
-    clean = _inputs(variant)
-    _check(variant, clean, _poison(clean, "k", BAD, np.inf, True), BAD, chunk_size=64)
+@pytest.mark.parametrize("variant,name", [
+    ("gated_deltanet", "k"), ("gated_deltanet", "beta"), ("kda", "v"), ("kda", "beta"),
+    ("gated_deltanet2", "k"), ("gated_deltanet2", "erase"), ("linear", "k")])
+def test_nonfinite_input_in_a_later_block_of_the_chunk(variant, name):
+    # Chunks of 32: the WY inverse works in two blocks of 16 and the block
+    # substitution multiplies by the diagonal block's inverse; token 53 is
+    # in the second block of the second chunk.
+    clean = _inputs(variant, T=80)
+    _check(variant, clean, _poison(clean, name, 53, np.inf, False), 53, chunk_size=32)
 
 
 @pytest.mark.parametrize("variant", ["gla", "gated_deltanet"])

@@ -606,35 +606,73 @@ static Value zeroNonFinite(OpBuilder &b, Location loc, Value x) {
   AffineMap id = b.getMultiDimIdentityMap(type.getRank());
   // x is the destination: bufferization reuses its buffer where x is not
   // read later (on the GPU, a chunk's buffers share its shared memory).
-  return buildGeneric(
-      b, loc, ValueRange{}, x, {id}, type.getRank(), 0,
-      [&](OpBuilder &nb, Location l, ValueRange args) -> Value {
-        Value finite = isFinite(nb, l, args[0]);
-        Value zero = arith::ConstantOp::create(
-            nb, l, nb.getZeroAttr(type.getElementType()));
-        return arith::SelectOp::create(nb, l, finite, args[0], zero);
-      });
+  return buildGeneric(b, loc, ValueRange{}, x, {id}, type.getRank(), 0,
+                      [&](OpBuilder &nb, Location l, ValueRange args) -> Value {
+                        Value finite = isFinite(nb, l, args[0]);
+                        Value zero = arith::ConstantOp::create(
+                            nb, l, nb.getZeroAttr(type.getElementType()));
+                        return arith::SelectOp::create(nb, l, finite, args[0],
+                                                       zero);
+                      });
 }
 
-/// F[b,n,c,d] = the first row j of the chunk with x[b,n,j,c,d] NaN or
-/// infinite, or kNoNonFiniteRow when there is none; as f32. Loops
-/// (b,n,c,d,j).
-static Value firstNonFiniteRow(OpBuilder &b, Location loc, Value x) {
+/// F = the first index j along dimension `rowDim` of `x` with x NaN or
+/// infinite, per position of the other dimensions (F has them in order), or
+/// kNoNonFiniteRow when there is none; as f32. Loops: the other dimensions,
+/// then j.
+static Value firstNonFiniteRow(OpBuilder &b, Location loc, Value x,
+                               unsigned rowDim) {
   MLIRContext *ctx = b.getContext();
   SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, x);
-  Value init = filledTensor(b, loc, {sizes[0], sizes[1], sizes[3], sizes[4]},
-                            b.getF32Type(), kNoNonFiniteRow);
+  unsigned rank = sizes.size();
+  SmallVector<OpFoldResult> otherSizes;
+  SmallVector<int64_t> xDims;
+  for (unsigned d = 0; d < rank; ++d) {
+    if (d == rowDim) {
+      xDims.push_back(rank - 1);
+      continue;
+    }
+    xDims.push_back(otherSizes.size());
+    otherSizes.push_back(sizes[d]);
+  }
+  SmallVector<int64_t> outDims;
+  for (unsigned d = 0; d + 1 < rank; ++d)
+    outDims.push_back(d);
+  Value init =
+      filledTensor(b, loc, otherSizes, b.getF32Type(), kNoNonFiniteRow);
   return buildGeneric(
-      b, loc, x, init,
-      {dimMap(ctx, 5, {0, 1, 4, 2, 3}), dimMap(ctx, 5, {0, 1, 2, 3})}, 4, 1,
-      [&](OpBuilder &nb, Location l, ValueRange args) -> Value {
+      b, loc, x, init, {dimMap(ctx, rank, xDims), dimMap(ctx, rank, outDims)},
+      rank - 1, 1, [&](OpBuilder &nb, Location l, ValueRange args) -> Value {
         Value finite = isFinite(nb, l, args[0]);
-        Value rowValue = loopIndexAsF32(nb, l, 4);
+        Value rowValue = loopIndexAsF32(nb, l, rank - 1);
         // The accumulator only in the combiner: a reduction the vectoriser
         // recognises.
         Value none = constantF32(nb, l, kNoNonFiniteRow);
-        Value candidate = arith::SelectOp::create(nb, l, finite, none, rowValue);
+        Value candidate =
+            arith::SelectOp::create(nb, l, finite, none, rowValue);
         return arith::MinimumFOp::create(nb, l, args[1], candidate);
+      });
+}
+
+/// `product` with NaN from the row (dimension `rowDim`) `firstBad` gives on,
+/// in place: the rows a causal product took from a non-finite operand row.
+static Value poisonFromFirstBad(OpBuilder &b, Location loc, Value product,
+                                Value firstBad, unsigned rowDim) {
+  MLIRContext *ctx = b.getContext();
+  unsigned rank = cast<RankedTensorType>(product.getType()).getRank();
+  SmallVector<int64_t> otherDims;
+  for (unsigned d = 0; d < rank; ++d)
+    if (d != rowDim)
+      otherDims.push_back(d);
+  return buildGeneric(
+      b, loc, ValueRange{firstBad}, product,
+      {dimMap(ctx, rank, otherDims), b.getMultiDimIdentityMap(rank)}, rank, 0,
+      [&](OpBuilder &nb, Location l, ValueRange args) -> Value {
+        Value rowValue = loopIndexAsF32(nb, l, rowDim);
+        Value poisoned = arith::CmpFOp::create(nb, l, arith::CmpFPredicate::OGE,
+                                               rowValue, args[0]);
+        Value nan = constantF32(nb, l, std::numeric_limits<float>::quiet_NaN());
+        return arith::SelectOp::create(nb, l, poisoned, nan, args[1]);
       });
 }
 
@@ -651,7 +689,7 @@ static Value firstNonFiniteRow(OpBuilder &b, Location loc, Value x) {
 static Value applyScores(OpBuilder &b, Location loc, Value scores, Value x,
                          Value init, int64_t group) {
   MLIRContext *ctx = b.getContext();
-  Value firstBad = firstNonFiniteRow(b, loc, x);
+  Value firstBad = firstNonFiniteRow(b, loc, x, /*rowDim=*/2);
   Value finiteX = zeroNonFinite(b, loc, x);
   Value product = buildGeneric(
       b, loc, ValueRange{scores, finiteX}, init,
@@ -663,17 +701,8 @@ static Value applyScores(OpBuilder &b, Location loc, Value scores, Value x,
       });
   // The scores are causal: terms with j > i vanish.
   markLowerTriangular(product, /*row=*/2, /*column=*/5);
-  // NaN from the first non-finite row on, in place. Loops (b,n,i,hv,vv).
-  return buildGeneric(
-      b, loc, ValueRange{firstBad}, product,
-      {dimMap(ctx, 5, {0, 1, 3, 4}), b.getMultiDimIdentityMap(5)}, 5, 0,
-      [&](OpBuilder &nb, Location l, ValueRange args) -> Value {
-        Value rowValue = loopIndexAsF32(nb, l, 2);
-        Value poisoned = arith::CmpFOp::create(nb, l, arith::CmpFPredicate::OGE,
-                                               rowValue, args[0]);
-        Value nan = constantF32(nb, l, std::numeric_limits<float>::quiet_NaN());
-        return arith::SelectOp::create(nb, l, poisoned, nan, args[1]);
-      });
+  // NaN from the first non-finite row on.
+  return poisonFromFirstBad(b, loc, product, firstBad, /*rowDim=*/2);
 }
 
 struct ChunkIntraToLinalg : OpRewritePattern<ChunkIntraOp> {
@@ -1024,7 +1053,12 @@ static Value invertUnitLower(OpBuilder &b, Location loc, Value a,
         Value tii = tensor::CollapseShapeOp::create(
             nb, l, sliceDim(nb, l, blocks, 3, i, nb.getIndexAttr(1)),
             ArrayRef<ReassociationIndices>{{0}, {1}, {2}, {3, 4}, {5}});
-        Value y = rowsProduct(tii, x);
+        // T_ii is lower triangular: guarded like applyScores, so that a
+        // non-finite row of X (a later token's) stays out of earlier rows.
+        Value firstBad = firstNonFiniteRow(nb, l, x, /*rowDim=*/3);
+        Value finiteX = zeroNonFinite(nb, l, x);
+        Value y = poisonFromFirstBad(nb, l, rowsProduct(tii, finiteX), firstBad,
+                                     /*rowDim=*/3);
         // Columns of earlier blocks get -Y; the rest keeps T_ii and zeros.
         Value rows = buildGeneric(
             nb, l, ValueRange{y}, tRows, {id5, id5}, 5, 0,

@@ -257,7 +257,11 @@ func.func @inter(%q: tensor<1x2x16x2x4xf32>, %s: tensor<1x2x2x4x8xf32>, %intra: 
 // CHECK: %[[X:.*]] = linalg.generic {{.*}} ins(%[[AROWS]], %[[TCUR]] : {{.*}})
 // CHECK: %[[TII:.*]] = tensor.extract_slice %[[TD]]
 // CHECK: %[[TIIC:.*]] = tensor.collapse_shape %[[TII]] {{\[}}[0], [1], [2], [3, 4], [5]]
-// CHECK: %[[Y:.*]] = linalg.generic {{.*}} ins(%[[TIIC]], %[[X]] : {{.*}})
+// T_ii X is a causal product too: X guarded as in applyScores.
+// CHECK: %[[XFIRST:.*]] = linalg.generic {{.*}} ins(%[[X]] : {{.*}})
+// CHECK: %[[XF:.*]] = linalg.generic {{.*}} outs(%[[X]] : {{.*}})
+// CHECK: %[[Y0:.*]] = linalg.generic {{.*}} ins(%[[TIIC]], %[[XF]] : {{.*}})
+// CHECK: %[[Y:.*]] = linalg.generic {{.*}} ins(%[[XFIRST]] : {{.*}}) outs(%[[Y0]] : {{.*}})
 // CHECK: linalg.generic {{.*}} ins(%[[Y]] : {{.*}})
 // CHECK: arith.negf
 // The factors beta exp(G) and beta first, element-wise; then two plain
