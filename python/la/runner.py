@@ -26,7 +26,7 @@ import tempfile
 import numpy as np
 
 from . import reference
-from .testing import VARIANTS, _check_cu_seqlens
+from .testing import VARIANTS, _check_cu_seqlens, token_operands
 
 __all__ = [
     "DTYPES",
@@ -412,14 +412,7 @@ def run_attention(
         cu_seqlens_len=None if cu is None else cu.size,
         log_decay=log_decay, name="attention", **attrs,
     )
-    update, gate = VARIANTS[variant]
-    order = ["q", "k", "v"]
-    if gate in ("scalar", "channel"):
-        order.append("g")
-    if update == "delta":
-        order.append("beta")
-    if update == "erase_write":
-        order += ["erase", "write"]
+    order = token_operands(variant)
     if "initial_state" in prepared:
         order.append("initial_state")
     if cu is not None:

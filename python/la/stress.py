@@ -222,24 +222,18 @@ def _one_config(seed, index):
             channel = int(ev_rng.integers(-1, K)) if gate == "channel" else -1
             events.append((t, channel, value))
     cfg["gate_events"] = events
-    cfg["value_events"] = _value_events(seed, index, update, gate, T)
+    cfg["value_events"] = _value_events(seed, index, variant, T)
     cfg["id"] = _make_id(cfg)
     return cfg
 
 
-def _value_events(seed, index, update, gate, T):
+def _value_events(seed, index, variant, T):
     """Non-finite inputs: (operand, token, element or -1 for the whole token,
     value), from a generator of their own."""
     rng = np.random.default_rng([seed, index, 11])
     if rng.random() >= 0.25:
         return []
-    operands = ["q", "k", "v"]
-    if gate in ("scalar", "channel"):
-        operands.append("g")
-    if update == "delta":
-        operands.append("beta")
-    if update == "erase_write":
-        operands += ["erase", "write"]
+    operands = lt.token_operands(variant)
     events = []
     for _ in range(int(rng.integers(1, 3))):
         name = str(rng.choice(operands))

@@ -129,6 +129,21 @@ def _elu_plus_one(x):
     return np.where(x > 0, x + 1.0, np.exp(np.minimum(x, 0.0)))
 
 
+def token_operands(variant):
+    """The per-token operands of ``variant`` in ``la.attention``'s order:
+    ``q, k, v``, then ``g`` (data-dependent gates), ``beta`` (the delta rule)
+    or ``erase, write`` (the erase_write rule), as the variant has them."""
+    update, gate = VARIANTS[variant]
+    names = ["q", "k", "v"]
+    if gate in ("scalar", "channel"):
+        names.append("g")
+    if update == "delta":
+        names.append("beta")
+    if update == "erase_write":
+        names += ["erase", "write"]
+    return names
+
+
 def make_inputs(
     variant,
     B,
