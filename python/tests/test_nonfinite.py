@@ -82,10 +82,8 @@ def _check(variant, clean, bad, token, chunk_size=16, bitwise=True):
 
 
 def _operands(variant):
-    names = ["q", "k", "v"] + [n for n in ("g", "beta", "erase", "write")
-                               if n in _inputs(variant, T=4)]
     cases = []
-    for name in names:
+    for name in testing.token_operands(variant):
         # A log-gate of -inf is a hard reset (test_hardening); +inf is a
         # positive gate, an error. NaN is the non-finite gate left.
         values = [np.nan] if name == "g" else [np.nan, np.inf, -np.inf]
