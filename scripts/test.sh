@@ -1,14 +1,23 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs every test: the lit suite (check-la), the Python
-# tests (fp64 reference, CPU execution, delta rule, stress subset), the lit
-# suite on a GCC build, both suites again on a sanitizer build, then a pip
-# install of the Python package.
+# tests (fp64 reference, CPU execution, delta rule, stress subset), a
+# time-boxed stress campaign, the lit suite on a GCC build, both suites
+# again on a sanitizer build, then a pip install of the Python package.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${LA_BUILD_DIR:-$root/build}
 "$root/scripts/build.sh"
 cmake --build "$build" --target check-la
 "${PYTHON:-python3}" -m pytest -q "$root/python/tests"
+# A time-boxed kernel fuzz campaign beyond pytest's fixed subset: the
+# configurations of one seed (random shapes, chunk sizes, cu_seqlens,
+# adversarial gates, non-finite inputs) in order for LA_STRESS_SECONDS
+# (default 120; a configuration started before then finishes), each against
+# the fp64 reference and the sequential program. LA_STRESS_SECONDS=0 skips.
+if [ "${LA_STRESS_SECONDS:-120}" != 0 ]; then
+  "${PYTHON:-python3}" "$root/scripts/stress.py" --count 2000 \
+    --seed "${LA_STRESS_SEED:-12}" --seconds "${LA_STRESS_SECONDS:-120}"
+fi
 # The lit suite on a GCC build (build-gcc/): la's IR must be the same
 # whichever compiler built it. LA_SKIP_GCC=1 skips this stage.
 if [ "${LA_SKIP_GCC:-0}" != 1 ]; then

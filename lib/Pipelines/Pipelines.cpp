@@ -26,6 +26,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <mutex>
 #include <unistd.h>
 
 using namespace mlir;
@@ -386,9 +387,12 @@ LogicalResult mlir::la::verifyLowerToNVVMOptions(
 /// this is the one way its words reach the error handler, and through it
 /// la-opt's output, LaError and the C API's callback. On success, anything
 /// captured is written back to stderr. Without a temporary file, `parse`
-/// runs as it is.
+/// runs as it is. A mutex keeps two threads (C API callers) from swapping
+/// the descriptor under each other.
 static LogicalResult parseCapturingStderr(function_ref<LogicalResult()> parse,
                                           std::string &captured) {
+  static std::mutex captureMutex;
+  std::lock_guard<std::mutex> lock(captureMutex);
   llvm::errs().flush();
   std::fflush(stderr);
   std::FILE *file = std::tmpfile();
