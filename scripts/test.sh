@@ -12,11 +12,11 @@ cmake --build "$build" --target check-la
 # A time-boxed kernel fuzz campaign beyond pytest's fixed subset: the
 # configurations of one seed (random shapes, chunk sizes, cu_seqlens,
 # adversarial gates, non-finite inputs) in order for LA_STRESS_SECONDS
-# (default 120; a configuration started before then finishes), each against
+# (default 60; a configuration started before then finishes), each against
 # the fp64 reference and the sequential program. LA_STRESS_SECONDS=0 skips.
-if [ "${LA_STRESS_SECONDS:-120}" != 0 ]; then
+if [ "${LA_STRESS_SECONDS:-60}" != 0 ]; then
   "${PYTHON:-python3}" "$root/scripts/stress.py" --count 2000 \
-    --seed "${LA_STRESS_SEED:-12}" --seconds "${LA_STRESS_SECONDS:-120}"
+    --seed "${LA_STRESS_SEED:-12}" --seconds "${LA_STRESS_SECONDS:-60}"
 fi
 # The lit suite on a GCC build (build-gcc/): la's IR must be the same
 # whichever compiler built it. LA_SKIP_GCC=1 skips this stage.
