@@ -676,6 +676,17 @@ static Value poisonFromFirstBad(OpBuilder &b, Location loc, Value product,
       });
 }
 
+/// A causal product of `x` (rows along `rowDim`, as in its result), built by
+/// `product` from x with non-finite elements zeroed, then NaN from x's first
+/// non-finite row on, per column (see applyScores).
+static Value guardedCausalProduct(OpBuilder &b, Location loc, Value x,
+                                  unsigned rowDim,
+                                  function_ref<Value(Value finiteX)> product) {
+  Value firstBad = firstNonFiniteRow(b, loc, x, rowDim);
+  Value finiteX = zeroNonFinite(b, loc, x);
+  return poisonFromFirstBad(b, loc, product(finiteX), firstBad, rowDim);
+}
+
 /// O[b,n,i,hv,vv] = sum_j M[b,n,hv/group,i,j] x[b,n,j,hv,vv] into `init`.
 /// Loops (b,n,i,hv,vv,j).
 ///
@@ -689,20 +700,19 @@ static Value poisonFromFirstBad(OpBuilder &b, Location loc, Value product,
 static Value applyScores(OpBuilder &b, Location loc, Value scores, Value x,
                          Value init, int64_t group) {
   MLIRContext *ctx = b.getContext();
-  Value firstBad = firstNonFiniteRow(b, loc, x, /*rowDim=*/2);
-  Value finiteX = zeroNonFinite(b, loc, x);
-  Value product = buildGeneric(
-      b, loc, ValueRange{scores, finiteX}, init,
-      {dimMap(ctx, 6, {0, 1, -4, 2, 5}, group), dimMap(ctx, 6, {0, 1, 5, 3, 4}),
-       dimMap(ctx, 6, {0, 1, 2, 3, 4})},
-      5, 1, [&](OpBuilder &nb, Location l, ValueRange args) {
-        return addF(nb, l, args[2],
-                    mulF(nb, l, args[0], extendToF32(nb, l, args[1])));
-      });
-  // The scores are causal: terms with j > i vanish.
-  markLowerTriangular(product, /*row=*/2, /*column=*/5);
-  // NaN from the first non-finite row on.
-  return poisonFromFirstBad(b, loc, product, firstBad, /*rowDim=*/2);
+  return guardedCausalProduct(b, loc, x, /*rowDim=*/2, [&](Value finiteX) {
+    Value product = buildGeneric(
+        b, loc, ValueRange{scores, finiteX}, init,
+        {dimMap(ctx, 6, {0, 1, -4, 2, 5}, group),
+         dimMap(ctx, 6, {0, 1, 5, 3, 4}), dimMap(ctx, 6, {0, 1, 2, 3, 4})},
+        5, 1, [&](OpBuilder &nb, Location l, ValueRange args) {
+          return addF(nb, l, args[2],
+                      mulF(nb, l, args[0], extendToF32(nb, l, args[1])));
+        });
+    // The scores are causal: terms with j > i vanish.
+    markLowerTriangular(product, /*row=*/2, /*column=*/5);
+    return product;
+  });
 }
 
 struct ChunkIntraToLinalg : OpRewritePattern<ChunkIntraOp> {
@@ -1055,10 +1065,10 @@ static Value invertUnitLower(OpBuilder &b, Location loc, Value a,
             ArrayRef<ReassociationIndices>{{0}, {1}, {2}, {3, 4}, {5}});
         // T_ii is lower triangular: guarded like applyScores, so that a
         // non-finite row of X (a later token's) stays out of earlier rows.
-        Value firstBad = firstNonFiniteRow(nb, l, x, /*rowDim=*/3);
-        Value finiteX = zeroNonFinite(nb, l, x);
-        Value y = poisonFromFirstBad(nb, l, rowsProduct(tii, finiteX), firstBad,
-                                     /*rowDim=*/3);
+        Value y =
+            guardedCausalProduct(nb, l, x, /*rowDim=*/3, [&](Value finiteX) {
+              return rowsProduct(tii, finiteX);
+            });
         // Columns of earlier blocks get -Y; the rest keeps T_ii and zeros.
         Value rows = buildGeneric(
             nb, l, ValueRange{y}, tRows, {id5, id5}, 5, 0,
