@@ -116,8 +116,9 @@ def _dplr_mlir(B, T, H, HV, K, V, N=None):
     return (
         f"func.func @f(%q: {qk}, %k: {qk}, %v: {vt}, %g: {qk}, %a: {qk}, %b: {qk}, "
         f"%s0: {st}{cu}) -> ({vt}, {st}) {{\n"
+        f"  %o0 = tensor.empty() : {vt}\n"
         f"  %o, %s = la.recurrence decay(channel) low_rank(general) %q, %k, %v g(%g : {qk}) "
-        f"a(%a : {qk}) b(%b : {qk}) initial_state(%s0 : {st}){cu_group} {{scale = 0.25 : f32}} "
+        f"a(%a : {qk}) b(%b : {qk}){cu_group} outs(%o0, %s0 : {vt}, {st}) {{scale = 0.25 : f32}} "
         f": {qk}, {qk}, {vt} -> {vt}, {st}\n"
         f"  return %o, %s : {vt}, {st}\n}}\n"
     )

@@ -6,7 +6,7 @@
 
 // CHECK-LABEL: func.func @gla
 // CHECK-SAME: (%[[Q:[^:]*]]: {{.*}}, %[[K:[^:]*]]: {{.*}}, %[[V:[^:]*]]: {{.*}}, %[[G:[^:]*]]: tensor<1x8x2x4xf32>)
-// CHECK: %[[O:.*]] = la.recurrence decay(channel) low_rank(none) %[[Q]], %[[K]], %[[V]] g(%[[G]] : tensor<1x8x2x4xf32>) {scale = 5.000000e-01 : f32}
+// CHECK: %[[O:[^ ,]*]], %{{.*}} = la.recurrence decay(channel) low_rank(none) %[[Q]], %[[K]], %[[V]] g(%[[G]] : tensor<1x8x2x4xf32>) outs({{.*}}) {scale = 5.000000e-01 : f32}
 // CHECK: return %[[O]]
 // PARSE-LABEL: func.func @gla
 // PARSE: la.attention gla

@@ -213,7 +213,7 @@ struct RecurrenceToLoops : OpRewritePattern<RecurrenceOp> {
     };
 
     if (!op.getCuSeqlens()) {
-      Value state = op.getInitialState();
+      Value state = op.getNonZeroInitialState();
       if (!state)
         state = zeroTensor(
             rewriter, loc,
@@ -245,7 +245,7 @@ struct RecurrenceToLoops : OpRewritePattern<RecurrenceOp> {
               extractSequenceBounds(b, l, cuSeqlens, n, tokens);
           Value begin = bounds.first, end = bounds.second;
           Value state;
-          if (Value initial = op.getInitialState())
+          if (Value initial = op.getNonZeroInitialState())
             state = sliceDim(b, l, initial, 0, n, b.getIndexAttr(1));
           else
             state = zeroTensor(

@@ -29,7 +29,9 @@
 // CHECK: scf.yield %[[NEXT]], %[[OW]]
 // CHECK: return %[[LOOP]]#1
 func.func @delta(%q: tensor<1x8x1x4xf32>, %k: tensor<1x8x1x4xf32>, %v: tensor<1x8x2x6xf32>, %g: tensor<1x8x1xf32>, %b: tensor<1x8x1xf32>) -> tensor<1x8x2x6xf32> {
-  %o = la.recurrence decay(scalar) low_rank(delta) %q, %k, %v g(%g : tensor<1x8x1xf32>) beta(%b : tensor<1x8x1xf32>) {scale = 0.5 : f32} : tensor<1x8x1x4xf32>, tensor<1x8x1x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  %oi0 = tensor.empty() : tensor<1x8x2x6xf32>
+  %zs0 = arith.constant dense<0.0> : tensor<1x2x4x6xf32>
+  %o, %fs0 = la.recurrence decay(scalar) low_rank(delta) %q, %k, %v g(%g : tensor<1x8x1xf32>) beta(%b : tensor<1x8x1xf32>) outs(%oi0, %zs0 : tensor<1x8x2x6xf32>, tensor<1x2x4x6xf32>) {scale = 0.5 : f32} : tensor<1x8x1x4xf32>, tensor<1x8x1x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>, tensor<1x2x4x6xf32>
   return %o : tensor<1x8x2x6xf32>
 }
 
@@ -46,7 +48,9 @@ func.func @delta(%q: tensor<1x8x1x4xf32>, %k: tensor<1x8x1x4xf32>, %v: tensor<1x
 // CHECK: math.exp
 // CHECK: arith.subf
 func.func @general(%q: tensor<1x4x1x4xf32>, %k: tensor<1x4x1x4xf32>, %v: tensor<1x4x1x4xf32>, %g: tensor<1x4x1x4xf32>, %a: tensor<1x4x1x4xf32>, %b: tensor<1x4x1x4xf32>) -> tensor<1x4x1x4xf32> {
-  %o = la.recurrence decay(channel) low_rank(general) %q, %k, %v g(%g : tensor<1x4x1x4xf32>) a(%a : tensor<1x4x1x4xf32>) b(%b : tensor<1x4x1x4xf32>) {scale = 0.5 : f32} : tensor<1x4x1x4xf32>, tensor<1x4x1x4xf32>, tensor<1x4x1x4xf32> -> tensor<1x4x1x4xf32>
+  %oi1 = tensor.empty() : tensor<1x4x1x4xf32>
+  %zs1 = arith.constant dense<0.0> : tensor<1x1x4x4xf32>
+  %o, %fs1 = la.recurrence decay(channel) low_rank(general) %q, %k, %v g(%g : tensor<1x4x1x4xf32>) a(%a : tensor<1x4x1x4xf32>) b(%b : tensor<1x4x1x4xf32>) outs(%oi1, %zs1 : tensor<1x4x1x4xf32>, tensor<1x1x4x4xf32>) {scale = 0.5 : f32} : tensor<1x4x1x4xf32>, tensor<1x4x1x4xf32>, tensor<1x4x1x4xf32> -> tensor<1x4x1x4xf32>, tensor<1x1x4x4xf32>
   return %o : tensor<1x4x1x4xf32>
 }
 
@@ -68,7 +72,8 @@ func.func @general(%q: tensor<1x4x1x4xf32>, %k: tensor<1x4x1x4xf32>, %v: tensor<
 // CHECK: %[[FINALS:.*]] = tensor.insert_slice %[[INNER]]#0 into %[[SACC]][%[[N]], 0, 0, 0]
 // CHECK: scf.yield %[[INNER]]#1, %[[FINALS]]
 func.func @varlen(%q: tensor<1x10x1x4xf32>, %k: tensor<1x10x1x4xf32>, %v: tensor<1x10x1x4xf32>, %s0: tensor<2x1x4x4xf32>, %cu: tensor<3xi32>) -> (tensor<1x10x1x4xf32>, tensor<2x1x4x4xf32>) {
-  %o, %s = la.recurrence decay(none) low_rank(none) %q, %k, %v initial_state(%s0 : tensor<2x1x4x4xf32>) cu_seqlens(%cu : tensor<3xi32>) {scale = 0.5 : f32} : tensor<1x10x1x4xf32>, tensor<1x10x1x4xf32>, tensor<1x10x1x4xf32> -> tensor<1x10x1x4xf32>, tensor<2x1x4x4xf32>
+  %oi2 = tensor.empty() : tensor<1x10x1x4xf32>
+  %o, %s = la.recurrence decay(none) low_rank(none) %q, %k, %v cu_seqlens(%cu : tensor<3xi32>) outs(%oi2, %s0 : tensor<1x10x1x4xf32>, tensor<2x1x4x4xf32>) {scale = 0.5 : f32} : tensor<1x10x1x4xf32>, tensor<1x10x1x4xf32>, tensor<1x10x1x4xf32> -> tensor<1x10x1x4xf32>, tensor<2x1x4x4xf32>
   return %o, %s : tensor<1x10x1x4xf32>, tensor<2x1x4x4xf32>
 }
 

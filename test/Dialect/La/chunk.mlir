@@ -25,7 +25,8 @@
 // CHECK: %[[O:.*]] = tensor.extract_slice %[[O48]][0, 0, 0, 0] [2, 40, 4, 16] [1, 1, 1, 1]
 // CHECK: return %[[O]], %[[FINAL]]
 func.func @scalar_tail(%q: tensor<2x40x2x8xf32>, %k: tensor<2x40x2x8xf32>, %v: tensor<2x40x4x16xbf16>, %g: tensor<2x40x2xf32>, %s0: tensor<2x4x8x16xf32>) -> (tensor<2x40x4x16xbf16>, tensor<2x4x8x16xf32>) {
-  %o, %s = la.recurrence decay(scalar) low_rank(none) %q, %k, %v g(%g : tensor<2x40x2xf32>) initial_state(%s0 : tensor<2x4x8x16xf32>) {scale = 0.5 : f32} : tensor<2x40x2x8xf32>, tensor<2x40x2x8xf32>, tensor<2x40x4x16xbf16> -> tensor<2x40x4x16xbf16>, tensor<2x4x8x16xf32>
+  %oi0 = tensor.empty() : tensor<2x40x4x16xbf16>
+  %o, %s = la.recurrence decay(scalar) low_rank(none) %q, %k, %v g(%g : tensor<2x40x2xf32>) outs(%oi0, %s0 : tensor<2x40x4x16xbf16>, tensor<2x4x8x16xf32>) {scale = 0.5 : f32} : tensor<2x40x2x8xf32>, tensor<2x40x2x8xf32>, tensor<2x40x4x16xbf16> -> tensor<2x40x4x16xbf16>, tensor<2x4x8x16xf32>
   return %o, %s : tensor<2x40x4x16xbf16>, tensor<2x4x8x16xf32>
 }
 
@@ -40,7 +41,9 @@ func.func @scalar_tail(%q: tensor<2x40x2x8xf32>, %k: tensor<2x40x2x8xf32>, %v: t
 // CHECK: la.chunk_inter %{{.*}}, %[[STATES]], %[[INTRA]] {scale = 2.500000e-01 : f32}
 // CHECK-NOT: tensor.extract_slice
 func.func @linear_exact(%q: tensor<1x32x1x4xf32>, %k: tensor<1x32x1x4xf32>, %v: tensor<1x32x1x4xf32>) -> tensor<1x32x1x4xf32> {
-  %o = la.recurrence decay(none) low_rank(none) %q, %k, %v {scale = 0.25 : f32} : tensor<1x32x1x4xf32>, tensor<1x32x1x4xf32>, tensor<1x32x1x4xf32> -> tensor<1x32x1x4xf32>
+  %oi1 = tensor.empty() : tensor<1x32x1x4xf32>
+  %zs1 = arith.constant dense<0.0> : tensor<1x1x4x4xf32>
+  %o, %fs1 = la.recurrence decay(none) low_rank(none) %q, %k, %v outs(%oi1, %zs1 : tensor<1x32x1x4xf32>, tensor<1x1x4x4xf32>) {scale = 0.25 : f32} : tensor<1x32x1x4xf32>, tensor<1x32x1x4xf32>, tensor<1x32x1x4xf32> -> tensor<1x32x1x4xf32>, tensor<1x1x4x4xf32>
   return %o : tensor<1x32x1x4xf32>
 }
 
@@ -54,7 +57,9 @@ func.func @linear_exact(%q: tensor<1x32x1x4xf32>, %k: tensor<1x32x1x4xf32>, %v: 
 // CHECK: la.chunk_intra {{.*}} gates(%[[CUM]] : tensor<1x1x5x2x4xf32>)
 // CHECK: la.chunk_inter {{.*}} gates(%[[CUM]] : tensor<1x1x5x2x4xf32>)
 func.func @channel(%q: tensor<1x5x2x4xf32>, %k: tensor<1x5x2x4xf32>, %v: tensor<1x5x2x4xf32>, %g: tensor<1x5x2x4xf32>) -> tensor<1x5x2x4xf32> {
-  %o = la.recurrence decay(channel) low_rank(none) %q, %k, %v g(%g : tensor<1x5x2x4xf32>) {scale = 0.5 : f32} : tensor<1x5x2x4xf32>, tensor<1x5x2x4xf32>, tensor<1x5x2x4xf32> -> tensor<1x5x2x4xf32>
+  %oi2 = tensor.empty() : tensor<1x5x2x4xf32>
+  %zs2 = arith.constant dense<0.0> : tensor<1x2x4x4xf32>
+  %o, %fs2 = la.recurrence decay(channel) low_rank(none) %q, %k, %v g(%g : tensor<1x5x2x4xf32>) outs(%oi2, %zs2 : tensor<1x5x2x4xf32>, tensor<1x2x4x4xf32>) {scale = 0.5 : f32} : tensor<1x5x2x4xf32>, tensor<1x5x2x4xf32>, tensor<1x5x2x4xf32> -> tensor<1x5x2x4xf32>, tensor<1x2x4x4xf32>
   return %o : tensor<1x5x2x4xf32>
 }
 
@@ -67,7 +72,9 @@ func.func @channel(%q: tensor<1x5x2x4xf32>, %k: tensor<1x5x2x4xf32>, %v: tensor<
 // CHECK: %[[GC:.*]] = tensor.expand_shape %[[G]]
 // CHECK: la.chunk_cumsum %[[GC]] : tensor<1x1x16x2xf32>
 func.func @fixed(%q: tensor<1x16x2x4xf32>, %k: tensor<1x16x2x4xf32>, %v: tensor<1x16x2x4xf32>) -> tensor<1x16x2x4xf32> {
-  %o = la.recurrence decay(fixed) low_rank(none) %q, %k, %v {log_decay = array<f32: -0.5, -0.25>, scale = 0.5 : f32} : tensor<1x16x2x4xf32>, tensor<1x16x2x4xf32>, tensor<1x16x2x4xf32> -> tensor<1x16x2x4xf32>
+  %oi3 = tensor.empty() : tensor<1x16x2x4xf32>
+  %zs3 = arith.constant dense<0.0> : tensor<1x2x4x4xf32>
+  %o, %fs3 = la.recurrence decay(fixed) low_rank(none) %q, %k, %v outs(%oi3, %zs3 : tensor<1x16x2x4xf32>, tensor<1x2x4x4xf32>) {log_decay = array<f32: -0.5, -0.25>, scale = 0.5 : f32} : tensor<1x16x2x4xf32>, tensor<1x16x2x4xf32>, tensor<1x16x2x4xf32> -> tensor<1x16x2x4xf32>, tensor<1x2x4x4xf32>
   return %o : tensor<1x16x2x4xf32>
 }
 
@@ -101,7 +108,8 @@ func.func @fixed(%q: tensor<1x16x2x4xf32>, %k: tensor<1x16x2x4xf32>, %v: tensor<
 // CHECK: scf.yield %[[OW]], %[[SW]]
 // CHECK: return %[[LOOP]]#0, %[[LOOP]]#1
 func.func @varlen(%q: tensor<1x50x1x4xf32>, %k: tensor<1x50x1x4xf32>, %v: tensor<1x50x1x4xf32>, %s0: tensor<3x1x4x4xf32>, %cu: tensor<4xi32>) -> (tensor<1x50x1x4xf32>, tensor<3x1x4x4xf32>) {
-  %o, %s = la.recurrence decay(none) low_rank(none) %q, %k, %v initial_state(%s0 : tensor<3x1x4x4xf32>) cu_seqlens(%cu : tensor<4xi32>) {scale = 0.5 : f32} : tensor<1x50x1x4xf32>, tensor<1x50x1x4xf32>, tensor<1x50x1x4xf32> -> tensor<1x50x1x4xf32>, tensor<3x1x4x4xf32>
+  %oi4 = tensor.empty() : tensor<1x50x1x4xf32>
+  %o, %s = la.recurrence decay(none) low_rank(none) %q, %k, %v cu_seqlens(%cu : tensor<4xi32>) outs(%oi4, %s0 : tensor<1x50x1x4xf32>, tensor<3x1x4x4xf32>) {scale = 0.5 : f32} : tensor<1x50x1x4xf32>, tensor<1x50x1x4xf32>, tensor<1x50x1x4xf32> -> tensor<1x50x1x4xf32>, tensor<3x1x4x4xf32>
   return %o, %s : tensor<1x50x1x4xf32>, tensor<3x1x4x4xf32>
 }
 
@@ -123,7 +131,9 @@ func.func @varlen(%q: tensor<1x50x1x4xf32>, %k: tensor<1x50x1x4xf32>, %v: tensor
 // CHECK: %[[INTRA:.*]] = la.chunk_intra %[[QC]], %[[KC]], %[[VNEW]] gates(%[[CUM]]
 // CHECK: la.chunk_inter %[[QC]], %[[STATES]], %[[INTRA]] gates(%[[CUM]]
 func.func @delta(%q: tensor<1x20x2x4xf32>, %k: tensor<1x20x2x4xf32>, %v: tensor<1x20x4x8xf32>, %g: tensor<1x20x2x4xf32>, %b: tensor<1x20x2xf32>) -> (tensor<1x20x4x8xf32>, tensor<1x4x4x8xf32>) {
-  %o, %s = la.recurrence decay(channel) low_rank(delta) %q, %k, %v g(%g : tensor<1x20x2x4xf32>) beta(%b : tensor<1x20x2xf32>) {scale = 0.5 : f32} : tensor<1x20x2x4xf32>, tensor<1x20x2x4xf32>, tensor<1x20x4x8xf32> -> tensor<1x20x4x8xf32>, tensor<1x4x4x8xf32>
+  %oi5 = tensor.empty() : tensor<1x20x4x8xf32>
+  %zs5 = arith.constant dense<0.0> : tensor<1x4x4x8xf32>
+  %o, %s = la.recurrence decay(channel) low_rank(delta) %q, %k, %v g(%g : tensor<1x20x2x4xf32>) beta(%b : tensor<1x20x2xf32>) outs(%oi5, %zs5 : tensor<1x20x4x8xf32>, tensor<1x4x4x8xf32>) {scale = 0.5 : f32} : tensor<1x20x2x4xf32>, tensor<1x20x2x4xf32>, tensor<1x20x4x8xf32> -> tensor<1x20x4x8xf32>, tensor<1x4x4x8xf32>
   return %o, %s : tensor<1x20x4x8xf32>, tensor<1x4x4x8xf32>
 }
 
@@ -143,6 +153,8 @@ func.func @delta(%q: tensor<1x20x2x4xf32>, %k: tensor<1x20x2x4xf32>, %v: tensor<
 // CHECK: %[[STATES:.*]], %[[FINAL:.*]], %[[CORR:.*]] = la.chunk_state_scan %[[BC]], %[[U]] gates(%[[CUM]] : {{.*}}) correction(%[[W]] : {{.*}}) extra(%[[KC]], %[[VC]] : {{.*}})
 // CHECK: la.chunk_intra %{{.*}}, %[[BC]], %[[CORR]] gates(%[[CUM]] : {{.*}}) extra(%[[KC]], %[[VC]] : {{.*}})
 func.func @general(%q: tensor<1x16x1x4xf32>, %k: tensor<1x16x1x4xf32>, %v: tensor<1x16x1x4xf32>, %g: tensor<1x16x1x4xf32>, %a: tensor<1x16x1x4xf32>, %b: tensor<1x16x1x4xf32>) -> tensor<1x16x1x4xf32> {
-  %o = la.recurrence decay(channel) low_rank(general) %q, %k, %v g(%g : tensor<1x16x1x4xf32>) a(%a : tensor<1x16x1x4xf32>) b(%b : tensor<1x16x1x4xf32>) {scale = 0.5 : f32} : tensor<1x16x1x4xf32>, tensor<1x16x1x4xf32>, tensor<1x16x1x4xf32> -> tensor<1x16x1x4xf32>
+  %oi6 = tensor.empty() : tensor<1x16x1x4xf32>
+  %zs6 = arith.constant dense<0.0> : tensor<1x1x4x4xf32>
+  %o, %fs6 = la.recurrence decay(channel) low_rank(general) %q, %k, %v g(%g : tensor<1x16x1x4xf32>) a(%a : tensor<1x16x1x4xf32>) b(%b : tensor<1x16x1x4xf32>) outs(%oi6, %zs6 : tensor<1x16x1x4xf32>, tensor<1x1x4x4xf32>) {scale = 0.5 : f32} : tensor<1x16x1x4xf32>, tensor<1x16x1x4xf32>, tensor<1x16x1x4xf32> -> tensor<1x16x1x4xf32>, tensor<1x1x4x4xf32>
   return %o : tensor<1x16x1x4xf32>
 }

@@ -75,7 +75,9 @@
 // MAT-NOT: scf.forall
 // MAT: la.recurrence decay(channel)
 func.func @gla(%q: tensor<1x40x2x4xf32>, %k: tensor<1x40x2x4xf32>, %v: tensor<1x40x2x8xf32>, %g: tensor<1x40x2x4xf32>) -> (tensor<1x40x2x8xf32>, tensor<1x2x4x8xf32>) {
-  %o, %s = la.recurrence decay(channel) low_rank(none) %q, %k, %v g(%g : tensor<1x40x2x4xf32>) {scale = 0.5 : f32} : tensor<1x40x2x4xf32>, tensor<1x40x2x4xf32>, tensor<1x40x2x8xf32> -> tensor<1x40x2x8xf32>, tensor<1x2x4x8xf32>
+  %oi0 = tensor.empty() : tensor<1x40x2x8xf32>
+  %zs0 = arith.constant dense<0.0> : tensor<1x2x4x8xf32>
+  %o, %s = la.recurrence decay(channel) low_rank(none) %q, %k, %v g(%g : tensor<1x40x2x4xf32>) outs(%oi0, %zs0 : tensor<1x40x2x8xf32>, tensor<1x2x4x8xf32>) {scale = 0.5 : f32} : tensor<1x40x2x4xf32>, tensor<1x40x2x4xf32>, tensor<1x40x2x8xf32> -> tensor<1x40x2x8xf32>, tensor<1x2x4x8xf32>
   return %o, %s : tensor<1x40x2x8xf32>, tensor<1x2x4x8xf32>
 }
 
@@ -101,7 +103,8 @@ func.func @gla(%q: tensor<1x40x2x4xf32>, %k: tensor<1x40x2x4xf32>, %v: tensor<1x
 // MAT-NOT: scf.forall
 // MAT: la.recurrence decay(none) low_rank(delta)
 func.func @grouped_delta(%q: tensor<2x16x2x4xf32>, %k: tensor<2x16x2x4xf32>, %v: tensor<2x16x4x8xf32>, %b: tensor<2x16x2xf32>, %s0: tensor<2x4x4x8xf32>) -> (tensor<2x16x4x8xf32>, tensor<2x4x4x8xf32>) {
-  %o, %s = la.recurrence decay(none) low_rank(delta) %q, %k, %v beta(%b : tensor<2x16x2xf32>) initial_state(%s0 : tensor<2x4x4x8xf32>) {scale = 0.5 : f32} : tensor<2x16x2x4xf32>, tensor<2x16x2x4xf32>, tensor<2x16x4x8xf32> -> tensor<2x16x4x8xf32>, tensor<2x4x4x8xf32>
+  %oi1 = tensor.empty() : tensor<2x16x4x8xf32>
+  %o, %s = la.recurrence decay(none) low_rank(delta) %q, %k, %v beta(%b : tensor<2x16x2xf32>) outs(%oi1, %s0 : tensor<2x16x4x8xf32>, tensor<2x4x4x8xf32>) {scale = 0.5 : f32} : tensor<2x16x2x4xf32>, tensor<2x16x2x4xf32>, tensor<2x16x4x8xf32> -> tensor<2x16x4x8xf32>, tensor<2x4x4x8xf32>
   return %o, %s : tensor<2x16x4x8xf32>, tensor<2x4x4x8xf32>
 }
 
@@ -112,7 +115,9 @@ func.func @grouped_delta(%q: tensor<2x16x2x4xf32>, %k: tensor<2x16x2x4xf32>, %v:
 // CHECK-NOT: scf.forall
 // CHECK: la.recurrence
 func.func @varlen(%q: tensor<1x50x2x4xf32>, %k: tensor<1x50x2x4xf32>, %v: tensor<1x50x2x4xf32>, %cu: tensor<4xi32>) -> tensor<1x50x2x4xf32> {
-  %o = la.recurrence decay(none) low_rank(none) %q, %k, %v cu_seqlens(%cu : tensor<4xi32>) {scale = 0.5 : f32} : tensor<1x50x2x4xf32>, tensor<1x50x2x4xf32>, tensor<1x50x2x4xf32> -> tensor<1x50x2x4xf32>
+  %oi2 = tensor.empty() : tensor<1x50x2x4xf32>
+  %zs2 = arith.constant dense<0.0> : tensor<3x2x4x4xf32>
+  %o, %fs2 = la.recurrence decay(none) low_rank(none) %q, %k, %v cu_seqlens(%cu : tensor<4xi32>) outs(%oi2, %zs2 : tensor<1x50x2x4xf32>, tensor<3x2x4x4xf32>) {scale = 0.5 : f32} : tensor<1x50x2x4xf32>, tensor<1x50x2x4xf32>, tensor<1x50x2x4xf32> -> tensor<1x50x2x4xf32>, tensor<3x2x4x4xf32>
   return %o : tensor<1x50x2x4xf32>
 }
 
@@ -162,7 +167,9 @@ func.func @producers(%x: tensor<1x32x2x4xf32>, %k: tensor<1x32x2x4xf32>, %v: ten
     %r = arith.negf %l : f32
     linalg.yield %r : f32
   } -> tensor<1x32x2x4xf32>
-  %o, %s = la.recurrence decay(channel) low_rank(none) %q, %k, %v g(%g : tensor<1x32x2x4xf32>) {scale = 0.5 : f32} : tensor<1x32x2x4xf32>, tensor<1x32x2x4xf32>, tensor<1x32x2x8xf32> -> tensor<1x32x2x8xf32>, tensor<1x2x4x8xf32>
+  %oi3 = tensor.empty() : tensor<1x32x2x8xf32>
+  %zs3 = arith.constant dense<0.0> : tensor<1x2x4x8xf32>
+  %o, %s = la.recurrence decay(channel) low_rank(none) %q, %k, %v g(%g : tensor<1x32x2x4xf32>) outs(%oi3, %zs3 : tensor<1x32x2x8xf32>, tensor<1x2x4x8xf32>) {scale = 0.5 : f32} : tensor<1x32x2x4xf32>, tensor<1x32x2x4xf32>, tensor<1x32x2x8xf32> -> tensor<1x32x2x8xf32>, tensor<1x2x4x8xf32>
   return %o, %s : tensor<1x32x2x8xf32>, tensor<1x2x4x8xf32>
 }
 
@@ -193,8 +200,11 @@ func.func @producers(%x: tensor<1x32x2x4xf32>, %k: tensor<1x32x2x4xf32>, %v: ten
 func.func @rmsnorm_gate(%q: tensor<1x32x2x4xf32>, %k: tensor<1x32x2x4xf32>,
                         %v: tensor<1x32x2x8xf32>, %w: tensor<8xf32>,
                         %gate: tensor<1x32x2x8xf32>) -> tensor<1x32x2x8xf32> {
-  %o = la.recurrence decay(none) low_rank(none) %q, %k, %v {scale = 0.5 : f32}
-      : tensor<1x32x2x4xf32>, tensor<1x32x2x4xf32>, tensor<1x32x2x8xf32> -> tensor<1x32x2x8xf32>
+  %oi = tensor.empty() : tensor<1x32x2x8xf32>
+  %s0 = arith.constant dense<0.0> : tensor<1x2x4x8xf32>
+  %o, %fs = la.recurrence decay(none) low_rank(none) %q, %k, %v
+      outs(%oi, %s0 : tensor<1x32x2x8xf32>, tensor<1x2x4x8xf32>) {scale = 0.5 : f32}
+      : tensor<1x32x2x4xf32>, tensor<1x32x2x4xf32>, tensor<1x32x2x8xf32> -> tensor<1x32x2x8xf32>, tensor<1x2x4x8xf32>
   %zero = arith.constant 0.0 : f32
   %e3 = tensor.empty() : tensor<1x32x2xf32>
   %z3 = linalg.fill ins(%zero : f32) outs(%e3 : tensor<1x32x2xf32>) -> tensor<1x32x2xf32>

@@ -289,88 +289,110 @@ func.func @unknown_variant(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>) {
 // -----
 
 func.func @recurrence_unknown_decay(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>) {
+  %oi0 = tensor.empty() : tensor<1x8x2x6xf32>
+  %zs0 = arith.constant dense<0.0> : tensor<1x2x4x6xf32>
   // expected-error @+1 {{unknown gate kind 'linear'}}
-  %o = la.recurrence decay(linear) low_rank(none) %q, %q, %v {scale = 1.0 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  %o, %fs0 = la.recurrence decay(linear) low_rank(none) %q, %q, %v outs(%oi0, %zs0 : tensor<1x8x2x6xf32>, tensor<1x2x4x6xf32>) {scale = 1.0 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>, tensor<1x2x4x6xf32>
   return
 }
 
 // -----
 
 func.func @recurrence_unknown_low_rank(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>) {
+  %oi1 = tensor.empty() : tensor<1x8x2x6xf32>
+  %zs1 = arith.constant dense<0.0> : tensor<1x2x4x6xf32>
   // expected-error @+1 {{unknown low_rank kind 'rank1'}}
-  %o = la.recurrence decay(none) low_rank(rank1) %q, %q, %v {scale = 1.0 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  %o, %fs1 = la.recurrence decay(none) low_rank(rank1) %q, %q, %v outs(%oi1, %zs1 : tensor<1x8x2x6xf32>, tensor<1x2x4x6xf32>) {scale = 1.0 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>, tensor<1x2x4x6xf32>
   return
 }
 
 // -----
 
 func.func @recurrence_missing_scale(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>) {
+  %oi2 = tensor.empty() : tensor<1x8x2x6xf32>
+  %zs2 = arith.constant dense<0.0> : tensor<1x2x4x6xf32>
   // expected-error @+1 {{requires attribute 'scale'}}
-  %o = la.recurrence decay(none) low_rank(none) %q, %q, %v : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  %o, %fs2 = la.recurrence decay(none) low_rank(none) %q, %q, %v outs(%oi2, %zs2 : tensor<1x8x2x6xf32>, tensor<1x2x4x6xf32>) : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>, tensor<1x2x4x6xf32>
   return
 }
 
 // -----
 
 func.func @recurrence_none_with_beta(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>, %b: tensor<1x8x2xf32>) {
+  %oi3 = tensor.empty() : tensor<1x8x2x6xf32>
+  %zs3 = arith.constant dense<0.0> : tensor<1x2x4x6xf32>
   // expected-error @+1 {{low_rank 'none' takes no 'beta', 'a' or 'b' operand}}
-  %o = la.recurrence decay(none) low_rank(none) %q, %q, %v beta(%b : tensor<1x8x2xf32>) {scale = 1.0 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  %o, %fs3 = la.recurrence decay(none) low_rank(none) %q, %q, %v beta(%b : tensor<1x8x2xf32>) outs(%oi3, %zs3 : tensor<1x8x2x6xf32>, tensor<1x2x4x6xf32>) {scale = 1.0 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>, tensor<1x2x4x6xf32>
   return
 }
 
 // -----
 
 func.func @recurrence_delta_without_beta(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>) {
+  %oi4 = tensor.empty() : tensor<1x8x2x6xf32>
+  %zs4 = arith.constant dense<0.0> : tensor<1x2x4x6xf32>
   // expected-error @+1 {{low_rank 'delta' requires a 'beta' operand}}
-  %o = la.recurrence decay(none) low_rank(delta) %q, %q, %v {scale = 1.0 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  %o, %fs4 = la.recurrence decay(none) low_rank(delta) %q, %q, %v outs(%oi4, %zs4 : tensor<1x8x2x6xf32>, tensor<1x2x4x6xf32>) {scale = 1.0 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>, tensor<1x2x4x6xf32>
   return
 }
 
 // -----
 
 func.func @recurrence_delta_with_a(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>, %b: tensor<1x8x2xf32>) {
+  %oi5 = tensor.empty() : tensor<1x8x2x6xf32>
+  %zs5 = arith.constant dense<0.0> : tensor<1x2x4x6xf32>
   // expected-error @+1 {{low_rank 'delta' derives 'a' and 'b' from 'k'; remove them}}
-  %o = la.recurrence decay(none) low_rank(delta) %q, %q, %v beta(%b : tensor<1x8x2xf32>) a(%q : tensor<1x8x2x4xf32>) {scale = 1.0 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  %o, %fs5 = la.recurrence decay(none) low_rank(delta) %q, %q, %v beta(%b : tensor<1x8x2xf32>) a(%q : tensor<1x8x2x4xf32>) outs(%oi5, %zs5 : tensor<1x8x2x6xf32>, tensor<1x2x4x6xf32>) {scale = 1.0 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>, tensor<1x2x4x6xf32>
   return
 }
 
 // -----
 
 func.func @recurrence_general_without_b(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>) {
+  %oi6 = tensor.empty() : tensor<1x8x2x6xf32>
+  %zs6 = arith.constant dense<0.0> : tensor<1x2x4x6xf32>
   // expected-error @+1 {{low_rank 'general' requires 'a' and 'b' operands}}
-  %o = la.recurrence decay(none) low_rank(general) %q, %q, %v a(%q : tensor<1x8x2x4xf32>) {scale = 1.0 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  %o, %fs6 = la.recurrence decay(none) low_rank(general) %q, %q, %v a(%q : tensor<1x8x2x4xf32>) outs(%oi6, %zs6 : tensor<1x8x2x6xf32>, tensor<1x2x4x6xf32>) {scale = 1.0 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>, tensor<1x2x4x6xf32>
   return
 }
 
 // -----
 
 func.func @recurrence_general_with_beta(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>, %b: tensor<1x8x2xf32>) {
+  %oi7 = tensor.empty() : tensor<1x8x2x6xf32>
+  %zs7 = arith.constant dense<0.0> : tensor<1x2x4x6xf32>
   // expected-error @+1 {{low_rank 'general' takes no 'beta' operand}}
-  %o = la.recurrence decay(none) low_rank(general) %q, %q, %v beta(%b : tensor<1x8x2xf32>) a(%q : tensor<1x8x2x4xf32>) b(%q : tensor<1x8x2x4xf32>) {scale = 1.0 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  %o, %fs7 = la.recurrence decay(none) low_rank(general) %q, %q, %v beta(%b : tensor<1x8x2xf32>) a(%q : tensor<1x8x2x4xf32>) b(%q : tensor<1x8x2x4xf32>) outs(%oi7, %zs7 : tensor<1x8x2x6xf32>, tensor<1x2x4x6xf32>) {scale = 1.0 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>, tensor<1x2x4x6xf32>
   return
 }
 
 // -----
 
 func.func @recurrence_general_shape(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>, %a: tensor<1x8x2x6xf32>) {
+  %oi8 = tensor.empty() : tensor<1x8x2x6xf32>
+  %zs8 = arith.constant dense<0.0> : tensor<1x2x4x6xf32>
   // expected-error @+1 {{expects 'a' of shape [1,8,2,4] [B,T,H,K] like 'q', got [1,8,2,6]}}
-  %o = la.recurrence decay(none) low_rank(general) %q, %q, %v a(%a : tensor<1x8x2x6xf32>) b(%q : tensor<1x8x2x4xf32>) {scale = 1.0 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  %o, %fs8 = la.recurrence decay(none) low_rank(general) %q, %q, %v a(%a : tensor<1x8x2x6xf32>) b(%q : tensor<1x8x2x4xf32>) outs(%oi8, %zs8 : tensor<1x8x2x6xf32>, tensor<1x2x4x6xf32>) {scale = 1.0 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>, tensor<1x2x4x6xf32>
   return
 }
 
 // -----
 
 func.func @recurrence_delta_normalizer(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>, %b: tensor<1x8x2xf32>) {
+  %oi9 = tensor.empty() : tensor<1x8x2x6xf32>
+  %zs9 = arith.constant dense<0.0> : tensor<1x2x4x6xf32>
   // expected-error @+1 {{'normalizer' is only valid without a low-rank part}}
-  %o = la.recurrence decay(none) low_rank(delta) %q, %q, %v beta(%b : tensor<1x8x2xf32>) {normalizer, scale = 1.0 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  %o, %fs9 = la.recurrence decay(none) low_rank(delta) %q, %q, %v beta(%b : tensor<1x8x2xf32>) outs(%oi9, %zs9 : tensor<1x8x2x6xf32>, tensor<1x2x4x6xf32>) {normalizer, scale = 1.0 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>, tensor<1x2x4x6xf32>
   return
 }
 
 // -----
 
 func.func @recurrence_nan_scale(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>) {
+  %oi10 = tensor.empty() : tensor<1x8x2x6xf32>
+  %zs10 = arith.constant dense<0.0> : tensor<1x2x4x6xf32>
   // expected-error @+1 {{expects 'scale' to be finite and > 0, got nan}}
-  %o = la.recurrence decay(none) low_rank(none) %q, %q, %v {scale = 0x7FC00000 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  %o, %fs10 = la.recurrence decay(none) low_rank(none) %q, %q, %v outs(%oi10, %zs10 : tensor<1x8x2x6xf32>, tensor<1x2x4x6xf32>) {scale = 0x7FC00000 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>, tensor<1x2x4x6xf32>
   return
 }
 
@@ -463,7 +485,9 @@ func.func @varlen_constant_negative(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6x
 
 func.func @varlen_constant_recurrence(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>) {
   %cu = arith.constant dense<[0, 4, 2]> : tensor<3xi32>
+  %oi11 = tensor.empty() : tensor<1x8x2x6xf32>
+  %zs11 = arith.constant dense<0.0> : tensor<2x2x4x6xf32>
   // expected-error @+1 {{expects 'cu_seqlens' to go non-decreasing from 0 to T = 8, but offset 2 is 2}}
-  %o = la.recurrence decay(none) low_rank(none) %q, %q, %v cu_seqlens(%cu : tensor<3xi32>) {scale = 0.5 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  %o, %fs11 = la.recurrence decay(none) low_rank(none) %q, %q, %v cu_seqlens(%cu : tensor<3xi32>) outs(%oi11, %zs11 : tensor<1x8x2x6xf32>, tensor<2x2x4x6xf32>) {scale = 0.5 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>, tensor<2x2x4x6xf32>
   return
 }

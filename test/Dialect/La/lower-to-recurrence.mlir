@@ -6,7 +6,7 @@
 // CHECK-LABEL: func.func @linear
 // CHECK-SAME: (%[[Q:.*]]: tensor<2x8x2x16xf32>, %[[K:.*]]: tensor<2x8x2x16xf32>, %[[V:.*]]: tensor<2x8x4x6xf32>)
 // CHECK-NOT: la.attention
-// CHECK: %[[O:.*]] = la.recurrence decay(none) low_rank(none) %[[Q]], %[[K]], %[[V]] {scale = 2.500000e-01 : f32}
+// CHECK: %[[O:[^ ,]*]], %{{.*}} = la.recurrence decay(none) low_rank(none) %[[Q]], %[[K]], %[[V]] outs({{.*}}) {scale = 2.500000e-01 : f32}
 // CHECK: return %[[O]]
 func.func @linear(%q: !qk, %k: !qk, %v: !v) -> !v {
   %o = la.attention linear %q, %k, %v : !qk, !qk, !v -> !v
@@ -21,7 +21,7 @@ func.func @linear(%q: !qk, %k: !qk, %v: !v) -> !v {
 
 // CHECK-LABEL: func.func @linear_normalizer
 // CHECK-SAME: %[[S0:[^:]*]]: tensor<2x4x16x6xf32>)
-// CHECK: %[[O:.*]], %[[S:.*]] = la.recurrence decay(none) low_rank(none) %{{.*}}, %{{.*}}, %{{.*}} initial_state(%[[S0]] : tensor<2x4x16x6xf32>) {eps = 9.99999997E-7 : f32, normalizer, scale = 5.000000e-01 : f32}
+// CHECK: %[[O:.*]], %[[S:.*]] = la.recurrence decay(none) low_rank(none) %{{.*}}, %{{.*}}, %{{.*}} outs(%{{.*}}, %[[S0]] : {{.*}}) {eps = 9.99999997E-7 : f32, normalizer, scale = 5.000000e-01 : f32}
 // CHECK: return %[[O]], %[[S]]
 func.func @linear_normalizer(%q: !qk, %k: !qk, %v: !v, %s0: !s) -> (!v, !s) {
   %o, %s = la.attention linear %q, %k, %v initial_state(%s0 : !s) {normalizer, scale = 0.5 : f32} : !qk, !qk, !v -> !v, !s
@@ -34,7 +34,7 @@ func.func @linear_normalizer(%q: !qk, %k: !qk, %v: !v, %s0: !s) -> (!v, !s) {
 !v = tensor<1x8x2x6xbf16>
 
 // CHECK-LABEL: func.func @retention
-// CHECK: la.recurrence decay(fixed) low_rank(none) %{{.*}} {log_decay = array<f32: -3.125000e-02, -1.562500e-02>, scale = 2.500000e-01 : f32} : tensor<1x8x2x16xbf16>, tensor<1x8x2x16xbf16>, tensor<1x8x2x6xbf16> -> tensor<1x8x2x6xbf16>
+// CHECK: la.recurrence decay(fixed) low_rank(none) %{{.*}} outs({{.*}}) {log_decay = array<f32: -3.125000e-02, -1.562500e-02>, scale = 2.500000e-01 : f32} : tensor<1x8x2x16xbf16>, tensor<1x8x2x16xbf16>, tensor<1x8x2x6xbf16> -> tensor<1x8x2x6xbf16>
 func.func @retention(%q: !qk, %k: !qk, %v: !v) -> !v {
   %o = la.attention retention %q, %k, %v {log_decay = array<f32: -0.03125, -0.015625>} : !qk, !qk, !v -> !v
   return %o : !v
@@ -48,7 +48,7 @@ func.func @retention(%q: !qk, %k: !qk, %v: !v) -> !v {
 
 // CHECK-LABEL: func.func @mamba2
 // CHECK-SAME: %[[G:[^:]*]]: tensor<1x?x2xf32>)
-// CHECK: la.recurrence decay(scalar) low_rank(none) %{{.*}}, %{{.*}}, %{{.*}} g(%[[G]] : tensor<1x?x2xf32>) {scale = 5.000000e-01 : f32}
+// CHECK: la.recurrence decay(scalar) low_rank(none) %{{.*}}, %{{.*}}, %{{.*}} g(%[[G]] : tensor<1x?x2xf32>) outs({{.*}}) {scale = 5.000000e-01 : f32}
 func.func @mamba2(%q: !qk, %k: !qk, %v: !v, %g: !g) -> !v {
   %o = la.attention mamba2 %q, %k, %v g(%g : !g) : !qk, !qk, !v -> !v
   return %o : !v
@@ -91,7 +91,7 @@ func.func @gla(%q: !qk, %k: !qk, %v: !v, %g: !qk) -> !v {
 // CHECK: arith.mulf %{{.*}}, %[[RS]] : f32
 // CHECK: %[[KSUM:.*]] = linalg.generic {{.*}} ins(%[[K]] : tensor<1x8x2x4xf32>)
 // CHECK: %[[KN:.*]] = linalg.generic {{.*}} ins(%[[K]], %[[KSUM]] : tensor<1x8x2x4xf32>, tensor<1x8x2xf32>)
-// CHECK: la.recurrence decay(none) low_rank(delta) %[[QN]], %[[KN]], %[[V]] beta(%[[BETA]] : tensor<1x8x2xf32>) {scale = 5.000000e-01 : f32}
+// CHECK: la.recurrence decay(none) low_rank(delta) %[[QN]], %[[KN]], %[[V]] beta(%[[BETA]] : tensor<1x8x2xf32>) outs({{.*}}) {scale = 5.000000e-01 : f32}
 func.func @deltanet(%q: !qk, %k: !qk, %v: !v, %beta: !b) -> !v {
   %o = la.attention deltanet %q, %k, %v beta(%beta : !b) {qk_l2norm} : !qk, !qk, !v -> !v
   return %o : !v
@@ -104,7 +104,7 @@ func.func @deltanet(%q: !qk, %k: !qk, %v: !v, %beta: !b) -> !v {
 !b = tensor<1x8x2xf32>
 
 // CHECK-LABEL: func.func @decayed_deltanet
-// CHECK: la.recurrence decay(fixed) low_rank(delta) {{.*}} beta(%{{.*}} : tensor<1x8x2xf32>) {log_decay = array<f32: -1.000000e+00, -2.000000e+00>, scale = 5.000000e-01 : f32}
+// CHECK: la.recurrence decay(fixed) low_rank(delta) {{.*}} beta(%{{.*}} : tensor<1x8x2xf32>) outs({{.*}}) {log_decay = array<f32: -1.000000e+00, -2.000000e+00>, scale = 5.000000e-01 : f32}
 func.func @decayed_deltanet(%q: !qk, %k: !qk, %v: !v, %beta: !b) -> !v {
   %o = la.attention decayed_deltanet %q, %k, %v beta(%beta : !b) {log_decay = array<f32: -1.0, -2.0>} : !qk, !qk, !v -> !v
   return %o : !v
@@ -120,7 +120,7 @@ func.func @decayed_deltanet(%q: !qk, %k: !qk, %v: !v, %beta: !b) -> !v {
 
 // CHECK-LABEL: func.func @gated_deltanet_varlen
 // CHECK-SAME: %[[G:[^:]*]]: tensor<1x8x2xf32>, %[[BETA:[^:]*]]: tensor<1x8x2xf32>, %[[S0:[^:]*]]: tensor<3x2x4x6xf32>, %[[CU:[^:]*]]: tensor<4xi32>)
-// CHECK: la.recurrence decay(scalar) low_rank(delta) {{.*}} g(%[[G]] : tensor<1x8x2xf32>) beta(%[[BETA]] : tensor<1x8x2xf32>) initial_state(%[[S0]] : tensor<3x2x4x6xf32>) cu_seqlens(%[[CU]] : tensor<4xi32>) {scale = 5.000000e-01 : f32}
+// CHECK: la.recurrence decay(scalar) low_rank(delta) {{.*}} g(%[[G]] : tensor<1x8x2xf32>) beta(%[[BETA]] : tensor<1x8x2xf32>) cu_seqlens(%[[CU]] : tensor<4xi32>) outs(%{{.*}}, %[[S0]] : {{.*}}) {scale = 5.000000e-01 : f32}
 func.func @gated_deltanet_varlen(%q: !qk, %k: !qk, %v: !v, %g: !b, %beta: !b, %s0: !s, %cu: !cu) -> (!v, !s) {
   %o, %s = la.attention gated_deltanet %q, %k, %v g(%g : !b) beta(%beta : !b) initial_state(%s0 : !s) cu_seqlens(%cu : !cu) : !qk, !qk, !v -> !v, !s
   return %o, %s : !v, !s
@@ -138,7 +138,7 @@ func.func @gated_deltanet_varlen(%q: !qk, %k: !qk, %v: !v, %g: !b, %beta: !b, %s
 // CHECK: %[[QN:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<1x8x2x4xf32>)
 // CHECK: arith.extf %{{.*}} : bf16 to f32
 // CHECK: %[[KN:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<1x8x2x4xf32>)
-// CHECK: la.recurrence decay(channel) low_rank(delta) %[[QN]], %[[KN]], %{{.*}} g(%{{.*}} : tensor<1x8x2x4xbf16>) beta(%{{.*}} : tensor<1x8x2xbf16>) {scale = 5.000000e-01 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xbf16> -> tensor<1x8x2x6xbf16>
+// CHECK: la.recurrence decay(channel) low_rank(delta) %[[QN]], %[[KN]], %{{.*}} g(%{{.*}} : tensor<1x8x2x4xbf16>) beta(%{{.*}} : tensor<1x8x2xbf16>) outs({{.*}}) {scale = 5.000000e-01 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xbf16> -> tensor<1x8x2x6xbf16>
 func.func @kda_bf16(%q: !qk, %k: !qk, %v: !v, %g: !qk, %beta: !b) -> !v {
   %o = la.attention kda %q, %k, %v g(%g : !qk) beta(%beta : !b) {qk_l2norm} : !qk, !qk, !v -> !v
   return %o : !v
@@ -176,7 +176,7 @@ func.func @negative_eigenvalues(%q: !qk, %k: !qk, %v: !v, %beta: !b) -> !v {
 // CHECK: math.exp
 // CHECK: %[[B:.*]] = linalg.generic {{.*}} ins(%[[E]], %[[K]] : {{.*}}) outs(%{{.*}} : tensor<1x8x2x4xf32>)
 // CHECK: %[[WV:.*]] = linalg.generic {{.*}} ins(%[[W]], %[[V]] : {{.*}}) outs(%{{.*}} : tensor<1x8x4x6xf32>)
-// CHECK: la.recurrence decay(channel) low_rank(general) %[[Q]], %[[K]], %[[WV]] g(%[[G]] : tensor<1x8x2x4xbf16>) a(%[[A]] : tensor<1x8x2x4xf32>) b(%[[B]] : tensor<1x8x2x4xf32>) {scale = 5.000000e-01 : f32} : {{.*}}, tensor<1x8x4x6xf32> -> tensor<1x8x4x6xbf16>
+// CHECK: la.recurrence decay(channel) low_rank(general) %[[Q]], %[[K]], %[[WV]] g(%[[G]] : tensor<1x8x2x4xbf16>) a(%[[A]] : tensor<1x8x2x4xf32>) b(%[[B]] : tensor<1x8x2x4xf32>) outs({{.*}}) {scale = 5.000000e-01 : f32} : {{.*}}, tensor<1x8x4x6xf32> -> tensor<1x8x4x6xbf16>
 func.func @gated_deltanet2(%q: !qk, %k: !qk, %v: !v, %g: !qk, %e: !qk, %w: !v) -> !v {
   %o = la.attention gated_deltanet2 %q, %k, %v g(%g : !qk) erase(%e : !qk) write(%w : !v) : !qk, !qk, !v -> !v
   return %o : !v

@@ -142,12 +142,14 @@ func.func @kda(%q: !qk, %k: !qk, %v: !v, %g: !qk, %beta: !b) -> !v {
 !s = tensor<1x2x4x6xf32>
 
 // CHECK-LABEL: func.func @recurrence_delta
-// CHECK: %{{.*}}, %{{.*}} = la.recurrence decay(channel) low_rank(delta) %{{.*}}, %{{.*}}, %{{.*}} g(%{{.*}} : tensor<1x8x2x4xf32>) beta(%{{.*}} : tensor<1x8x2xf32>) {scale = 5.000000e-01 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xbf16> -> tensor<1x8x2x6xbf16>, tensor<1x2x4x6xf32>
+// CHECK: %{{.*}}, %{{.*}} = la.recurrence decay(channel) low_rank(delta) %{{.*}}, %{{.*}}, %{{.*}} g(%{{.*}} : tensor<1x8x2x4xf32>) beta(%{{.*}} : tensor<1x8x2xf32>) outs({{.*}}) {scale = 5.000000e-01 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xbf16> -> tensor<1x8x2x6xbf16>, tensor<1x2x4x6xf32>
 // GENERIC-LABEL: sym_name = "recurrence_delta"
 // GENERIC: "la.recurrence"
 // GENERIC-SAME: low_rank = #la<low_rank delta>
 func.func @recurrence_delta(%q: !qk, %k: !qk, %v: !v, %g: !qk, %beta: !b) -> (!v, !s) {
-  %o, %s = la.recurrence decay(channel) low_rank(delta) %q, %k, %v g(%g : !qk) beta(%beta : !b) {scale = 0.5 : f32} : !qk, !qk, !v -> !v, !s
+  %oi0 = tensor.empty() : !v
+  %zs0 = arith.constant dense<0.0> : !s
+  %o, %s = la.recurrence decay(channel) low_rank(delta) %q, %k, %v g(%g : !qk) beta(%beta : !b) outs(%oi0, %zs0 : !v, !s) {scale = 0.5 : f32} : !qk, !qk, !v -> !v, !s
   return %o, %s : !v, !s
 }
 
@@ -157,9 +159,11 @@ func.func @recurrence_delta(%q: !qk, %k: !qk, %v: !v, %g: !qk, %beta: !b) -> (!v
 !v = tensor<1x8x2x6xf32>
 
 // CHECK-LABEL: func.func @recurrence_general
-// CHECK: la.recurrence decay(none) low_rank(general) %{{.*}}, %{{.*}}, %{{.*}} a(%{{.*}} : tensor<1x8x2x4xf32>) b(%{{.*}} : tensor<1x8x2x4xf32>) {scale = 1.000000e+00 : f32}
+// CHECK: la.recurrence decay(none) low_rank(general) %{{.*}}, %{{.*}}, %{{.*}} a(%{{.*}} : tensor<1x8x2x4xf32>) b(%{{.*}} : tensor<1x8x2x4xf32>) outs({{.*}}) {scale = 1.000000e+00 : f32}
 func.func @recurrence_general(%q: !qk, %k: !qk, %v: !v, %a: !qk, %b: !qk) -> !v {
-  %o = la.recurrence decay(none) low_rank(general) %q, %k, %v a(%a : !qk) b(%b : !qk) {scale = 1.0 : f32} : !qk, !qk, !v -> !v
+  %oi1 = tensor.empty() : !v
+  %zs1 = arith.constant dense<0.0> : tensor<1x2x4x6xf32>
+  %o, %fs1 = la.recurrence decay(none) low_rank(general) %q, %k, %v a(%a : !qk) b(%b : !qk) outs(%oi1, %zs1 : !v, tensor<1x2x4x6xf32>) {scale = 1.0 : f32} : !qk, !qk, !v -> !v, tensor<1x2x4x6xf32>
   return %o : !v
 }
 
@@ -169,9 +173,11 @@ func.func @recurrence_general(%q: !qk, %k: !qk, %v: !v, %a: !qk, %b: !qk) -> !v 
 !v = tensor<1x8x2x6xf32>
 
 // CHECK-LABEL: func.func @recurrence_fixed_normalizer
-// CHECK: la.recurrence decay(fixed) low_rank(none) %{{.*}}, %{{.*}}, %{{.*}} {eps = 9.99999997E-7 : f32, log_decay = array<f32: -5.000000e-01, -2.500000e-01>, normalizer, scale = 5.000000e-01 : f32}
+// CHECK: la.recurrence decay(fixed) low_rank(none) %{{.*}}, %{{.*}}, %{{.*}} outs({{.*}}) {eps = 9.99999997E-7 : f32, log_decay = array<f32: -5.000000e-01, -2.500000e-01>, normalizer, scale = 5.000000e-01 : f32}
 func.func @recurrence_fixed_normalizer(%q: !qk, %k: !qk, %v: !v) -> !v {
-  %o = la.recurrence decay(fixed) low_rank(none) %q, %k, %v {log_decay = array<f32: -0.5, -0.25>, normalizer, eps = 1.0e-6 : f32, scale = 0.5 : f32} : !qk, !qk, !v -> !v
+  %oi2 = tensor.empty() : !v
+  %zs2 = arith.constant dense<0.0> : tensor<1x2x4x6xf32>
+  %o, %fs2 = la.recurrence decay(fixed) low_rank(none) %q, %k, %v outs(%oi2, %zs2 : !v, tensor<1x2x4x6xf32>) {log_decay = array<f32: -0.5, -0.25>, normalizer, eps = 1.0e-6 : f32, scale = 0.5 : f32} : !qk, !qk, !v -> !v, tensor<1x2x4x6xf32>
   return %o : !v
 }
 

@@ -15,7 +15,7 @@
 // CHECK: } : tensor<1x8x2x6xf32> to tensor<1x8x2x7xf32>
 // CHECK: %[[SA:.*]] = tensor.pad %[[S0]] low[0, 0, 0, 0] high[0, 0, 0, 1]
 // CHECK: tensor.yield %[[ZERO]] : f32
-// CHECK: %[[O:.*]], %[[S:.*]] = la.recurrence decay(none) low_rank(none) %[[Q]], %[[K]], %[[VA]] initial_state(%[[SA]] : tensor<1x2x4x7xf32>) {scale = 5.000000e-01 : f32} : {{.*}} -> tensor<1x8x2x7xf32>, tensor<1x2x4x7xf32>
+// CHECK: %[[O:.*]], %[[S:.*]] = la.recurrence decay(none) low_rank(none) %[[Q]], %[[K]], %[[VA]] outs(%{{.*}}, %[[SA]] : {{.*}}) {scale = 5.000000e-01 : f32} : {{.*}} -> tensor<1x8x2x7xf32>, tensor<1x2x4x7xf32>
 // CHECK: %[[NUM:.*]] = tensor.extract_slice %[[O]][0, 0, 0, 0] [1, 8, 2, 6] [1, 1, 1, 1]
 // CHECK: %[[DEN:.*]] = tensor.extract_slice %[[O]][0, 0, 0, 6] [1, 8, 2, 1] [1, 1, 1, 1]
 // CHECK: %[[OUT:.*]] = linalg.generic {indexing_maps = [#[[ID]], #[[LAST]], #[[ID]]], {{.*}}} ins(%[[NUM]], %[[DEN]] : tensor<1x8x2x6xf32>, tensor<1x8x2x1xf32>) outs(%{{.*}} : tensor<1x8x2x6xbf16>)
@@ -25,7 +25,8 @@
 // CHECK: %[[FINAL:.*]] = tensor.extract_slice %[[S]][0, 0, 0, 0] [1, 2, 4, 6] [1, 1, 1, 1]
 // CHECK: return %[[OUT]], %[[FINAL]]
 func.func @normalizer(%q: tensor<1x8x2x4xf32>, %k: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xbf16>, %s0: tensor<1x2x4x6xf32>) -> (tensor<1x8x2x6xbf16>, tensor<1x2x4x6xf32>) {
-  %o, %s = la.recurrence decay(none) low_rank(none) %q, %k, %v initial_state(%s0 : tensor<1x2x4x6xf32>) {normalizer, eps = 1.0e-3 : f32, scale = 0.5 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xbf16> -> tensor<1x8x2x6xbf16>, tensor<1x2x4x6xf32>
+  %oi0 = tensor.empty() : tensor<1x8x2x6xbf16>
+  %o, %s = la.recurrence decay(none) low_rank(none) %q, %k, %v outs(%oi0, %s0 : tensor<1x8x2x6xbf16>, tensor<1x2x4x6xf32>) {normalizer, eps = 1.0e-3 : f32, scale = 0.5 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xbf16> -> tensor<1x8x2x6xbf16>, tensor<1x2x4x6xf32>
   return %o, %s : tensor<1x8x2x6xbf16>, tensor<1x2x4x6xf32>
 }
 
@@ -37,9 +38,11 @@ func.func @normalizer(%q: tensor<1x8x2x4xf32>, %k: tensor<1x8x2x4xf32>, %v: tens
 // CHECK-LABEL: func.func @fixed
 // CHECK: %[[D:.*]] = arith.constant dense<[-1.000000e+00, -2.000000e+00]> : tensor<2xf32>
 // CHECK: %[[G:.*]] = linalg.generic {indexing_maps = [#[[HEAD]], #[[BTH]]], iterator_types = ["parallel", "parallel", "parallel"]} ins(%[[D]] : tensor<2xf32>) outs(%{{.*}} : tensor<3x5x2xf32>)
-// CHECK: la.recurrence decay(scalar) low_rank(delta) %{{.*}}, %{{.*}}, %{{.*}} g(%[[G]] : tensor<3x5x2xf32>) beta(%{{.*}} : tensor<3x5x2xf32>) {scale = 5.000000e-01 : f32}
+// CHECK: la.recurrence decay(scalar) low_rank(delta) %{{.*}}, %{{.*}}, %{{.*}} g(%[[G]] : tensor<3x5x2xf32>) beta(%{{.*}} : tensor<3x5x2xf32>) outs({{.*}}) {scale = 5.000000e-01 : f32}
 func.func @fixed(%q: tensor<3x5x2x4xf32>, %v: tensor<3x5x2x4xf32>, %b: tensor<3x5x2xf32>) -> tensor<3x5x2x4xf32> {
-  %o = la.recurrence decay(fixed) low_rank(delta) %q, %q, %v beta(%b : tensor<3x5x2xf32>) {log_decay = array<f32: -1.0, -2.0>, scale = 0.5 : f32} : tensor<3x5x2x4xf32>, tensor<3x5x2x4xf32>, tensor<3x5x2x4xf32> -> tensor<3x5x2x4xf32>
+  %oi1 = tensor.empty() : tensor<3x5x2x4xf32>
+  %zs1 = arith.constant dense<0.0> : tensor<3x2x4x4xf32>
+  %o, %fs1 = la.recurrence decay(fixed) low_rank(delta) %q, %q, %v beta(%b : tensor<3x5x2xf32>) outs(%oi1, %zs1 : tensor<3x5x2x4xf32>, tensor<3x2x4x4xf32>) {log_decay = array<f32: -1.0, -2.0>, scale = 0.5 : f32} : tensor<3x5x2x4xf32>, tensor<3x5x2x4xf32>, tensor<3x5x2x4xf32> -> tensor<3x5x2x4xf32>, tensor<3x2x4x4xf32>
   return %o : tensor<3x5x2x4xf32>
 }
 
@@ -47,9 +50,13 @@ func.func @fixed(%q: tensor<3x5x2x4xf32>, %v: tensor<3x5x2x4xf32>, %b: tensor<3x
 
 // Already simple: unchanged.
 // CHECK-LABEL: func.func @simple
+// CHECK-NEXT: arith.constant
+// CHECK-NEXT: tensor.empty
 // CHECK-NEXT: la.recurrence decay(scalar) low_rank(none)
 // CHECK-NEXT: return
 func.func @simple(%q: tensor<1x5x2x4xf32>, %g: tensor<1x5x2xf32>) -> tensor<1x5x2x4xf32> {
-  %o = la.recurrence decay(scalar) low_rank(none) %q, %q, %q g(%g : tensor<1x5x2xf32>) {scale = 0.5 : f32} : tensor<1x5x2x4xf32>, tensor<1x5x2x4xf32>, tensor<1x5x2x4xf32> -> tensor<1x5x2x4xf32>
+  %oi2 = tensor.empty() : tensor<1x5x2x4xf32>
+  %zs2 = arith.constant dense<0.0> : tensor<1x2x4x4xf32>
+  %o, %fs2 = la.recurrence decay(scalar) low_rank(none) %q, %q, %q g(%g : tensor<1x5x2xf32>) outs(%oi2, %zs2 : tensor<1x5x2x4xf32>, tensor<1x2x4x4xf32>) {scale = 0.5 : f32} : tensor<1x5x2x4xf32>, tensor<1x5x2x4xf32>, tensor<1x5x2x4xf32> -> tensor<1x5x2x4xf32>, tensor<1x2x4x4xf32>
   return %o : tensor<1x5x2x4xf32>
 }

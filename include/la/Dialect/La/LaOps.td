@@ -5,7 +5,9 @@
 
 include "la/Dialect/La/LaDialect.td"
 include "la/Dialect/La/LaEnums.td"
+include "mlir/Interfaces/DestinationStyleOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/TilingInterface.td"
 
 def La_FloatTensor : RankedTensorOf<[F32, F16, BF16]>;
 def La_F32Tensor : RankedTensorOf<[F32]>;
@@ -117,10 +119,15 @@ def La_AttentionOp : La_Op<"attention", [Pure, AttrSizedOperandSegments]> {
 // Level 1: the canonical recurrence
 //===----------------------------------------------------------------------===//
 
-def La_RecurrenceOp : La_Op<"recurrence", [Pure, AttrSizedOperandSegments]> {
+def La_RecurrenceOp : La_Op<"recurrence", [
+    Pure, AttrSizedOperandSegments, DestinationStyleOpInterface,
+    DeclareOpInterfaceMethods<TilingInterface, [
+      "getIterationDomain", "getLoopIteratorTypes", "getTiledImplementation",
+      "getResultTilePosition", "getIterationDomainTileFromResultTile",
+      "generateResultTileValue"]>]> {
   let summary = "the canonical diagonal-plus-low-rank recurrence (level 1)";
   let description = [{
-    Per sequence and value head, with `S_0` the initial state (or zero):
+    Per sequence and value head, with `S_0` the initial state:
 
     ```
     S_t = (Diag(alpha_t) - b_t a_t^T) S_{t-1} + w_t v_t^T
@@ -137,12 +144,38 @@ def La_RecurrenceOp : La_Op<"recurrence", [Pure, AttrSizedOperandSegments]> {
       `a_t = alpha_t * k_t`, `w_t = beta_t k_t`, with `beta : [B,T,H]`;
     * `general`: explicit `a, b : [B,T,H,K]`, `w_t = k_t`.
 
-    `q` and `k` share an element type; `o` may be any of f32, f16 and bf16
-    (level 0 gives it the input type; values may be f32 after lowering).
-    `scale` is explicit at this level. `normalizer` (only without a low-rank
-    part) divides by `z_t . (scale q_t) + eps` where `z_t = alpha_t * z_{t-1}
-    + k_t`. Every level-0 variant lowers to this op
-    (`la-lower-to-recurrence`).
+    The op is in destination-passing style, like a linalg op with an
+    accumulator: `outs(%o_init, %state)` are its inits. `o_init : [B,T,HV,V]`
+    gives the output's shape and type (its values are not read); `o` may be
+    any of f32, f16 and bf16 (level 0 gives it the input type; values may be
+    f32 after lowering). `state : [N,HV,K,V]` (f32) is the initial state
+    `S_0`, tied to the `final_state` result (a zero fill when there is none);
+    N = B, or the number of sequences with `cu_seqlens`.
+
+    `q` and `k` share an element type. `scale` is explicit at this level.
+    `normalizer` (only without a low-rank part) divides by
+    `z_t . (scale q_t) + eps` where `z_t = alpha_t * z_{t-1} + k_t`. Every
+    level-0 variant lowers to this op (`la-lower-to-recurrence`).
+
+    The iteration domain is (B, T, HV, V): B, HV and V are parallel, T is a
+    reduction whose accumulator is the state. The op implements
+    `TilingInterface`: a tile over T is the recurrence over those tokens
+    whose initial state is the state carried from the tiles before it, so
+    `scf::tileUsingSCF` (or `transform.structured.tile_using_for`) tiles it
+    like a linalg reduction. A tile of value heads must cover whole key-head
+    groups or lie in one; with `cu_seqlens`, B and T are not tiled; a
+    `fixed` gate is sliced only at constant head offsets.
+
+    Example:
+
+    ```mlir
+    %o, %s = la.recurrence decay(scalar) low_rank(delta) %q, %k, %v
+        g(%g : tensor<1x64x2xf32>) beta(%beta : tensor<1x64x2xf32>)
+        outs(%o0, %s0 : tensor<1x64x2x32xf32>, tensor<1x2x16x32xf32>)
+        {scale = 2.500000e-01 : f32}
+        : tensor<1x64x2x16xf32>, tensor<1x64x2x16xf32>, tensor<1x64x2x32xf32>
+        -> tensor<1x64x2x32xf32>, tensor<1x2x16x32xf32>
+    ```
   }];
 
   let arguments = (ins
@@ -153,8 +186,8 @@ def La_RecurrenceOp : La_Op<"recurrence", [Pure, AttrSizedOperandSegments]> {
     Optional<La_FloatTensor>:$beta,
     Optional<La_FloatTensor>:$a,
     Optional<La_FloatTensor>:$b,
-    Optional<La_F32Tensor>:$initial_state,
     Optional<La_SeqLensTensor>:$cu_seqlens,
+    Variadic<La_FloatTensor>:$outputs,
     La_GateKindAttr:$gate,
     OptionalAttr<DenseF32ArrayAttr>:$log_decay,
     La_LowRankAttr:$low_rank,
@@ -162,7 +195,7 @@ def La_RecurrenceOp : La_Op<"recurrence", [Pure, AttrSizedOperandSegments]> {
     UnitAttr:$normalizer,
     OptionalAttr<F32Attr>:$eps
   );
-  let results = (outs La_FloatTensor:$o, Optional<La_F32Tensor>:$final_state);
+  let results = (outs La_FloatTensor:$o, La_F32Tensor:$final_state);
 
   let assemblyFormat = [{
     `decay` `(` custom<EnumKeyword>($gate) `)`
@@ -172,8 +205,8 @@ def La_RecurrenceOp : La_Op<"recurrence", [Pure, AttrSizedOperandSegments]> {
     (`beta` `(` $beta^ `:` type($beta) `)`)?
     (`a` `(` $a^ `:` type($a) `)`)?
     (`b` `(` $b^ `:` type($b) `)`)?
-    (`initial_state` `(` $initial_state^ `:` type($initial_state) `)`)?
     (`cu_seqlens` `(` $cu_seqlens^ `:` type($cu_seqlens) `)`)?
+    `outs` `(` $outputs `:` type($outputs) `)`
     attr-dict `:` type($q) `,` type($k) `,` type($v) `->` type(results)
   }];
 
@@ -181,6 +214,15 @@ def La_RecurrenceOp : La_Op<"recurrence", [Pure, AttrSizedOperandSegments]> {
   let extraClassDeclaration = [{
     /// The normaliser's epsilon: the `eps` attribute or 1e-6.
     float getEffectiveEps();
+    /// The init of `o` (its shape and element type; its values are unused).
+    Value getOInit() { return getOutputs()[0]; }
+    /// The initial state, tied to the final state.
+    Value getInitialState() { return getOutputs()[1]; }
+    /// The initial state, or null when it is known to be zero (a zero
+    /// fill or constant), so that lowerings can leave it out.
+    Value getNonZeroInitialState();
+
+    MutableOperandRange getDpsInitsMutable() { return getOutputsMutable(); }
   }];
 }
 

@@ -93,10 +93,15 @@ std::pair<Value, Value> extractSequenceBounds(OpBuilder &b, Location loc,
 void replaceWithCasts(RewriterBase &rewriter, Operation *op,
                       ArrayRef<Value> values);
 
+/// The zero initial state [N,HV,K,V] of `la.recurrence` (f32), for a
+/// recurrence that starts from none.
+Value zeroState(OpBuilder &b, Location loc, Value q, Value v, Value cuSeqlens);
+
 /// The operands and attributes of an `la.recurrence`, so that a pattern can
-/// rebuild one with a few parts changed.
+/// rebuild one with a few parts changed. `oInit` and `initialState` are its
+/// inits.
 struct RecurrenceParts {
-  Value q, k, v, g, beta, a, b, initialState, cuSeqlens;
+  Value q, k, v, g, beta, a, b, cuSeqlens, oInit, initialState;
   GateKind gate;
   std::optional<SmallVector<float>> logDecay;
   LowRank lowRank;
@@ -105,9 +110,8 @@ struct RecurrenceParts {
   std::optional<float> eps;
 
   static RecurrenceParts of(RecurrenceOp op);
-  /// Builds the op; `finalStateType` may be null (no final state).
-  RecurrenceOp build(OpBuilder &builder, Location loc, Type outputType,
-                     Type finalStateType) const;
+  /// Builds the op; its result types are its inits' types.
+  RecurrenceOp build(OpBuilder &builder, Location loc) const;
 };
 
 } // namespace la

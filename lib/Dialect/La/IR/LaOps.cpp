@@ -2,6 +2,7 @@
 
 #include "la/Dialect/La/LaOps.h"
 
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/OpImplementation.h"
@@ -255,8 +256,8 @@ static LogicalResult verifySignature(Operation *op,
         values.push_back(value.getSExtValue());
       for (auto [i, value] : llvm::enumerate(values)) {
         bool decreasing = i > 0 && value < values[i - 1];
-        bool outside = value < 0 || (!ShapedType::isDynamic(d.time) &&
-                                     value > d.time);
+        bool outside =
+            value < 0 || (!ShapedType::isDynamic(d.time) && value > d.time);
         bool badEnd = (i == 0 && value != 0) ||
                       (i + 1 == values.size() &&
                        !ShapedType::isDynamic(d.time) && value != d.time);
@@ -387,7 +388,35 @@ float RecurrenceOp::getEffectiveEps() {
   return eps ? eps->convertToFloat() : kDefaultEps;
 }
 
+/// Whether `value` is known to be all zeros: a constant, or a linalg.fill
+/// with a constant zero.
+static bool isZeroTensor(Value value) {
+  if (matchPattern(value, m_AnyZeroFloat()))
+    return true;
+  if (auto fill = value.getDefiningOp<linalg::FillOp>())
+    return matchPattern(fill.getInputs()[0], m_AnyZeroFloat());
+  return false;
+}
+
+Value RecurrenceOp::getNonZeroInitialState() {
+  Value state = getInitialState();
+  return isZeroTensor(state) ? Value() : state;
+}
+
 LogicalResult RecurrenceOp::verify() {
+  if (getOutputs().size() != 2)
+    return emitOpError() << "expects two inits, outs(o_init, state), got "
+                         << getOutputs().size();
+  for (auto [index, init, result] :
+       llvm::enumerate(getOutputs(), getOperation()->getResults()))
+    if (init.getType() != result.getType())
+      return emitOpError() << "expects result " << index << " of the init's "
+                           << "type " << init.getType() << ", got "
+                           << result.getType();
+  if (!cast<RankedTensorType>(getInitialState().getType())
+           .getElementType()
+           .isF32())
+    return emitOpError("expects the state init of element type f32");
   switch (getLowRank()) {
   case LowRank::None:
     if (getBeta() || getA() || getB())

@@ -47,7 +47,7 @@ struct ChunkRecurrence : OpRewritePattern<RecurrenceOp> {
       ChunkedProgramBuilder program(rewriter, loc, chunkSize);
       ChunkedProgramBuilder::Result result = program.build(
           {op.getQ(), op.getK(), op.getV(), op.getG(), op.getBeta(), op.getA(),
-           op.getB(), op.getInitialState()},
+           op.getB(), op.getNonZeroInitialState()},
           scale, outputElementType);
       replaceWithCasts(rewriter, op, {result.output, result.finalState});
       return success();
@@ -71,9 +71,8 @@ struct ChunkRecurrence : OpRewritePattern<RecurrenceOp> {
         tensor::getMixedSize(rewriter, loc, op.getK(), 3), outputSizes[3]};
     Value finalInit =
         emptyTensor(rewriter, loc, stateSizes, rewriter.getF32Type());
-    if (auto finalState = op.getFinalState())
-      finalInit = tensor::CastOp::create(rewriter, loc, finalState.getType(),
-                                         finalInit);
+    finalInit = tensor::CastOp::create(rewriter, loc,
+                                       op.getFinalState().getType(), finalInit);
 
     auto loop = scf::ForOp::create(
         rewriter, loc, zero, numSequences, one,
@@ -88,9 +87,8 @@ struct ChunkRecurrence : OpRewritePattern<RecurrenceOp> {
             return x ? sliceDim(b, l, x, 1, start, length) : Value();
           };
           Value initialState;
-          if (op.getInitialState())
-            initialState =
-                sliceDim(b, l, op.getInitialState(), 0, n, b.getIndexAttr(1));
+          if (Value state = op.getNonZeroInitialState())
+            initialState = sliceDim(b, l, state, 0, n, b.getIndexAttr(1));
           ChunkedProgramBuilder program(b, l, chunkSize);
           ChunkedProgramBuilder::Result result = program.build(
               {slice(op.getQ()), slice(op.getK()), slice(op.getV()),

@@ -418,7 +418,7 @@ struct FuseRecurrence : OpRewritePattern<RecurrenceOp> {
     SmallVector<OpFoldResult> stateOffsets = {
         batch, valueHead, rewriter.getIndexAttr(0), firstColumn};
     Value initialState =
-        op.getInitialState()
+        op.getNonZeroInitialState()
             ? tensor::ExtractSliceOp::create(
                   rewriter, loc, op.getInitialState(), stateOffsets, stateSizes,
                   SmallVector<OpFoldResult>(4, rewriter.getIndexAttr(1)))

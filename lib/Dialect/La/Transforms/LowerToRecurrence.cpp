@@ -193,14 +193,28 @@ struct AttentionToRecurrence : OpRewritePattern<AttentionOp> {
     FloatAttr eps;
     if (op.getNormalizer())
       eps = rewriter.getF32FloatAttr(op.getEffectiveEps());
+    Value oInit = emptyTensor(rewriter, loc, mixedSizes(rewriter, loc, values),
+                              op.getO().getType().getElementType());
+    if (oInit.getType() != op.getO().getType())
+      oInit = tensor::CastOp::create(rewriter, loc, op.getO().getType(), oInit);
+    Value state = op.getInitialState();
+    if (!state) {
+      state = zeroState(rewriter, loc, q, values, op.getCuSeqlens());
+      if (Value finalState = op.getFinalState())
+        if (state.getType() != finalState.getType())
+          state = tensor::CastOp::create(rewriter, loc, finalState.getType(),
+                                         state);
+    }
     auto recurrence = RecurrenceOp::create(
-        rewriter, loc, op.getO().getType(),
-        op.getFinalState() ? op.getFinalState().getType() : Type(), q, k,
-        values, op.getG(), beta, a, b, op.getInitialState(), op.getCuSeqlens(),
+        rewriter, loc, oInit.getType(), state.getType(), q, k, values,
+        op.getG(), beta, a, b, op.getCuSeqlens(), ValueRange{oInit, state},
         op.getGateAttr(), op.getLogDecayAttr(), LowRankAttr::get(ctx, lowRank),
         rewriter.getF32FloatAttr(op.getEffectiveScale()),
         op.getNormalizerAttr(), eps);
-    rewriter.replaceOp(op, recurrence->getResults());
+    SmallVector<Value> results = {recurrence.getO()};
+    if (op.getFinalState())
+      results.push_back(recurrence.getFinalState());
+    replaceWithCasts(rewriter, op, results);
     return success();
   }
 

@@ -58,11 +58,7 @@ struct FixedDecayToScalarGate : OpRewritePattern<RecurrenceOp> {
     parts.gate = GateKind::Scalar;
     parts.g = gate;
     parts.logDecay.reset();
-    Value finalState = op.getFinalState();
-    RecurrenceOp replacement =
-        parts.build(rewriter, loc, op.getO().getType(),
-                    finalState ? finalState.getType() : Type());
-    rewriter.replaceOp(op, replacement->getResults());
+    rewriter.replaceOp(op, parts.build(rewriter, loc)->getResults());
     return success();
   }
 };
@@ -109,24 +105,17 @@ struct NormalizerToValueColumn : OpRewritePattern<RecurrenceOp> {
     }
     RecurrenceParts parts = RecurrenceParts::of(op);
     parts.v = padLastDim(rewriter, loc, vF32, 1.0f);
-    if (parts.initialState)
-      parts.initialState = padLastDim(rewriter, loc, parts.initialState, 0.0f);
+    // The state's extra column is z, which starts at zero.
+    parts.initialState =
+        op.getNonZeroInitialState()
+            ? padLastDim(rewriter, loc, op.getInitialState(), 0.0f)
+            : zeroState(rewriter, loc, op.getQ(), parts.v, op.getCuSeqlens());
+    parts.oInit =
+        emptyTensor(rewriter, loc, mixedSizes(rewriter, loc, parts.v), f32);
     parts.normalizer = false;
     parts.eps.reset();
-
-    auto augmented = [](Type type) -> Type {
-      if (!type)
-        return type;
-      auto ranked = cast<RankedTensorType>(type);
-      SmallVector<int64_t> shape(ranked.getShape());
-      if (!ShapedType::isDynamic(shape.back()))
-        shape.back() += 1;
-      return RankedTensorType::get(shape, Float32Type::get(type.getContext()));
-    };
-    Value finalState = op.getFinalState();
-    Type finalType = finalState ? finalState.getType() : Type();
-    RecurrenceOp inner = parts.build(
-        rewriter, loc, augmented(op.getO().getType()), augmented(finalType));
+    RecurrenceOp inner = parts.build(rewriter, loc);
+    Type finalType = op.getFinalState().getType();
 
     // o = num / (den + eps): num the first V columns, den the last one.
     RankedTensorType oType = op.getO().getType();
@@ -167,19 +156,14 @@ struct NormalizerToValueColumn : OpRewritePattern<RecurrenceOp> {
             })
             .getResult(0);
 
-    SmallVector<Value> results = {output};
-    if (finalState) {
-      auto finalTy = cast<RankedTensorType>(finalType);
-      SmallVector<OpFoldResult> offsets(4, rewriter.getIndexAttr(0));
-      SmallVector<OpFoldResult> sizes =
-          mixedSizes(rewriter, loc, inner.getFinalState());
-      sizes.back() = valueDim;
-      SmallVector<OpFoldResult> strides(4, rewriter.getIndexAttr(1));
-      results.push_back(tensor::ExtractSliceOp::create(
-          rewriter, loc, finalTy, inner.getFinalState(), offsets, sizes,
-          strides));
-    }
-    rewriter.replaceOp(op, results);
+    // The final state without z.
+    SmallVector<OpFoldResult> stateSizes =
+        mixedSizes(rewriter, loc, inner.getFinalState());
+    stateSizes.back() = valueDim;
+    Value finalState = tensor::ExtractSliceOp::create(
+        rewriter, loc, cast<RankedTensorType>(finalType), inner.getFinalState(),
+        zeros, stateSizes, ones);
+    rewriter.replaceOp(op, ValueRange{output, finalState});
     return success();
   }
 };

@@ -157,9 +157,10 @@ Value mlir::la::extractIndex(OpBuilder &b, Location loc, Value tensor,
   return arith::IndexCastOp::create(b, loc, b.getIndexType(), element);
 }
 
-std::pair<Value, Value>
-mlir::la::extractSequenceBounds(OpBuilder &b, Location loc, Value cuSeqlens,
-                                Value n, Value tokens) {
+std::pair<Value, Value> mlir::la::extractSequenceBounds(OpBuilder &b,
+                                                        Location loc,
+                                                        Value cuSeqlens,
+                                                        Value n, Value tokens) {
   Value zero = arith::ConstantIndexOp::create(b, loc, 0);
   Value one = arith::ConstantIndexOp::create(b, loc, 1);
   Value next = arith::AddIOp::create(b, loc, n, one);
@@ -194,8 +195,9 @@ RecurrenceParts RecurrenceParts::of(RecurrenceOp op) {
   parts.beta = op.getBeta();
   parts.a = op.getA();
   parts.b = op.getB();
-  parts.initialState = op.getInitialState();
   parts.cuSeqlens = op.getCuSeqlens();
+  parts.oInit = op.getOInit();
+  parts.initialState = op.getInitialState();
   parts.gate = op.getGate();
   if (std::optional<ArrayRef<float>> decay = op.getLogDecay())
     parts.logDecay = SmallVector<float>(*decay);
@@ -207,17 +209,35 @@ RecurrenceParts RecurrenceParts::of(RecurrenceOp op) {
   return parts;
 }
 
-RecurrenceOp RecurrenceParts::build(OpBuilder &builder, Location loc,
-                                    Type outputType,
-                                    Type finalStateType) const {
+Value mlir::la::zeroState(OpBuilder &b, Location loc, Value q, Value v,
+                          Value cuSeqlens) {
+  OpFoldResult rows = tensor::getMixedSize(b, loc, v, 0);
+  if (cuSeqlens) {
+    int64_t offsets = cast<ShapedType>(cuSeqlens.getType()).getDimSize(0);
+    if (!ShapedType::isDynamic(offsets))
+      rows = b.getIndexAttr(offsets - 1);
+    else
+      rows = arith::SubIOp::create(b, loc,
+                                   tensor::DimOp::create(b, loc, cuSeqlens, 0),
+                                   arith::ConstantIndexOp::create(b, loc, 1))
+                 .getResult();
+  }
+  return zeroTensor(b, loc,
+                    {rows, tensor::getMixedSize(b, loc, v, 2),
+                     tensor::getMixedSize(b, loc, q, 3),
+                     tensor::getMixedSize(b, loc, v, 3)});
+}
+
+RecurrenceOp RecurrenceParts::build(OpBuilder &builder, Location loc) const {
   MLIRContext *ctx = builder.getContext();
   DenseF32ArrayAttr decayAttr;
   if (logDecay)
     decayAttr = builder.getDenseF32ArrayAttr(*logDecay);
   return RecurrenceOp::create(
-      builder, loc, outputType, finalStateType, q, k, v, g, beta, a, b,
-      initialState, cuSeqlens, GateKindAttr::get(ctx, gate), decayAttr,
-      LowRankAttr::get(ctx, lowRank), builder.getF32FloatAttr(scale),
+      builder, loc, oInit.getType(), initialState.getType(), q, k, v, g, beta,
+      a, b, cuSeqlens, ValueRange{oInit, initialState},
+      GateKindAttr::get(ctx, gate), decayAttr, LowRankAttr::get(ctx, lowRank),
+      builder.getF32FloatAttr(scale),
       normalizer ? builder.getUnitAttr() : UnitAttr(),
       eps ? builder.getF32FloatAttr(*eps) : FloatAttr());
 }

@@ -1,0 +1,289 @@
+//===- TilingInterfaceImpl.cpp - TilingInterface of la.recurrence ---------===//
+//
+// la.recurrence's iteration domain is (B, T, HV, V): batches, value heads and
+// value columns are independent, and T is a reduction whose accumulator is
+// the state. A tile is the recurrence on slices of the operands; its state
+// init is the slice of the state that the enclosing loop carries, so a loop
+// over T tiles (scf::tileUsingSCF, `transform.structured.tile_using_for`)
+// runs the recurrence chunk after chunk.
+//
+//===----------------------------------------------------------------------===//
+
+#include "la/Dialect/La/LaOps.h"
+
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
+
+using namespace mlir;
+using namespace mlir::la;
+
+namespace {
+/// Loops of la.recurrence's iteration domain.
+enum RecurrenceLoop : unsigned { kBatch = 0, kTime, kValueHead, kValueColumn };
+
+/// The slices of the operands that one tile of the iteration domain reads.
+struct RecurrenceTile {
+  OpFoldResult batch[2], time[2], valueHead[2], valueColumn[2], keyHead[2];
+  /// The offset and size of the state's first dim (B, or N sequences).
+  OpFoldResult stateRow[2];
+  /// The fixed gate's log-decays of the tile's key heads.
+  std::optional<SmallVector<float>> logDecay;
+};
+} // namespace
+
+static bool isWholeDim(OpBuilder &b, Value tensor, int64_t dim,
+                       OpFoldResult offset, OpFoldResult size) {
+  return isZeroInteger(offset) &&
+         isEqualConstantIntOrValue(
+             size, tensor::getMixedSize(b, tensor.getLoc(), tensor, dim));
+}
+
+/// The tile of the operands for the iteration-domain tile (`offsets`,
+/// `sizes`), or failure (with the reason on `op`'s location when `report`;
+/// fusion only asks) when the tile is not a recurrence on slices.
+static FailureOr<RecurrenceTile> computeTile(OpBuilder &b, RecurrenceOp op,
+                                             ArrayRef<OpFoldResult> offsets,
+                                             ArrayRef<OpFoldResult> sizes,
+                                             bool report) {
+  Location loc = op.getLoc();
+  auto reject = [&](const Twine &reason) {
+    if (report)
+      op.emitOpError(reason);
+    return failure();
+  };
+  RecurrenceTile tile;
+  tile.batch[0] = offsets[kBatch];
+  tile.batch[1] = sizes[kBatch];
+  tile.time[0] = offsets[kTime];
+  tile.time[1] = sizes[kTime];
+  tile.valueHead[0] = offsets[kValueHead];
+  tile.valueHead[1] = sizes[kValueHead];
+  tile.valueColumn[0] = offsets[kValueColumn];
+  tile.valueColumn[1] = sizes[kValueColumn];
+  tile.stateRow[0] = offsets[kBatch];
+  tile.stateRow[1] = sizes[kBatch];
+
+  // Packed sequences restart the state at offsets known only at run time:
+  // only whole sequences (all of B = 1 and T) make a tile.
+  if (op.getCuSeqlens()) {
+    if (!isWholeDim(b, op.getV(), 1, offsets[kTime], sizes[kTime]) ||
+        !isWholeDim(b, op.getV(), 0, offsets[kBatch], sizes[kBatch]))
+      return reject("with 'cu_seqlens' cannot be tiled along B or T");
+    tile.stateRow[0] = b.getIndexAttr(0);
+    tile.stateRow[1] = tensor::getMixedSize(b, loc, op.getInitialState(), 0);
+  }
+
+  // The normaliser's z restarts at zero in every recurrence: it is not part
+  // of the state that a loop over T tiles carries.
+  if (op.getNormalizer() &&
+      !isWholeDim(b, op.getV(), 1, offsets[kTime], sizes[kTime]))
+    return reject("with 'normalizer' cannot be tiled along T (its z is not "
+                  "in the state; la-simplify-recurrence makes it a value "
+                  "column that is)");
+
+  // Value head hv reads key head hv / G: a tile of value heads covers whole
+  // groups of G, or lies in one (tile offsets are multiples of the tile
+  // size, as scf::tileUsingSCF makes them).
+  int64_t keyHeads = op.getQ().getType().getDimSize(2);
+  int64_t valueHeads = op.getV().getType().getDimSize(2);
+  OpFoldResult hvOffset = offsets[kValueHead], hvSize = sizes[kValueHead];
+  if (isWholeDim(b, op.getV(), 2, hvOffset, hvSize)) {
+    tile.keyHead[0] = b.getIndexAttr(0);
+    tile.keyHead[1] = tensor::getMixedSize(b, loc, op.getQ(), 2);
+  } else if (ShapedType::isDynamic(keyHeads) ||
+             ShapedType::isDynamic(valueHeads)) {
+    return reject("with dynamic heads can only be tiled over whole heads");
+  } else {
+    int64_t group = valueHeads / keyHeads;
+    std::optional<int64_t> size = getConstantIntValue(hvSize);
+    AffineExpr d0 = b.getAffineDimExpr(0);
+    if (group == 1) {
+      tile.keyHead[0] = hvOffset;
+      tile.keyHead[1] = hvSize;
+    } else if (size && (*size % group == 0 || group % *size == 0)) {
+      tile.keyHead[0] = affine::makeComposedFoldedAffineApply(
+          b, loc, d0.floorDiv(group), {hvOffset});
+      tile.keyHead[1] =
+          b.getIndexAttr(*size % group == 0 ? *size / group : int64_t(1));
+    } else {
+      return reject("expects a tile of value heads that covers whole groups "
+                    "of " +
+                    Twine(group) + " (HV / H) or lies in one");
+    }
+  }
+
+  if (std::optional<ArrayRef<float>> decay = op.getLogDecay()) {
+    std::optional<int64_t> first = getConstantIntValue(tile.keyHead[0]);
+    std::optional<int64_t> count = getConstantIntValue(tile.keyHead[1]);
+    if (!first || !count)
+      return reject("with a 'fixed' gate can only be tiled at constant head "
+                    "offsets (la-simplify-recurrence makes it a scalar gate)");
+    tile.logDecay = SmallVector<float>(decay->slice(*first, *count));
+  }
+  return tile;
+}
+
+static Value slice(OpBuilder &b, Location loc, Value source,
+                   ArrayRef<OpFoldResult> offsets,
+                   ArrayRef<OpFoldResult> sizes) {
+  if (!source)
+    return source;
+  SmallVector<OpFoldResult> strides(offsets.size(), b.getIndexAttr(1));
+  return tensor::ExtractSliceOp::create(b, loc, source, offsets, sizes,
+                                        strides);
+}
+
+/// The state's offsets and sizes for `tile`.
+static void stateTile(OpBuilder &b, RecurrenceOp op, const RecurrenceTile &tile,
+                      SmallVectorImpl<OpFoldResult> &offsets,
+                      SmallVectorImpl<OpFoldResult> &sizes) {
+  offsets.assign({tile.stateRow[0], tile.valueHead[0], b.getIndexAttr(0),
+                  tile.valueColumn[0]});
+  sizes.assign({tile.stateRow[1], tile.valueHead[1],
+                tensor::getMixedSize(b, op.getLoc(), op.getInitialState(), 2),
+                tile.valueColumn[1]});
+}
+
+SmallVector<utils::IteratorType> RecurrenceOp::getLoopIteratorTypes() {
+  return {utils::IteratorType::parallel, utils::IteratorType::reduction,
+          utils::IteratorType::parallel, utils::IteratorType::parallel};
+}
+
+SmallVector<Range> RecurrenceOp::getIterationDomain(OpBuilder &b) {
+  SmallVector<Range> domain;
+  for (int64_t dim = 0; dim < 4; ++dim)
+    domain.push_back(Range{b.getIndexAttr(0),
+                           tensor::getMixedSize(b, getLoc(), getV(), dim),
+                           b.getIndexAttr(1)});
+  return domain;
+}
+
+/// The recurrence on one tile of the iteration domain.
+static FailureOr<TilingResult> buildTile(OpBuilder &b, RecurrenceOp op,
+                                         ArrayRef<OpFoldResult> offsets,
+                                         ArrayRef<OpFoldResult> sizes,
+                                         bool report) {
+  FailureOr<RecurrenceTile> tile = computeTile(b, op, offsets, sizes, report);
+  if (failed(tile))
+    return failure();
+  Location loc = op.getLoc();
+  OpFoldResult zero = b.getIndexAttr(0);
+  // [B,T,H,K], [B,T,H] and [B,T,HV,V] operands.
+  SmallVector<OpFoldResult> keyOffsets = {tile->batch[0], tile->time[0],
+                                          tile->keyHead[0], zero};
+  SmallVector<OpFoldResult> keySizes = {
+      tile->batch[1], tile->time[1], tile->keyHead[1],
+      tensor::getMixedSize(b, loc, op.getQ(), 3)};
+  ArrayRef<OpFoldResult> headOffsets = ArrayRef(keyOffsets).take_front(3);
+  ArrayRef<OpFoldResult> headSizes = ArrayRef(keySizes).take_front(3);
+  SmallVector<OpFoldResult> valueOffsets = {
+      tile->batch[0], tile->time[0], tile->valueHead[0], tile->valueColumn[0]};
+  SmallVector<OpFoldResult> valueSizes = {
+      tile->batch[1], tile->time[1], tile->valueHead[1], tile->valueColumn[1]};
+  SmallVector<OpFoldResult> stateOffsets, stateSizes;
+  stateTile(b, op, *tile, stateOffsets, stateSizes);
+
+  Value g = op.getG();
+  bool channelGate = op.getGate() == GateKind::Channel;
+  SmallVector<Value> slices = {
+      slice(b, loc, op.getQ(), keyOffsets, keySizes),
+      slice(b, loc, op.getK(), keyOffsets, keySizes),
+      slice(b, loc, op.getV(), valueOffsets, valueSizes),
+      channelGate ? slice(b, loc, g, keyOffsets, keySizes)
+                  : slice(b, loc, g, headOffsets, headSizes),
+      slice(b, loc, op.getBeta(), headOffsets, headSizes),
+      slice(b, loc, op.getA(), keyOffsets, keySizes),
+      slice(b, loc, op.getB(), keyOffsets, keySizes),
+      op.getCuSeqlens(),
+      slice(b, loc, op.getOInit(), valueOffsets, valueSizes),
+      slice(b, loc, op.getInitialState(), stateOffsets, stateSizes)};
+
+  auto tiled = RecurrenceOp::create(
+      b, loc, slices[8].getType(), slices[9].getType(), slices[0], slices[1],
+      slices[2], slices[3], slices[4], slices[5], slices[6], slices[7],
+      ValueRange{slices[8], slices[9]}, op.getGateAttr(),
+      tile->logDecay ? b.getDenseF32ArrayAttr(*tile->logDecay)
+                     : DenseF32ArrayAttr(),
+      op.getLowRankAttr(), op.getScaleAttr(), op.getNormalizerAttr(),
+      op.getEpsAttr());
+  SmallVector<Operation *> generatedSlices;
+  for (Value value : slices)
+    if (value && value.getDefiningOp<tensor::ExtractSliceOp>())
+      generatedSlices.push_back(value.getDefiningOp());
+  return TilingResult{
+      {tiled}, SmallVector<Value>(tiled->getResults()), generatedSlices};
+}
+
+FailureOr<TilingResult>
+RecurrenceOp::getTiledImplementation(OpBuilder &b,
+                                     ArrayRef<OpFoldResult> offsets,
+                                     ArrayRef<OpFoldResult> sizes) {
+  return buildTile(b, *this, offsets, sizes, /*report=*/true);
+}
+
+LogicalResult RecurrenceOp::getResultTilePosition(
+    OpBuilder &b, unsigned resultNumber, ArrayRef<OpFoldResult> offsets,
+    ArrayRef<OpFoldResult> sizes, SmallVector<OpFoldResult> &resultOffsets,
+    SmallVector<OpFoldResult> &resultSizes) {
+  if (resultNumber == 0) {
+    resultOffsets.assign(offsets.begin(), offsets.end());
+    resultSizes.assign(sizes.begin(), sizes.end());
+    return success();
+  }
+  FailureOr<RecurrenceTile> tile =
+      computeTile(b, *this, offsets, sizes, /*report=*/false);
+  if (failed(tile))
+    return failure();
+  stateTile(b, *this, *tile, resultOffsets, resultSizes);
+  return success();
+}
+
+LogicalResult RecurrenceOp::getIterationDomainTileFromResultTile(
+    OpBuilder &b, unsigned resultNumber, ArrayRef<OpFoldResult> offsets,
+    ArrayRef<OpFoldResult> sizes,
+    SmallVectorImpl<OpFoldResult> &iterDomainOffsets,
+    SmallVectorImpl<OpFoldResult> &iterDomainSizes) {
+  // Any tile of a result needs the whole sequence before it: the iteration
+  // domain's tile spans all of T.
+  OpFoldResult time = tensor::getMixedSize(b, getLoc(), getV(), 1);
+  if (resultNumber == 0) {
+    if (!isWholeDim(b, getV(), 1, offsets[kTime], sizes[kTime]))
+      return failure();
+    iterDomainOffsets.assign(offsets.begin(), offsets.end());
+    iterDomainSizes.assign(sizes.begin(), sizes.end());
+    return success();
+  }
+  // The state [N,HV,K,V]: whole key rows (K mixes under the transition).
+  if (!isWholeDim(b, getInitialState(), 2, offsets[2], sizes[2]))
+    return failure();
+  if (getCuSeqlens() &&
+      !isWholeDim(b, getInitialState(), 0, offsets[0], sizes[0]))
+    return failure();
+  OpFoldResult batchOffset = offsets[0], batchSize = sizes[0];
+  if (getCuSeqlens()) {
+    batchOffset = b.getIndexAttr(0);
+    batchSize = tensor::getMixedSize(b, getLoc(), getV(), 0);
+  }
+  iterDomainOffsets.assign(
+      {batchOffset, b.getIndexAttr(0), offsets[1], offsets[3]});
+  iterDomainSizes.assign({batchSize, time, sizes[1], sizes[3]});
+  return success();
+}
+
+FailureOr<TilingResult>
+RecurrenceOp::generateResultTileValue(OpBuilder &b, unsigned resultNumber,
+                                      ArrayRef<OpFoldResult> offsets,
+                                      ArrayRef<OpFoldResult> sizes) {
+  SmallVector<OpFoldResult> domainOffsets, domainSizes;
+  if (failed(getIterationDomainTileFromResultTile(
+          b, resultNumber, offsets, sizes, domainOffsets, domainSizes)))
+    return failure();
+  FailureOr<TilingResult> tiled =
+      buildTile(b, *this, domainOffsets, domainSizes, /*report=*/false);
+  if (failed(tiled))
+    return failure();
+  // The caller wants one result.
+  tiled->tiledValues = {tiled->tiledValues[resultNumber]};
+  return tiled;
+}
