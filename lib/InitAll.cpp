@@ -4,6 +4,7 @@
 #include "la/InitAllPasses.h"
 
 #include "la/Conversion/LaToLinalg.h"
+#include "la/Dialect/La/AggregatedOpInterfaceImpl.h"
 #include "la/Dialect/La/LaDialect.h"
 #include "la/Dialect/La/LaPasses.h"
 #include "la/Dialect/La/TransformOps/LaTransformOps.h"
@@ -25,6 +26,7 @@ void mlir::la::registerAllDialects(DialectRegistry &registry) {
   mlir::registerAllDialects(registry);
   mlir::registerAllExtensions(registry);
   registry.insert<LaDialect>();
+  registerAggregatedOpInterfaceExternalModels(registry);
   registerTransformDialectExtension(registry);
 }
 

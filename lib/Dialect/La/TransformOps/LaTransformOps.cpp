@@ -118,6 +118,43 @@ transform::LaTileForCPUOp::applyToOne(transform::TransformRewriter &rewriter,
 }
 
 //===----------------------------------------------------------------------===//
+// DecomposeOp
+//===----------------------------------------------------------------------===//
+
+DiagnosedSilenceableFailure
+transform::LaDecomposeOp::apply(transform::TransformRewriter &rewriter,
+                                transform::TransformResults &results,
+                                transform::TransformState &state) {
+  SmallVector<Operation *> produced;
+  for (Operation *target : state.getPayloadOps(getTarget())) {
+    auto aggregated = dyn_cast<linalg::AggregatedOpInterface>(target);
+    if (!aggregated) {
+      DiagnosedSilenceableFailure diag =
+          emitSilenceableError()
+          << "payload op does not implement AggregatedOpInterface";
+      diag.attachNote(target->getLoc()) << "payload op";
+      return diag;
+    }
+    rewriter.setInsertionPoint(target);
+    FailureOr<SmallVector<Value>> values =
+        aggregated.decomposeOperation(rewriter);
+    if (failed(values)) {
+      DiagnosedSilenceableFailure diag =
+          emitSilenceableError() << "could not decompose the payload op";
+      diag.attachNote(target->getLoc()) << "payload op";
+      return diag;
+    }
+    for (Value value : *values)
+      if (Operation *definition = value.getDefiningOp())
+        if (!llvm::is_contained(produced, definition))
+          produced.push_back(definition);
+    rewriter.replaceOp(target, *values);
+  }
+  results.set(cast<OpResult>(getDecomposed()), produced);
+  return DiagnosedSilenceableFailure::success();
+}
+
+//===----------------------------------------------------------------------===//
 // VectorizeForCPUOp
 //===----------------------------------------------------------------------===//
 

@@ -110,6 +110,33 @@ def LaTileForCPUOp : Op<Transform_Dialect, "la.tile_for_cpu",
   }];
 }
 
+def LaDecomposeOp : Op<Transform_Dialect, "la.decompose",
+    [FunctionalStyleTransformOpTrait, MemoryEffectsOpInterface,
+     DeclareOpInterfaceMethods<TransformOpInterface>,
+     ReportTrackingListenerFailuresOpTrait]> {
+  let summary = "Decompose aggregated ops (la.recurrence) into simpler ops";
+  let description = [{
+    Replaces each payload op by its decomposition (linalg's
+    `AggregatedOpInterface`): an `la.recurrence` becomes the level-2 chunk
+    program with one chunk spanning its tokens, so a T tile of size C
+    (`transform.structured.tile_using_for`) decomposes into one chunk of C.
+
+    `transform.structured.decompose_interface` does the same for ops whose
+    results come from one op of the decomposition; a recurrence's output
+    and final state come from two (the chunk program's output and its state
+    scan), which that op's one-result-per-target form cannot return. The
+    result handle holds every op that defines a result of a decomposition.
+    Consumes `target`. A payload op without the interface, or one whose
+    decomposition fails (a `fixed` gate or a normaliser: simplify first;
+    packed sequences; a dynamic T without a constant bound), is a
+    silenceable failure naming it.
+  }];
+  let arguments = (ins TransformHandleTypeInterface:$target);
+  let results = (outs TransformHandleTypeInterface:$decomposed);
+  let assemblyFormat =
+      "$target attr-dict `:` functional-type(operands, results)";
+}
+
 def LaVectorizeForCPUOp : Op<Transform_Dialect, "la.vectorize_for_cpu",
     [FunctionalStyleTransformOpTrait, MemoryEffectsOpInterface,
      TransformEachOpTrait, TransformOpInterface,

@@ -1,0 +1,26 @@
+//===- AggregatedOpInterfaceImpl.h - decompositions of la ops ---*- C++ -*-===//
+//
+// la.recurrence implements linalg's AggregatedOpInterface through an
+// external model: its decomposition is the chunk program, which the
+// Transforms library builds (the dialect library cannot depend on it).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LA_DIALECT_LA_AGGREGATEDOPINTERFACEIMPL_H
+#define LA_DIALECT_LA_AGGREGATEDOPINTERFACEIMPL_H
+
+namespace mlir {
+class DialectRegistry;
+namespace la {
+
+/// Attaches AggregatedOpInterface to la.recurrence: a recurrence decomposes
+/// into the level-2 chunk program with one chunk spanning all its tokens
+/// (a static T, or the constant upper bound of a dynamic one, the chunk
+/// padded). Tile T first (`transform.structured.tile_using_for`) so that
+/// the chunk is small; `transform.structured.decompose_interface` applies it.
+void registerAggregatedOpInterfaceExternalModels(DialectRegistry &registry);
+
+} // namespace la
+} // namespace mlir
+
+#endif // LA_DIALECT_LA_AGGREGATEDOPINTERFACEIMPL_H

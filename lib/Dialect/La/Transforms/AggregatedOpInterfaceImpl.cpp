@@ -1,0 +1,103 @@
+//===- AggregatedOpInterfaceImpl.cpp - la.recurrence decomposed -----------===//
+//
+// A recurrence over C tokens is one chunk of the chunked algorithm: the
+// masked intra-chunk product, the WY/UT form of a low-rank transition, the
+// state update and the output from the initial state (docs/chunking.md).
+// Tiling T by C and decomposing each tile is chunking with the state carried
+// by the tile loop.
+//
+//===----------------------------------------------------------------------===//
+
+#include "la/Dialect/La/AggregatedOpInterfaceImpl.h"
+
+#include "ChunkedProgram.h"
+#include "la/Dialect/La/LaDialect.h"
+#include "la/Dialect/La/LaOps.h"
+#include "la/Dialect/La/LaPasses.h"
+#include "la/Dialect/La/LaUtils.h"
+
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Interfaces/ValueBoundsOpInterface.h"
+
+using namespace mlir;
+using namespace mlir::la;
+
+namespace {
+struct RecurrenceDecomposition
+    : linalg::AggregatedOpInterface::ExternalModel<RecurrenceDecomposition,
+                                                   RecurrenceOp> {
+  FailureOr<SmallVector<Value>> decomposeOperation(Operation *operation,
+                                                   OpBuilder &b) const {
+    auto op = cast<RecurrenceOp>(operation);
+    // The chunk program takes the simplified forms, and one sequence per
+    // batch row (packed sequences restart at run-time offsets).
+    if (op.getGate() == GateKind::Fixed || op.getNormalizer() ||
+        op.getCuSeqlens())
+      return failure();
+    // One chunk of all the tokens; a dynamic T (a partial tile) is padded to
+    // its bound with zero tokens, which leave the state unchanged (k = 0,
+    // beta = a = b = 0, log-gate 0), so the chunk has a static size.
+    int64_t tokens = op.getQ().getType().getDimSize(1);
+    bool padded = ShapedType::isDynamic(tokens);
+    if (padded) {
+      FailureOr<int64_t> bound = ValueBoundsConstraintSet::computeConstantBound(
+          presburger::BoundType::UB, {op.getQ(), 1}, /*stopCondition=*/nullptr,
+          /*closedUB=*/true);
+      if (failed(bound))
+        return failure();
+      tokens = *bound;
+    }
+    if (tokens < 1 || tokens > kMaxChunkSize)
+      return failure();
+    Location loc = op.getLoc();
+    OpFoldResult time = tensor::getMixedSize(b, loc, op.getQ(), 1);
+    auto padTime = [&](Value x) -> Value {
+      if (!x || !padded)
+        return x;
+      auto type = cast<RankedTensorType>(x.getType());
+      SmallVector<int64_t> shape(type.getShape());
+      shape[1] = tokens;
+      SmallVector<OpFoldResult> low(type.getRank(), b.getIndexAttr(0));
+      SmallVector<OpFoldResult> high = low;
+      AffineExpr t = b.getAffineSymbolExpr(0);
+      high[1] =
+          affine::makeComposedFoldedAffineApply(b, loc, tokens - t, {time});
+      Value zero = arith::ConstantOp::create(
+          b, loc, b.getZeroAttr(type.getElementType()));
+      return tensor::PadOp::create(
+          b, loc, RankedTensorType::get(shape, type.getElementType()), x, low,
+          high, zero);
+    };
+    ChunkedProgramBuilder program(b, loc, tokens);
+    ChunkedProgramBuilder::Result result = program.build(
+        {padTime(op.getQ()), padTime(op.getK()), padTime(op.getV()),
+         padTime(op.getG()), padTime(op.getBeta()), padTime(op.getA()),
+         padTime(op.getB()), op.getNonZeroInitialState()},
+        op.getScale().convertToFloat(), op.getO().getType().getElementType());
+    Value output = result.output;
+    if (padded) {
+      SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, output);
+      sizes[1] = time;
+      output = tensor::ExtractSliceOp::create(
+          b, loc, output, SmallVector<OpFoldResult>(4, b.getIndexAttr(0)),
+          sizes, SmallVector<OpFoldResult>(4, b.getIndexAttr(1)));
+    }
+    SmallVector<Value> values = {output, result.finalState};
+    for (auto [value, type] : llvm::zip(values, op->getResultTypes()))
+      if (value.getType() != type)
+        value = tensor::CastOp::create(b, loc, type, value);
+    return values;
+  }
+};
+} // namespace
+
+void mlir::la::registerAggregatedOpInterfaceExternalModels(
+    DialectRegistry &registry) {
+  registry.addExtension(+[](MLIRContext *ctx, LaDialect *) {
+    RecurrenceOp::attachInterface<RecurrenceDecomposition>(*ctx);
+  });
+}
