@@ -131,8 +131,7 @@ void mlir::la::buildLowerToCPUPipeline(OpPassManager &pm,
     // asked: the IR must not depend on where it was compiled.)
     LaFuseRecurrencePassOptions fuseOptions;
     fuseOptions.chunkSize = options.chunkSize;
-    fuseOptions.mode =
-        options.gpuSchedule ? std::string("fused") : std::string(options.fuse);
+    fuseOptions.mode = options.gpuSchedule ? FusionMode::Fused : options.fuse;
     fuseOptions.threads = options.parallel ? int64_t(options.threads) : 1;
     fuseOptions.valueTile = options.valueTile;
     fuseOptions.packInputs = options.packInputs && !options.gpuSchedule;
@@ -196,7 +195,7 @@ void mlir::la::buildLowerToGPUPipeline(OpPassManager &pm,
   pm.addPass(createLaLowerToRecurrencePass());
   LaFuseRecurrencePassOptions fuseOptions;
   fuseOptions.chunkSize = options.chunkSize;
-  fuseOptions.mode = "fused";
+  fuseOptions.mode = FusionMode::Fused;
   fuseOptions.valueTile = options.valueTile;
   // la-tile-for-gpu stages the inputs into shared memory instead.
   fuseOptions.packInputs = false;
@@ -333,9 +332,6 @@ LogicalResult mlir::la::verifyLowerToCPUOptions(
   if (failed(verifyChunkAndValueTile(options.chunkSize, options.valueTile,
                                      emitError)))
     return failure();
-  if (failed(parseFusionMode(options.fuse)))
-    return emitError("'fuse' must be auto, fused or materialized, got '" +
-                     Twine(options.fuse) + "'");
   if (options.rowTile <= 0 || options.laneTile <= 0)
     return emitError("'row-tile' and 'lane-tile' must be > 0, got " +
                      Twine(static_cast<int64_t>(options.rowTile)) + " and " +
@@ -365,9 +361,6 @@ LogicalResult mlir::la::verifyLowerToNVVMOptions(
   if (options.sharedMemoryLimit <= 0)
     return emitError("'shared-memory-limit' must be > 0, got " +
                      Twine(static_cast<int64_t>(options.sharedMemoryLimit)));
-  if (failed(parseMmaPrecision(options.mmaPrecision)))
-    return emitError("'mma-precision' must be tf32, bf16 or f16, got '" +
-                     Twine(options.mmaPrecision) + "'");
   // gpu-module-to-binary reports an unknown format without failing, so the
   // pipeline checks it first.
   StringRef format = options.format;

@@ -108,14 +108,15 @@ def test_nested_pipeline_is_an_error(pipeline):
 
 
 @pytest.mark.parametrize("options, message", [
-    ("la-lower-to-cpu{fuse=bogus}", "'fuse' must be auto, fused or materialized"),
+    ("la-lower-to-cpu{fuse=bogus}", "for the --fuse option: Cannot find option named 'bogus'"),
     ("la-lower-to-cpu{chunk-size=abc}",
      "la-lower-to-cpu: invalid options 'chunk-size=abc': for the --chunk-size option: "
      "'abc' value invalid for long argument"),
     ("la-lower-to-cpu{gate-spread-limit=wide}", "'wide' value invalid for floating point"),
     ("la-lower-to-cpu{no-such-option=1}", "la-lower-to-cpu: invalid options"),
     ("la-lower-to-nvvm{format=bogus}", "'format' must be bin, isa or fatbin"),
-    ("la-lower-to-gpu{mma-precision=fp8}", "'mma-precision' must be tf32, bf16 or f16"),
+    ("la-lower-to-gpu{mma-precision=fp8}",
+     "for the --mma-precision option: Cannot find option named 'fp8'"),
 ])
 def test_option_errors_reach_the_exception(options, message):
     """Option errors, syntax errors included, are in LaError's text (not only

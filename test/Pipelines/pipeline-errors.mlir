@@ -25,9 +25,9 @@
 // RUN: la-opt %s -la-lower-to-cpu=chunk-size=65536 -mlir-print-ir-after=la-chunk -o /dev/null 2>&1 | FileCheck %s --check-prefix=CLAMP
 
 // FORMAT: error: la-lower-to-nvvm: 'format' must be bin, isa or fatbin, got 'bogus'
-// MMA: error: la-lower-to-gpu: 'mma-precision' must be tf32, bf16 or f16, got 'fp8'
+// MMA: error: la-lower-to-gpu: invalid options 'mma-precision=fp8': la-opt: for the --mma-precision option: Cannot find option named 'fp8'!
 // THREADS: error: la-lower-to-gpu-emulator: 'threads-per-block' must be in [1, 1024], got 0
-// FUSE: error: la-lower-to-cpu: 'fuse' must be auto, fused or materialized, got 'sometimes'
+// FUSE: error: la-lower-to-cpu: invalid options 'fuse=sometimes': la-opt: for the --fuse option: Cannot find option named 'sometimes'!
 // HUGE: error: la-lower-to-cpu: 'chunk-size' must be in [1, 65536], got 2147483648
 // HUGE63: error: la-lower-to-cpu: 'chunk-size' must be in [1, 65536], got 9223372036854775807
 // SPREAD: error: la-lower-to-cpu: 'gate-spread-limit' must be finite and >= 0

@@ -78,10 +78,14 @@ static cl::opt<int64_t> fuseThreads(
              "plans for (default 0: this machine's hardware threads, since "
              "la-run compiles for the machine it runs on)"),
     cl::init(0));
-static cl::opt<std::string>
-    fuse("fuse",
-         cl::cat(laRunCategory), cl::desc("la-fuse-recurrence's mode: auto, fused or materialized"),
-         cl::init("auto"));
+static cl::opt<la::FusionMode> fuse(
+    "fuse", cl::cat(laRunCategory),
+    cl::desc("la-fuse-recurrence's mode: auto, fused or materialized"),
+    cl::init(la::FusionMode::Auto),
+    cl::values(clEnumValN(la::FusionMode::Auto, "auto", "the cost rule"),
+               clEnumValN(la::FusionMode::Fused, "fused", "always fused"),
+               clEnumValN(la::FusionMode::Materialized, "materialized",
+                          "never fused")));
 static cl::opt<int64_t> rowTile("row-tile",
                                 cl::cat(laRunCategory), cl::desc("rows of la-tile's register tile"),
                                 cl::init(8));
@@ -127,10 +131,13 @@ static cl::opt<bool> tensorCores(
     "tensor-cores",
     cl::cat(laRunCategory), cl::desc("GPU schedule: f32 contractions on tensor cores (mma.sync, "
              "tf32); with --gpu-schedule, their warp tiling on the CPU"));
-static cl::opt<std::string> mmaPrecision(
-    "mma-precision",
-    cl::cat(laRunCategory), cl::desc("--target=gpu --tensor-cores: tf32, bf16 or f16 operands"),
-    cl::init("tf32"));
+static cl::opt<la::MmaPrecision> mmaPrecision(
+    "mma-precision", cl::cat(laRunCategory),
+    cl::desc("--target=gpu --tensor-cores: tf32, bf16 or f16 operands"),
+    cl::init(la::MmaPrecision::TF32),
+    cl::values(clEnumValN(la::MmaPrecision::TF32, "tf32", "tf32 operands"),
+               clEnumValN(la::MmaPrecision::BF16, "bf16", "bf16 operands"),
+               clEnumValN(la::MmaPrecision::F16, "f16", "f16 operands")));
 static cl::opt<unsigned> repeat("repeat", cl::cat(laRunCategory), cl::desc("timed runs"), cl::init(1));
 static cl::opt<bool> printOutputs("print-outputs",
                                   cl::cat(laRunCategory), cl::desc("print a summary of each result"));

@@ -3,6 +3,8 @@
 #ifndef LA_PIPELINES_PIPELINES_H
 #define LA_PIPELINES_PIPELINES_H
 
+#include "la/Dialect/La/LaPassOptions.h"
+
 #include "mlir/Pass/PassOptions.h"
 
 #include <functional>
@@ -27,11 +29,15 @@ struct LowerToCPUOptions : public PassPipelineOptions<LowerToCPUOptions> {
       llvm::cl::desc("lower the plain recurrence token by token instead of "
                      "the chunked algorithm"),
       llvm::cl::init(false)};
-  PassOptions::Option<std::string> fuse{
+  PassOptions::Option<FusionMode> fuse{
       *this, "fuse",
       llvm::cl::desc("la-fuse-recurrence's mode: auto (fused when B * HV >= "
                      "threads), fused or materialized"),
-      llvm::cl::init("auto")};
+      llvm::cl::init(FusionMode::Auto),
+      llvm::cl::values(
+          clEnumValN(FusionMode::Auto, "auto", "the cost rule"),
+          clEnumValN(FusionMode::Fused, "fused", "always fused"),
+          clEnumValN(FusionMode::Materialized, "materialized", "never fused"))};
   PassOptions::Option<bool> tile{
       *this, "tile",
       llvm::cl::desc("tile and vectorise the structured ops (la-tile)"),
@@ -122,11 +128,15 @@ struct LowerToNVVMOptions : public PassPipelineOptions<LowerToNVVMOptions> {
       llvm::cl::desc("copy each chunk of the inputs into shared memory "
                      "before the ops read it"),
       llvm::cl::init(true)};
-  PassOptions::Option<std::string> mmaPrecision{
+  PassOptions::Option<MmaPrecision> mmaPrecision{
       *this, "mma-precision",
       llvm::cl::desc("with tensor-cores: the instructions' input type, tf32, "
                      "bf16 or f16 (f32 accumulation)"),
-      llvm::cl::init("tf32")};
+      llvm::cl::init(MmaPrecision::TF32),
+      llvm::cl::values(
+          clEnumValN(MmaPrecision::TF32, "tf32", "mma.sync m16n8k8, tf32"),
+          clEnumValN(MmaPrecision::BF16, "bf16", "m16n8k16, bf16"),
+          clEnumValN(MmaPrecision::F16, "f16", "m16n8k16, f16"))};
   PassOptions::Option<int64_t> sharedMemoryLimit{
       *this, "shared-memory-limit",
       llvm::cl::desc("shared memory per block, in bytes"),

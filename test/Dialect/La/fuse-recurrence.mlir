@@ -8,7 +8,7 @@
 // RUN: not la-opt %s -split-input-file -la-fuse-recurrence="threads=-2" 2>&1 | FileCheck %s --check-prefix=BADTHREADS
 // RUN: la-opt %s -split-input-file -la-fuse-recurrence="chunk-size=16 threads=2 pack-inputs=true" | FileCheck %s --check-prefix=PACK
 
-// BADMODE: la-fuse-recurrence: 'mode' must be auto, fused or materialized, got 'sometimes'
+// BADMODE: for the --mode option: Cannot find option named 'sometimes'!
 // BADCHUNK: la-fuse-recurrence: 'chunk-size' must be in [1, 65536], got 0
 // BADVT: la-fuse-recurrence: 'value-tile' must be >= 0, got -1
 // BADTHREADS: la-fuse-recurrence: 'threads' must be >= 0, got -2

@@ -4,7 +4,7 @@
 // RUN: not la-opt %s -split-input-file -la-map-to-gpu=mma-precision=fp8 2>&1 | FileCheck %s --check-prefix=PRECISION
 
 // THREADS: la-map-to-gpu: 'threads-per-block' must be in [1, 1024], got 2000
-// PRECISION: la-map-to-gpu: 'mma-precision' must be tf32, bf16 or f16, got 'fp8'
+// PRECISION: for the --mma-precision option: Cannot find option named 'fp8'!
 
 func.func @host_work(%a: memref<8xf32>, %out: memref<8xf32>) {
   %cst = arith.constant 1.0 : f32

@@ -4,6 +4,7 @@
 #define LA_DIALECT_LA_LAPASSES_H
 
 #include "la/Dialect/La/LaOps.h"
+#include "la/Dialect/La/LaPassOptions.h"
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -38,17 +39,6 @@ constexpr int64_t kMaxChunkSize = 65536;
 /// Patterns rewriting `la.recurrence` (without a low-rank part) into the
 /// chunked level-2 ops.
 void populateChunkPatterns(RewritePatternSet &patterns, int64_t chunkSize);
-
-/// How la-fuse-recurrence schedules a recurrence's chunked program.
-enum class FusionMode {
-  /// Fused when there are at least as many (batch, value head) tasks as
-  /// threads, else left to la-chunk.
-  Auto,
-  /// Always one (batch, value head) per task, the state carried over chunks.
-  Fused,
-  /// Never: la-chunk builds the program with materialised per-chunk states.
-  Materialized,
-};
 
 /// "auto", "fused" or "materialized".
 FailureOr<FusionMode> parseFusionMode(StringRef name);

@@ -147,8 +147,17 @@ def LaFuseRecurrencePass : Pass<"la-fuse-recurrence"> {
   let options = [
     Option<"chunkSize", "chunk-size", "int64_t", "64",
            "tokens per chunk (> 0)">,
-    Option<"mode", "mode", "std::string", "\"auto\"",
-           "auto (the cost rule), fused or materialized">,
+    Option<"mode", "mode", "::mlir::la::FusionMode",
+           "::mlir::la::FusionMode::Auto",
+           "auto (the cost rule), fused or materialized",
+           [{::llvm::cl::values(
+             clEnumValN(::mlir::la::FusionMode::Auto, "auto",
+                        "fused when there are at least as many tasks as "
+                        "threads"),
+             clEnumValN(::mlir::la::FusionMode::Fused, "fused",
+                        "always the fused program"),
+             clEnumValN(::mlir::la::FusionMode::Materialized, "materialized",
+                        "never: left to la-chunk"))}]>,
     Option<"threads", "threads", "int64_t", "1",
            "threads the cost rule plans for (0: the hardware threads of the "
            "compiling machine, which makes the IR depend on it: only on "
@@ -396,9 +405,17 @@ def LaMapToGPUPass : Pass<"la-map-to-gpu", "func::FuncOp"> {
            "threads of each block, in [1, 1024]">,
     Option<"sharedMemoryLimit", "shared-memory-limit", "int64_t", "232448",
            "shared memory per block, in bytes (227 KB on sm_90)">,
-    Option<"mmaPrecision", "mma-precision", "std::string", "\"tf32\"",
+    Option<"mmaPrecision", "mma-precision", "::mlir::la::MmaPrecision",
+           "::mlir::la::MmaPrecision::TF32",
            "the tensor cores' input type: tf32 (m16n8k8), bf16 or f16 "
-           "(m16n8k16); f32 accumulation in all">
+           "(m16n8k16); f32 accumulation in all",
+           [{::llvm::cl::values(
+             clEnumValN(::mlir::la::MmaPrecision::TF32, "tf32",
+                        "tf32 operands (mma.sync m16n8k8)"),
+             clEnumValN(::mlir::la::MmaPrecision::BF16, "bf16",
+                        "bf16 operands (m16n8k16)"),
+             clEnumValN(::mlir::la::MmaPrecision::F16, "f16",
+                        "f16 operands (m16n8k16)"))}]>
   ];
 }
 

@@ -9,6 +9,8 @@
 #ifndef LA_DIALECT_LA_LATILING_H
 #define LA_DIALECT_LA_LATILING_H
 
+#include "la/Dialect/La/LaPassOptions.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -99,10 +101,6 @@ std::optional<MmaContraction> getMmaContraction(linalg::LinalgOp op);
 /// after la-map-to-gpu).
 LogicalResult tileForGPU(RewriterBase &rewriter, scf::ForallOp tasks,
                          bool tensorCores = false, bool stageInputs = false);
-
-/// The input type of the tensor-core instructions (f32 accumulation in all):
-/// tf32 (mma.sync m16n8k8), f16 or bf16 (m16n8k16).
-enum class MmaPrecision { TF32, F16, BF16 };
 
 /// "tf32", "f16" or "bf16".
 FailureOr<MmaPrecision> parseMmaPrecision(StringRef name);

@@ -581,16 +581,8 @@ struct LaFuseRecurrencePass
   void runOnOperation() override {
     if (chunkSize <= 0 || chunkSize > kMaxChunkSize) {
       getOperation()->emitError()
-          << "la-fuse-recurrence: 'chunk-size' must be in [1, "
-          << kMaxChunkSize << "], got " << static_cast<int64_t>(chunkSize);
-      return signalPassFailure();
-    }
-    FailureOr<FusionMode> fusionMode = parseFusionMode(mode);
-    if (failed(fusionMode)) {
-      getOperation()->emitError()
-          << "la-fuse-recurrence: 'mode' must be auto, fused or "
-             "materialized, got '"
-          << mode << "'";
+          << "la-fuse-recurrence: 'chunk-size' must be in [1, " << kMaxChunkSize
+          << "], got " << static_cast<int64_t>(chunkSize);
       return signalPassFailure();
     }
     if (threads < 0) {
@@ -611,9 +603,8 @@ struct LaFuseRecurrencePass
           << static_cast<int64_t>(valueTile);
       return signalPassFailure();
     }
-    populateFuseRecurrencePatterns(patterns, chunkSize, *fusionMode,
-                                   threadCount, fuseProducers, valueTile,
-                                   packInputs);
+    populateFuseRecurrencePatterns(patterns, chunkSize, mode, threadCount,
+                                   fuseProducers, valueTile, packInputs);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
   }

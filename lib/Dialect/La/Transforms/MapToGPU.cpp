@@ -768,17 +768,10 @@ struct LaMapToGPUPass : la::impl::LaMapToGPUPassBase<LaMapToGPUPass> {
           << static_cast<int64_t>(threadsPerBlock);
       return signalPassFailure();
     }
-    FailureOr<MmaPrecision> precision = parseMmaPrecision(mmaPrecision);
-    if (failed(precision)) {
-      getOperation()->emitError()
-          << "la-map-to-gpu: 'mma-precision' must be tf32, bf16 or f16, got '"
-          << mmaPrecision << "'";
-      return signalPassFailure();
-    }
     GPUMappingOptions options;
     options.threadsPerBlock = threadsPerBlock;
     options.sharedMemoryLimit = sharedMemoryLimit;
-    options.mmaPrecision = *precision;
+    options.mmaPrecision = mmaPrecision;
     IRRewriter rewriter(&getContext());
     if (failed(mapToGPU(rewriter, getOperation(), options)))
       return signalPassFailure();
