@@ -35,6 +35,23 @@ extern "C" {
  *   signature (one pointer per argument and result); it cannot be checked.
  */
 
+/// One named variant of la.attention: its keyword, update rule (additive,
+/// delta, erase_write), gate kind (none, fixed, scalar, channel) and a
+/// summary, as static NUL-terminated strings.
+typedef struct {
+  const char *keyword;
+  const char *update;
+  const char *gate;
+  const char *summary;
+} LaVariantInfo;
+
+/// The number of named variants (la's one registry of them).
+LA_CAPI_EXPORTED intptr_t laGetNumVariants(void);
+
+/// Fills `info` with the variant at `index`; false (and `info` untouched)
+/// for an index outside [0, laGetNumVariants()) or a null `info`.
+LA_CAPI_EXPORTED bool laGetVariant(intptr_t index, LaVariantInfo *info);
+
 /// Registers la's dialect and the dialects its ops lower to.
 LA_CAPI_EXPORTED void laRegisterAllDialects(MlirDialectRegistry registry);
 

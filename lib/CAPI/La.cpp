@@ -2,6 +2,7 @@
 
 #include "la-c/La.h"
 
+#include "la/Dialect/La/LaVariants.h"
 #include "la/InitAllDialects.h"
 #include "la/InitAllPasses.h"
 #include "la/Pipelines/Pipelines.h"
@@ -51,6 +52,24 @@ void reportNull(MlirStringCallback callback, void *userData,
   stream << "la: " << function << ": " << what << " is null\n";
 }
 } // namespace
+
+intptr_t laGetNumVariants(void) {
+  return static_cast<intptr_t>(mlir::la::getVariants().size());
+}
+
+bool laGetVariant(intptr_t index, LaVariantInfo *info) {
+  llvm::ArrayRef<mlir::la::VariantInfo> variants = mlir::la::getVariants();
+  if (!info || index < 0 || index >= static_cast<intptr_t>(variants.size()))
+    return false;
+  const mlir::la::VariantInfo &variant = variants[index];
+  // The registry's strings are literals (NUL-terminated); the enum names
+  // come from TableGen's stringify functions, which return literals too.
+  info->keyword = variant.keyword.data();
+  info->update = mlir::la::stringifyUpdateRule(variant.update).data();
+  info->gate = mlir::la::stringifyGateKind(variant.gate).data();
+  info->summary = variant.summary.data();
+  return true;
+}
 
 void laRegisterAllDialects(MlirDialectRegistry registry) {
   if (!registry.ptr)

@@ -11,6 +11,8 @@
   ExecutionEngine), and ``la.LaError`` for the errors it reports;
 * ``la.cuda``: whether a CUDA GPU is there (libla_cuda_runtime, through
   ctypes; no GPU is needed to import it);
+* ``la.variants``: the named variants (``la.variants.VARIANTS``), read from
+  la's one registry through the C API;
 * ``la.reference``: the fp64 NumPy reference recurrences that every execution
   test compares against; ``la.testing``: input generators and the accuracy
   metric.
@@ -22,7 +24,7 @@ is loaded on first use, and a missing library raises LaError then.
 #: la's version (CMake's project version and pyproject.toml's; a test checks).
 __version__ = "0.1.0"
 
-from . import cuda, ir, reference, testing
+from . import cuda, ir, reference, testing, variants
 from ._capi import LaError
 from .ops import (
     STAGES,
@@ -61,4 +63,5 @@ __all__ = [
     "retention",
     "simple_gla",
     "testing",
+    "variants",
 ]

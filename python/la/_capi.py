@@ -86,6 +86,12 @@ class LaPipelineRunOptions(ctypes.Structure):
                 ("captureUserData", ctypes.c_void_p)]
 
 
+class LaVariantInfo(ctypes.Structure):
+    """La.h's LaVariantInfo (static strings owned by the library)."""
+    _fields_ = [("keyword", ctypes.c_char_p), ("update", ctypes.c_char_p),
+                ("gate", ctypes.c_char_p), ("summary", ctypes.c_char_p)]
+
+
 class TextSink:
     """Collects the text a C API call sends to an MlirStringCallback."""
 
@@ -117,6 +123,8 @@ def lib():
     handle = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
     sigs = {
         "laRegisterAllPasses": (None, []),
+        "laGetNumVariants": (ctypes.c_ssize_t, []),
+        "laGetVariant": (ctypes.c_bool, [ctypes.c_ssize_t, ctypes.POINTER(LaVariantInfo)]),
         "laContextCreate": (MlirContext, []),
         "laContextDestroy": (None, [MlirContext]),
         "laModuleParse": (MlirModule, [MlirContext, MlirStringRef, STRING_CALLBACK,

@@ -60,7 +60,7 @@ import numpy as np
 
 from . import cuda, runner
 from ._capi import LaError
-from .testing import VARIANTS
+from .variants import VARIANTS
 
 __all__ = [
     "GpuCompileError",

@@ -53,7 +53,8 @@ import numpy as np
 
 from . import _capi, ir, runner
 from ._capi import LaError
-from .testing import VARIANTS, _check_cu_seqlens
+from ._checks import check_cu_seqlens as _check_cu_seqlens
+from .variants import VARIANTS
 
 __all__ = [
     "attention",
@@ -221,7 +222,7 @@ def _check_log_gates(name, g):
 def _cu_seqlens_array(cu, B, T):
     """cu_seqlens checked (1-D, integer non-bool dtype, B == 1, first offset
     0, every value in [0, T], non-decreasing, last offset T, T within int32;
-    see :func:`la.testing._check_cu_seqlens`, which works in int64 so that
+    see :func:`la._checks.check_cu_seqlens`, which works in int64 so that
     unsigned dtypes cannot wrap) and converted to the kernel's int32."""
     if _is_tensor(cu):
         cu = cu.detach().cpu().numpy()

@@ -26,7 +26,8 @@ import tempfile
 import numpy as np
 
 from . import reference
-from .testing import VARIANTS, _check_cu_seqlens, token_operands
+from ._checks import check_cu_seqlens as _check_cu_seqlens
+from .variants import VARIANTS, token_operands
 
 __all__ = [
     "DTYPES",

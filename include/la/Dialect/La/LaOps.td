@@ -34,13 +34,18 @@ def La_AttentionOp : La_Op<"attention", [Pure, AttrSizedOperandSegments]> {
     | `decayed_deltanet` | delta  | fixed   | as `gated_deltanet` with a fixed per-head gate  |
     | `gated_deltanet` | delta    | scalar  | `S_t = exp(g_t)(I - b_t k_t k_t^T) S_{t-1} + b_t k_t v_t^T` |
     | `kda`            | delta    | channel | `S_t = (I - b_t k_t k_t^T) Diag(exp(g_t)) S_{t-1} + b_t k_t v_t^T` |
+    | `deltanet2`      | erase_write | none  | `S_t = (I - (e_t * k_t) k_t^T) S_{t-1} + k_t (w_t * v_t)^T` |
+    | `decayed_deltanet2` | erase_write | fixed | as `scalar_gated_deltanet2` with a fixed per-head gate |
+    | `scalar_gated_deltanet2` | erase_write | scalar | `S_t = exp(g_t)(I - (e_t * k_t) k_t^T) S_{t-1} + k_t (w_t * v_t)^T` |
     | `gated_deltanet2` | erase_write | channel | `S_t = (I - (e_t * k_t) k_t^T) Diag(exp(g_t)) S_{t-1} + k_t (w_t * v_t)^T` |
 
     Gated DeltaNet-2 replaces the scalar beta by a channel-wise erase gate
     `erase : [B,T,H,K]` on the key side and a write gate `write : [B,T,HV,V]`
-    on the value side; with both equal to one scalar beta it is KDA. Its
-    other gate kinds are `deltanet2` (none), `decayed_deltanet2` (fixed) and
-    `scalar_gated_deltanet2` (scalar).
+    on the value side; with both equal to one scalar beta it is KDA.
+
+    The keywords are la's variant registry (`lib/Dialect/La/IR/LaVariants.cpp`,
+    read by the C API's `laGetVariant`, `la.variants.VARIANTS` in Python and
+    la-run); a test checks that this table lists exactly them.
 
     Operands: `q, k : [B,T,H,K]`, `v : [B,T,HV,V]` (HV a multiple of H; value
     head `hv` reads key head `hv / (HV/H)`), all of one element type (f32, f16

@@ -1,6 +1,7 @@
 //===- LaOps.cpp - operations of the la dialect ---------------------------===//
 
 #include "la/Dialect/La/LaOps.h"
+#include "la/Dialect/La/LaVariants.h"
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/IR/Diagnostics.h"
@@ -19,61 +20,29 @@ static constexpr float kDefaultEps = 1e-6f;
 // Variant keywords of la.attention
 //===----------------------------------------------------------------------===//
 
-namespace {
-struct VariantName {
-  llvm::StringLiteral keyword;
-  UpdateRule update;
-  GateKind gate;
-};
-} // namespace
-
-static constexpr VariantName kVariants[] = {
-    {"linear", UpdateRule::Additive, GateKind::None},
-    {"retention", UpdateRule::Additive, GateKind::Fixed},
-    {"mamba2", UpdateRule::Additive, GateKind::Scalar},
-    {"gla", UpdateRule::Additive, GateKind::Channel},
-    {"deltanet", UpdateRule::Delta, GateKind::None},
-    {"decayed_deltanet", UpdateRule::Delta, GateKind::Fixed},
-    {"gated_deltanet", UpdateRule::Delta, GateKind::Scalar},
-    {"kda", UpdateRule::Delta, GateKind::Channel},
-    {"deltanet2", UpdateRule::EraseWrite, GateKind::None},
-    {"decayed_deltanet2", UpdateRule::EraseWrite, GateKind::Fixed},
-    {"scalar_gated_deltanet2", UpdateRule::EraseWrite, GateKind::Scalar},
-    {"gated_deltanet2", UpdateRule::EraseWrite, GateKind::Channel},
-};
-
 static ParseResult parseVariant(OpAsmParser &parser, UpdateRuleAttr &update,
                                 GateKindAttr &gate) {
   SMLoc loc = parser.getCurrentLocation();
   StringRef keyword;
   if (parser.parseKeyword(&keyword))
     return failure();
-  for (const VariantName &variant : kVariants) {
-    if (variant.keyword != keyword)
-      continue;
+  if (const VariantInfo *variant = lookupVariant(keyword)) {
     MLIRContext *ctx = parser.getContext();
-    update = UpdateRuleAttr::get(ctx, variant.update);
-    gate = GateKindAttr::get(ctx, variant.gate);
+    update = UpdateRuleAttr::get(ctx, variant->update);
+    gate = GateKindAttr::get(ctx, variant->gate);
     return success();
   }
   InFlightDiagnostic diag = parser.emitError(loc)
                             << "unknown linear-attention variant '" << keyword
                             << "'; expected one of";
-  for (const VariantName &variant : kVariants)
+  for (const VariantInfo &variant : getVariants())
     diag << " '" << variant.keyword << "'";
   return diag;
 }
 
 static void printVariant(OpAsmPrinter &printer, Operation *,
                          UpdateRuleAttr update, GateKindAttr gate) {
-  for (const VariantName &variant : kVariants) {
-    if (variant.update == update.getValue() &&
-        variant.gate == gate.getValue()) {
-      printer << variant.keyword;
-      return;
-    }
-  }
-  llvm_unreachable("every (update, gate) pair has a keyword");
+  printer << lookupVariant(update.getValue(), gate.getValue()).keyword;
 }
 
 //===----------------------------------------------------------------------===//

@@ -1,0 +1,42 @@
+//===- LaVariants.h - the named variants of la.attention --------*- C++ -*-===//
+//
+// The one registry of the named linear-attention variants: la.attention's
+// keywords, the C API (laGetVariant), la-run, the Python package and the
+// tests all read it. A variant is a pair (update rule, gate kind); its
+// operands follow from the pair (docs/design.md, "How to add a variant").
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LA_DIALECT_LA_LAVARIANTS_H
+#define LA_DIALECT_LA_LAVARIANTS_H
+
+#include "la/Dialect/La/LaOps.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+
+namespace mlir {
+namespace la {
+
+struct VariantInfo {
+  /// la.attention's keyword (also the name la-run and Python use).
+  llvm::StringLiteral keyword;
+  UpdateRule update;
+  GateKind gate;
+  /// The model, in a few words.
+  llvm::StringLiteral summary;
+};
+
+/// Every named variant, one per (update, gate) pair.
+llvm::ArrayRef<VariantInfo> getVariants();
+
+/// The variant named `keyword`, or null.
+const VariantInfo *lookupVariant(llvm::StringRef keyword);
+
+/// The variant of (`update`, `gate`) (every pair has one).
+const VariantInfo &lookupVariant(UpdateRule update, GateKind gate);
+
+} // namespace la
+} // namespace mlir
+
+#endif // LA_DIALECT_LA_LAVARIANTS_H

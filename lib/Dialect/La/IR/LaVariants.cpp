@@ -1,0 +1,52 @@
+//===- LaVariants.cpp - the named variants of la.attention ----------------===//
+
+#include "la/Dialect/La/LaVariants.h"
+
+#include "llvm/Support/ErrorHandling.h"
+
+using namespace mlir;
+using namespace mlir::la;
+
+// The rows of la.attention's variant table; every (update, gate) pair has
+// exactly one (a test checks), so the printer never fails.
+static constexpr VariantInfo kVariants[] = {
+    {"linear", UpdateRule::Additive, GateKind::None,
+     "linear attention (Katharopoulos et al.)"},
+    {"retention", UpdateRule::Additive, GateKind::Fixed,
+     "RetNet: a fixed decay per head"},
+    {"mamba2", UpdateRule::Additive, GateKind::Scalar,
+     "Mamba-2 / simple GLA: a scalar data-dependent gate"},
+    {"gla", UpdateRule::Additive, GateKind::Channel,
+     "gated linear attention: a channel-wise gate"},
+    {"deltanet", UpdateRule::Delta, GateKind::None, "DeltaNet: the delta rule"},
+    {"decayed_deltanet", UpdateRule::Delta, GateKind::Fixed,
+     "the delta rule with a fixed decay per head"},
+    {"gated_deltanet", UpdateRule::Delta, GateKind::Scalar,
+     "Gated DeltaNet: the delta rule with a scalar gate"},
+    {"kda", UpdateRule::Delta, GateKind::Channel,
+     "Kimi Delta Attention: the delta rule with a channel-wise gate"},
+    {"deltanet2", UpdateRule::EraseWrite, GateKind::None,
+     "DeltaNet-2: erase and write gates"},
+    {"decayed_deltanet2", UpdateRule::EraseWrite, GateKind::Fixed,
+     "DeltaNet-2 with a fixed decay per head"},
+    {"scalar_gated_deltanet2", UpdateRule::EraseWrite, GateKind::Scalar,
+     "DeltaNet-2 with a scalar gate"},
+    {"gated_deltanet2", UpdateRule::EraseWrite, GateKind::Channel,
+     "Gated DeltaNet-2: erase and write gates, a channel-wise gate"},
+};
+
+ArrayRef<VariantInfo> mlir::la::getVariants() { return kVariants; }
+
+const VariantInfo *mlir::la::lookupVariant(StringRef keyword) {
+  for (const VariantInfo &variant : kVariants)
+    if (variant.keyword == keyword)
+      return &variant;
+  return nullptr;
+}
+
+const VariantInfo &mlir::la::lookupVariant(UpdateRule update, GateKind gate) {
+  for (const VariantInfo &variant : kVariants)
+    if (variant.update == update && variant.gate == gate)
+      return variant;
+  llvm_unreachable("every (update, gate) pair has a variant");
+}

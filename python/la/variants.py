@@ -1,0 +1,80 @@
+"""The named variants of ``la.attention``, from la's one registry.
+
+The variants are declared once, in C++ (``lib/Dialect/La/IR/LaVariants.cpp``),
+and read here through the C API (``laGetNumVariants``, ``laGetVariant``) the
+first time they are needed, so that importing ``la`` does not need the
+compiled library. :data:`VARIANTS` maps each keyword of ``la.attention`` to
+its (update rule, gate kind); :func:`summary` gives a line about the model.
+"""
+
+import ctypes
+from collections.abc import Mapping
+
+from . import _capi
+
+__all__ = ["VARIANTS", "summary", "token_operands"]
+
+
+class _Registry(Mapping):
+    """keyword -> (update, gate), loaded from the C API on first use."""
+
+    def __init__(self):
+        self._table = None
+        self._summaries = None
+
+    def _load(self):
+        if self._table is None:
+            lib = _capi.lib()
+            info = _capi.LaVariantInfo()
+            table, summaries = {}, {}
+            for index in range(lib.laGetNumVariants()):
+                if not lib.laGetVariant(index, ctypes.byref(info)):
+                    raise _capi.LaError(f"laGetVariant({index}) failed")
+                keyword = info.keyword.decode()
+                table[keyword] = (info.update.decode(), info.gate.decode())
+                summaries[keyword] = info.summary.decode()
+            self._table, self._summaries = table, summaries
+        return self._table
+
+    def __getitem__(self, keyword):
+        return self._load()[keyword]
+
+    def __iter__(self):
+        return iter(self._load())
+
+    def __len__(self):
+        return len(self._load())
+
+    def __repr__(self):
+        return f"VARIANTS({self._load()!r})"
+
+    def summary(self, keyword):
+        self._load()
+        return self._summaries[keyword]
+
+
+#: keyword -> (update rule, gate kind), e.g. ``VARIANTS["kda"] == ("delta",
+#: "channel")``; the update rules are ``additive``, ``delta`` and
+#: ``erase_write``, the gate kinds ``none``, ``fixed``, ``scalar`` and
+#: ``channel``.
+VARIANTS = _Registry()
+
+
+def summary(variant):
+    """One line about ``variant``'s model, from the registry."""
+    return VARIANTS.summary(variant)
+
+
+def token_operands(variant):
+    """The per-token operands of ``variant`` in ``la.attention``'s order:
+    ``q, k, v``, then ``g`` (data-dependent gates), ``beta`` (the delta rule)
+    or ``erase, write`` (the erase_write rule), as the variant has them."""
+    update, gate = VARIANTS[variant]
+    names = ["q", "k", "v"]
+    if gate in ("scalar", "channel"):
+        names.append("g")
+    if update == "delta":
+        names.append("beta")
+    if update == "erase_write":
+        names += ["erase", "write"]
+    return names
