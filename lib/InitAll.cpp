@@ -3,6 +3,8 @@
 #include "la/InitAllDialects.h"
 #include "la/InitAllPasses.h"
 
+#include "la/Codegen/CPU/Passes.h"
+#include "la/Codegen/GPU/Passes.h"
 #include "la/Conversion/LaToLinalg.h"
 #include "la/Dialect/La/AggregatedOpInterfaceImpl.h"
 #include "la/Dialect/La/LaDialect.h"
@@ -43,6 +45,8 @@ void mlir::la::registerCompilerDialects(DialectRegistry &registry) {
 
 void mlir::la::registerPasses() {
   registerLaPasses();
+  registerLaCPUPasses();
+  registerLaGPUPasses();
   registerLaConversionPasses();
   registerPipelines();
 }

@@ -2,9 +2,10 @@
 
 #include "la/Pipelines/Pipelines.h"
 
+#include "la/Codegen/CPU/Passes.h"
+#include "la/Codegen/GPU/Passes.h"
 #include "la/Conversion/LaToLinalg.h"
 #include "la/Dialect/La/LaPasses.h"
-#include "la/Dialect/La/LaTiling.h"
 
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Conversion/VectorToSCF/VectorToSCF.h"
@@ -57,9 +58,8 @@ static void addBufferizationPasses(OpPassManager &pm,
   pm.addPass(createCanonicalizerPass());
 }
 
-/// Buffers to the LLVM dialect: loops (OpenMP with `parallel`), la-tile's
-/// vector register tiles (with `tile`), then every dialect to LLVM.
-static void addLoopsAndLLVMPasses(OpPassManager &pm, bool parallel, bool tile) {
+void mlir::la::buildLowerBuffersToLLVMPipeline(OpPassManager &pm, bool parallel,
+                                               bool tile) {
   if (parallel) {
     pm.addPass(createForallToParallelLoopPass());
     // After la-tile the threads are la-tile's scf.forall loops; the ops it
@@ -186,7 +186,7 @@ void mlir::la::buildLowerToCPUPipeline(OpPassManager &pm,
   if (options.prefetch && !options.gpuSchedule)
     pm.addNestedPass<func::FuncOp>(createLaPrefetchChunksPass());
 
-  addLoopsAndLLVMPasses(pm, parallel, tile);
+  buildLowerBuffersToLLVMPipeline(pm, parallel, tile);
 }
 
 void mlir::la::buildLowerToGPUPipeline(OpPassManager &pm,
@@ -276,15 +276,6 @@ void mlir::la::buildLowerToNVVMPipeline(OpPassManager &pm,
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   pm.addPass(createReconcileUnrealizedCastsPass());
-}
-
-void mlir::la::buildLowerToGPUEmulatorPipeline(
-    OpPassManager &pm, const LowerToNVVMOptions &options) {
-  buildLowerToGPUPipeline(pm, options);
-  pm.addNestedPass<func::FuncOp>(createLaEmulateGPUPass());
-  pm.addPass(createCanonicalizerPass());
-  // The emulated tensor-core fragments are small vectors.
-  addLoopsAndLLVMPasses(pm, /*parallel=*/false, /*vectors=*/true);
 }
 
 std::string mlir::la::resolveCUDAToolkit(StringRef requested) {
@@ -482,21 +473,23 @@ static const PipelineDescription kGPUPipelines[] = {
                         "(the first half of la-lower-to-nvvm)"},
     {"la-lower-to-nvvm",
      "Lower la.attention to host LLVM code launching NVVM kernels (cubin or "
-     "PTX); the function takes device memory"},
-    {"la-lower-to-gpu-emulator",
-     "Lower la.attention through la-lower-to-gpu's kernels, then run them on "
-     "the CPU (la-emulate-gpu): a test of the GPU path without a GPU"}};
+     "PTX); the function takes device memory"}};
 
 void mlir::la::registerPipelines() {
   registerModulePipeline<LowerToCPUOptions>(
       kCPUPipeline.name, kCPUPipeline.description, buildLowerToCPUPipeline,
       verifyLowerToCPUOptions);
   void (*gpuBuilders[])(OpPassManager &, const LowerToNVVMOptions &) = {
-      buildLowerToGPUPipeline, buildLowerToNVVMPipeline,
-      buildLowerToGPUEmulatorPipeline};
+      buildLowerToGPUPipeline, buildLowerToNVVMPipeline};
   for (auto [pipeline, build] : llvm::zip_equal(kGPUPipelines, gpuBuilders))
-    registerModulePipeline<LowerToNVVMOptions>(
-        pipeline.name, pipeline.description, build, verifyLowerToNVVMOptions);
+    registerGPUPipeline(pipeline.name, pipeline.description, build);
+}
+
+void mlir::la::registerGPUPipeline(StringRef name, StringRef description,
+                                   void (*build)(OpPassManager &,
+                                                 const LowerToNVVMOptions &)) {
+  registerModulePipeline<LowerToNVVMOptions>(name, description, build,
+                                             verifyLowerToNVVMOptions);
 }
 
 namespace {

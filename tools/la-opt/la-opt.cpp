@@ -4,6 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "TestDevices.h"
 #include "la/InitAllDialects.h"
 #include "la/InitAllPasses.h"
 #include "la/Version.h"
@@ -36,6 +37,8 @@ int main(int argc, char **argv) {
       [](llvm::raw_ostream &os) { os << "la version " LA_VERSION "\n"; });
   mlir::registerAllPasses();
   mlir::la::registerPasses();
+  // The GPU emulator (test/lib), for the tests.
+  mlir::la::test::registerTestDevices();
 
   mlir::DialectRegistry registry;
   mlir::la::registerCompilerDialects(registry);

@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Npy.h"
+#include "TestDevices.h"
 
 #include "la-c/CudaRuntime.h"
 #include "la/Dialect/La/LaOps.h"
@@ -52,84 +53,87 @@ namespace cl = llvm::cl;
 
 static cl::OptionCategory laRunCategory("la-run options");
 
-static cl::opt<std::string> inputFile(cl::Positional, cl::cat(laRunCategory), cl::desc("<input.mlir>"),
-                                      cl::Required);
-static cl::opt<std::string> entryName("entry",
-                                      cl::cat(laRunCategory), cl::desc("function to run (default: "
+static cl::opt<std::string> inputFile(cl::Positional, cl::cat(laRunCategory),
+                                      cl::desc("<input.mlir>"), cl::Required);
+static cl::opt<std::string> entryName("entry", cl::cat(laRunCategory),
+                                      cl::desc("function to run (default: "
                                                "the only public function)"));
 static cl::list<std::string>
-    inputs("input", cl::cat(laRunCategory), cl::desc("an .npy file per argument, in order"));
+    inputs("input", cl::cat(laRunCategory),
+           cl::desc("an .npy file per argument, in order"));
 static cl::opt<unsigned>
-    randomSeed("random-seed",
-               cl::cat(laRunCategory), cl::desc("generate the inputs from this seed instead"));
+    randomSeed("random-seed", cl::cat(laRunCategory),
+               cl::desc("generate the inputs from this seed instead"));
 static cl::list<std::string>
-    outputs("output", cl::cat(laRunCategory), cl::desc("an .npy file per result, in order"));
-static cl::opt<int64_t> chunkSize("chunk-size", cl::cat(laRunCategory), cl::desc("tokens per chunk"),
-                                  cl::init(64));
+    outputs("output", cl::cat(laRunCategory),
+            cl::desc("an .npy file per result, in order"));
+static cl::opt<int64_t> chunkSize("chunk-size", cl::cat(laRunCategory),
+                                  cl::desc("tokens per chunk"), cl::init(64));
 static cl::opt<bool>
-    sequential("sequential",
-               cl::cat(laRunCategory), cl::desc("run the plain recurrence token by token"));
+    sequential("sequential", cl::cat(laRunCategory),
+               cl::desc("run the plain recurrence token by token"));
 static cl::opt<bool> parallel(
-    "parallel",
-    cl::cat(laRunCategory), cl::desc("run the parallel loops with OpenMP (OMP_NUM_THREADS threads)"));
+    "parallel", cl::cat(laRunCategory),
+    cl::desc("run the parallel loops with OpenMP (OMP_NUM_THREADS threads)"));
 static cl::opt<int64_t> fuseThreads(
-    "fuse-threads",
-    cl::cat(laRunCategory), cl::desc("with --parallel: the threads la-fuse-recurrence's cost rule "
+    "fuse-threads", cl::cat(laRunCategory),
+    cl::desc("with --parallel: the threads la-fuse-recurrence's cost rule "
              "plans for (default 0: this machine's hardware threads, since "
              "la-run compiles for the machine it runs on)"),
     cl::init(0));
-static cl::opt<la::FusionMode> fuse(
-    "fuse", cl::cat(laRunCategory),
-    cl::desc("la-fuse-recurrence's mode: auto, fused or materialized"),
-    cl::init(la::FusionMode::Auto),
-    cl::values(clEnumValN(la::FusionMode::Auto, "auto", "the cost rule"),
-               clEnumValN(la::FusionMode::Fused, "fused", "always fused"),
-               clEnumValN(la::FusionMode::Materialized, "materialized",
-                          "never fused")));
-static cl::opt<int64_t> rowTile("row-tile",
-                                cl::cat(laRunCategory), cl::desc("rows of la-tile's register tile"),
+static cl::opt<la::FusionMode>
+    fuse("fuse", cl::cat(laRunCategory),
+         cl::desc("la-fuse-recurrence's mode: auto, fused or materialized"),
+         cl::init(la::FusionMode::Auto),
+         cl::values(clEnumValN(la::FusionMode::Auto, "auto", "the cost rule"),
+                    clEnumValN(la::FusionMode::Fused, "fused", "always fused"),
+                    clEnumValN(la::FusionMode::Materialized, "materialized",
+                               "never fused")));
+static cl::opt<int64_t> rowTile("row-tile", cl::cat(laRunCategory),
+                                cl::desc("rows of la-tile's register tile"),
                                 cl::init(8));
 static cl::opt<int64_t>
-    laneTile("lane-tile", cl::cat(laRunCategory), cl::desc("vector lanes of la-tile's register tile"),
-             cl::init(32));
+    laneTile("lane-tile", cl::cat(laRunCategory),
+             cl::desc("vector lanes of la-tile's register tile"), cl::init(32));
 static cl::opt<int64_t>
-    valueTile("value-tile",
-              cl::cat(laRunCategory), cl::desc("value columns per fused task (0: all of V)"),
+    valueTile("value-tile", cl::cat(laRunCategory),
+              cl::desc("value columns per fused task (0: all of V)"),
               cl::init(0));
 static cl::opt<bool> packInputs(
-    "pack-inputs",
-    cl::cat(laRunCategory), cl::desc("fused schedule: copy each input chunk into a compact buffer"),
+    "pack-inputs", cl::cat(laRunCategory),
+    cl::desc("fused schedule: copy each input chunk into a compact buffer"),
     cl::init(true));
 static cl::opt<bool>
-    prefetch("prefetch",
-             cl::cat(laRunCategory), cl::desc("fused schedule: prefetch the next chunk's inputs"),
+    prefetch("prefetch", cl::cat(laRunCategory),
+             cl::desc("fused schedule: prefetch the next chunk's inputs"),
              cl::init(true));
 static cl::opt<int64_t>
-    gateBlock("gate-block",
-              cl::cat(laRunCategory), cl::desc("rows per block of the channel-gate score products "
+    gateBlock("gate-block", cl::cat(laRunCategory),
+              cl::desc("rows per block of the channel-gate score products "
                        "(0: unblocked)"),
               cl::init(8));
 static cl::opt<double> gateSpreadLimit(
-    "gate-spread-limit",
-    cl::cat(laRunCategory), cl::desc("chunks whose cumulative channel gates stay within this "
+    "gate-spread-limit", cl::cat(laRunCategory),
+    cl::desc("chunks whose cumulative channel gates stay within this "
              "distance of their first row take one plain score product (0: "
              "never)"),
     cl::init(32.0));
 static cl::opt<bool> gpuSchedule(
-    "gpu-schedule",
-    cl::cat(laRunCategory), cl::desc("run the GPU's tiled schedule on the CPU (checks its tiling)"));
+    "gpu-schedule", cl::cat(laRunCategory),
+    cl::desc("run the GPU's tiled schedule on the CPU (checks its tiling)"));
 static cl::opt<std::string>
-    target("target",
-           cl::cat(laRunCategory), cl::desc("where the function runs: cpu, gpu (la-lower-to-nvvm, "
+    target("target", cl::cat(laRunCategory),
+           cl::desc("where the function runs: cpu, gpu (la-lower-to-nvvm, "
                     "a cubin launched through libla_cuda_runtime) or "
                     "gpu-emulator (the same kernels run on the CPU)"),
            cl::init("cpu"));
 static cl::opt<std::string>
-    gpuChip("gpu-chip", cl::cat(laRunCategory), cl::desc("the GPU architecture for --target=gpu"),
+    gpuChip("gpu-chip", cl::cat(laRunCategory),
+            cl::desc("the GPU architecture for --target=gpu"),
             cl::init("sm_90a"));
 static cl::opt<bool> tensorCores(
-    "tensor-cores",
-    cl::cat(laRunCategory), cl::desc("GPU schedule: f32 contractions on tensor cores (mma.sync, "
+    "tensor-cores", cl::cat(laRunCategory),
+    cl::desc("GPU schedule: f32 contractions on tensor cores (mma.sync, "
              "tf32); with --gpu-schedule, their warp tiling on the CPU"));
 static cl::opt<la::MmaPrecision> mmaPrecision(
     "mma-precision", cl::cat(laRunCategory),
@@ -138,11 +142,13 @@ static cl::opt<la::MmaPrecision> mmaPrecision(
     cl::values(clEnumValN(la::MmaPrecision::TF32, "tf32", "tf32 operands"),
                clEnumValN(la::MmaPrecision::BF16, "bf16", "bf16 operands"),
                clEnumValN(la::MmaPrecision::F16, "f16", "f16 operands")));
-static cl::opt<unsigned> repeat("repeat", cl::cat(laRunCategory), cl::desc("timed runs"), cl::init(1));
-static cl::opt<bool> printOutputs("print-outputs",
-                                  cl::cat(laRunCategory), cl::desc("print a summary of each result"));
+static cl::opt<unsigned> repeat("repeat", cl::cat(laRunCategory),
+                                cl::desc("timed runs"), cl::init(1));
+static cl::opt<bool> printOutputs("print-outputs", cl::cat(laRunCategory),
+                                  cl::desc("print a summary of each result"));
 static cl::opt<bool> printIRAfterAll("print-ir-after-all",
-                                     cl::cat(laRunCategory), cl::desc("print the IR after each pass"));
+                                     cl::cat(laRunCategory),
+                                     cl::desc("print the IR after each pass"));
 
 static cl::opt<std::string> printIRTreeDir(
     "print-ir-tree-dir", cl::cat(laRunCategory),
@@ -573,7 +579,7 @@ int main(int argc, char **argv) {
     if (onGPU)
       la::buildLowerToNVVMPipeline(pm, gpuOptions);
     else
-      la::buildLowerToGPUEmulatorPipeline(pm, gpuOptions);
+      la::test::buildLowerToGPUEmulatorPipeline(pm, gpuOptions);
   }
   // la-lower-to-cpu's own defaults (one set, in Pipelines.h), except what
   // was given on the command line.

@@ -185,12 +185,11 @@ void buildLowerToNVVMPipeline(OpPassManager &pm,
 void buildLowerToGPUPipeline(OpPassManager &pm,
                              const LowerToNVVMOptions &options);
 
-/// la-lower-to-gpu, then la-emulate-gpu and the CPU's lowering to the LLVM
-/// dialect: the GPU kernels (shared memory plan, thread and warp loops, host
-/// buffers) run on the CPU, one block and one loop at a time. Tensor cores
-/// are not emulated.
-void buildLowerToGPUEmulatorPipeline(OpPassManager &pm,
-                                     const LowerToNVVMOptions &options);
+/// The end of la-lower-to-cpu: buffers to the LLVM dialect, through loops
+/// (OpenMP with `parallel`) and, with `vectors`, la-tile's vector register
+/// tiles. (The GPU emulator of test/lib ends with it too.)
+void buildLowerBuffersToLLVMPipeline(OpPassManager &pm, bool parallel,
+                                     bool vectors);
 
 /// Builds the pipeline from `la.attention` on tensors to the LLVM dialect:
 /// la-lower-to-recurrence, la-chunk (unless sequential), convert-la-to-linalg,
@@ -215,17 +214,22 @@ LogicalResult
 verifyLowerToCPUOptions(const LowerToCPUOptions &options,
                         function_ref<LogicalResult(const Twine &)> emitError);
 
-/// The same for the options of `la-lower-to-gpu`, `la-lower-to-nvvm` and
-/// `la-lower-to-gpu-emulator`.
+/// The same for the options of `la-lower-to-gpu` and `la-lower-to-nvvm` (and
+/// the test pipeline `la-lower-to-gpu-emulator`).
 LogicalResult
 verifyLowerToNVVMOptions(const LowerToNVVMOptions &options,
                          function_ref<LogicalResult(const Twine &)> emitError);
 
-/// Registers `la-lower-to-cpu`, `la-lower-to-gpu`, `la-lower-to-nvvm` and
-/// `la-lower-to-gpu-emulator` with the global pipeline registry. Each one
-/// checks its options and fails with a diagnostic (not a fatal error) when
-/// nested below `builtin.module`.
+/// Registers `la-lower-to-cpu`, `la-lower-to-gpu` and `la-lower-to-nvvm` with
+/// the global pipeline registry. Each one checks its options and fails with a
+/// diagnostic (not a fatal error) when nested below `builtin.module`.
 void registerPipelines();
+
+/// Registers a pipeline with la-lower-to-nvvm's options the same way (the
+/// test devices register la-lower-to-gpu-emulator with it).
+void registerGPUPipeline(StringRef name, StringRef description,
+                         void (*build)(OpPassManager &,
+                                       const LowerToNVVMOptions &));
 
 /// Writes the Markdown reference of the pipelines registerPipelines
 /// registers: each one's description and its options with their defaults

@@ -8,7 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "la/Conversion/LaToLinalg.h"
-#include "la/Dialect/La/LaTiling.h"
+#include "la/Dialect/La/LaDialect.h"
 #include "la/Dialect/La/LaUtils.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -173,8 +173,8 @@ struct ChunkCumsumToLinalg : OpRewritePattern<ChunkCumsumOp> {
 /// `column` exceeds loop `row` (la-tile shortens those loops).
 static void markLowerTriangular(Value product, int64_t row, int64_t column) {
   Operation *op = product.getDefiningOp();
-  op->setAttr(kLowerTriangularAttr,
-              DenseI64ArrayAttr::get(op->getContext(), {row, column}));
+  getLaDialect(op).getLowerTriangularAttrHelper().setAttr(
+      op, DenseI64ArrayAttr::get(op->getContext(), {row, column}));
 }
 
 /// Marks the op computing `value` as one whose entries with loop `column` >=
@@ -182,8 +182,8 @@ static void markLowerTriangular(Value product, int64_t row, int64_t column) {
 static void markBlockCausal(Value value, int64_t block, int64_t column,
                             int64_t size) {
   Operation *op = value.getDefiningOp();
-  op->setAttr(kBlockCausalAttr,
-              DenseI64ArrayAttr::get(op->getContext(), {block, column, size}));
+  getLaDialect(op).getBlockCausalAttrHelper().setAttr(
+      op, DenseI64ArrayAttr::get(op->getContext(), {block, column, size}));
 }
 
 /// [B,NC,C,H,K] -> [B,NC,H,K,C].

@@ -11,4 +11,15 @@
 
 #include "la/Dialect/La/LaOpsDialect.h.inc"
 
+namespace mlir::la {
+/// The la dialect in `op`'s context, for its discardable-attribute helpers.
+/// Every pass that reads or writes those attributes lists the dialect among
+/// its dependent dialects, so it is loaded.
+inline LaDialect &getLaDialect(Operation *op) {
+  auto *dialect = op->getContext()->getLoadedDialect<LaDialect>();
+  assert(dialect && "the la dialect is not loaded");
+  return *dialect;
+}
+} // namespace mlir::la
+
 #endif // LA_DIALECT_LA_LADIALECT_H

@@ -33,6 +33,30 @@ def La_Dialect : Dialect {
     "::mlir::tensor::TensorDialect"
   ];
   let useDefaultAttributePrinterParser = 1;
+
+  // The facts one pass leaves for another on upstream ops, declared here so
+  // that the verifier checks them (verifyOperationAttribute) and passes use
+  // the generated helpers rather than string keys.
+  let discardableAttrs = (ins
+    // `[row, column]` loop dims of a linalg op where nothing with column >
+    // row matters (a causally masked or lower-triangular product): written
+    // by convert-la-to-linalg, read by la-tile.
+    "::mlir::DenseI64ArrayAttr":$lower_triangular,
+    // `[block, column, size]`: a linalg op of a blocked causal product whose
+    // entries with column >= block * size are never read: written by
+    // convert-la-to-linalg, read by la-tile.
+    "::mlir::DenseI64ArrayAttr":$block_causal,
+    // On la-fuse-recurrence's scf.for over the chunks of a task, which
+    // la-prefetch-chunks prefetches ahead of.
+    "::mlir::UnitAttr":$fused_chunk_loop,
+    // On la-map-to-gpu's scf.for loops of threads (`for i = tid to n step
+    // threads`) and of warps, which la-emulate-gpu runs as whole loops.
+    "::mlir::UnitAttr":$distributed,
+    // On the op computing a thread's lane in its warp for la-map-to-gpu's
+    // tensor-core tiles (la-emulate-gpu runs a warp's 32 lanes together).
+    "::mlir::UnitAttr":$lane
+  );
+  let hasOperationAttrVerify = 1;
 }
 
 class La_Op<string mnemonic, list<Trait> traits = []>

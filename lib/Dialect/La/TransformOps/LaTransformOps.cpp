@@ -2,10 +2,10 @@
 
 #include "la/Dialect/La/TransformOps/LaTransformOps.h"
 
+#include "la/Codegen/CPU/CPUTiling.h"
 #include "la/Conversion/LaToLinalg.h"
 #include "la/Dialect/La/LaDialect.h"
 #include "la/Dialect/La/LaPasses.h"
-#include "la/Dialect/La/LaTiling.h"
 
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"

@@ -15,7 +15,6 @@
 
 #include "ChunkedProgram.h"
 #include "la/Dialect/La/LaPasses.h"
-#include "la/Dialect/La/LaTiling.h"
 #include "la/Dialect/La/LaUtils.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -539,7 +538,8 @@ struct FuseRecurrence : OpRewritePattern<RecurrenceOp> {
           scf::YieldOp::create(b, l, ValueRange{result.finalState, written});
         });
 
-    loop->setAttr(kChunkLoopAttr, rewriter.getUnitAttr());
+    getLaDialect(loop).getFusedChunkLoopAttrHelper().setAttr(
+        loop, rewriter.getUnitAttr());
     rewriter.setInsertionPointToStart(forall.getTerminator().getBody());
     tensor::ParallelInsertSliceOp::create(rewriter, loc, loop.getResult(1),
                                           outputs, taskOffsets, taskSizes,

@@ -13,8 +13,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "la/Dialect/La/LaPasses.h"
-#include "la/Dialect/La/LaTiling.h"
+#include "la/Codegen/GPU/GPUTiling.h"
+#include "la/Codegen/GPU/Passes.h"
+#include "la/Dialect/La/LaDialect.h"
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -29,7 +30,7 @@
 
 namespace mlir::la {
 #define GEN_PASS_DEF_LATILEFORGPUPASS
-#include "la/Dialect/La/LaPasses.h.inc"
+#include "la/Codegen/GPU/Passes.h.inc"
 } // namespace mlir::la
 
 using namespace mlir;

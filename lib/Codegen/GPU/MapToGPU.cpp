@@ -16,8 +16,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "la/Dialect/La/LaPasses.h"
-#include "la/Dialect/La/LaTiling.h"
+#include "la/Codegen/GPU/GPUTiling.h"
+#include "la/Codegen/GPU/Passes.h"
+#include "la/Dialect/La/LaDialect.h"
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -37,7 +38,7 @@
 
 namespace mlir::la {
 #define GEN_PASS_DEF_LAMAPTOGPUPASS
-#include "la/Dialect/La/LaPasses.h.inc"
+#include "la/Codegen/GPU/Passes.h.inc"
 } // namespace mlir::la
 
 using namespace mlir;
@@ -186,7 +187,8 @@ distributeOverThreads(RewriterBase &rewriter, Location loc, Value count,
                       Value threadId, Value threads,
                       function_ref<void(OpBuilder &, Location, Value)> body) {
   auto loop = scf::ForOp::create(rewriter, loc, threadId, count, threads);
-  loop->setAttr(kDistributedLoopAttr, rewriter.getUnitAttr());
+  getLaDialect(loop).getDistributedAttrHelper().setAttr(loop,
+                                                        rewriter.getUnitAttr());
   {
     // The body is built once the loop is in place (affine folding looks at
     // the enclosing regions).
@@ -469,7 +471,7 @@ static LogicalResult distributeWarpForall(RewriterBase &rewriter,
   Value warpSize = arith::ConstantIndexOp::create(rewriter, loc, 32);
   Value warp = arith::DivUIOp::create(rewriter, loc, threadId, warpSize);
   auto lane = arith::RemUIOp::create(rewriter, loc, threadId, warpSize);
-  lane->setAttr(kLaneAttr, rewriter.getUnitAttr());
+  getLaDialect(lane).getLaneAttrHelper().setAttr(lane, rewriter.getUnitAttr());
   Value warps = arith::DivUIOp::create(rewriter, loc, threads, warpSize);
   SmallVector<linalg::LinalgOp> tiles;
   forall.getBody()->walk([&](linalg::LinalgOp op) { tiles.push_back(op); });
@@ -608,7 +610,8 @@ mlir::la::mapTasksToLaunch(RewriterBase &rewriter, scf::ForallOp tasks,
     bool inThreadLoop = false;
     for (Operation *parent = op->getParentOp(); parent != launch;
          parent = parent->getParentOp())
-      inThreadLoop |= parent->hasAttr(kDistributedLoopAttr);
+      inThreadLoop |=
+          getLaDialect(parent).getDistributedAttrHelper().isAttrPresent(parent);
     if (inThreadLoop)
       return WalkResult::advance();
     if (isa<linalg::LinalgOp, scf::ForallOp, memref::AllocOp, memref::AllocaOp>(
@@ -733,16 +736,6 @@ static LogicalResult prepareHostSide(RewriterBase &rewriter,
                         ValueRange{free.getAsyncToken()});
   }
   return success();
-}
-
-FailureOr<MmaPrecision> mlir::la::parseMmaPrecision(StringRef name) {
-  if (name == "tf32")
-    return MmaPrecision::TF32;
-  if (name == "bf16")
-    return MmaPrecision::BF16;
-  if (name == "f16")
-    return MmaPrecision::F16;
-  return failure();
 }
 
 LogicalResult mlir::la::mapToGPU(RewriterBase &rewriter, func::FuncOp func,

@@ -12,7 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "la/Dialect/La/LaPasses.h"
+#include "la/Codegen/CPU/Passes.h"
 
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Bufferization/Transforms/Transforms.h"
@@ -23,7 +23,7 @@
 
 namespace mlir::la {
 #define GEN_PASS_DEF_LAINPLACEDESTINATIONSPASS
-#include "la/Dialect/La/LaPasses.h.inc"
+#include "la/Codegen/CPU/Passes.h.inc"
 } // namespace mlir::la
 
 using namespace mlir;

@@ -11,8 +11,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "la/Dialect/La/LaPasses.h"
-#include "la/Dialect/La/LaTiling.h"
+#include "la/Codegen/CPU/CPUTiling.h"
+#include "la/Codegen/CPU/Passes.h"
+#include "la/Dialect/La/LaDialect.h"
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -34,7 +35,7 @@
 
 namespace mlir::la {
 #define GEN_PASS_DEF_LATILEPASS
-#include "la/Dialect/La/LaPasses.h.inc"
+#include "la/Codegen/CPU/Passes.h.inc"
 } // namespace mlir::la
 
 using namespace mlir;
@@ -319,9 +320,12 @@ mlir::la::tileForCPU(RewriterBase &rewriter, linalg::LinalgOp op,
   SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
   RegisterTileDims dims = findRegisterTileDims(op);
   // Read now: tiling replaces `op`.
-  auto lowerTriangular =
-      op->getAttrOfType<DenseI64ArrayAttr>(kLowerTriangularAttr);
-  auto blockCausal = op->getAttrOfType<DenseI64ArrayAttr>(kBlockCausalAttr);
+  auto *laDialect = op->getContext()->getLoadedDialect<LaDialect>();
+  DenseI64ArrayAttr lowerTriangular, blockCausal;
+  if (laDialect) {
+    lowerTriangular = laDialect->getLowerTriangularAttrHelper().getAttr(op);
+    blockCausal = laDialect->getBlockCausalAttrHelper().getAttr(op);
+  }
   unsigned numLoops = ranges.size();
 
   // Level 1: the loops outside the register tile, one iteration per thread

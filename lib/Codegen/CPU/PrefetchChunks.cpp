@@ -8,8 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "la/Dialect/La/LaPasses.h"
-#include "la/Dialect/La/LaTiling.h"
+#include "la/Codegen/CPU/Passes.h"
+#include "la/Dialect/La/LaDialect.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -21,7 +21,7 @@
 
 namespace mlir::la {
 #define GEN_PASS_DEF_LAPREFETCHCHUNKSPASS
-#include "la/Dialect/La/LaPasses.h.inc"
+#include "la/Codegen/CPU/Passes.h.inc"
 } // namespace mlir::la
 
 using namespace mlir;
@@ -248,7 +248,7 @@ struct LaPrefetchChunksPass
     }
     SmallVector<scf::ForOp> loops;
     getOperation().walk([&](scf::ForOp loop) {
-      if (loop->hasAttr(kChunkLoopAttr))
+      if (getLaDialect(loop).getFusedChunkLoopAttrHelper().isAttrPresent(loop))
         loops.push_back(loop);
     });
     for (scf::ForOp loop : loops)

@@ -15,8 +15,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "la/Dialect/La/LaPasses.h"
-#include "la/Dialect/La/LaTiling.h"
+#include "TestPasses.h"
+#include "la/Dialect/La/LaDialect.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -32,7 +32,7 @@
 
 namespace mlir::la {
 #define GEN_PASS_DEF_LAEMULATEGPUPASS
-#include "la/Dialect/La/LaPasses.h.inc"
+#include "TestPasses.h.inc"
 } // namespace mlir::la
 
 using namespace mlir;
@@ -145,7 +145,8 @@ static LogicalResult emulateMma(RewriterBase &rewriter, Operation *mmaOp,
   // The reduction loop, or none when it had one step (canonicalization
   // folds it): then the instruction itself splits the tile's code.
   auto kLoop = dyn_cast<scf::ForOp>(mmaOp->getParentOp());
-  if (kLoop && kLoop->hasAttr(kDistributedLoopAttr))
+  if (kLoop &&
+      getLaDialect(kLoop).getDistributedAttrHelper().isAttrPresent(kLoop))
     kLoop = nullptr; // the warps' loop: the tile is straight-line code
   if (kLoop && (kLoop.getNumRegionIterArgs() != 1 ||
                 mma.accumulator != kLoop.getRegionIterArgs()[0]))
@@ -268,8 +269,8 @@ static LogicalResult emulateMma(RewriterBase &rewriter, Operation *mmaOp,
     Value lowerValue = index(*lower);
     Value upperValue = index(*upper);
     Value stepValue = index(*step);
-    steps = scf::ForOp::create(rewriter, loc, lowerValue, upperValue,
-                               stepValue);
+    steps =
+        scf::ForOp::create(rewriter, loc, lowerValue, upperValue, stepValue);
   }
   {
     OpBuilder::InsertionGuard guard(rewriter);
@@ -381,7 +382,7 @@ static LogicalResult emulateLaunch(RewriterBase &rewriter,
   if (!mmas.empty()) {
     Operation *laneOp = nullptr;
     launch.getBody().walk([&](Operation *op) {
-      if (op->hasAttr(kLaneAttr))
+      if (getLaDialect(op).getLaneAttrHelper().isAttrPresent(op))
         laneOp = op;
     });
     if (!laneOp)
@@ -437,7 +438,8 @@ static LogicalResult emulateLaunch(RewriterBase &rewriter,
     if (auto barrier = dyn_cast<gpu::BarrierOp>(op))
       barriers.push_back(barrier);
     else if (auto loop = dyn_cast<scf::ForOp>(op);
-             loop && loop->hasAttr(kDistributedLoopAttr))
+             loop &&
+             getLaDialect(loop).getDistributedAttrHelper().isAttrPresent(loop))
       distributed.push_back(loop);
     else if (auto memory = dyn_cast<gpu::DynamicSharedMemoryOp>(op))
       sharedMemoryOps.push_back(memory);

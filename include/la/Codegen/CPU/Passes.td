@@ -1,0 +1,149 @@
+//===- Passes.td - CPU code generation passes of la --------*- tablegen -*-===//
+//
+// The CPU half of la's code generation: the linalg program on tensors that
+// convert-la-to-linalg produces, tiled onto threads and vector registers.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LA_CODEGEN_CPU_PASSES_TD
+#define LA_CODEGEN_CPU_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def LaTilePass : Pass<"la-tile", "func::FuncOp"> {
+  let summary = "Tile and vectorise la's structured ops for the CPU";
+  let description = [{
+    Runs on the `linalg` ops on tensors that `convert-la-to-linalg` produces.
+    Each op with static loop ranges and projected-permutation maps is tiled
+    twice. The loops outside the register tile (batch, chunk, head, ...)
+    become one `scf.forall` with one iteration per index, which
+    `scf-forall-to-parallel` and `convert-scf-to-openmp` share among threads
+    (or `scf.for` with `distribute=false`, and for ops already inside an
+    `scf.forall`, such as la-fuse-recurrence's tasks, where nested OpenMP
+    regions would only add their cost). The register tile takes
+    `lane-tile` iterations of the output's innermost loop (the vector lanes),
+    `row-tile` iterations of an output loop that some input does not read
+    (so each loaded vector is reused by every row) and `reduction-tile`
+    iterations of each reduction loop; a tile size that does not divide its
+    loop leaves a partial tile, which is peeled into its own loop.
+
+    With `vectorize` (the default) every register-tile op is then vectorised
+    (contractions into `vector.contract`), tensor slices are folded into the
+    vector transfers and accumulator tiles are hoisted out of the reduction
+    loops, so they stay in registers. Ops outside this form (dynamic shapes,
+    the floordiv maps of grouped value heads, the block maps of the triangular
+    inverse) are left as they are and lowered to scalar loops later.
+
+    An op marked `la.lower_triangular = array<i64: row, column>` (a row loop
+    and a reduction loop: the product's terms vanish where `column > row`,
+    as in a causally masked score matrix times V, or a lower-triangular
+    `T` times a matrix) gets its column loop cut at the end of each row
+    tile: the tile at rows `[r, r + R)` runs the columns up to
+    `min(r + R, C)`, which skips about half of a `C x C` product.
+    `convert-la-to-linalg` sets the mark on the products it builds from
+    masked scores. Likewise `la.block_causal = array<i64: block, column,
+    size>` (only entries with `column < block * size` are read later, as in
+    the earlier-block part of a blocked channel-gate score product): when
+    `block` is an outer loop, the column loop inside it (a register-tile
+    loop, or an outer loop nested in the block's, as for element-wise ops,
+    whose row tile is 1) stops at `min(block * size, C)`; with `distribute`
+    the loops of one `scf.forall` are not cut.
+  }];
+  let dependentDialects = [
+    "::mlir::la::LaDialect",
+    "::mlir::affine::AffineDialect",
+    "::mlir::arith::ArithDialect",
+    "::mlir::linalg::LinalgDialect",
+    "::mlir::scf::SCFDialect",
+    "::mlir::tensor::TensorDialect",
+    "::mlir::vector::VectorDialect"
+  ];
+  let options = [
+    Option<"rowTile", "row-tile", "int64_t", "8",
+           "rows of the register tile (>= 1)">,
+    Option<"laneTile", "lane-tile", "int64_t", "32",
+           "vector lanes of the register tile (>= 1)">,
+    Option<"reductionTile", "reduction-tile", "int64_t", "1",
+           "reduction steps per register tile (>= 1)">,
+    Option<"distribute", "distribute", "bool", "true",
+           "outer loops as scf.forall (threads) instead of scf.for">,
+    Option<"vectorize", "vectorize", "bool", "true",
+           "vectorise the register tiles">
+  ];
+}
+
+def LaInPlaceDestinationsPass : Pass<"la-in-place-destinations",
+                                     "func::FuncOp"> {
+  let summary = "Choose destinations so that bufferization writes in place";
+  let description = [{
+    Runs on the `linalg` ops on tensors of the chunked program, before
+    `la-tile` and one-shot bufferization, and rewrites the destinations
+    (`outs`) of its ops so that the buffers they become are written in
+    place instead of being allocated and copied per chunk:
+
+    - Loop-carried state: when an `scf.for` yields a chain of ops whose
+      first op is element-wise, reads the loop's iteration argument with
+      the same indexing as its output and ignores its own `outs` (the
+      state's decay, followed by the state update's accumulation), the
+      chain is moved to the end of the loop body, after every other reader
+      of the iteration argument, and its first op is rewritten to update
+      the iteration argument in place (`outs(%iter_arg)`). The state then
+      lives in one buffer per task instead of a new one per chunk.
+    - One destination per op: a `tensor.empty` (or a `linalg.fill` of one)
+      used as the destination of several ops is cloned for each, before
+      its user, since two ops writing one buffer force a copy.
+    - Destinations inside the result: a `tensor.empty` whose ops' result is
+      inserted into a larger tensor (a chunk's output into the task's
+      output) is replaced by the slice it is inserted into (upstream's
+      empty-tensor elimination), so the output is written where it lives.
+    - Function results: a result that is a `tensor.collapse_shape` of a
+      tensor built in a `tensor.empty` (the output, chunked while it is
+      computed) gets an empty of the result's shape, expanded; after
+      bufferization and canonicalization the result is then the
+      allocation itself, which `buffer-results-to-out-params` replaces by
+      the caller's buffer (no copy of the whole output at the end).
+    - Every other `tensor.empty` becomes a `bufferization.alloc_tensor`,
+      so that later CSE cannot merge two of them into one buffer again.
+  }];
+  let dependentDialects = [
+    "::mlir::bufferization::BufferizationDialect",
+    "::mlir::linalg::LinalgDialect",
+    "::mlir::tensor::TensorDialect"
+  ];
+}
+
+def LaPrefetchChunksPass : Pass<"la-prefetch-chunks", "func::FuncOp"> {
+  let summary = "Prefetch the next chunks' inputs in la's fused chunk loops";
+  let description = [{
+    Runs on buffers, on the loops that `la-fuse-recurrence` marks with
+    `la.fused_chunk_loop` (its loop over the chunks of one task). Each chunk reads
+    a [C, D] slice of every input, C rows of D contiguous elements that lie
+    a whole [H, D] row apart in memory: 4 KiB apart for H = 8 and D = 128 in
+    f32, so each row is on its own page and the hardware prefetchers, which
+    do not cross pages, miss the first line of every row. This pass issues
+    `memref.prefetch` for the slice that iteration `i + distance` will
+    read, at the start of iteration `i`, one per cache line (64 bytes),
+    so the next chunk's rows arrive while this chunk computes.
+
+    A slice is prefetched when it is a `memref.subview` in the loop's body
+    whose offsets depend on the induction variable, computed by pure ops,
+    with a static shape, of a function argument that the function only
+    reads (through views). `locality` is the prefetch's cache-level hint
+    (3: all levels, 0: none); the default, 2, brings lines to L2, which
+    holds a chunk of every input while L1 does not.
+  }];
+  let dependentDialects = [
+    "::mlir::la::LaDialect",
+    "::mlir::arith::ArithDialect",
+    "::mlir::memref::MemRefDialect",
+    "::mlir::scf::SCFDialect"
+  ];
+  let options = [
+    Option<"distance", "distance", "int64_t", "1",
+           "iterations ahead to prefetch (>= 1)">,
+    Option<"locality", "locality", "int64_t", "2",
+           "the prefetches' locality hint (0 to 3)">
+  ];
+}
+
+#endif // LA_CODEGEN_CPU_PASSES_TD

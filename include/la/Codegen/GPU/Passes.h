@@ -1,0 +1,31 @@
+//===- Passes.h - GPU code generation passes of la --------------*- C++ -*-===//
+
+#ifndef LA_CODEGEN_GPU_PASSES_H
+#define LA_CODEGEN_GPU_PASSES_H
+
+#include "la/Dialect/La/LaDialect.h"
+#include "la/Dialect/La/LaPassOptions.h"
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Pass/Pass.h"
+
+namespace mlir {
+namespace la {
+
+#define GEN_PASS_DECL
+#include "la/Codegen/GPU/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "la/Codegen/GPU/Passes.h.inc"
+
+} // namespace la
+} // namespace mlir
+
+#endif // LA_CODEGEN_GPU_PASSES_H

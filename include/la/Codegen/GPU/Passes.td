@@ -1,0 +1,128 @@
+//===- Passes.td - GPU code generation passes of la --------*- tablegen -*-===//
+//
+// The GPU half of la's code generation: the fused chunked program tiled
+// onto blocks, warps and threads, then mapped onto gpu.launch kernels.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LA_CODEGEN_GPU_PASSES_TD
+#define LA_CODEGEN_GPU_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def LaTileForGPUPass : Pass<"la-tile-for-gpu", "func::FuncOp"> {
+  let summary = "Tile la's fused chunked program onto GPU blocks and threads";
+  let description = [{
+    The GPU schedule of the program that `la-fuse-recurrence` and
+    `convert-la-to-linalg` produce, on tensors. Each outermost `scf.forall`
+    (the (batch, value head[, value tile]) tasks, normalized, at most three
+    dimensions) gets `#gpu.block<x/y/z>` mappings: one thread block per
+    task, the chunk loop inside it. Each `linalg` op directly inside a task
+    becomes an `scf.forall` over its non-unit parallel iterations, one output
+    element per iteration (reductions stay inside), mapped with
+    `#gpu.thread<linear_dim_*>` (the innermost iteration is the fastest
+    varying, so consecutive threads write consecutive elements). An op whose
+    parallel dimensions are all units gets a one-iteration loop.
+
+    The result is still a valid program for the CPU (the mappings are
+    attributes of ordinary loops), which is how the GPU tiling is checked
+    against the reference without a GPU; `la-map-to-gpu` turns it, after
+    bufferization, into a `gpu.launch`.
+
+    Tensor cores (`tensor-cores`): a contraction (a mul-add `linalg` op with
+    one reduction, f32 accumulator, f32/bf16/f16 inputs) whose row, column
+    and reduction loops are multiples of 16, 8 and 16, the others units, is
+    tiled instead into 16 x 8 output tiles over the whole reduction, in an
+    `scf.forall` mapped with `#gpu.warp<linear_dim_*>`; `la-map-to-gpu`
+    gives each tile to one warp as mma.sync instructions (see its
+    `mma-precision`).
+
+    Staging (`stage-inputs`): each static slice that a task reads from a
+    tensor defined outside it (a chunk of q, k, v, the gates, ...) is first
+    copied (`linalg.copy`, tiled onto threads like the other ops) into a
+    task-local tensor, which ends in shared memory: the block reads each
+    chunk of its inputs from global memory once, coalesced.
+  }];
+  let dependentDialects = [
+    "::mlir::affine::AffineDialect",
+    "::mlir::arith::ArithDialect",
+    "::mlir::gpu::GPUDialect",
+    "::mlir::linalg::LinalgDialect",
+    "::mlir::scf::SCFDialect",
+    "::mlir::tensor::TensorDialect"
+  ];
+  let options = [
+    Option<"tensorCores", "tensor-cores", "bool", "false",
+           "tile f32 contractions onto warps for mma.sync (tf32)">,
+    Option<"stageInputs", "stage-inputs", "bool", "true",
+           "copy each chunk of the inputs into task-local buffers (shared "
+           "memory) before the ops read it">
+  ];
+}
+
+def LaMapToGPUPass : Pass<"la-map-to-gpu", "func::FuncOp"> {
+  let summary = "Turn la-tile-for-gpu's bufferized loops into GPU kernels";
+  let description = [{
+    Runs after bufferization on `la-tile-for-gpu`'s program. Each
+    `scf.forall` mapped onto blocks (normalized, at most 3 dimensions, no
+    results) becomes a `gpu.launch` over the same grid with
+    `threads-per-block` threads:
+
+    - the buffers allocated in a task (a chunk's intermediates, the carried
+      state) move to the launch's dynamic shared memory. Their lifetimes
+      (first to last use, through views, in program order) decide the
+      packing: buffers never alive at the same time share bytes. More than
+      `shared-memory-limit` bytes is an error that names the size;
+    - each `scf.forall` mapped onto threads becomes a loop in which thread
+      `t` runs the linearized iterations `t, t + threads, ...`, followed by
+      a `gpu.barrier`; each `memref.copy` in a task likewise;
+    - `memref.dealloc` in a task is dropped (shared memory is not freed);
+    - each `scf.forall` mapped onto warps (la-tile-for-gpu's tensor-core
+      tiles) becomes a loop of the block's warps over its tiles, each tile's
+      16 x 8 x K contraction a chain of mma.sync steps over K on fragments
+      loaded in PTX's layouts: `mma-precision=tf32` uses
+      `nvgpu.mma.sync` m16n8k8 on tf32, `f16` `nvgpu.mma.sync` m16n8k16,
+      `bf16` `nvvm.mma.sync` m16n8k16 (nvgpu has no bf16 lowering); the
+      operands are converted to that type as they are loaded, the
+      accumulator stays f32.
+
+    Around the launches, an output buffer copied into a result
+    (`copy(collapse_shape(alloc), %result)`) is replaced by a view of the
+    result, other `memref.alloc`/`dealloc` become `gpu.alloc`/`gpu.dealloc`,
+    and any other op that touches memory there (work that did not fuse into
+    the tasks, e.g. padding when T is not a multiple of the chunk size) is
+    an error with its location. The function's memrefs are then device
+    memory: callers pass GPU pointers.
+  }];
+  let dependentDialects = [
+    "::mlir::la::LaDialect",
+    "::mlir::affine::AffineDialect",
+    "::mlir::arith::ArithDialect",
+    "::mlir::gpu::GPUDialect",
+    "::mlir::LLVM::LLVMDialect",
+    "::mlir::memref::MemRefDialect",
+    "::mlir::NVVM::NVVMDialect",
+    "::mlir::nvgpu::NVGPUDialect",
+    "::mlir::scf::SCFDialect",
+    "::mlir::vector::VectorDialect"
+  ];
+  let options = [
+    Option<"threadsPerBlock", "threads-per-block", "int64_t", "128",
+           "threads of each block, in [1, 1024]">,
+    Option<"sharedMemoryLimit", "shared-memory-limit", "int64_t", "232448",
+           "shared memory per block, in bytes (227 KB on sm_90)">,
+    Option<"mmaPrecision", "mma-precision", "::mlir::la::MmaPrecision",
+           "::mlir::la::MmaPrecision::TF32",
+           "the tensor cores' input type: tf32 (m16n8k8), bf16 or f16 "
+           "(m16n8k16); f32 accumulation in all",
+           [{::llvm::cl::values(
+             clEnumValN(::mlir::la::MmaPrecision::TF32, "tf32",
+                        "tf32 operands (mma.sync m16n8k8)"),
+             clEnumValN(::mlir::la::MmaPrecision::BF16, "bf16",
+                        "bf16 operands (m16n8k16)"),
+             clEnumValN(::mlir::la::MmaPrecision::F16, "f16",
+                        "f16 operands (m16n8k16)"))}]>
+  ];
+}
+
+#endif // LA_CODEGEN_GPU_PASSES_TD
