@@ -23,6 +23,11 @@ void transform::ApplyLaLowerToRecurrencePatternsOp::populatePatterns(
   populateLowerToRecurrencePatterns(patterns);
 }
 
+void transform::ApplyLaSimplifyRecurrencePatternsOp::populatePatterns(
+    RewritePatternSet &patterns) {
+  populateSimplifyRecurrencePatterns(patterns);
+}
+
 void transform::ApplyLaChunkPatternsOp::populatePatterns(
     RewritePatternSet &patterns) {
   populateSimplifyRecurrencePatterns(patterns);

@@ -26,6 +26,19 @@ def ApplyLaLowerToRecurrencePatternsOp : Op<Transform_Dialect,
   let assemblyFormat = "attr-dict";
 }
 
+def ApplyLaSimplifyRecurrencePatternsOp : Op<Transform_Dialect,
+    "apply_patterns.la.simplify_recurrence",
+    [DeclareOpInterfaceMethods<PatternDescriptorOpInterface>]> {
+  let summary = "Patterns of la-simplify-recurrence";
+  let description = [{
+    Reduces each `la.recurrence` to a gate kind in {none, scalar, channel}
+    without a normaliser, as the `la-simplify-recurrence` pass does: the
+    forms that `transform.la.decompose` handles. (The chunk and fusion
+    pattern descriptors include these patterns.)
+  }];
+  let assemblyFormat = "attr-dict";
+}
+
 def ApplyLaChunkPatternsOp : Op<Transform_Dialect, "apply_patterns.la.chunk",
     [DeclareOpInterfaceMethods<PatternDescriptorOpInterface>]> {
   let summary = "Patterns of la-chunk";
