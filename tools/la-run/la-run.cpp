@@ -16,6 +16,7 @@
 
 #include "la-c/CudaRuntime.h"
 #include "la/Dialect/La/LaOps.h"
+#include "la/Dialect/La/LaVariants.h"
 #include "la/InitAllDialects.h"
 #include "la/InitAllPasses.h"
 #include "la/Pipelines/Pipelines.h"
@@ -221,42 +222,16 @@ struct MemRefArg {
   }
 };
 
-/// How a function argument is used by la.attention, for random inputs.
-enum class Role {
-  Generic,
-  Query,
-  Key,
-  NormalizedKey,
-  Value,
-  Gate,
-  Beta,
-  State,
-  SeqLens
-};
+/// How a function argument is used by la.attention (the registry's roles),
+/// for random inputs and checks; nullopt for anything else.
+using Role = std::optional<la::OperandRole>;
 
 Role roleOf(BlockArgument arg) {
-  for (Operation *user : arg.getUsers()) {
-    auto op = dyn_cast<la::AttentionOp>(user);
-    if (!op)
-      continue;
-    if (arg == op.getQ())
-      return Role::Query;
-    if (arg == op.getK())
-      return op.getUpdate() == la::UpdateRule::Delta && !op.getQkL2norm()
-                 ? Role::NormalizedKey
-                 : Role::Key;
-    if (arg == op.getV())
-      return Role::Value;
-    if (arg == op.getG())
-      return Role::Gate;
-    if (arg == op.getBeta())
-      return Role::Beta;
-    if (arg == op.getInitialState())
-      return Role::State;
-    if (arg == op.getCuSeqlens())
-      return Role::SeqLens;
-  }
-  return Role::Generic;
+  for (Operation *user : arg.getUsers())
+    if (auto op = dyn_cast<la::AttentionOp>(user))
+      if (Role role = la::getOperandRole(op, arg))
+        return role;
+  return std::nullopt;
 }
 
 /// The number of tokens T of the la ops that read `arg` as their cu_seqlens
@@ -325,8 +300,8 @@ void checkLogGates(const npy::Array &array, unsigned index) {
 }
 
 /// Seeded values that suit the role: log-gates in (-inf, 0) (log-sigmoid,
-/// scaled by 1/16 as GLA does), beta in (0, 1), unit-norm keys for the delta
-/// rule, small initial states.
+/// scaled by 1/16 as GLA does), beta, erase and write in (0, 1), unit-norm
+/// keys for the delta and erase-write rules, small initial states.
 npy::Array randomArray(Role role, RankedTensorType type, std::mt19937 &rng) {
   npy::Array f64;
   f64.dtype = npy::DType::F64;
@@ -337,14 +312,14 @@ npy::Array randomArray(Role role, RankedTensorType type, std::mt19937 &rng) {
   std::normal_distribution<double> normal(0.0, 1.0);
   for (int64_t i = 0; i < n; ++i) {
     double x = normal(rng);
-    switch (role) {
-    case Role::Gate:
+    switch (role.value_or(la::OperandRole::Value)) {
+    case la::OperandRole::LogGate:
       x = -std::log1p(std::exp(-x)) / 16.0;
       break;
-    case Role::Beta:
+    case la::OperandRole::UnitInterval:
       x = 1.0 / (1.0 + std::exp(-x));
       break;
-    case Role::State:
+    case la::OperandRole::State:
       x *= 0.1;
       break;
     default:
@@ -352,7 +327,7 @@ npy::Array randomArray(Role role, RankedTensorType type, std::mt19937 &rng) {
     }
     values[i] = x;
   }
-  if (role == Role::NormalizedKey) {
+  if (role == la::OperandRole::UnitNormKey) {
     int64_t rowLength = f64.shape.back();
     for (int64_t row = 0; row < n / std::max<int64_t>(rowLength, 1); ++row) {
       double norm = 0;
@@ -515,13 +490,13 @@ int main(int argc, char **argv) {
   std::mt19937 rng(randomSeed);
   for (auto [index, type] : llvm::enumerate(argTypes)) {
     if (useRandom) {
-      if (roles[index] == Role::SeqLens)
+      if (roles[index] == la::OperandRole::SeqLens)
         fail("argument " + llvm::Twine(index) +
              " is cu_seqlens: give it as an --input .npy file");
       args[index].array = randomArray(roles[index], type, rng);
     } else {
       args[index].array = loadInput(inputs[index], index, type);
-      if (roles[index] == Role::Gate)
+      if (roles[index] == la::OperandRole::LogGate)
         checkLogGates(args[index].array, index);
       if (std::optional<int64_t> tokens =
               packedTokens(entry.getArgument(index));

@@ -15,6 +15,8 @@
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 
+#include <optional>
+
 namespace mlir {
 namespace la {
 
@@ -35,6 +37,29 @@ const VariantInfo *lookupVariant(llvm::StringRef keyword);
 
 /// The variant of (`update`, `gate`) (every pair has one).
 const VariantInfo &lookupVariant(UpdateRule update, GateKind gate);
+
+/// What an operand of la.attention holds, as fla's conventions and la's
+/// numerics expect it: what tools that make inputs (la-run's random
+/// arguments) generate and what they check.
+enum class OperandRole {
+  Query,
+  /// Keys; unit-norm ones for the delta and erase-write rules without
+  /// qk_l2norm (the transition is then a contraction).
+  Key,
+  UnitNormKey,
+  Value,
+  /// g: log-space gates, <= 0.
+  LogGate,
+  /// beta, erase and write: in (0, 1).
+  UnitInterval,
+  /// The initial state [N, HV, K, V].
+  State,
+  /// cu_seqlens: packed sequences' offsets.
+  SeqLens,
+};
+
+/// The role of `operand` in `op`, or nullopt when `op` does not read it.
+std::optional<OperandRole> getOperandRole(AttentionOp op, Value operand);
 
 } // namespace la
 } // namespace mlir

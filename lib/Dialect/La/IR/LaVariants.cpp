@@ -37,6 +37,28 @@ static constexpr VariantInfo kVariants[] = {
 
 ArrayRef<VariantInfo> mlir::la::getVariants() { return kVariants; }
 
+std::optional<OperandRole> mlir::la::getOperandRole(AttentionOp op,
+                                                    Value operand) {
+  if (operand == op.getQ())
+    return OperandRole::Query;
+  if (operand == op.getK())
+    return op.getUpdate() != UpdateRule::Additive && !op.getQkL2norm()
+               ? OperandRole::UnitNormKey
+               : OperandRole::Key;
+  if (operand == op.getV())
+    return OperandRole::Value;
+  if (operand == op.getG())
+    return OperandRole::LogGate;
+  if (operand == op.getBeta() || operand == op.getErase() ||
+      operand == op.getWrite())
+    return OperandRole::UnitInterval;
+  if (operand == op.getInitialState())
+    return OperandRole::State;
+  if (operand == op.getCuSeqlens())
+    return OperandRole::SeqLens;
+  return std::nullopt;
+}
+
 const VariantInfo *mlir::la::lookupVariant(StringRef keyword) {
   for (const VariantInfo &variant : kVariants)
     if (variant.keyword == keyword)
