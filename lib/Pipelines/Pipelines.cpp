@@ -208,8 +208,8 @@ void mlir::la::buildLowerToGPUPipeline(OpPassManager &pm,
   ConvertLaToLinalgPassOptions linalgOptions;
   setGPULinalgOptions(linalgOptions);
   pm.addPass(createConvertLaToLinalgPass(linalgOptions));
-  // Before any canonicalization, which would fold a one-task forall (not
-  // yet mapped onto blocks) into straight-line code.
+  // The task forall is mapped (#la.task), so canonicalization keeps it
+  // even with one task.
   LaTileForGPUPassOptions tileOptions;
   tileOptions.tensorCores = options.tensorCores;
   tileOptions.stageInputs = options.stageInputs;

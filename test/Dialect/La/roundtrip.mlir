@@ -194,3 +194,16 @@ func.func @gated_deltanet2(%q: !qk, %k: !qk, %v: !v, %g: !qk, %e: !qk, %w: !v) -
   %o = la.attention gated_deltanet2 %q, %k, %v g(%g : !qk) erase(%e : !qk) write(%w : !v) {qk_l2norm} : !qk, !qk, !v -> !v
   return %o : !v
 }
+
+// -----
+
+// The task mapping of la-fuse-recurrence's forall.
+// CHECK-LABEL: func.func @task_mapping
+// CHECK: } {mapping = [#la.task<0>, #la.task<1>]}
+func.func @task_mapping(%t: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %r = scf.forall (%i, %j) in (2, 3) shared_outs(%o = %t) -> tensor<2x3xf32> {
+    scf.forall.in_parallel {
+    }
+  } {mapping = [#la.task<0>, #la.task<1>]}
+  return %r : tensor<2x3xf32>
+}

@@ -17,7 +17,7 @@
 
 // FUSED-LABEL: func.func @retention
 // FUSED-NOT: la.
-// FUSED: scf.forall ({{.*}}) in (2)
+// FUSED: scf.forall ({{.*}}) in (1, 2)
 // FUSED: scf.for
 // FUSED: vector.fma {{.*}} : vector<8x32xf32>
 // FUSED: return

@@ -5,6 +5,7 @@
 
 include "la/Dialect/La/LaDialect.td"
 include "mlir/IR/EnumAttr.td"
+include "mlir/Dialect/SCF/IR/DeviceMappingInterface.td"
 
 def La_UpdateRule : I32EnumAttr<"UpdateRule", "state update rule", [
     I32EnumAttrCase<"Additive", 0, "additive">,
@@ -44,6 +45,24 @@ def La_LowRank : I32EnumAttr<"LowRank", "low-rank part of the transition", [
 def La_LowRankAttr : EnumAttr<La_Dialect, La_LowRank, "low_rank"> {
   let summary = "none, the delta-rule structure (b = beta k, a = alpha * k, "
                 "write key beta k) or explicit vectors a and b";
+}
+
+def La_TaskMappingAttr : AttrDef<La_Dialect, "TaskMapping",
+    [DeclareAttrInterfaceMethods<DeviceMappingAttrInterface,
+                                 ["getMappingId", "isLinearMapping",
+                                  "getRelativeIndex"]>]> {
+  let mnemonic = "task";
+  let summary = "a dimension of la-fuse-recurrence's tasks";
+  let description = [{
+    The mapping of the `scf.forall` that `la-fuse-recurrence` builds over
+    its tasks (batch, value head, value tile): `#la.task<0>`, `#la.task<1>`,
+    ... name its dimensions. A mapped forall is kept by canonicalization even
+    with one iteration (an unmapped one is folded into straight-line code),
+    so the task structure that `la-tile-for-gpu` maps onto GPU blocks is a
+    fact of the IR, not of the pass order. The CPU lowers it as any forall.
+  }];
+  let parameters = (ins "int64_t":$dim);
+  let assemblyFormat = "`<` $dim `>`";
 }
 
 #endif // LA_DIALECT_LA_LAENUMS_TD

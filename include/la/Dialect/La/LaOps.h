@@ -13,6 +13,7 @@
 
 #include "la/Dialect/La/LaDialect.h"
 #include "la/Dialect/La/LaEnums.h.inc"
+#include "mlir/Dialect/SCF/IR/DeviceMappingInterface.h"
 
 #define GET_ATTRDEF_CLASSES
 #include "la/Dialect/La/LaAttrs.h.inc"

@@ -16,6 +16,12 @@ using namespace mlir::la;
 #define GET_ATTRDEF_CLASSES
 #include "la/Dialect/La/LaAttrs.cpp.inc"
 
+int64_t TaskMappingAttr::getMappingId() const { return getDim(); }
+
+bool TaskMappingAttr::isLinearMapping() const { return false; }
+
+int64_t TaskMappingAttr::getRelativeIndex() const { return getDim(); }
+
 void LaDialect::initialize() {
   addAttributes<
 #define GET_ATTRDEF_LIST

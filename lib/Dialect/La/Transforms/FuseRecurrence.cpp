@@ -387,9 +387,13 @@ struct FuseRecurrence : OpRewritePattern<RecurrenceOp> {
     SmallVector<OpFoldResult> taskCounts = {vSizes[0], vSizes[3]};
     if (valueTiles > 1)
       taskCounts.push_back(rewriter.getIndexAttr(valueTiles));
+    // Mapped, so that no canonicalization folds a one-task forall.
+    SmallVector<Attribute> taskDims;
+    for (int64_t dim = 0, e = taskCounts.size(); dim < e; ++dim)
+      taskDims.push_back(TaskMappingAttr::get(rewriter.getContext(), dim));
     auto forall = scf::ForallOp::create(rewriter, loc, taskCounts,
                                         ValueRange{outputInit, finalInit},
-                                        /*mapping=*/std::nullopt);
+                                        rewriter.getArrayAttr(taskDims));
     OpBuilder::InsertionGuard guard(rewriter);
     rewriter.setInsertionPointToStart(forall.getBody());
     Value batch = forall.getInductionVar(0);
