@@ -15,7 +15,7 @@
 // CHECK-NOT: memref.copy
 // CHECK: gpu.launch blocks(%{{.*}}, %{{.*}}, %{{.*}}) in (%{{.*}} = %c1, %{{.*}} = %c2, %{{.*}} = %c2) threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in (%[[NT:.*]] = %c128, %{{.*}} = %c1, %{{.*}} = %c1) dynamic_shared_memory_size
 // CHECK: gpu.dynamic_shared_memory
-// CHECK: scf.for %{{.*}} = %c0 to %c4 step %c1 {
+// CHECK: scf.for %{{.*}} = %c0 to %c64 step %c16 {
 // CHECK: scf.for %{{.*}} = %[[TX]] to %{{.*}} step %[[NT]] {
 // CHECK: gpu.barrier
 // CHECK: gpu.terminator

@@ -19,6 +19,7 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Dominance.h"
 #include "mlir/IR/PatternMatch.h"
 
 namespace mlir::la {
@@ -195,6 +196,40 @@ static void allocateResultsInTheirShape(RewriterBase &rewriter,
   });
 }
 
+/// An insertion of a collapsed tile (a decomposed chunk's [1,1,C,1,V]
+/// output collapsed to the [1,C,1,V] tile of the task's output) whose
+/// source is built in a `tensor.empty`: the empty becomes the expanded
+/// slice of the insertion's destination, so that the tile is written in
+/// place. (Upstream empty-tensor elimination does this for an insertion of
+/// the tile itself; it stops at the reshape.)
+static void insertCollapsedTilesInPlace(RewriterBase &rewriter,
+                                        func::FuncOp func) {
+  DominanceInfo dominance(func);
+  SmallVector<tensor::InsertSliceOp> inserts;
+  func.walk([&](tensor::InsertSliceOp insert) { inserts.push_back(insert); });
+  for (tensor::InsertSliceOp insert : inserts) {
+    auto collapse = insert.getSource().getDefiningOp<tensor::CollapseShapeOp>();
+    if (!collapse || !collapse->hasOneUse())
+      continue;
+    tensor::EmptyOp empty = destinationRoot(collapse.getSrc());
+    if (!empty || !empty->hasOneUse() ||
+        insert.getSourceType() != collapse.getResultType())
+      continue;
+    // The slice is taken where the empty was: its operands must be there.
+    if (!llvm::all_of(insert->getOperands().drop_front(), [&](Value v) {
+          return dominance.properlyDominates(v, empty);
+        }))
+      continue;
+    rewriter.setInsertionPoint(empty);
+    Value slice = tensor::ExtractSliceOp::create(
+        rewriter, insert.getLoc(), insert.getSourceType(), insert.getDest(),
+        insert.getMixedOffsets(), insert.getMixedSizes(),
+        insert.getMixedStrides());
+    rewriter.replaceOpWithNewOp<tensor::ExpandShapeOp>(
+        empty, empty.getType(), slice, collapse.getReassociationIndices());
+  }
+}
+
 namespace {
 struct LaInPlaceDestinationsPass
     : la::impl::LaInPlaceDestinationsPassBase<LaInPlaceDestinationsPass> {
@@ -222,6 +257,7 @@ struct LaInPlaceDestinationsPass
       cloneForEachUser(rewriter, op);
 
     allocateResultsInTheirShape(rewriter, func);
+    insertCollapsedTilesInPlace(rewriter, func);
     if (failed(bufferization::eliminateEmptyTensors(rewriter, func)))
       return signalPassFailure();
 

@@ -11,6 +11,7 @@
 #include "la/Codegen/CPU/Passes.h"
 #include "la/Dialect/La/LaDialect.h"
 
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -118,20 +119,49 @@ static LogicalResult prefetchLines(OpBuilder &b, Location loc, Value view,
 
 namespace {
 /// The part of an input that one iteration of a chunk loop reads: per
-/// dimension, the induction variable itself (the chunk), an index fixed for
-/// the loop (the task's head), or the whole dimension (indices that inner
-/// loops vary).
+/// dimension, the chunk (the induction variable itself, one entry of a
+/// chunked [B,NC,C,...] view, or the induction variable plus a row of the
+/// chunk, `chunkRows` = the loop's step rows of [B,T,...]), an index fixed
+/// for the loop (the task's head), or the whole dimension (indices that
+/// inner loops vary).
 struct ChunkSlice {
   Value input;
   SmallVector<Value> fixedIndices; // null: the chunk or the whole dimension.
   int64_t chunkDim;
+  int64_t chunkRows;
 
   bool operator==(const ChunkSlice &other) const {
     return input == other.input && fixedIndices == other.fixedIndices &&
-           chunkDim == other.chunkDim;
+           chunkDim == other.chunkDim && chunkRows == other.chunkRows;
   }
 };
 } // namespace
+
+/// The rows of `loop`'s chunk that `index` selects: 1 when it is the
+/// induction variable, the loop's (constant) step when it is the induction
+/// variable plus an index that varies inside the loop (`affine.apply` of
+/// `s0 + s1`, as tiling writes a row of the tile); nullopt otherwise.
+static std::optional<int64_t> chunkRowsOf(scf::ForOp loop, Value index) {
+  if (index == loop.getInductionVar())
+    return 1;
+  auto apply = index.getDefiningOp<affine::AffineApplyOp>();
+  std::optional<int64_t> step = getConstantIntValue(loop.getStep());
+  if (!apply || !step || apply.getMapOperands().size() != 2)
+    return std::nullopt;
+  AffineMap map = apply.getAffineMap();
+  AffineExpr sum = getAffineSymbolExpr(0, map.getContext()) +
+                   getAffineSymbolExpr(1, map.getContext());
+  if (map.getNumDims() != 0 || map.getNumResults() != 1 ||
+      map.getResult(0) != sum)
+    return std::nullopt;
+  ValueRange operands = apply.getMapOperands();
+  Value row = operands[0] == loop.getInductionVar()   ? operands[1]
+              : operands[1] == loop.getInductionVar() ? operands[0]
+                                                      : Value();
+  if (!row || !loop->isProperAncestor(row.getParentBlock()->getParentOp()))
+    return std::nullopt;
+  return *step;
+}
 
 /// The slice of `input` that an access at `indices` inside `loop` reads per
 /// iteration, if `input` is a static, read-only view of a function argument
@@ -150,12 +180,13 @@ static std::optional<ChunkSlice> chunkSliceOf(scf::ForOp loop, Value input,
       !isa<FunctionOpInterface>(argument.getOwner()->getParentOp()) ||
       !isOnlyRead(root))
     return std::nullopt;
-  ChunkSlice slice{input, SmallVector<Value>(indices.size()), -1};
+  ChunkSlice slice{input, SmallVector<Value>(indices.size()), -1, 0};
   for (auto [d, index] : llvm::enumerate(indices)) {
-    if (index == loop.getInductionVar()) {
+    if (std::optional<int64_t> rows = chunkRowsOf(loop, index)) {
       if (slice.chunkDim >= 0 || llvm::is_contained(vectorDims, d))
         return std::nullopt;
       slice.chunkDim = d;
+      slice.chunkRows = *rows;
     } else if (!loop->isAncestor(index.getParentBlock()->getParentOp()) &&
                !llvm::is_contained(vectorDims, d)) {
       slice.fixedIndices[d] = index;
@@ -204,8 +235,10 @@ static void prefetchAhead(scf::ForOp loop, int64_t distance, int64_t locality) {
       b, loc, loop.getStep(),
       arith::ConstantOp::create(b, loc, b.getIndexAttr(distance)));
   Value next = arith::AddIOp::create(b, loc, loop.getInductionVar(), ahead);
-  Value inRange = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, next,
-                                        loop.getUpperBound());
+  // The whole of iteration `next` is in range (a chunk of rows too).
+  Value nextEnd = arith::AddIOp::create(b, loc, next, loop.getStep());
+  Value inRange = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle,
+                                        nextEnd, loop.getUpperBound());
   auto guard = scf::IfOp::create(b, loc, inRange, /*withElseRegion=*/false);
   OpBuilder then = guard.getThenBodyBuilder();
   for (const ChunkSlice &slice : slices) {
@@ -219,7 +252,10 @@ static void prefetchAhead(scf::ForOp loop, int64_t distance, int64_t locality) {
                             ? OpFoldResult(next)
                         : fixed ? getAsOpFoldResult(fixed)
                                 : OpFoldResult(then.getIndexAttr(0)));
-      sizes.push_back(then.getIndexAttr(whole ? shape[d] : 1));
+      sizes.push_back(then.getIndexAttr(
+          whole                                       ? shape[d]
+          : static_cast<int64_t>(d) == slice.chunkDim ? slice.chunkRows
+                                                      : 1));
     }
     auto view = memref::SubViewOp::create(then, loc, slice.input, offsets,
                                           sizes, strides);

@@ -15,7 +15,8 @@
 // CHECK: scf.for %[[N:.*]] = %{{.*}} to %[[C4]] step %[[STEP:[^ ]*]]
 // CHECK: %[[AHEAD:.*]] = arith.muli %[[STEP]], %[[ONE:.*]] : index
 // CHECK: %[[NEXT:.*]] = arith.addi %[[N]], %[[AHEAD]] : index
-// CHECK: %[[IN:.*]] = arith.cmpi slt, %[[NEXT]], %[[C4]] : index
+// CHECK: %[[END:.*]] = arith.addi %[[NEXT]], %[[STEP]] : index
+// CHECK: %[[IN:.*]] = arith.cmpi sle, %[[END]], %[[C4]] : index
 // CHECK: scf.if %[[IN]] {
 // CHECK: %[[SLICE:.*]] = memref.subview %[[X]][0, %[[NEXT]], 0, %[[H]], 0] [1, 1, 8, 1, 32] [1, 1, 1, 1, 1]
 // CHECK: scf.for %[[ROW:.*]] = %{{.*}} to %{{.*}} step %{{.*}} {
@@ -38,6 +39,38 @@ func.func @chunk_loop(%x: memref<1x4x8x2x32xf32>, %h: index, %out: memref<4x8x32
     scf.for %t = %c0 to %c8 step %c1 {
       %row = vector.transfer_read %x[%c0, %n, %t, %h, %c0], %pad {in_bounds = [true]} : memref<1x4x8x2x32xf32>, vector<32xf32>
       vector.transfer_write %row, %out[%n, %t, %c0] {in_bounds = [true]} : vector<32xf32>, memref<4x8x32xf32>
+    }
+  } {la.fused_chunk_loop}
+  return
+}
+
+// -----
+
+// The chunk loop that tiling T writes: over tokens in steps of the chunk
+// size, a row of the chunk being %t + %r. The next chunk's 16 rows of head
+// %h are prefetched, from token %t + 16 on, while all of them are in T.
+// CHECK-LABEL: func.func @token_loop
+// CHECK-SAME: (%[[X:[^:]*]]: memref<1x64x2x32xf32>, %[[H:[^:]*]]: index, %{{[^:]*}}: memref<16x32xf32>)
+// CHECK: %[[C64:.*]] = arith.constant 64 : index
+// CHECK: scf.for %[[T:.*]] = %{{.*}} to %[[C64]] step %[[STEP:[^ ]*]]
+// CHECK: %[[NEXT:.*]] = arith.addi %[[T]], %{{.*}} : index
+// CHECK: %[[END:.*]] = arith.addi %[[NEXT]], %[[STEP]] : index
+// CHECK: %[[IN:.*]] = arith.cmpi sle, %[[END]], %[[C64]] : index
+// CHECK: scf.if %[[IN]] {
+// CHECK: memref.subview %[[X]][0, %[[NEXT]], %[[H]], 0] [1, 16, 1, 32] [1, 1, 1, 1]
+// CHECK: memref.prefetch
+// CHECK: } {la.fused_chunk_loop}
+func.func @token_loop(%x: memref<1x64x2x32xf32>, %h: index, %out: memref<16x32xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c16 = arith.constant 16 : index
+  %c64 = arith.constant 64 : index
+  %pad = arith.constant 0.0 : f32
+  scf.for %t = %c0 to %c64 step %c16 {
+    scf.for %r = %c0 to %c16 step %c1 {
+      %token = affine.apply affine_map<()[s0, s1] -> (s0 + s1)>()[%t, %r]
+      %row = vector.transfer_read %x[%c0, %token, %h, %c0], %pad {in_bounds = [true]} : memref<1x64x2x32xf32>, vector<32xf32>
+      vector.transfer_write %row, %out[%r, %c0] {in_bounds = [true]} : vector<32xf32>, memref<16x32xf32>
     }
   } {la.fused_chunk_loop}
   return

@@ -14,57 +14,62 @@
 // BADTHREADS: la-fuse-recurrence: 'threads' must be >= 0, got -2
 
 // Value tiles of 4 columns: V = 8 gives two tiles per (batch, value head),
-// so 1 x 2 x 2 = 4 tasks reach threads=4 (fused). Each task carries a
-// [1,1,K,4] state and reads and writes its 4 value columns.
+// so 1 x 2 x 2 = 4 tasks reach threads=4 (fused). The task forall is
+// normalized (task indices); each task carries a [1,1,K,4] state and reads
+// and writes its 4 value columns.
 // VT-LABEL: func.func @gla
-// VT: %[[VC:.*]] = tensor.expand_shape {{.*}} into tensor<1x3x16x2x8xf32>
 // VT: scf.forall (%[[B:.*]], %[[H:.*]], %[[T:.*]]) in (1, 2, 2) shared_outs(%[[OUT:.*]] = %{{.*}}, %[[FIN:.*]] = %{{.*}})
-// VT: %[[COL:.*]] = arith.muli %[[T]], %{{.*}} : index
-// VT: %[[S0:.*]] = linalg.fill {{.*}} -> tensor<1x1x4x4xf32>
-// VT: %[[TASK:.*]] = tensor.extract_slice %[[OUT]][%[[B]], 0, 0, %[[H]], %[[COL]]] [1, 3, 16, 1, 4]
-// VT: scf.for {{.*}} iter_args(%{{.*}} = %[[S0]], %{{.*}} = %[[TASK]]) -> (tensor<1x1x4x4xf32>, tensor<1x3x16x1x4xf32>)
-// VT: tensor.extract_slice %[[VC]][%[[B]], %{{.*}}, 0, %[[H]], %[[COL]]] [1, 1, 16, 1, 4]
+// VT: %[[COL:.*]] = affine.apply #{{.*}}(%[[T]])
+// VT: %[[TASK:.*]] = tensor.extract_slice %[[OUT]][%[[B]], 0, %[[H]], %[[COL]]] [1, 48, 1, 4]
+// VT: scf.for {{.*}} iter_args(%{{.*}} = %[[TASK]], %{{.*}} = %{{.*}}) -> (tensor<1x48x1x4xf32>, tensor<1x1x4x4xf32>)
+// VT: tensor.extract_slice %{{.*}}[%[[B]], %{{.*}}, %[[H]], %{{.*}}] [1, 16, 1, 4]
 // VT: scf.forall.in_parallel
-// VT: tensor.parallel_insert_slice %{{.*}} into %[[OUT]][%[[B]], 0, 0, %[[H]], %[[COL]]] [1, 3, 16, 1, 4]
+// VT: tensor.parallel_insert_slice %{{.*}} into %[[OUT]][%[[B]], 0, %[[H]], %[[COL]]] [1, 48, 1, 4]
 // VT: tensor.parallel_insert_slice %{{.*}} into %[[FIN]][%[[B]], %[[H]], 0, %[[COL]]] [1, 1, 4, 4]
+// VT: mapping = [#la.task<0>, #la.task<1>, #la.task<2>]
 
-// Two (batch, value head) tasks and two threads: fused. One scf.forall task
-// per (batch, value head); the chunk loop carries the [1,1,K,V] state and
-// runs the level-2 ops on one chunk of one head, [1,1,C,1,...].
+// Two (batch, value head) tasks and two threads: fused. The recurrence is
+// tiled by upstream tiling: T = 40 is first padded to 48 (three chunks of
+// 16) with zero tokens; an scf.forall over (batch, value head), mapped to
+// #la.task, holds an scf.for over tokens in steps of 16 that carries the
+// [1,1,K,V] state (the recurrence's accumulator); each chunk is decomposed
+// into the level-2 ops on one chunk of one head, [1,1,C,1,...].
 // CHECK-LABEL: func.func @gla
 // CHECK-SAME: (%[[Q:[^:]*]]: {{.*}}, %[[K:[^:]*]]: {{.*}}, %[[V:[^:]*]]: {{.*}}, %[[G:[^:]*]]: tensor<1x40x2x4xf32>)
-// CHECK: %[[QC:.*]] = tensor.expand_shape {{.*}} into tensor<1x3x16x2x4xf32>
-// CHECK: %[[KC:.*]] = tensor.expand_shape {{.*}} into tensor<1x3x16x2x4xf32>
-// CHECK: %[[VC:.*]] = tensor.expand_shape {{.*}} into tensor<1x3x16x2x8xf32>
-// CHECK: %[[GC:.*]] = tensor.expand_shape {{.*}} into tensor<1x3x16x2x4xf32>
-// CHECK: %[[RES:.*]]:2 = scf.forall (%[[B:.*]], %[[H:.*]]) in (1, 2) shared_outs(%[[OUT:.*]] = %{{.*}}, %[[FIN:.*]] = %{{.*}}) -> (tensor<1x3x16x2x8xf32>, tensor<1x2x4x8xf32>)
-// CHECK: %[[S0:.*]] = linalg.fill {{.*}} -> tensor<1x1x4x8xf32>
-// CHECK: %[[TASK:.*]] = tensor.extract_slice %[[OUT]][%[[B]], 0, 0, %[[H]], 0] [1, 3, 16, 1, 8]
-// CHECK: %[[LOOP:.*]]:2 = scf.for %[[N:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[S:.*]] = %[[S0]], %[[O:.*]] = %[[TASK]]) -> (tensor<1x1x4x8xf32>, tensor<1x3x16x1x8xf32>)
-// CHECK: %[[QN:.*]] = tensor.extract_slice %[[QC]][%[[B]], %[[N]], 0, %[[H]], 0] [1, 1, 16, 1, 4]
-// CHECK: %[[GN:.*]] = tensor.extract_slice %[[GC]][%[[B]], %[[N]], 0, %[[H]], 0] [1, 1, 16, 1, 4]
-// CHECK: %[[CUM:.*]] = la.chunk_cumsum %[[GN]] : tensor<1x1x16x1x4xf32> -> tensor<1x1x16x1x4xf32>
+// CHECK: %[[QP:.*]] = tensor.pad %[[Q]] low[0, 0, 0, 0] high[0, 8, 0, 0]
+// CHECK: %[[GP:.*]] = tensor.pad %[[G]] low[0, 0, 0, 0] high[0, 8, 0, 0]
+// CHECK: %[[RES:.*]]:2 = scf.forall (%[[B:.*]], %[[H:.*]]) in (1, 2) shared_outs(%[[OUT:.*]] = %{{.*}}, %[[FIN:.*]] = %{{.*}}) -> (tensor<1x48x2x8xf32>, tensor<1x2x4x8xf32>)
+// CHECK: %[[TASK:.*]] = tensor.extract_slice %[[OUT]][%[[B]], 0, %[[H]], 0] [1, 48, 1, 8]
+// CHECK: %[[LOOP:.*]]:2 = scf.for %[[N:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[O:.*]] = %[[TASK]], %[[S:.*]] = %{{.*}}) -> (tensor<1x48x1x8xf32>, tensor<1x1x4x8xf32>)
+// CHECK: %[[QN:.*]] = tensor.extract_slice %[[QP]][%[[B]], %[[N]], %[[H]], 0] [1, 16, 1, 4]
+// CHECK: %[[GN:.*]] = tensor.extract_slice %[[GP]][%[[B]], %[[N]], %[[H]], 0] [1, 16, 1, 4]
+// CHECK: %[[QC:.*]] = tensor.expand_shape %[[QN]] {{.*}} into tensor<1x1x16x1x4xf32>
+// CHECK: %[[GC:.*]] = tensor.expand_shape %[[GN]] {{.*}} into tensor<1x1x16x1x4xf32>
+// CHECK: %[[CUM:.*]] = la.chunk_cumsum %[[GC]] : tensor<1x1x16x1x4xf32> -> tensor<1x1x16x1x4xf32>
 // CHECK: %[[STATES:.*]], %[[NEXT:.*]] = la.chunk_state_scan %{{.*}}, %{{.*}} gates(%[[CUM]] : {{.*}}) initial_state(%[[S]] : tensor<1x1x4x8xf32>)
-// CHECK: %[[INTRA:.*]] = la.chunk_intra %[[QN]]
-// CHECK: %[[ON:.*]] = la.chunk_inter %[[QN]], %[[STATES]], %[[INTRA]]
-// CHECK: %[[OW:.*]] = tensor.insert_slice %[[ON]] into %[[O]][0, %[[N]], 0, 0, 0] [1, 1, 16, 1, 8]
-// CHECK: scf.yield %[[NEXT]], %[[OW]]
+// CHECK: %[[INTRA:.*]] = la.chunk_intra %[[QC]]
+// CHECK: %[[ON:.*]] = la.chunk_inter %[[QC]], %[[STATES]], %[[INTRA]]
+// CHECK: %[[OT:.*]] = tensor.collapse_shape %[[ON]] {{.*}} into tensor<1x16x1x8xf32>
+// CHECK: %[[OW:.*]] = tensor.insert_slice %[[OT]] into %[[O]][0, %[[N]], 0, 0] [1, 16, 1, 8]
+// CHECK: scf.yield %[[OW]], %[[NEXT]]
+// CHECK: } {la.fused_chunk_loop}
 // CHECK: scf.forall.in_parallel
-// CHECK: tensor.parallel_insert_slice %[[LOOP]]#1 into %[[OUT]][%[[B]], 0, 0, %[[H]], 0] [1, 3, 16, 1, 8]
-// CHECK: tensor.parallel_insert_slice %[[LOOP]]#0 into %[[FIN]][%[[B]], %[[H]], 0, 0] [1, 1, 4, 8]
-// CHECK: %[[FLAT:.*]] = tensor.collapse_shape %[[RES]]#0
-// CHECK: %[[O:.*]] = tensor.extract_slice %[[FLAT]][0, 0, 0, 0] [1, 40, 2, 8]
-// CHECK: return %[[O]], %[[RES]]#1
+// CHECK: tensor.parallel_insert_slice %[[LOOP]]#0 into %[[OUT]][%[[B]], 0, %[[H]], 0] [1, 48, 1, 8]
+// CHECK: tensor.parallel_insert_slice %[[LOOP]]#1 into %[[FIN]][%[[B]], %[[H]], 0, 0] [1, 1, 4, 8]
+// CHECK: mapping = [#la.task<0>, #la.task<1>]
+// CHECK: %[[OUTPUT:.*]] = tensor.extract_slice %[[RES]]#0[0, 0, 0, 0] [1, 40, 2, 8]
+// CHECK: return %[[OUTPUT]], %[[RES]]#1
 
 // With pack-inputs each chunk's slice of an input is copied into a compact
 // tensor, which the chunk's ops read instead of the strided slice.
 // PACK-LABEL: func.func @gla
 // PACK: scf.for %[[N:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args
-// PACK: %[[QN:.*]] = tensor.extract_slice %{{.*}}[%{{.*}}, %[[N]], 0, %{{.*}}, 0] [1, 1, 16, 1, 4]
-// PACK: %[[QE:.*]] = tensor.empty() : tensor<1x1x16x1x4xf32>
-// PACK: %[[QP:.*]] = linalg.copy ins(%[[QN]] : tensor<1x1x16x1x4xf32>) outs(%[[QE]] : tensor<1x1x16x1x4xf32>)
-// PACK: la.chunk_intra %[[QP]]
-// PACK: la.chunk_inter %[[QP]]
+// PACK: %[[QN:.*]] = tensor.extract_slice %{{.*}}[%{{.*}}, %[[N]], %{{.*}}, 0] [1, 16, 1, 4]
+// PACK: %[[QE:.*]] = tensor.empty() : tensor<1x16x1x4xf32>
+// PACK: %[[QP:.*]] = linalg.copy ins(%[[QN]] : tensor<1x16x1x4xf32>) outs(%[[QE]] : tensor<1x16x1x4xf32>)
+// PACK: %[[QC:.*]] = tensor.expand_shape %[[QP]]
+// PACK: la.chunk_intra %[[QC]]
+// PACK: la.chunk_inter %[[QC]]
 // PACK: } {la.fused_chunk_loop}
 
 // Four threads for two tasks, or materialized: left to la-chunk.
@@ -84,16 +89,17 @@ func.func @gla(%q: tensor<1x40x2x4xf32>, %k: tensor<1x40x2x4xf32>, %v: tensor<1x
 // -----
 
 // Grouped value heads (HV = 2H) with an initial state: four tasks; a task
-// reads key head hv / 2, its own value head and its initial state; the
-// delta rule's WY form runs per chunk.
+// reads key head hv / 2, its own value head and its tile of the initial
+// state (from the argument: the final state is written to a fresh tensor);
+// the delta rule's WY form runs per chunk.
 // CHECK-LABEL: func.func @grouped_delta
 // CHECK-SAME: %[[S0:[^:]*]]: tensor<2x4x4x8xf32>)
 // CHECK: scf.forall (%[[B:.*]], %[[HV:.*]]) in (2, 4)
-// CHECK: %[[KH:.*]] = arith.divui %[[HV]], %{{.*}} : index
 // CHECK: %[[INIT:.*]] = tensor.extract_slice %[[S0]][%[[B]], %[[HV]], 0, 0] [1, 1, 4, 8]
-// CHECK: scf.for {{.*}} iter_args(%{{.*}} = %[[INIT]]
-// CHECK: tensor.extract_slice %{{.*}}[%[[B]], %{{.*}}, 0, %[[KH]], 0] [1, 1, 16, 1, 4]
-// CHECK: tensor.extract_slice %{{.*}}[%[[B]], %{{.*}}, 0, %[[HV]], 0] [1, 1, 16, 1, 8]
+// CHECK: scf.for {{.*}} iter_args(%{{.*}} = %{{.*}}, %{{.*}} = %[[INIT]])
+// CHECK: %[[KH:.*]] = affine.apply #{{.*}}(%[[HV]])
+// CHECK: tensor.extract_slice %{{.*}}[%[[B]], %{{.*}}, %[[KH]], 0] [1, 16, 1, 4]
+// CHECK: tensor.extract_slice %{{.*}}[%[[B]], %{{.*}}, %[[HV]], 0] [1, 16, 1, 8]
 // CHECK: la.chunk_wy
 // CHECK: la.chunk_state_scan
 // Eight tasks are enough for four threads.
@@ -131,14 +137,13 @@ func.func @varlen(%q: tensor<1x50x2x4xf32>, %k: tensor<1x50x2x4xf32>, %v: tensor
 // CHECK-NOT: linalg.generic
 // CHECK: scf.forall
 // CHECK: scf.for %[[N:.*]] = {{.*}} iter_args
-// CHECK: %[[T0:.*]] = arith.muli %[[N]], %{{.*}} : index
-// CHECK: %[[XT:.*]] = tensor.extract_slice %[[X]][%{{.*}}, %[[T0]], %{{.*}}, 0] [1, 16, 1, 4]
+// CHECK: %[[XT:.*]] = tensor.extract_slice %[[X]][%{{.*}}, %[[N]], %{{.*}}, 0] [1, 16, 1, 4]
 // CHECK: %[[QT:.*]] = linalg.generic {{.*}} ins(%[[XT]] : tensor<1x16x1x4xf32>) outs(%{{.*}} : tensor<1x16x1x4xf32>)
 // CHECK: math.exp
-// CHECK: %[[Q:.*]] = tensor.expand_shape %[[QT]] {{.*}} into tensor<1x1x16x1x4xf32>
-// CHECK: %[[GT:.*]] = tensor.extract_slice %[[GRAW]][%{{.*}}, %{{.*}}, %{{.*}}, 0] [1, 16, 1, 4]
-// CHECK: linalg.generic {{.*}} ins(%[[GT]] : tensor<1x16x1x4xf32>)
+// CHECK: %[[GT:.*]] = tensor.extract_slice %[[GRAW]][%{{.*}}, %[[N]], %{{.*}}, 0] [1, 16, 1, 4]
+// CHECK: %[[GA:.*]] = linalg.generic {{.*}} ins(%[[GT]] : tensor<1x16x1x4xf32>)
 // CHECK: math.log1p
+// CHECK: %[[Q:.*]] = tensor.expand_shape %[[QT]] {{.*}} into tensor<1x1x16x1x4xf32>
 // CHECK: la.chunk_cumsum
 // CHECK: la.chunk_intra %[[Q]]
 // MAT-LABEL: func.func @producers
@@ -176,24 +181,25 @@ func.func @producers(%x: tensor<1x32x2x4xf32>, %k: tensor<1x32x2x4xf32>, %v: ten
 // -----
 
 // Consumers: the output's RMSNorm (sum of squares over V, then the scale by
-// the weight) and its gating run per chunk inside the loop, on the chunk's
-// [1,16,1,8] tile; their fill and empty inits become tiles too, and the
-// function returns the fused loop's result directly.
+// the weight) and its gating are fused by upstream consumer fusion into the
+// task loop and then into the chunk loop, on the chunk's [1,16,1,8] tile;
+// their inits become tiles of the loops' new results, and the function
+// returns the loop's result directly.
 // CHECK-LABEL: func.func @rmsnorm_gate
 // CHECK-SAME: (%{{.*}}: tensor<1x32x2x4xf32>, %{{.*}}: tensor<1x32x2x4xf32>, %{{.*}}: tensor<1x32x2x8xf32>, %[[W:.*]]: tensor<8xf32>, %[[GATE:.*]]: tensor<1x32x2x8xf32>)
-// CHECK: %[[RES:.*]]:2 = scf.forall (%[[B:.*]], %[[H:.*]]) in (1, 2)
-// CHECK: scf.for %[[N:.*]] = {{.*}} iter_args(
-// CHECK: %[[OT:.*]] = tensor.collapse_shape %{{.*}} {{\[\[}}0, 1], [2], [3], [4]] : tensor<1x1x16x1x8xf32> into tensor<1x16x1x8xf32>
-// CHECK: %[[T0:.*]] = arith.muli %[[N]], %{{.*}} : index
-// CHECK: %[[ZERO:.*]] = linalg.fill {{.*}} -> tensor<1x16x1xf32>
+// CHECK: %[[RES:.*]]:{{.*}} = scf.forall (%[[B:.*]], %[[H:.*]]) in (1, 2)
+// CHECK: %[[LOOP:.*]]:4 = scf.for %[[N:.*]] = {{.*}} iter_args(
+// CHECK: %[[ON:.*]] = la.chunk_inter
+// CHECK: %[[OT:.*]] = tensor.collapse_shape %[[ON]] {{\[\[}}0], [1, 2], [3], [4]] : tensor<1x1x16x1x8xf32> into tensor<1x16x1x8xf32>
+// CHECK: %[[ZERO:.*]] = tensor.extract_slice %{{.*}}[0, %[[N]], 0] [1, 16, 1]
 // CHECK: %[[SS:.*]] = linalg.generic {{.*}} ins(%[[OT]] : tensor<1x16x1x8xf32>) outs(%[[ZERO]] : tensor<1x16x1xf32>)
-// CHECK: %[[GT:.*]] = tensor.extract_slice %[[GATE]][%[[B]], %[[T0]], %[[H]], 0] [1, 16, 1, 8]
+// CHECK: %[[GT:.*]] = tensor.extract_slice %[[GATE]][%[[B]], %[[N]], %[[H]], 0] [1, 16, 1, 8]
 // CHECK: %[[R:.*]] = linalg.generic {{.*}} ins(%[[OT]], %[[SS]], %[[W]], %[[GT]] : tensor<1x16x1x8xf32>, tensor<1x16x1xf32>, tensor<8xf32>, tensor<1x16x1x8xf32>)
-// CHECK: %[[RE:.*]] = tensor.expand_shape %[[R]] {{\[\[}}0, 1], [2], [3], [4]] {{.*}} into tensor<1x1x16x1x8xf32>
-// CHECK: tensor.insert_slice %[[RE]]
-// CHECK: %[[OUT:.*]] = tensor.collapse_shape %[[RES]]#0
+// CHECK: tensor.insert_slice %[[R]]
+// CHECK: } {la.fused_chunk_loop}
+// CHECK: tensor.parallel_insert_slice %[[LOOP]]#3
 // CHECK-NOT: linalg.generic
-// CHECK: return %[[OUT]]
+// CHECK: return %[[RES]]
 #id4 = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
 #row = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
 #col = affine_map<(d0, d1, d2, d3) -> (d3)>

@@ -20,6 +20,8 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/SCF/Transforms/TileUsingInterface.h"
+#include "mlir/Dialect/SCF/Utils/Utils.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Tensor/Transforms/Transforms.h"
 #include "mlir/IR/Dominance.h"
@@ -77,69 +79,111 @@ bool mlir::la::shouldFuse(RecurrenceOp op, FusionMode mode, int64_t threads,
   return tasks >= threads;
 }
 
-/// A value computed by a structured op on tensors whose only users are in
-/// `users`: its producer can be computed per chunk inside the loop instead.
-static bool isFusibleProducer(Value x, ArrayRef<Operation *> users) {
-  auto producer = x.getDefiningOp<linalg::LinalgOp>();
-  return producer && producer.hasPureTensorSemantics() &&
-         producer->getNumResults() == 1 &&
-         isa<TilingInterface>(producer.getOperation()) &&
-         llvm::all_of(x.getUsers(), [&](Operation *user) {
-           return llvm::is_contained(users, user);
-         });
-}
-
-/// Replaces `tile` (a slice of a fusible producer's result) by the producer
-/// computed on that tile, and so on up the chain of fusible producers (the
-/// feature map of q before its L2 norm, the gate activation after its bias,
-/// ...). A producer is fusible once its only users are `recurrence` (the op
-/// being rewritten), producers fused so far and slices in the loop: then it
-/// is dead outside the loop. A producer read by two fused ops (the feature
-/// map that both the sum of squares and the normalisation read) is computed
-/// once per reading slice. Returns the value that replaces `tile`.
-static Value fuseProducersInto(RewriterBase &rewriter, OpBuilder &b,
-                               tensor::ExtractSliceOp tile,
-                               Operation *recurrence) {
-  Value result = tile.getResult();
-  SmallVector<Operation *> dying = {recurrence};
-  SmallVector<tensor::ExtractSliceOp> pending = {tile};
-  SmallVector<Operation *> slices = {tile};
-  bool progress = true;
-  while (progress) {
-    progress = false;
-    for (size_t i = 0; i < pending.size(); ++i) {
-      tensor::ExtractSliceOp slice = pending[i];
-      SmallVector<Operation *> users = dying;
-      users.append(slices.begin(), slices.end());
-      if (!isFusibleProducer(slice.getSource(), users))
+/// The structured ops that compute the time-indexed inputs of `consumer`
+/// (q, k, v, the gates, beta, a, b) and nothing else: linalg ops on tensors
+/// with one result, every user of which is `consumer` or another op of the
+/// set (the feature map of q before its L2 norm, whose sum of squares and
+/// normalisation both read it; the gate activation after its bias; ...).
+/// Tiling fuses exactly these into its loops, where they die outside.
+static llvm::SmallPtrSet<Operation *, 8>
+collectFusibleProducers(RecurrenceOp consumer) {
+  SmallVector<Operation *> candidates;
+  SmallVector<Value> worklist = {consumer.getQ(), consumer.getK(),
+                                 consumer.getV()};
+  for (Value x :
+       {consumer.getG(), consumer.getBeta(), consumer.getA(), consumer.getB()})
+    if (x)
+      worklist.push_back(x);
+  while (!worklist.empty()) {
+    auto producer = worklist.pop_back_val().getDefiningOp<linalg::LinalgOp>();
+    if (!producer || !producer.hasPureTensorSemantics() ||
+        producer->getNumResults() != 1 ||
+        !isa<TilingInterface>(producer.getOperation()) ||
+        llvm::is_contained(candidates, producer.getOperation()))
+      continue;
+    candidates.push_back(producer);
+    for (Value input : producer.getDpsInputs())
+      worklist.push_back(input);
+  }
+  llvm::SmallPtrSet<Operation *, 8> fusible;
+  bool grown = true;
+  while (grown) {
+    grown = false;
+    for (Operation *candidate : candidates) {
+      if (fusible.contains(candidate))
         continue;
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPoint(slice);
-      auto producer = cast<OpResult>(slice.getSource());
-      FailureOr<TilingResult> tiled =
-          tensor::replaceExtractSliceWithTiledProducer(b, slice, producer);
-      if (failed(tiled) || tiled->tiledValues.size() != 1)
-        continue;
-      // Compare before anything is erased: a later slice may reuse the
-      // memory of an erased one.
-      if (result == slice.getResult())
-        result = tiled->tiledValues.front();
-      if (!llvm::is_contained(dying, producer.getOwner()))
-        dying.push_back(producer.getOwner());
-      llvm::erase(slices, slice.getOperation());
-      pending.erase(pending.begin() + i);
-      rewriter.replaceOp(slice, tiled->tiledValues.front());
-      for (Operation *generated : tiled->generatedSlices) {
-        if (auto next = dyn_cast<tensor::ExtractSliceOp>(generated)) {
-          pending.push_back(next);
-          slices.push_back(next);
-        }
+      if (llvm::all_of(candidate->getResult(0).getUsers(), [&](Operation *u) {
+            return u == consumer.getOperation() || fusible.contains(u);
+          })) {
+        fusible.insert(candidate);
+        grown = true;
       }
-      progress = true;
-      break;
     }
   }
-  return result;
+  return fusible;
+}
+
+/// The fusion rule of both tilings: the producers of the inputs in
+/// `fusible` and, when `fuseInits` (the task loop, over parallel dims
+/// only), a `linalg.fill` init (the zero state, filled per task). The chunk
+/// loop never fuses an init: its state is the accumulator it carries.
+static scf::SCFTileAndFuseOptions::ControlFnTy
+fusionRule(const llvm::SmallPtrSet<Operation *, 8> &fusible, bool fuseInits) {
+  return [&fusible, fuseInits](tensor::ExtractSliceOp, OpResult producer,
+                               bool isDestinationOperand)
+             -> std::optional<scf::SCFTileAndFuseOptions::ControlFnResult> {
+    if (isDestinationOperand) {
+      if (fuseInits && isa<linalg::FillOp>(producer.getOwner()))
+        return scf::SCFTileAndFuseOptions::ControlFnResult{};
+      return std::nullopt;
+    }
+    if (!fusible.contains(producer.getOwner()))
+      return std::nullopt;
+    return scf::SCFTileAndFuseOptions::ControlFnResult{};
+  };
+}
+
+/// `op` with its time-indexed operands zero-padded to `tokens` tokens (zero
+/// tokens leave the state unchanged: k = 0, beta = a = b = 0, log-gate 0)
+/// and its output sliced back, so that chunks of a T that is not a multiple
+/// of the chunk size have static shapes. Returns the padded recurrence.
+static RecurrenceOp padTime(RewriterBase &rewriter, RecurrenceOp op,
+                            int64_t tokens) {
+  Location loc = op.getLoc();
+  RecurrenceParts parts = RecurrenceParts::of(op);
+  auto pad = [&](Value x) -> Value {
+    if (!x)
+      return x;
+    auto type = cast<RankedTensorType>(x.getType());
+    SmallVector<int64_t> shape(type.getShape());
+    SmallVector<OpFoldResult> low(type.getRank(), rewriter.getIndexAttr(0));
+    SmallVector<OpFoldResult> high = low;
+    high[1] = rewriter.getIndexAttr(tokens - shape[1]);
+    shape[1] = tokens;
+    Value zero = arith::ConstantOp::create(
+        rewriter, loc, rewriter.getZeroAttr(type.getElementType()));
+    return tensor::PadOp::create(
+        rewriter, loc, RankedTensorType::get(shape, type.getElementType()), x,
+        low, high, zero);
+  };
+  for (Value *x : {&parts.q, &parts.k, &parts.v, &parts.g, &parts.beta,
+                   &parts.a, &parts.b})
+    *x = pad(*x);
+  // The output's init is not read: an empty one of the padded shape.
+  SmallVector<OpFoldResult> outputSizes =
+      mixedSizes(rewriter, loc, parts.oInit);
+  outputSizes[1] = rewriter.getIndexAttr(tokens);
+  parts.oInit = emptyTensor(
+      rewriter, loc, outputSizes,
+      cast<RankedTensorType>(parts.oInit.getType()).getElementType());
+  RecurrenceOp padded = parts.build(rewriter, loc);
+  SmallVector<OpFoldResult> sizes = mixedSizes(rewriter, loc, op.getO());
+  Value output = tensor::ExtractSliceOp::create(
+      rewriter, loc, padded.getO(),
+      SmallVector<OpFoldResult>(4, rewriter.getIndexAttr(0)), sizes,
+      SmallVector<OpFoldResult>(4, rewriter.getIndexAttr(1)));
+  rewriter.replaceOp(op, {output, padded->getResult(1)});
+  return padded;
 }
 
 /// Makes `value` available before `point`: it is already (it dominates
@@ -163,6 +207,77 @@ static bool makeAvailableBefore(RewriterBase &rewriter, Value value,
       return false;
   rewriter.moveOpBefore(def, point);
   return true;
+}
+
+/// The insertions that `loop` (an scf.forall or scf.for built by tiling)
+/// makes of the results `consumer` reads.
+static SmallVector<Operation *> insertionsReadBy(Operation *consumer,
+                                                 Operation *loop) {
+  SmallVector<Operation *> slices;
+  for (Value operand : consumer->getOperands()) {
+    auto result = dyn_cast<OpResult>(operand);
+    if (!result || result.getOwner() != loop)
+      continue;
+    unsigned index = result.getResultNumber();
+    Operation *insert = nullptr;
+    if (auto forall = dyn_cast<scf::ForallOp>(loop)) {
+      for (Operation &op : forall.getTerminator().getYieldingOps())
+        if (auto parallel = dyn_cast<tensor::ParallelInsertSliceOp>(op))
+          if (parallel.getDest() == forall.getRegionIterArgs()[index])
+            insert = parallel;
+    } else if (auto forOp = dyn_cast<scf::ForOp>(loop)) {
+      insert = forOp.getBody()
+                   ->getTerminator()
+                   ->getOperand(index)
+                   .getDefiningOp<tensor::InsertSliceOp>();
+    }
+    if (insert && !llvm::is_contained(slices, insert))
+      slices.push_back(insert);
+  }
+  return slices;
+}
+
+/// Fuses `consumer` of the loop nest `loops` (outermost first) into its
+/// innermost loop, one loop at a time (upstream consumer fusion, given the
+/// insertions it reads at each level). `loops` is updated as the loops
+/// gain results.
+static LogicalResult
+fuseConsumerIntoLoops(RewriterBase &rewriter, Operation *consumer,
+                      MutableArrayRef<LoopLikeOpInterface> loops) {
+  for (unsigned level = 0; level < loops.size(); ++level) {
+    SmallVector<Operation *> slices =
+        insertionsReadBy(consumer, loops[level].getOperation());
+    if (slices.empty())
+      return failure();
+    FailureOr<scf::SCFFuseConsumerOfSliceResult> fused =
+        scf::tileAndFuseConsumerOfSlices(rewriter, slices,
+                                         loops.slice(level, 1));
+    if (failed(fused) || fused->tiledOps.size() != 1) {
+      return failure();
+    }
+    if (consumer->use_empty())
+      rewriter.eraseOp(consumer);
+    // The next level fuses the tile computed in this loop.
+    consumer = fused->tiledOps.front();
+    if (level + 1 < loops.size()) {
+      // The inner loop was rebuilt with more results only when this one
+      // is innermost; find it again (it is the op that defines the
+      // consumer's operand in this loop's body).
+      for (Value operand : consumer->getOperands())
+        if (auto inner = operand.getDefiningOp<LoopLikeOpInterface>())
+          if (loops[level]->isProperAncestor(inner))
+            loops[level + 1] = inner;
+      // Its other operands (the slices this level made) must be available
+      // at the inner loop, as upstream consumer fusion requires.
+      DominanceInfo dominance;
+      Operation *inner = loops[level + 1].getOperation();
+      for (Value operand : consumer->getOperands())
+        if (operand.getDefiningOp() != inner &&
+            !makeAvailableBefore(rewriter, operand, inner, dominance))
+          return failure();
+    }
+  }
+  return success();
 }
 
 /// The consumers of the recurrence's output `o` that can run per chunk
@@ -235,82 +350,90 @@ collectFusibleConsumers(RewriterBase &rewriter, RecurrenceOp op, Value o) {
   return set;
 }
 
-/// Computes `consumers` (collectFusibleConsumers) on one chunk of one
-/// head: `oTile` is the chunk's [1,C,1,V] output at (batch, first token,
-/// value head). Returns the sink's [1,C,1,V] tile.
-static FailureOr<Value> fuseConsumersInto(RewriterBase &rewriter, OpBuilder &b,
-                                          ArrayRef<linalg::LinalgOp> consumers,
-                                          Value o, Value oTile, Value batch,
-                                          Value firstToken, Value valueHead,
-                                          int64_t chunkSize) {
-  DenseMap<Value, Value> tiles;
-  tiles[o] = oTile;
-  for (linalg::LinalgOp consumer : consumers) {
-    // The loops that index the output's B, T and HV take this chunk's
-    // tile; the others (V, a reduction over V) their whole range.
-    AffineMap outputMap =
-        consumer.getMatchingIndexingMap(consumer.getDpsInitOperand(0));
-    SmallVector<int64_t> ranges = consumer.getStaticLoopRanges();
-    SmallVector<OpFoldResult> offsets(ranges.size(), b.getIndexAttr(0));
-    SmallVector<OpFoldResult> sizes;
-    for (int64_t range : ranges)
-      sizes.push_back(b.getIndexAttr(range));
-    for (auto [position, expr] : llvm::enumerate(outputMap.getResults())) {
-      unsigned loop = cast<AffineDimExpr>(expr).getPosition();
-      if (position == 0) {
-        offsets[loop] = batch;
-        sizes[loop] = b.getIndexAttr(1);
-      } else if (position == 1) {
-        offsets[loop] = firstToken;
-        sizes[loop] = b.getIndexAttr(chunkSize);
-      } else if (position == 2) {
-        offsets[loop] = valueHead;
-        sizes[loop] = b.getIndexAttr(1);
-      }
-    }
-    FailureOr<TilingResult> tiled =
-        cast<TilingInterface>(consumer.getOperation())
-            .getTiledImplementation(b, offsets, sizes);
-    if (failed(tiled) || tiled->tiledValues.size() != 1)
-      return failure();
-    // Slices of `o` and of earlier consumers read their tiles instead.
-    for (Operation *generated : tiled->generatedSlices) {
-      auto slice = dyn_cast<tensor::ExtractSliceOp>(generated);
-      if (!slice)
-        continue;
-      auto it = tiles.find(slice.getSource());
-      if (it == tiles.end()) {
-        // An init filled with a constant is filled per tile instead (no
-        // whole-tensor fill outside the loop).
-        auto fill = slice.getSource().getDefiningOp<linalg::FillOp>();
-        if (!fill)
-          continue;
-        OpBuilder::InsertionGuard guard(b);
-        b.setInsertionPoint(slice);
-        FailureOr<TilingResult> filled =
-            tensor::replaceExtractSliceWithTiledProducer(
-                b, slice, cast<OpResult>(slice.getSource()));
-        if (failed(filled) || filled->tiledValues.size() != 1)
-          return failure();
-        rewriter.replaceOp(slice, filled->tiledValues.front());
-        continue;
-      }
-      if (it->second.getType() != slice.getType())
-        return failure();
-      rewriter.replaceOp(slice, it->second);
-    }
-    tiles[consumer->getResult(0)] = tiled->tiledValues.front();
+/// Fills the consumers' inits per task: each `linalg.fill` that initialises
+/// a result of the task forall is fused into it (upstream producer fusion
+/// through the forall's shared outputs), so no work is left outside the
+/// tasks (which a GPU grid could not run).
+static void fuseFilledInits(RewriterBase &rewriter, scf::ForallOp forall) {
+  SmallVector<tensor::ExtractSliceOp> slices;
+  for (auto [init, arg] :
+       llvm::zip(forall.getOutputs(), forall.getRegionIterArgs())) {
+    if (!init.getDefiningOp<linalg::FillOp>())
+      continue;
+    for (Operation *user : arg.getUsers())
+      if (auto slice = dyn_cast<tensor::ExtractSliceOp>(user))
+        slices.push_back(slice);
   }
-  return tiles[consumers.back()->getResult(0)];
+  SmallVector<LoopLikeOpInterface> loops = {
+      cast<LoopLikeOpInterface>(forall.getOperation())};
+  for (tensor::ExtractSliceOp slice : slices) {
+    rewriter.setInsertionPoint(slice);
+    if (scf::tileAndFuseProducerOfSlice(rewriter, slice, loops))
+      rewriter.eraseOp(slice);
+  }
+}
+
+/// Makes each task read its tile of a shared output's initial value (the
+/// initial state) from that value, and write into a fresh tensor: the tasks'
+/// tiles are disjoint, so the values read are the same, and bufferization
+/// then needs no copy of a read-only input (a function argument) outside the
+/// tasks, where the GPU path could not run it.
+static void readInitsOutsideTasks(RewriterBase &rewriter,
+                                  scf::ForallOp forall) {
+  for (auto [index, arg] : llvm::enumerate(forall.getRegionIterArgs())) {
+    Value init = forall.getOutputs()[index];
+    if (init.getDefiningOp<tensor::EmptyOp>())
+      continue;
+    SmallVector<tensor::ExtractSliceOp> reads;
+    bool onlyTiles = llvm::all_of(arg.getUsers(), [&](Operation *user) {
+      if (auto slice = dyn_cast<tensor::ExtractSliceOp>(user)) {
+        reads.push_back(slice);
+        return true;
+      }
+      return isa<tensor::ParallelInsertSliceOp>(user);
+    });
+    if (!onlyTiles)
+      continue;
+    for (tensor::ExtractSliceOp slice : reads)
+      rewriter.modifyOpInPlace(slice,
+                               [&] { slice.getSourceMutable().assign(init); });
+    rewriter.setInsertionPoint(forall);
+    Value fresh = emptyTensor(
+        rewriter, forall.getLoc(), mixedSizes(rewriter, forall.getLoc(), init),
+        cast<RankedTensorType>(init.getType()).getElementType());
+    rewriter.modifyOpInPlace(
+        forall, [&] { forall.getOutputsMutable()[index].assign(fresh); });
+  }
 }
 
 namespace {
-/// An operand of the fused program: chunked [B,NC,C,...], or [B,T,...] with
-/// its producer to be fused per chunk.
-struct Operand {
-  Value value;
-  bool chunked = true;
-};
+/// Replaces `op`'s results by their replacements in `tiling` and erases it.
+void replaceTiledOp(RewriterBase &rewriter, Operation *op,
+                    const scf::SCFTileAndFuseResult &tiling) {
+  for (OpResult result : op->getResults())
+    rewriter.replaceAllUsesWith(result, tiling.replacements.lookup(result));
+  rewriter.eraseOp(op);
+}
+
+/// Copies each input of `chunk` that is a slice (not a fused producer's
+/// tile) into a compact tensor of its own.
+void packInputSlices(RewriterBase &rewriter, RecurrenceOp chunk) {
+  for (OpOperand &operand : chunk->getOpOperands()) {
+    if (chunk.isDpsInit(&operand) || operand.get() == chunk.getCuSeqlens())
+      continue;
+    auto slice = operand.get().getDefiningOp<tensor::ExtractSliceOp>();
+    if (!slice)
+      continue;
+    rewriter.setInsertionPoint(chunk);
+    Location loc = slice.getLoc();
+    Value compact = emptyTensor(rewriter, loc, mixedSizes(rewriter, loc, slice),
+                                slice.getType().getElementType());
+    Value copy =
+        linalg::CopyOp::create(rewriter, loc, slice.getResult(), compact)
+            .getResult(0);
+    rewriter.modifyOpInPlace(chunk, [&] { operand.set(copy); });
+  }
+}
 
 struct FuseRecurrence : OpRewritePattern<RecurrenceOp> {
   FuseRecurrence(MLIRContext *ctx, int64_t chunkSize, FusionMode mode,
@@ -326,247 +449,113 @@ struct FuseRecurrence : OpRewritePattern<RecurrenceOp> {
       return rewriter.notifyMatchFailure(op, "simplify the recurrence first");
     if (!shouldFuse(op, mode, threads, valueTile))
       return rewriter.notifyMatchFailure(op, "left to la-chunk");
-    int64_t chunkSize = chunkSizeFor(requestedChunkSize, op.getQ());
-    auto kType = op.getK().getType();
-    auto vType = op.getV().getType();
-    int64_t heads = kType.getDimSize(2), valueHeads = vType.getDimSize(2);
-    if (ShapedType::isDynamic(heads) || ShapedType::isDynamic(valueHeads))
+    if (op.getK().getType().isDynamicDim(2) ||
+        op.getV().getType().isDynamicDim(2))
       return rewriter.notifyMatchFailure(op, "needs static H and HV");
-    int64_t group = valueHeads / heads;
-    Location loc = op.getLoc();
-    Type outputType = op.getO().getType().getElementType();
-    float scale = op.getScale().convertToFloat();
-    Type f32 = rewriter.getF32Type();
-    // Value tiles: a task's columns, and their number (1 without tiles).
+    int64_t chunkSize = chunkSizeFor(requestedChunkSize, op.getQ());
     int64_t columns = valueColumnsPerTask(op, valueTile);
-    int64_t valueTiles =
-        columns ? vType.getDimSize(3) / columns : static_cast<int64_t>(1);
-
-    ChunkedProgramBuilder whole(rewriter, loc, chunkSize);
-    whole.prepare(tensor::getMixedSize(rewriter, loc, op.getQ(), 1));
-    // An operand whose producer is fused is sliced per chunk from [B,T,...]
-    // (no padding: T must be a multiple of the chunk size); the others are
-    // chunked to [B,NC,C,...] first.
+    bool valueTiles = columns && columns < op.getV().getType().getDimSize(3);
     int64_t tokens = op.getQ().getType().getDimSize(1);
-    bool chunksDivide =
-        !ShapedType::isDynamic(tokens) && tokens % chunkSize == 0;
-    auto prepare = [&](Value x) -> Operand {
-      if (!x)
-        return {};
-      if (fuseProducers && chunksDivide &&
-          isFusibleProducer(x, {op.getOperation()}))
-        return {x, /*chunked=*/false};
-      return {whole.chunkify(x), /*chunked=*/true};
-    };
-    Operand q = prepare(op.getQ()), k = prepare(op.getK()),
-            v = prepare(op.getV()), g = prepare(op.getG()),
-            beta = prepare(op.getBeta()), a = prepare(op.getA()),
-            bb = prepare(op.getB());
-    SmallVector<OpFoldResult> vSizes = {
-        tensor::getMixedSize(rewriter, loc, op.getV(), 0), whole.getNumChunks(),
-        rewriter.getIndexAttr(chunkSize), rewriter.getIndexAttr(valueHeads),
-        tensor::getMixedSize(rewriter, loc, op.getV(), 3)};
-    SmallVector<OpFoldResult> kSizes = {
-        vSizes[0], vSizes[1], vSizes[2], rewriter.getIndexAttr(heads),
-        tensor::getMixedSize(rewriter, loc, op.getK(), 3)};
-    // The output's consumers computed per chunk inside the loop, when all
-    // of V is in one task (RMSNorm reduces over V) and chunks need no
-    // padding.
-    Value o = op->getResult(0);
+    bool staticTime = !ShapedType::isDynamic(tokens);
+    // Neighbours fuse into chunks of a T that needs no padding.
+    bool fuseNeighbours =
+        fuseProducers && staticTime && tokens % chunkSize == 0;
     SmallVector<linalg::LinalgOp> consumers;
-    if (fuseProducers && chunksDivide && valueTiles == 1)
-      consumers = collectFusibleConsumers(rewriter, op, o);
-    Type fusedOutputType =
-        consumers.empty()
-            ? outputType
-            : getElementTypeOrSelf(consumers.back()->getResult(0).getType());
-    Value outputInit = emptyTensor(rewriter, loc, vSizes, fusedOutputType);
-    Value finalInit = emptyTensor(
-        rewriter, loc, {vSizes[0], vSizes[3], kSizes[4], vSizes[4]}, f32);
+    if (fuseNeighbours && !valueTiles)
+      consumers = collectFusibleConsumers(rewriter, op, op.getO());
+    if (staticTime && tokens % chunkSize != 0)
+      op = padTime(rewriter, op,
+                   llvm::divideCeil(tokens, chunkSize) * chunkSize);
+    rewriter.setInsertionPoint(op);
 
-    SmallVector<OpFoldResult> taskCounts = {vSizes[0], vSizes[3]};
-    if (valueTiles > 1)
-      taskCounts.push_back(rewriter.getIndexAttr(valueTiles));
-    // Mapped, so that no canonicalization folds a one-task forall.
+    // Tasks: an scf.forall over (batch, value head[, value tile]), mapped
+    // so that no canonicalization folds a one-task forall.
+    llvm::SmallPtrSet<Operation *, 8> producers;
+    if (fuseNeighbours)
+      producers = collectFusibleProducers(op);
+    SmallVector<OpFoldResult> taskTiles = {
+        rewriter.getIndexAttr(1), rewriter.getIndexAttr(0),
+        rewriter.getIndexAttr(1),
+        rewriter.getIndexAttr(valueTiles ? columns : 0)};
     SmallVector<Attribute> taskDims;
-    for (int64_t dim = 0, e = taskCounts.size(); dim < e; ++dim)
+    for (int64_t dim = 0, e = valueTiles ? 3 : 2; dim < e; ++dim)
       taskDims.push_back(TaskMappingAttr::get(rewriter.getContext(), dim));
-    auto forall = scf::ForallOp::create(rewriter, loc, taskCounts,
-                                        ValueRange{outputInit, finalInit},
-                                        rewriter.getArrayAttr(taskDims));
-    OpBuilder::InsertionGuard guard(rewriter);
-    rewriter.setInsertionPointToStart(forall.getBody());
-    Value batch = forall.getInductionVar(0);
-    Value valueHead = forall.getInductionVar(1);
-    // The first value column of this task, and the task's columns.
-    OpFoldResult firstColumn = rewriter.getIndexAttr(0);
-    OpFoldResult taskColumns = vSizes[4];
-    if (valueTiles > 1) {
-      firstColumn = arith::MulIOp::create(
-                        rewriter, loc, forall.getInductionVar(2),
-                        arith::ConstantIndexOp::create(rewriter, loc, columns))
-                        .getResult();
-      taskColumns = rewriter.getIndexAttr(columns);
+    scf::SCFTilingOptions taskTiling;
+    taskTiling.setLoopType(scf::SCFTilingOptions::LoopType::ForallOp)
+        .setTileSizes(taskTiles)
+        .setMapping(taskDims);
+    scf::SCFTileAndFuseOptions taskOptions;
+    taskOptions.setTilingOptions(taskTiling)
+        .setFusionControlFn(fusionRule(producers, /*fuseInits=*/true));
+    FailureOr<scf::SCFTileAndFuseResult> tasks =
+        scf::tileConsumerAndFuseProducersUsingSCF(
+            rewriter, cast<TilingInterface>(op.getOperation()), taskOptions);
+    if (failed(tasks))
+      return op.emitOpError("could not be tiled into (batch, head) tasks");
+    auto task = cast<RecurrenceOp>(tasks->tiledAndFusedOps.front());
+    replaceTiledOp(rewriter, op, *tasks);
+    auto forall = cast<scf::ForallOp>(tasks->loops.front().getOperation());
+    if (valueTiles) {
+      // Task indices (steps of 1), as la-tile-for-gpu maps them on blocks.
+      FailureOr<scf::ForallOp> normalized = normalizeForallOp(rewriter, forall);
+      if (failed(normalized))
+        return forall.emitOpError("could not be normalized");
+      forall = *normalized;
     }
-    Value keyHead = valueHead;
-    if (group != 1)
-      keyHead = arith::DivUIOp::create(
-          rewriter, loc, valueHead,
-          arith::ConstantIndexOp::create(rewriter, loc, group));
-    Value outputs = forall.getRegionIterArgs()[0];
-    Value finals = forall.getRegionIterArgs()[1];
-    SmallVector<OpFoldResult> stateSizes = {rewriter.getIndexAttr(1),
-                                            rewriter.getIndexAttr(1), kSizes[4],
-                                            taskColumns};
-    SmallVector<OpFoldResult> stateOffsets = {
-        batch, valueHead, rewriter.getIndexAttr(0), firstColumn};
-    Value initialState =
-        op.getNonZeroInitialState()
-            ? tensor::ExtractSliceOp::create(
-                  rewriter, loc, op.getInitialState(), stateOffsets, stateSizes,
-                  SmallVector<OpFoldResult>(4, rewriter.getIndexAttr(1)))
-                  .getResult()
-            : filledTensor(rewriter, loc, stateSizes, f32, 0.0);
-    initialState = tensor::CastOp::create(
-        rewriter, loc, RankedTensorType::get(staticShape(stateSizes), f32),
-        initialState);
 
-    // This task's output: [1,NC,C,1,V] at (batch, valueHead).
-    SmallVector<OpFoldResult> taskOffsets(5, rewriter.getIndexAttr(0));
-    taskOffsets[0] = batch;
-    taskOffsets[3] = valueHead;
-    taskOffsets[4] = firstColumn;
-    SmallVector<OpFoldResult> taskSizes = vSizes;
-    taskSizes[0] = taskSizes[3] = rewriter.getIndexAttr(1);
-    taskSizes[4] = taskColumns;
-    SmallVector<OpFoldResult> unitStrides(5, rewriter.getIndexAttr(1));
-    Value taskOutput = tensor::ExtractSliceOp::create(
-        rewriter, loc, outputs, taskOffsets, taskSizes, unitStrides);
+    // Chunks: an scf.for over T that carries the state, each chunk's
+    // producers computed in it.
+    rewriter.setInsertionPoint(task);
+    llvm::SmallPtrSet<Operation *, 8> taskProducers;
+    if (fuseNeighbours)
+      taskProducers = collectFusibleProducers(task);
+    scf::SCFTilingOptions chunkTiling;
+    chunkTiling.setTileSizes(
+        {rewriter.getIndexAttr(0), rewriter.getIndexAttr(chunkSize),
+         rewriter.getIndexAttr(0), rewriter.getIndexAttr(0)});
+    scf::SCFTileAndFuseOptions chunkOptions;
+    chunkOptions.setTilingOptions(chunkTiling)
+        .setFusionControlFn(fusionRule(taskProducers, /*fuseInits=*/false));
+    FailureOr<scf::SCFTileAndFuseResult> chunks =
+        scf::tileConsumerAndFuseProducersUsingSCF(
+            rewriter, cast<TilingInterface>(task.getOperation()), chunkOptions);
+    if (failed(chunks))
+      return task.emitOpError("could not be tiled into chunks");
+    auto chunk = cast<RecurrenceOp>(chunks->tiledAndFusedOps.front());
+    replaceTiledOp(rewriter, task, *chunks);
 
-    Value zero = arith::ConstantIndexOp::create(rewriter, loc, 0);
-    Value one = arith::ConstantIndexOp::create(rewriter, loc, 1);
-    Value numChunks =
-        getValueOrCreateConstantIndexOp(rewriter, loc, whole.getNumChunks());
-    bool consumerFusionFailed = false;
-    auto loop = scf::ForOp::create(
-        rewriter, loc, zero, numChunks, one,
-        ValueRange{initialState, taskOutput},
-        [&](OpBuilder &b, Location l, Value n, ValueRange iterArgs) {
-          // One chunk of one head: [B,NC,C,H,...] -> [1,1,C,1,...], or
-          // [B,T,H,...] -> [1,C,1,...] with the producers fused, expanded.
-          // `value` slices the last (value) dimension to the task's columns.
-          auto slice = [&](Operand x, Value head, bool value = false) -> Value {
-            if (!x.value)
-              return x.value;
-            auto type = cast<RankedTensorType>(x.value.getType());
-            int64_t rank = type.getRank();
-            SmallVector<OpFoldResult> offsets(rank, b.getIndexAttr(0));
-            SmallVector<OpFoldResult> sizes = mixedSizes(b, l, x.value);
-            SmallVector<OpFoldResult> unitStrides(rank, b.getIndexAttr(1));
-            offsets[0] = batch;
-            sizes[0] = b.getIndexAttr(1);
-            if (value) {
-              offsets.back() = firstColumn;
-              sizes.back() = taskColumns;
-            }
-            if (x.chunked) {
-              offsets[1] = n;
-              offsets[3] = head;
-              sizes[1] = sizes[3] = b.getIndexAttr(1);
-              Value chunkSlice = tensor::ExtractSliceOp::create(
-                  b, l, x.value, offsets, sizes, unitStrides);
-              if (!packInputs)
-                return chunkSlice;
-              // A compact copy: the slice's rows lie [H, D] apart.
-              return linalg::CopyOp::create(
-                         b, l, chunkSlice,
-                         emptyTensor(b, l, mixedSizes(b, l, chunkSlice),
-                                     type.getElementType()))
-                  .getResult(0);
-            }
-            offsets[1] =
-                arith::MulIOp::create(
-                    b, l, n, arith::ConstantIndexOp::create(b, l, chunkSize))
-                    .getResult();
-            offsets[2] = head;
-            sizes[1] = b.getIndexAttr(chunkSize);
-            sizes[2] = b.getIndexAttr(1);
-            auto tile = tensor::ExtractSliceOp::create(b, l, x.value, offsets,
-                                                       sizes, unitStrides);
-            Value fused = fuseProducersInto(rewriter, b, tile, op);
-            SmallVector<OpFoldResult> expanded = {b.getIndexAttr(1),
-                                                  b.getIndexAttr(1)};
-            expanded.append(sizes.begin() + 1, sizes.end());
-            SmallVector<ReassociationIndices> reassociation = {{0, 1}};
-            for (int64_t d = 1; d < rank; ++d)
-              reassociation.push_back({d + 1});
-            return tensor::ExpandShapeOp::create(
-                b, l,
-                RankedTensorType::get(staticShape(expanded),
-                                      type.getElementType()),
-                fused, reassociation, expanded);
-          };
-          ChunkedProgramBuilder chunk(b, l, chunkSize);
-          ChunkedProgramBuilder::Result result = chunk.buildChunked(
-              {slice(q, keyHead), slice(k, keyHead),
-               slice(v, valueHead, /*value=*/true), slice(g, keyHead),
-               slice(beta, keyHead), slice(a, keyHead), slice(bb, keyHead),
-               iterArgs[0]},
-              scale, outputType);
-          Value chunkOutput = result.output;
-          if (!consumers.empty()) {
-            // [1,1,C,1,V] -> [1,C,1,V], the consumers' tile, and back.
-            Value oTile = tensor::CollapseShapeOp::create(
-                b, l, chunkOutput,
-                SmallVector<ReassociationIndices>{{0, 1}, {2}, {3}, {4}});
-            Value firstToken = arith::MulIOp::create(
-                b, l, n, arith::ConstantIndexOp::create(b, l, chunkSize));
-            FailureOr<Value> fused =
-                fuseConsumersInto(rewriter, b, consumers, o, oTile, batch,
-                                  firstToken, valueHead, chunkSize);
-            if (failed(fused)) {
-              consumerFusionFailed = true;
-            } else {
-              auto tileType = cast<RankedTensorType>(fused->getType());
-              SmallVector<int64_t> shape = {1};
-              shape.append(tileType.getShape().begin(),
-                           tileType.getShape().end());
-              chunkOutput = tensor::ExpandShapeOp::create(
-                  b, l, RankedTensorType::get(shape, tileType.getElementType()),
-                  *fused,
-                  SmallVector<ReassociationIndices>{{0, 1}, {2}, {3}, {4}});
-            }
-          }
-          Value written = insertAt(b, l, chunkOutput, iterArgs[1],
-                                   /*dim=*/1, n);
-          scf::YieldOp::create(b, l, ValueRange{result.finalState, written});
-        });
-
-    getLaDialect(loop).getFusedChunkLoopAttrHelper().setAttr(
-        loop, rewriter.getUnitAttr());
-    rewriter.setInsertionPointToStart(forall.getTerminator().getBody());
-    tensor::ParallelInsertSliceOp::create(rewriter, loc, loop.getResult(1),
-                                          outputs, taskOffsets, taskSizes,
-                                          unitStrides);
-    tensor::ParallelInsertSliceOp::create(
-        rewriter, loc, loop.getResult(0), finals, stateOffsets, stateSizes,
-        SmallVector<OpFoldResult>(4, rewriter.getIndexAttr(1)));
-
-    rewriter.setInsertionPointAfter(forall);
-    Value output = whole.unchunkify(forall.getResult(0));
-    if (consumerFusionFailed)
-      return op.emitOpError("could not fuse the output's consumers into the "
-                            "chunk loop");
-    if (!consumers.empty()) {
-      // The sink's users read the fused result; the consumers and `o` die.
-      rewriter.replaceAllUsesWith(consumers.back()->getResult(0), output);
-      for (linalg::LinalgOp consumer : llvm::reverse(consumers))
-        rewriter.eraseOp(consumer);
-      output = tensor::EmptyOp::create(
-          rewriter, loc, cast<RankedTensorType>(o.getType()).getShape(),
-          outputType);
+    // The output's consumers, per chunk (upstream consumer fusion).
+    SmallVector<LoopLikeOpInterface> loops = {
+        cast<LoopLikeOpInterface>(forall.getOperation()),
+        chunks->loops.front()};
+    for (linalg::LinalgOp consumer : consumers) {
+      Location consumerLoc = consumer.getLoc();
+      if (failed(fuseConsumerIntoLoops(rewriter, consumer, loops)))
+        return emitError(consumerLoc)
+               << "could not fuse this consumer of la.recurrence's output "
+                  "into its chunk loop";
     }
-    replaceWithCasts(rewriter, op, {output, forall.getResult(1)});
+
+    // Initial values of the task loop's results are computed or read per
+    // task.
+    auto tasksLoop = cast<scf::ForallOp>(loops.front().getOperation());
+    fuseFilledInits(rewriter, tasksLoop);
+    readInitsOutsideTasks(rewriter, tasksLoop);
+
+    if (packInputs)
+      packInputSlices(rewriter, chunk);
+    // Each chunk is the chunk program (its decomposition).
+    rewriter.setInsertionPoint(chunk);
+    FailureOr<SmallVector<Value>> program =
+        cast<linalg::AggregatedOpInterface>(chunk.getOperation())
+            .decomposeOperation(rewriter);
+    if (failed(program))
+      return chunk.emitOpError("could not be decomposed into the chunk "
+                               "program");
+    rewriter.replaceOp(chunk, *program);
+    Operation *chunkLoop = loops.back().getOperation();
+    getLaDialect(chunkLoop).getFusedChunkLoopAttrHelper().setAttr(
+        chunkLoop, rewriter.getUnitAttr());
     return success();
   }
 
@@ -620,4 +609,7 @@ void mlir::la::populateFuseRecurrencePatterns(
     int64_t threads, bool fuseProducers, int64_t valueTile, bool packInputs) {
   patterns.add<FuseRecurrence>(patterns.getContext(), chunkSize, mode, threads,
                                fuseProducers, valueTile, packInputs);
+  // A chunk's slice of a task's slice is one slice of the input (what a
+  // GPU block stages, what a CPU prefetch follows).
+  tensor::populateMergeConsecutiveInsertExtractSlicePatterns(patterns);
 }
