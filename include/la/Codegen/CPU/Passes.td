@@ -125,10 +125,17 @@ def LaPrefetchChunksPass : Pass<"la-prefetch-chunks", "func::FuncOp"> {
     read, at the start of iteration `i`, one per cache line (64 bytes),
     so the next chunk's rows arrive while this chunk computes.
 
-    A slice is prefetched when it is a `memref.subview` in the loop's body
-    whose offsets depend on the induction variable, computed by pure ops,
-    with a static shape, of a function argument that the function only
-    reads (through views). `locality` is the prefetch's cache-level hint
+    A slice is prefetched when the loop's body reads (`vector.transfer_read`,
+    `vector.load`, `memref.load`) a static-shaped view, defined outside the
+    loop, of a function argument that the function only reads, at indices
+    of which exactly one is the chunk: the induction variable (an entry of a
+    chunked `[B, NC, C, ...]` view) or the induction variable plus a row
+    that varies inside the loop (`affine.apply` of `s0 + s1`: the loop over
+    tokens in steps of the chunk size that upstream tiling builds, whose
+    chunk is the step's rows). Indices fixed in the loop select, those that
+    inner loops vary span their whole dimension. Iteration `i + distance`
+    is prefetched only when all of it is in the loop's range. `locality` is
+    the prefetch's cache-level hint
     (3: all levels, 0: none); the default, 2, brings lines to L2, which
     holds a chunk of every input while L1 does not.
   }];

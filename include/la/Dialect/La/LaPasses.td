@@ -82,14 +82,25 @@ def LaFuseRecurrencePass : Pass<"la-fuse-recurrence"> {
   let summary = "Fuse the chunk-to-chunk state passing with each chunk's output";
   let description = [{
     Rewrites `la.recurrence` into the chunked level-2 ops of `la-chunk`, but
-    run per (batch, value head) and per chunk: an `scf.forall` over
-    `[B, HV]` (the threads' tasks) holds an `scf.for` over chunks that
-    carries the f32 state `[1,1,K,V]`; each iteration runs `la.chunk_cumsum`,
+    run per (batch, value head) and per chunk, with upstream tiling: the
+    recurrence is tiled by `scf::tileConsumerAndFuseProducersUsingSCF`
+    through its `TilingInterface` into an `scf.forall` over `[B, HV]` (the
+    threads' tasks, mapped to `#la.task` so that no canonicalization folds
+    a one-task forall), and the task's recurrence again into an `scf.for`
+    over tokens in steps of the chunk size that carries the f32 state
+    `[1,1,K,V]` as the recurrence's accumulator. Each chunk's recurrence is
+    then decomposed (`AggregatedOpInterface`) into `la.chunk_cumsum`,
     `la.chunk_wy` (delta rule), `la.chunk_state_scan` (one chunk, from the
     carried state), `la.chunk_intra` and `la.chunk_inter` on that chunk's
     `[1,1,C,1,...]` slices, so the output is formed while the state is in
     cache and no per-chunk state is written to memory. Grouped value heads
-    read their key head inside the task, so the ops see `H = HV = 1`.
+    read their key head inside the task, so the ops see `H = HV = 1`. A
+    static T that is not a multiple of the chunk size is first padded with
+    zero tokens (which leave the state unchanged); a dynamic T gets partial
+    last chunks, which the decomposition pads. The chunk loop is marked
+    `la.fused_chunk_loop` for `la-prefetch-chunks`. Each task reads its tile
+    of the initial state from the input and writes its final state into a
+    fresh tensor.
 
     Cost rule (`mode=auto`): fused when `B * HV >= threads` (`threads=0`:
     the machine's hardware threads; a dynamic B counts as 1), because then
@@ -102,36 +113,38 @@ def LaFuseRecurrencePass : Pass<"la-fuse-recurrence"> {
     Producers (`fuse-producers`, on by default): an operand computed by a
     structured op on tensors (a `linalg.generic` feature map, a gate
     activation, the L2 normalisation `la-lower-to-recurrence` emits, ...)
-    whose result nothing else uses is computed per chunk inside the loop,
-    on the `[1,C,1,...]` tile the chunk reads (through the op's
-    `TilingInterface`), and so on up a chain of such producers; the operand
-    is never materialised. This needs T to be a static multiple of the
-    chunk size (no padding); otherwise the operand is chunked as before.
+    whose result nothing else uses is fused by upstream producer fusion
+    into the task loop and then into the chunk loop, so that it is computed
+    on the `[1,C,1,...]` tile each chunk reads, and so on up a chain of such
+    producers; the operand is never materialised. This needs T to be a
+    static multiple of the chunk size (no padding).
 
     Consumers (also under `fuse-producers`): when every user of the output
     is a structured op on tensors (projected-permutation maps, static
     shapes) whose result is [B,T,HV,V] or [B,T,HV] (a reduction over V, as
     in RMSNorm), and so on down to one [B,T,HV,V] result that leaves the set
-    (the output's RMSNorm and its gating, say), those ops run per chunk
-    inside the loop on the chunk's [1,C,1,V] tile: their other operands are
-    sliced (a `linalg.fill` init is filled per tile), and the fused loop
-    writes the last one's result. This needs T to be a static multiple of
-    the chunk size and all of V in one task (no value tiles); the ops'
-    inits and constants that are defined after the recurrence are moved
-    before it.
+    (the output's RMSNorm and its gating, say), those ops are fused by
+    upstream consumer fusion (`scf::tileAndFuseConsumerOfSlices`, one loop
+    level at a time) into the chunk loop, on the chunk's [1,C,1,V] tile;
+    a `linalg.fill` init is filled per task. This needs T to be a static
+    multiple of the chunk size and all of V in one task (no value tiles);
+    the ops' inits and constants that are defined after the recurrence are
+    moved before it. (The chunk loop still writes the recurrence's own
+    output tile into a buffer nothing reads.)
 
     Value tiles (`value-tile=N`): every column of the value (and of the
     state) evolves on its own, so the value dimension can be split into
     `V / N` tiles that are tasks of their own: the forall runs over
     `[B, HV, V / N]`, each task carrying a `[1,1,K,N]` state, and the cost
-    rule counts `B * HV * V / N` tasks. The key-side work (decays, the
+    rule counts `B * HV * V / N` tasks (the forall is normalized to task
+    indices). The key-side work (decays, the
     `Q K^T` scores, the WY factors) is then recomputed per value tile. A
     tile that does not divide a static V is ignored (the whole V is one
     tile).
 
     Packed inputs (`pack-inputs`): each chunk's slice of an input that is
     read from `[B, T, H, D]` memory is first copied (`linalg.copy`) into a
-    compact `[1, 1, C, 1, D]` tensor. In the input the slice's C rows are a
+    compact `[1, C, 1, D]` tensor. In the input the slice's C rows are a
     whole `H * D` row apart, 4 KiB for H = 8 and D = 128 in f32: they all
     fall into the same few sets of an 8-way L1 cache and evict each other
     while the ops read them again and again; the compact copy does not

@@ -380,8 +380,9 @@ static void fuseFilledInits(RewriterBase &rewriter, scf::ForallOp forall) {
 /// tasks, where the GPU path could not run it.
 static void readInitsOutsideTasks(RewriterBase &rewriter,
                                   scf::ForallOp forall) {
-  for (auto [index, arg] : llvm::enumerate(forall.getRegionIterArgs())) {
+  for (unsigned index = 0, e = forall.getOutputs().size(); index < e; ++index) {
     Value init = forall.getOutputs()[index];
+    BlockArgument arg = forall.getRegionIterArgs()[index];
     if (init.getDefiningOp<tensor::EmptyOp>())
       continue;
     SmallVector<tensor::ExtractSliceOp> reads;
@@ -407,12 +408,31 @@ static void readInitsOutsideTasks(RewriterBase &rewriter,
 }
 
 namespace {
-/// Replaces `op`'s results by their replacements in `tiling` and erases it.
-void replaceTiledOp(RewriterBase &rewriter, Operation *op,
-                    const scf::SCFTileAndFuseResult &tiling) {
+/// A recurrence tiled into one loop: the tile's recurrence and the loop.
+struct TiledRecurrence {
+  RecurrenceOp tile;
+  LoopLikeOpInterface loop;
+};
+
+/// Tiles `op` with `tiling` (one loop), fusing the producers in `fusible`
+/// (and fill inits when `fuseInits`), and replaces it by the loop.
+FailureOr<TiledRecurrence>
+tileAndFuse(RewriterBase &rewriter, RecurrenceOp op,
+            const scf::SCFTilingOptions &tiling,
+            const llvm::SmallPtrSet<Operation *, 8> &fusible, bool fuseInits) {
+  scf::SCFTileAndFuseOptions options;
+  options.setTilingOptions(tiling).setFusionControlFn(
+      fusionRule(fusible, fuseInits));
+  FailureOr<scf::SCFTileAndFuseResult> tiled =
+      scf::tileConsumerAndFuseProducersUsingSCF(
+          rewriter, cast<TilingInterface>(op.getOperation()), options);
+  if (failed(tiled) || tiled->loops.size() != 1)
+    return failure();
+  auto tile = cast<RecurrenceOp>(tiled->tiledAndFusedOps.front());
   for (OpResult result : op->getResults())
-    rewriter.replaceAllUsesWith(result, tiling.replacements.lookup(result));
+    rewriter.replaceAllUsesWith(result, tiled->replacements.lookup(result));
   rewriter.eraseOp(op);
+  return TiledRecurrence{tile, tiled->loops.front()};
 }
 
 /// Copies each input of `chunk` that is a slice (not a fused producer's
@@ -484,17 +504,12 @@ struct FuseRecurrence : OpRewritePattern<RecurrenceOp> {
     taskTiling.setLoopType(scf::SCFTilingOptions::LoopType::ForallOp)
         .setTileSizes(taskTiles)
         .setMapping(taskDims);
-    scf::SCFTileAndFuseOptions taskOptions;
-    taskOptions.setTilingOptions(taskTiling)
-        .setFusionControlFn(fusionRule(producers, /*fuseInits=*/true));
-    FailureOr<scf::SCFTileAndFuseResult> tasks =
-        scf::tileConsumerAndFuseProducersUsingSCF(
-            rewriter, cast<TilingInterface>(op.getOperation()), taskOptions);
+    FailureOr<TiledRecurrence> tasks =
+        tileAndFuse(rewriter, op, taskTiling, producers, /*fuseInits=*/true);
     if (failed(tasks))
       return op.emitOpError("could not be tiled into (batch, head) tasks");
-    auto task = cast<RecurrenceOp>(tasks->tiledAndFusedOps.front());
-    replaceTiledOp(rewriter, op, *tasks);
-    auto forall = cast<scf::ForallOp>(tasks->loops.front().getOperation());
+    RecurrenceOp task = tasks->tile;
+    auto forall = cast<scf::ForallOp>(tasks->loop.getOperation());
     if (valueTiles) {
       // Task indices (steps of 1), as la-tile-for-gpu maps them on blocks.
       FailureOr<scf::ForallOp> normalized = normalizeForallOp(rewriter, forall);
@@ -513,21 +528,15 @@ struct FuseRecurrence : OpRewritePattern<RecurrenceOp> {
     chunkTiling.setTileSizes(
         {rewriter.getIndexAttr(0), rewriter.getIndexAttr(chunkSize),
          rewriter.getIndexAttr(0), rewriter.getIndexAttr(0)});
-    scf::SCFTileAndFuseOptions chunkOptions;
-    chunkOptions.setTilingOptions(chunkTiling)
-        .setFusionControlFn(fusionRule(taskProducers, /*fuseInits=*/false));
-    FailureOr<scf::SCFTileAndFuseResult> chunks =
-        scf::tileConsumerAndFuseProducersUsingSCF(
-            rewriter, cast<TilingInterface>(task.getOperation()), chunkOptions);
+    FailureOr<TiledRecurrence> chunks = tileAndFuse(
+        rewriter, task, chunkTiling, taskProducers, /*fuseInits=*/false);
     if (failed(chunks))
       return task.emitOpError("could not be tiled into chunks");
-    auto chunk = cast<RecurrenceOp>(chunks->tiledAndFusedOps.front());
-    replaceTiledOp(rewriter, task, *chunks);
+    RecurrenceOp chunk = chunks->tile;
 
     // The output's consumers, per chunk (upstream consumer fusion).
     SmallVector<LoopLikeOpInterface> loops = {
-        cast<LoopLikeOpInterface>(forall.getOperation()),
-        chunks->loops.front()};
+        cast<LoopLikeOpInterface>(forall.getOperation()), chunks->loop};
     for (linalg::LinalgOp consumer : consumers) {
       Location consumerLoc = consumer.getLoc();
       if (failed(fuseConsumerIntoLoops(rewriter, consumer, loops)))
