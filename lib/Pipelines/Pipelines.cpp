@@ -38,8 +38,8 @@ using namespace mlir::la;
 /// output), then CSE and canonicalization: bufferizing an scf.forall leaves
 /// copies between two equal subviews of its shared output, which fold away
 /// once CSE has made the subviews one value.
-static void addBufferizationPasses(OpPassManager &pm,
-                                   bool allowReturnAllocsFromLoops) {
+void mlir::la::buildBufferizationPipeline(OpPassManager &pm,
+                                          bool allowReturnAllocsFromLoops) {
   bufferization::OneShotBufferizePassOptions bufferizeOptions;
   bufferizeOptions.bufferizeFunctionBoundaries = true;
   bufferizeOptions.allowReturnAllocsFromLoops = allowReturnAllocsFromLoops;
@@ -131,17 +131,16 @@ void mlir::la::buildLowerToCPUPipeline(OpPassManager &pm,
     // asked: the IR must not depend on where it was compiled.)
     LaFuseRecurrencePassOptions fuseOptions;
     fuseOptions.chunkSize = options.chunkSize;
-    fuseOptions.mode = options.gpuSchedule ? FusionMode::Fused : options.fuse;
+    fuseOptions.mode = options.fuse;
     fuseOptions.threads = options.parallel ? int64_t(options.threads) : 1;
     fuseOptions.valueTile = options.valueTile;
-    fuseOptions.packInputs = options.packInputs && !options.gpuSchedule;
+    fuseOptions.packInputs = options.packInputs;
     pm.addPass(createLaFuseRecurrencePass(fuseOptions));
     LaChunkPassOptions chunkOptions;
     chunkOptions.chunkSize = options.chunkSize;
     pm.addPass(createLaChunkPass(chunkOptions));
   }
-  // The GPU schedule runs sequentially, without CPU tiles.
-  bool tile = options.tile && !options.gpuSchedule;
+  bool tile = options.tile;
   ConvertLaToLinalgPassOptions linalgOptions;
   if (tile) {
     // On the CPU the chunk's cumulative gates are a scan over its rows, the
@@ -156,15 +155,7 @@ void mlir::la::buildLowerToCPUPipeline(OpPassManager &pm,
   pm.addPass(createConvertLaToLinalgPass(linalgOptions));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
-  bool parallel = options.parallel && !options.gpuSchedule;
-  if (options.gpuSchedule) {
-    LaTileForGPUPassOptions gpuTileOptions;
-    gpuTileOptions.tensorCores = options.tensorCores;
-    gpuTileOptions.stageInputs = options.stageInputs;
-    pm.addNestedPass<func::FuncOp>(createLaTileForGPUPass(gpuTileOptions));
-    pm.addPass(createCanonicalizerPass());
-    pm.addPass(createCSEPass());
-  }
+  bool parallel = options.parallel;
   if (tile) {
     // Destinations that bufferize in place; before la-tile, whose tiles
     // then write into them.
@@ -179,18 +170,18 @@ void mlir::la::buildLowerToCPUPipeline(OpPassManager &pm,
   }
 
   // Buffers: results become out-parameters so that callers own every output.
-  addBufferizationPasses(pm, /*allowReturnAllocsFromLoops=*/true);
+  buildBufferizationPipeline(pm, /*allowReturnAllocsFromLoops=*/true);
   bufferization::BufferDeallocationPipelineOptions deallocOptions;
   bufferization::buildBufferDeallocationPipeline(pm, deallocOptions);
   // The fused chunk loops fetch the next chunk's inputs while computing.
-  if (options.prefetch && !options.gpuSchedule)
+  if (options.prefetch)
     pm.addNestedPass<func::FuncOp>(createLaPrefetchChunksPass());
 
   buildLowerBuffersToLLVMPipeline(pm, parallel, tile);
 }
 
-void mlir::la::buildLowerToGPUPipeline(OpPassManager &pm,
-                                       const LowerToNVVMOptions &options) {
+void mlir::la::buildGPUScheduleOnTensorsPipeline(
+    OpPassManager &pm, const LowerToNVVMOptions &options) {
   // The fused program on tensors, tiled onto blocks and threads.
   pm.addPass(createLaLowerToRecurrencePass());
   LaFuseRecurrencePassOptions fuseOptions;
@@ -216,10 +207,15 @@ void mlir::la::buildLowerToGPUPipeline(OpPassManager &pm,
   pm.addNestedPass<func::FuncOp>(createLaTileForGPUPass(tileOptions));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+}
+
+void mlir::la::buildLowerToGPUPipeline(OpPassManager &pm,
+                                       const LowerToNVVMOptions &options) {
+  buildGPUScheduleOnTensorsPipeline(pm, options);
 
   // Buffers; la-tile-for-gpu made every loop-carried tensor a write into its
   // iteration argument, so no loop returns a new allocation.
-  addBufferizationPasses(pm, /*allowReturnAllocsFromLoops=*/false);
+  buildBufferizationPipeline(pm, /*allowReturnAllocsFromLoops=*/false);
 
   // Kernels.
   LaMapToGPUPassOptions mapOptions;

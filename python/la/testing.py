@@ -219,3 +219,24 @@ def reference_for(variant, inputs, **attrs):
     return reference.recurrence(
         inputs["q"], inputs["k"], inputs["v"], update=update, gate=gate, **kwargs
     )
+
+
+def run_la_run_file(la_run, path, arrays, directory, flags=(), results=("o", "s")):
+    """Runs ``la-run`` on the MLIR file ``path`` (entry ``@attention``) with
+    ``arrays`` as its f32 inputs, in order, and extra command-line ``flags``;
+    returns its results (one .npy each, named ``results``) as arrays. The
+    files go to ``directory``; a failing run fails the calling test with
+    la-run's stderr."""
+    import os
+    import subprocess
+
+    cmd = [la_run, path, "--entry=attention"] + list(flags)
+    for i, a in enumerate(arrays):
+        p = os.path.join(directory, f"in{i}.npy")
+        np.save(p, np.ascontiguousarray(a, dtype=np.float32))
+        cmd.append(f"--input={p}")
+    outs = [os.path.join(directory, f"{name}.npy") for name in results]
+    cmd += [f"--output={p}" for p in outs]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    return [np.load(p) for p in outs]

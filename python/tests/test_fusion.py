@@ -10,7 +10,6 @@ the fp64 reference's numbers on the transformed inputs.
 """
 
 import os
-import subprocess
 import tempfile
 
 import numpy as np
@@ -104,16 +103,8 @@ def _run(text, arrays, chunk, flags, directory):
     path = os.path.join(directory, "f.mlir")
     with open(path, "w") as f:
         f.write(text)
-    cmd = [LA_RUN, path, "--entry=attention", f"--chunk-size={chunk}"] + flags
-    for i, a in enumerate(arrays):
-        p = os.path.join(directory, f"in{i}.npy")
-        np.save(p, np.ascontiguousarray(a, dtype=np.float32))
-        cmd.append(f"--input={p}")
-    outs = [os.path.join(directory, n) for n in ("o.npy", "s.npy")]
-    cmd += [f"--output={p}" for p in outs]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr
-    return [np.load(p) for p in outs]
+    return lt.run_la_run_file(LA_RUN, path, arrays, directory,
+                              [f"--chunk-size={chunk}"] + flags)
 
 
 @pytest.mark.parametrize("fuse", ["fused", "materialized"])

@@ -15,7 +15,6 @@ import os
 import subprocess
 import tempfile
 
-import numpy as np
 import pytest
 
 from la import runner
@@ -53,16 +52,7 @@ def _scheduled(text, directory):
 
 
 def _run(path, arrays, directory):
-    cmd = [LA_RUN, path, "--entry=attention", "--sequential"]
-    for i, a in enumerate(arrays):
-        p = os.path.join(directory, f"in{i}.npy")
-        np.save(p, np.ascontiguousarray(a, dtype=np.float32))
-        cmd.append(f"--input={p}")
-    outs = [os.path.join(directory, n) for n in ("o.npy", "s.npy")]
-    cmd += [f"--output={p}" for p in outs]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr
-    return [np.load(p) for p in outs]
+    return lt.run_la_run_file(LA_RUN, path, arrays, directory, ["--sequential"])
 
 
 def _check(variant, T, normalizer=False):

@@ -121,7 +121,8 @@ static cl::opt<double> gateSpreadLimit(
     cl::init(32.0));
 static cl::opt<bool> gpuSchedule(
     "gpu-schedule", cl::cat(laRunCategory),
-    cl::desc("run the GPU's tiled schedule on the CPU (checks its tiling)"));
+    cl::desc("run the GPU's tiled schedule on the CPU, sequentially (the "
+             "test pipeline la-gpu-schedule-on-cpu: checks its tiling)"));
 static cl::opt<std::string>
     target("target", cl::cat(laRunCategory),
            cl::desc("where the function runs: cpu, gpu (la-lower-to-nvvm, "
@@ -415,6 +416,9 @@ int main(int argc, char **argv) {
   bool emulated = target == "gpu-emulator";
   if ((onGPU || emulated) && (sequential || parallel || gpuSchedule))
     fail("--sequential, --parallel and --gpu-schedule are CPU options");
+  if (gpuSchedule && (sequential || parallel))
+    fail("--gpu-schedule runs the GPU's schedule sequentially: it takes "
+         "neither --sequential nor --parallel");
   if (onGPU) {
     // Before anything else: without a GPU there is nothing to run.
     laCudaSetErrorPrinting(0);
@@ -536,7 +540,7 @@ int main(int argc, char **argv) {
                         /*printAfterOnlyOnChange=*/true,
                         /*printAfterOnlyOnFailure=*/false, llvm::outs());
   }
-  if (onGPU || emulated) {
+  if (onGPU || emulated || gpuSchedule) {
     la::LowerToNVVMOptions gpuOptions;
     // The GPU's defaults differ (see la-lower-to-nvvm); explicit flags win.
     if (chunkSize.getNumOccurrences())
@@ -553,8 +557,10 @@ int main(int argc, char **argv) {
       return 1;
     if (onGPU)
       la::buildLowerToNVVMPipeline(pm, gpuOptions);
-    else
+    else if (emulated)
       la::test::buildLowerToGPUEmulatorPipeline(pm, gpuOptions);
+    else
+      la::test::buildGPUScheduleOnCPUPipeline(pm, gpuOptions);
   }
   // la-lower-to-cpu's own defaults (one set, in Pipelines.h), except what
   // was given on the command line.
@@ -570,8 +576,6 @@ int main(int argc, char **argv) {
   given(rowTile, pipelineOptions.rowTile);
   given(laneTile, pipelineOptions.laneTile);
   given(valueTile, pipelineOptions.valueTile);
-  given(gpuSchedule, pipelineOptions.gpuSchedule);
-  given(tensorCores, pipelineOptions.tensorCores);
   given(packInputs, pipelineOptions.packInputs);
   given(prefetch, pipelineOptions.prefetch);
   given(gateBlock, pipelineOptions.gateBlock);
@@ -579,7 +583,7 @@ int main(int argc, char **argv) {
   // la-run compiles for the machine it runs on: the cost rule plans for
   // its threads unless told otherwise.
   pipelineOptions.threads = fuseThreads;
-  if (!onGPU && !emulated) {
+  if (!onGPU && !emulated && !gpuSchedule) {
     if (failed(la::verifyLowerToCPUOptions(
             pipelineOptions, [](const llvm::Twine &message) -> LogicalResult {
               fail(message);

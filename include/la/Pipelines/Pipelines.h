@@ -64,22 +64,6 @@ struct LowerToCPUOptions : public PassPipelineOptions<LowerToCPUOptions> {
                      "rule plans for (0: the compiling machine's hardware "
                      "threads; without parallel, 1)"),
       llvm::cl::init(1)};
-  PassOptions::Option<bool> gpuSchedule{
-      *this, "gpu-schedule",
-      llvm::cl::desc("run the GPU's schedule (the fused program, "
-                     "la-tile-for-gpu's block and thread loops) on the CPU, "
-                     "sequentially: checks the GPU tiling without a GPU"),
-      llvm::cl::init(false)};
-  PassOptions::Option<bool> tensorCores{
-      *this, "tensor-cores",
-      llvm::cl::desc("with gpu-schedule: the tensor-core tiling (contractions "
-                     "in 16 x 8 warp tiles)"),
-      llvm::cl::init(false)};
-  PassOptions::Option<bool> stageInputs{
-      *this, "stage-inputs",
-      llvm::cl::desc("with gpu-schedule: the input chunks copied into "
-                     "task-local buffers first, as on the GPU"),
-      llvm::cl::init(true)};
   PassOptions::Option<bool> packInputs{
       *this, "pack-inputs",
       llvm::cl::desc("fused schedule: copy each chunk of the inputs into a "
@@ -184,6 +168,20 @@ void buildLowerToNVVMPipeline(OpPassManager &pm,
 /// buffers), for inspecting the kernels before NVVM.
 void buildLowerToGPUPipeline(OpPassManager &pm,
                              const LowerToNVVMOptions &options);
+
+/// The start of `la-lower-to-gpu`, on tensors: the fused chunked program
+/// (la-fuse-recurrence, mode fused; la-chunk for what does not fuse),
+/// convert-la-to-linalg with the GPU's options and la-tile-for-gpu's block,
+/// thread and warp loops. (The test devices run it on the CPU.)
+void buildGPUScheduleOnTensorsPipeline(OpPassManager &pm,
+                                       const LowerToNVVMOptions &options);
+
+/// One-shot bufferization of the whole module with identity layouts at
+/// function boundaries and results as out-parameters (the caller owns every
+/// output), as both pipelines bufferize. `allowReturnAllocsFromLoops` as
+/// one-shot-bufferize's option.
+void buildBufferizationPipeline(OpPassManager &pm,
+                                bool allowReturnAllocsFromLoops);
 
 /// The end of la-lower-to-cpu: buffers to the LLVM dialect, through loops
 /// (OpenMP with `parallel`) and, with `vectors`, la-tile's vector register

@@ -184,11 +184,14 @@ func.func @producers(%x: tensor<1x32x2x4xf32>, %k: tensor<1x32x2x4xf32>, %v: ten
 // the weight) and its gating are fused by upstream consumer fusion into the
 // task loop and then into the chunk loop, on the chunk's [1,16,1,8] tile;
 // their inits become tiles of the loops' new results, and the function
-// returns the loop's result directly.
+// returns the loop's result directly. The recurrence's own output and its
+// final state are read by nothing: the loops write neither (the chunk loop
+// forwards the output's iteration argument; the task loop inserts only the
+// gated result).
 // CHECK-LABEL: func.func @rmsnorm_gate
 // CHECK-SAME: (%{{.*}}: tensor<1x32x2x4xf32>, %{{.*}}: tensor<1x32x2x4xf32>, %{{.*}}: tensor<1x32x2x8xf32>, %[[W:.*]]: tensor<8xf32>, %[[GATE:.*]]: tensor<1x32x2x8xf32>)
 // CHECK: %[[RES:.*]]:{{.*}} = scf.forall (%[[B:.*]], %[[H:.*]]) in (1, 2)
-// CHECK: %[[LOOP:.*]]:4 = scf.for %[[N:.*]] = {{.*}} iter_args(
+// CHECK: %[[LOOP:.*]]:4 = scf.for %[[N:.*]] = {{.*}} iter_args(%[[OARG:[^ ]*]] = %{{.*}}, %{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}, %{{.*}} = %{{.*}})
 // CHECK: %[[ON:.*]] = la.chunk_inter
 // CHECK: %[[OT:.*]] = tensor.collapse_shape %[[ON]] {{\[\[}}0], [1, 2], [3], [4]] : tensor<1x1x16x1x8xf32> into tensor<1x16x1x8xf32>
 // CHECK: %[[ZERO:.*]] = tensor.extract_slice %{{.*}}[0, %[[N]], 0] [1, 16, 1]
@@ -196,8 +199,11 @@ func.func @producers(%x: tensor<1x32x2x4xf32>, %k: tensor<1x32x2x4xf32>, %v: ten
 // CHECK: %[[GT:.*]] = tensor.extract_slice %[[GATE]][%[[B]], %[[N]], %[[H]], 0] [1, 16, 1, 8]
 // CHECK: %[[R:.*]] = linalg.generic {{.*}} ins(%[[OT]], %[[SS]], %[[W]], %[[GT]] : tensor<1x16x1x8xf32>, tensor<1x16x1xf32>, tensor<8xf32>, tensor<1x16x1x8xf32>)
 // CHECK: tensor.insert_slice %[[R]]
+// CHECK: scf.yield %[[OARG]], %{{.*}}, %{{.*}}, %{{.*}}
 // CHECK: } {la.fused_chunk_loop}
-// CHECK: tensor.parallel_insert_slice %[[LOOP]]#3
+// CHECK-NEXT: scf.forall.in_parallel
+// CHECK-NEXT: tensor.parallel_insert_slice %[[LOOP]]#3
+// CHECK-NEXT: }
 // CHECK-NOT: linalg.generic
 // CHECK: return %[[RES]]
 #id4 = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>

@@ -129,8 +129,9 @@ def LaFuseRecurrencePass : Pass<"la-fuse-recurrence"> {
     a `linalg.fill` init is filled per task. This needs T to be a static
     multiple of the chunk size and all of V in one task (no value tiles);
     the ops' inits and constants that are defined after the recurrence are
-    moved before it. (The chunk loop still writes the recurrence's own
-    output tile into a buffer nothing reads.)
+    moved before it. The tiles of results that nothing reads (the
+    recurrence's own output then, a final state the function drops) are not
+    written.
 
     Value tiles (`value-tile=N`): every column of the value (and of the
     state) evolves on its own, so the value dimension can be split into

@@ -25,6 +25,7 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Tensor/Transforms/Transforms.h"
 #include "mlir/IR/Dominance.h"
+#include "mlir/IR/Iterators.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Interfaces/TilingInterface.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
@@ -407,6 +408,53 @@ static void readInitsOutsideTasks(RewriterBase &rewriter,
   }
 }
 
+/// Stops writing the tiles of results that nothing reads (the recurrence's
+/// own output once its consumers are fused, a final state nobody returns):
+/// the task loop no longer inserts them and the chunk loop forwards the
+/// iteration argument, so the ops that computed the tiles die and
+/// canonicalization drops the loop-carried values.
+static void dropUnreadTileResults(RewriterBase &rewriter, scf::ForallOp forall,
+                                  scf::ForOp loop) {
+  // Consumer fusion leaves the insertions it computed operand tiles from,
+  // unused.
+  forall.walk<WalkOrder::PostOrder, ReverseIterator>([&](Operation *op) {
+    if (op != loop && isOpTriviallyDead(op))
+      rewriter.eraseOp(op);
+  });
+  for (auto [result, arg] :
+       llvm::zip(forall.getResults(), forall.getRegionIterArgs())) {
+    if (!result.use_empty())
+      continue;
+    for (Operation *user : llvm::make_early_inc_range(arg.getUsers()))
+      if (isa<tensor::ParallelInsertSliceOp>(user))
+        rewriter.eraseOp(user);
+  }
+  // Besides the insertion, the argument may only be the output init of a
+  // chunk's recurrence (whose values it does not read): the state, which
+  // the chunk reads, stays carried.
+  auto onlyOutputInit = [](Operation *user) {
+    auto slice = dyn_cast<tensor::ExtractSliceOp>(user);
+    return slice && llvm::all_of(slice->getUses(), [](OpOperand &use) {
+             auto chunk = dyn_cast<RecurrenceOp>(use.getOwner());
+             return chunk && &use == &chunk.getOutputsMutable()[0];
+           });
+  };
+  auto yield = cast<scf::YieldOp>(loop.getBody()->getTerminator());
+  for (unsigned index = 0, e = loop.getNumResults(); index < e; ++index) {
+    BlockArgument arg = loop.getRegionIterArgs()[index];
+    auto insert =
+        yield.getOperand(index).getDefiningOp<tensor::InsertSliceOp>();
+    if (!loop.getResult(index).use_empty() || !insert ||
+        insert.getDest() != arg || !insert->hasOneUse() ||
+        !llvm::all_of(arg.getUsers(), [&](Operation *user) {
+          return user == insert.getOperation() || onlyOutputInit(user);
+        }))
+      continue;
+    rewriter.modifyOpInPlace(yield, [&] { yield->setOperand(index, arg); });
+    rewriter.eraseOp(insert);
+  }
+}
+
 namespace {
 /// A recurrence tiled into one loop: the tile's recurrence and the loop.
 struct TiledRecurrence {
@@ -550,6 +598,8 @@ struct FuseRecurrence : OpRewritePattern<RecurrenceOp> {
     auto tasksLoop = cast<scf::ForallOp>(loops.front().getOperation());
     fuseFilledInits(rewriter, tasksLoop);
     readInitsOutsideTasks(rewriter, tasksLoop);
+    dropUnreadTileResults(rewriter, tasksLoop,
+                          cast<scf::ForOp>(loops.back().getOperation()));
 
     if (packInputs)
       packInputSlices(rewriter, chunk);

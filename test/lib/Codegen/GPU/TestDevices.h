@@ -1,9 +1,12 @@
 //===- TestDevices.h - la's test devices ------------------------*- C++ -*-===//
 //
-// The GPU emulator: la-emulate-gpu runs la-map-to-gpu's kernels on the CPU,
-// and la-lower-to-gpu-emulator is la-lower-to-gpu followed by it and the
-// CPU's lowering to LLVM. Tests use it to check the GPU path's numbers on
-// a machine without a GPU; it is linked into la-opt and la-run, into no
+// Two ways to run the GPU path on the CPU, so that tests check its numbers
+// on a machine without a GPU: the GPU emulator (la-emulate-gpu runs
+// la-map-to-gpu's kernels on the CPU; la-lower-to-gpu-emulator is
+// la-lower-to-gpu followed by it and the CPU's lowering to LLVM) and the
+// GPU's schedule on tensors run sequentially on the CPU
+// (la-gpu-schedule-on-cpu: la-tile-for-gpu's block, thread and warp loops
+// as plain loops). They are linked into la-opt and la-run, into no
 // production library.
 //
 //===----------------------------------------------------------------------===//
@@ -25,7 +28,15 @@ namespace test {
 void buildLowerToGPUEmulatorPipeline(OpPassManager &pm,
                                      const LowerToNVVMOptions &options);
 
-/// Registers la-emulate-gpu and la-lower-to-gpu-emulator.
+/// The GPU's schedule on tensors (buildGPUScheduleOnTensorsPipeline), then
+/// bufferization and the CPU's lowering to the LLVM dialect, sequentially:
+/// the tiling onto blocks, threads and warps (tensor cores: 16 x 8 warp
+/// tiles) checked without la-map-to-gpu's kernels.
+void buildGPUScheduleOnCPUPipeline(OpPassManager &pm,
+                                   const LowerToNVVMOptions &options);
+
+/// Registers la-emulate-gpu, la-lower-to-gpu-emulator and
+/// la-gpu-schedule-on-cpu.
 void registerTestDevices();
 
 } // namespace test
