@@ -1,16 +1,18 @@
 """Ahead-of-time GPU kernels: ``la.attention`` compiled into a shared library
 that runs without MLIR.
 
-``la-opt -la-lower-to-nvvm`` turns a ``func.func`` holding ``la.attention``
-into LLVM-dialect host code with the kernels embedded as a cubin; the host
+``la-lower-to-nvvm`` turns a ``func.func`` holding ``la.attention`` into
+LLVM-dialect host code with the kernels embedded as a cubin; the host
 function takes *device* memory (its tensors became memrefs, its results
 trailing out-parameters: ``o``, then ``final_state`` if present) and calls the
 ``mgpu*`` functions of ``libla_cuda_runtime.so``. :func:`compile_library`
-finishes the job ahead of time::
+finishes the job ahead of time, in this process through la's C API (the same
+path as ``la.ops`` on the CPU), then with clang::
 
-    la-opt   --pass-pipeline=builtin.module(func.func(llvm-request-c-wrappers),
-                                            la-lower-to-nvvm{...})
-    mlir-translate --mlir-to-llvmir
+    la.ir.Module.parse(text)
+    la.ir.PassManager.parse("builtin.module(func.func(llvm-request-c-wrappers),
+                                            la-lower-to-nvvm{...})").run(module)
+    module.to_llvm_ir()
     clang-22 -shared -fPIC -O2 ... -L<runtime dir> -lla_cuda_runtime -Wl,-rpath,$ORIGIN
 
 The result is a self-contained ``.so`` (the cubin inside; its only la
@@ -36,13 +38,10 @@ JSON manifest beside it (variant, shapes, dtypes, the parameter list), and
 which can also run on NumPy arrays (:meth:`AttentionKernel.run`: device
 buffers through the runtime's own allocator, no PyTorch needed).
 
-Tools are looked up like this: la-opt in ``$LA_OPT``,
-``$LA_BUILD_DIR/bin``, ``<repo>/build/bin``, then ``PATH``; mlir-translate in
-``$LA_MLIR_TRANSLATE``, ``/usr/lib/llvm-22/bin``, then ``PATH``
-(``mlir-translate-22``, ``mlir-translate``); clang in ``$LA_CLANG``, ``PATH``
-(``clang-22``), then ``/usr/lib/llvm-22/bin/clang``; la-lower-to-nvvm finds
-the CUDA toolkit's ptxas itself (:func:`find_ptxas` looks where it does).
-:func:`missing_tools` says which are missing.
+clang is looked up in ``$LA_CLANG``, ``PATH`` (``clang-22``), then
+``/usr/lib/llvm-22/bin/clang``; la-lower-to-nvvm finds the CUDA toolkit's
+ptxas itself (:func:`find_ptxas` looks where it does). :func:`missing_tools`
+says what is missing.
 
 Only NumPy is needed (torch tensors are accepted where pointers are, but
 torch is never imported here).
@@ -58,7 +57,7 @@ import tempfile
 
 import numpy as np
 
-from . import cuda, runner
+from . import _capi, cuda, ir, runner
 from ._capi import LaError
 from .variants import VARIANTS
 
@@ -73,8 +72,6 @@ __all__ = [
     "compile_attention",
     "compile_library",
     "find_clang",
-    "find_la_opt",
-    "find_mlir_translate",
     "find_ptxas",
     "load_attention",
     "load_library",
@@ -89,8 +86,8 @@ _RUNTIME_NAME = "libla_cuda_runtime.so"
 _CLANG_FLAGS = ("-shared", "-fPIC", "-O2", "-Wno-override-module")
 #: bump when the manifest or the library's calling convention changes.
 _MANIFEST_FORMAT = 1
-#: the most of a tool's stderr kept in an exception's message (la-opt prints
-#: the whole module on some errors); the full text is in ``.stderr``.
+#: the most of a step's diagnostics kept in an exception's message (some
+#: errors print the whole module); the full text is in ``.stderr``.
 _MESSAGE_LIMIT = 6000
 
 #: element size in bytes and NumPy dtype of each element type name.
@@ -109,9 +106,11 @@ _TORCH_DTYPE = {"f32": "torch.float32", "f16": "torch.float16", "bf16": "torch.b
 class GpuCompileError(LaError):
     """A step of :func:`compile_library` failed.
 
-    ``step`` is ``'la-opt'``, ``'mlir-translate'``, ``'clang'`` or
-    ``'check'``; ``command`` the command line, ``returncode`` its status and
-    ``stderr`` its full standard error."""
+    ``step`` is ``'parse'`` (the MLIR text), ``'lower'`` (la-lower-to-nvvm and
+    the translation to LLVM IR, in this process), ``'check'`` (the entry
+    function) or ``'clang'``; ``stderr`` holds the full diagnostics (or
+    clang's standard error), ``command`` and ``returncode`` clang's command
+    line and status."""
 
     def __init__(self, message, *, step=None, command=None, returncode=None, stderr=""):
         super().__init__(message)
@@ -132,25 +131,6 @@ class GpuRuntimeError(LaError):
 
 def _executable(path):
     return bool(path) and os.path.isfile(path) and os.access(path, os.X_OK)
-
-
-def find_la_opt():
-    """Path of ``la-opt``, or None. ``$LA_OPT`` is returned even when it does
-    not name an executable, so that a wrong setting fails loudly."""
-    from .runner import find_tool
-
-    return find_tool("la-opt", "LA_OPT") or shutil.which("la-opt")
-
-
-def find_mlir_translate():
-    """Path of MLIR 22's ``mlir-translate``, or None."""
-    env = os.environ.get("LA_MLIR_TRANSLATE")
-    if env:
-        return env
-    path = os.path.join(_LLVM_BIN, "mlir-translate")
-    if _executable(path):
-        return path
-    return shutil.which("mlir-translate-22") or shutil.which("mlir-translate")
 
 
 def find_clang():
@@ -179,11 +159,9 @@ def missing_tools():
     """What :func:`compile_library` needs with its default options and cannot
     find, as a list of sentences (empty when everything is there)."""
     missing = []
-    if find_la_opt() is None:
-        missing.append("la-opt is not built (expected build/bin/la-opt; set LA_OPT)")
-    if find_mlir_translate() is None:
-        missing.append(f"mlir-translate not found ({_LLVM_BIN}/mlir-translate; "
-                       "Debian's mlir-22-tools package; or set LA_MLIR_TRANSLATE)")
+    if _capi.library_path() is None:
+        missing.append("la's C API library is not built (build/lib/libLaCAPI.so; set "
+                       "LA_CAPI_LIB)")
     if find_clang() is None:
         missing.append("clang-22 not found (Debian's clang-22 package; or set LA_CLANG)")
     if find_ptxas() is None:
@@ -211,7 +189,8 @@ def _option_value(value):
 
 
 def pipeline_spec(pipeline_options=None, *, c_wrappers=True):
-    """The ``--pass-pipeline`` text for la-opt: ``la-lower-to-nvvm`` with
+    """The pass pipeline text (for la.ir.PassManager, or la-opt's
+    ``--pass-pipeline``): ``la-lower-to-nvvm`` with
     ``pipeline_options`` (e.g. ``{"chunk-size": 32, "value-tile": 32,
     "threads-per-block": 128, "chip": "sm_90a", "format": "bin",
     "cuda-toolkit": "/usr/local/cuda", "ptxas-options": "-v"}``; keys may
@@ -283,9 +262,26 @@ def _copy_runtime(runtime, directory):
     return target
 
 
-def compile_library(mlir_text, output_path, *, entry="attention", la_opt=None,
-                    pipeline_options=None, mlir_translate=None, clang=None,
-                    runtime_library=None, copy_runtime=True, keep_dir=None, timeout=600):
+def _lower(mlir_text, pipeline_options):
+    """LLVM IR text of ``mlir_text`` after la-lower-to-nvvm, compiled in this
+    process through la's C API; also returns the lowered module's text."""
+    try:
+        module = ir.Module.parse(mlir_text)
+    except LaError as error:
+        raise GpuCompileError(f"parsing the MLIR failed:\n{_clip(str(error))}",
+                              step="parse", stderr=str(error)) from None
+    spec = pipeline_spec(pipeline_options)
+    try:
+        ir.PassManager.parse(spec).run(module)
+        return module.to_llvm_ir(), module.to_text()
+    except LaError as error:
+        raise GpuCompileError(f"lowering failed:\n  pipeline: {spec}\n  diagnostics:\n"
+                              f"{_clip(str(error))}", step="lower", stderr=str(error)) from None
+
+
+def compile_library(mlir_text, output_path, *, entry="attention", pipeline_options=None,
+                    clang=None, runtime_library=None, copy_runtime=True, keep_dir=None,
+                    timeout=600):
     """Compiles the MLIR module ``mlir_text`` (a ``func.func @entry`` holding
     ``la.attention``, e.g. from :func:`la.runner.attention_mlir`) into the
     shared library ``output_path`` and returns that path.
@@ -298,18 +294,17 @@ def compile_library(mlir_text, output_path, *, entry="attention", la_opt=None,
     (default: :func:`la.cuda.library_path`); with ``copy_runtime`` (the
     default) a copy is put next to the output, where the library's
     ``$ORIGIN`` run path finds it. ``keep_dir`` keeps the intermediate files
-    (``<name>.llvm.mlir``, ``<name>.ll``) there.
+    (``<name>.llvm.mlir``, the lowered module, and ``<name>.ll``) there.
+    ``timeout`` bounds clang's run.
 
-    Raises :class:`GpuCompileError` with the failing tool's stderr, or when
-    the result does not define ``_mlir_ciface_<entry>`` (no such function).
-    The output is written under a temporary name and renamed, so a failed
-    or concurrent compile never leaves a half-written library.
+    Raises :class:`GpuCompileError` with the diagnostics of the failing step,
+    or when the result does not define ``_mlir_ciface_<entry>`` (no such
+    function). The output is written under a temporary name and renamed, so
+    a failed or concurrent compile never leaves a half-written library.
     """
-    la_opt = la_opt or find_la_opt()
-    mlir_translate = mlir_translate or find_mlir_translate()
     clang = clang or find_clang()
     runtime = runtime_library or cuda.library_path()
-    missing = [name for name, path in (("la-opt", la_opt), ("mlir-translate", mlir_translate),
+    missing = [name for name, path in (("la's C API library", _capi.library_path()),
                                        ("clang-22", clang), (_RUNTIME_NAME, runtime))
                if not path]
     if missing:
@@ -320,19 +315,18 @@ def compile_library(mlir_text, output_path, *, entry="attention", la_opt=None,
     os.makedirs(out_dir, exist_ok=True)
     stem = os.path.splitext(os.path.basename(output_path))[0]
 
+    ir_text, lowered = _lower(mlir_text, pipeline_options)
+    if f"@_mlir_ciface_{entry}(" not in ir_text:
+        raise GpuCompileError(
+            f"the compiled module has no function _mlir_ciface_{entry}: is there a "
+            f"func.func @{entry} in the input?", step="check")
+
     def run_in(directory):
-        host_mlir = os.path.join(directory, stem + ".llvm.mlir")
         llvm_ir = os.path.join(directory, stem + ".ll")
-        _run_step("la-opt", [la_opt, "-", f"--pass-pipeline={pipeline_spec(pipeline_options)}",
-                             "-o", host_mlir], timeout, stdin=mlir_text)
-        _run_step("mlir-translate", [mlir_translate, "--mlir-to-llvmir", host_mlir,
-                                     "-o", llvm_ir], timeout)
-        with open(llvm_ir) as f:
-            ir_text = f.read()
-        if f"@_mlir_ciface_{entry}(" not in ir_text:
-            raise GpuCompileError(
-                f"the compiled module has no function _mlir_ciface_{entry}: is there a "
-                f"func.func @{entry} in the input?", step="check")
+        with open(os.path.join(directory, stem + ".llvm.mlir"), "w") as f:
+            f.write(lowered)
+        with open(llvm_ir, "w") as f:
+            f.write(ir_text)
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".so", dir=out_dir)
         os.close(fd)
         try:
@@ -669,7 +663,7 @@ def _tool_stamp(path):
 
 def compile_attention(output_path, variant, B, T, H, K, V, HV=None, *, dtype="f32",
                       has_initial_state=False, output_final_state=True, cu_seqlens_len=None,
-                      pipeline_options=None, la_opt=None, force=False, **attrs):
+                      pipeline_options=None, force=False, **attrs):
     """Compiles one ``la.attention`` layer (:func:`la.runner.attention_mlir`
     with these arguments; ``attrs`` are its ``scale``, ``qk_l2norm``, ...)
     into the library ``output_path``, and writes its manifest (same name,
@@ -679,7 +673,6 @@ def compile_attention(output_path, variant, B, T, H, K, V, HV=None, *, dtype="f3
     same key are there already, unless ``force``. Returns the manifest.
     """
     HV = H if HV is None else HV
-    la_opt = la_opt or find_la_opt()
     mlir = runner.attention_mlir(variant, B, T, H, K, V, HV, dtype=dtype,
                                  has_initial_state=has_initial_state,
                                  output_final_state=output_final_state,
@@ -690,7 +683,7 @@ def compile_attention(output_path, variant, B, T, H, K, V, HV=None, *, dtype="f3
                               cu_seqlens_len=cu_seqlens_len)
     options = dict(pipeline_options or {})
     key = hashlib.sha256(json.dumps(
-        [_MANIFEST_FORMAT, mlir, pipeline_spec(options), _tool_stamp(la_opt),
+        [_MANIFEST_FORMAT, mlir, pipeline_spec(options), _tool_stamp(_capi.library_path()),
          _tool_stamp(find_clang()), _tool_stamp(cuda.library_path())],
         sort_keys=True).encode()).hexdigest()
     output_path = os.path.abspath(output_path)
@@ -705,8 +698,7 @@ def compile_attention(output_path, variant, B, T, H, K, V, HV=None, *, dtype="f3
                 return old
         except (OSError, ValueError):
             pass
-    compile_library(mlir, output_path, entry="attention", la_opt=la_opt,
-                    pipeline_options=options)
+    compile_library(mlir, output_path, entry="attention", pipeline_options=options)
     manifest = {
         "format": _MANIFEST_FORMAT,
         "library": os.path.basename(output_path),

@@ -129,13 +129,17 @@ def test_missing_tools_is_a_list_of_reasons():
     assert all(isinstance(m, str) and m for m in MISSING)
 
 
-def test_missing_la_opt_is_a_clear_error(tmp_path, monkeypatch):
-    monkeypatch.setenv("LA_OPT", str(tmp_path / "no-la-opt"))
-    if gpu.find_mlir_translate() is None or gpu.find_clang() is None or \
-            gpu.cuda.library_path() is None:
-        pytest.skip("needs mlir-translate, clang-22 and the runtime to reach la-opt")
-    with pytest.raises(gpu.GpuCompileError, match="la-opt: cannot run"):
-        gpu.compile_library("module {}", str(tmp_path / "x.so"))
+def test_missing_clang_is_a_clear_error(tmp_path, monkeypatch):
+    """The lowering runs in this process (la's C API); clang is the one
+    external tool, and a bad LA_CLANG says so, leaving no output."""
+    monkeypatch.setenv("LA_CLANG", str(tmp_path / "no-clang"))
+    if gpu.cuda.library_path() is None or gpu.find_ptxas() is None:
+        pytest.skip("needs the runtime and ptxas to reach clang")
+    mlir = runner.attention_mlir("gla", 1, 32, 1, 16, 16)
+    with pytest.raises(gpu.GpuCompileError, match="clang: cannot run") as info:
+        gpu.compile_library(mlir, str(tmp_path / "x.so"))
+    assert info.value.step == "clang"
+    assert not os.path.exists(tmp_path / "x.so")
 
 
 # --------------------------------------------------------------------------
@@ -186,14 +190,15 @@ def test_manifest(gla_library):
 def test_compile_errors_carry_the_tool_output(tmp_path):
     with pytest.raises(gpu.GpuCompileError) as info:
         gpu.compile_library("func.func @attention( {", str(tmp_path / "bad.so"))
-    assert info.value.step == "la-opt"
-    assert "la-opt failed" in str(info.value) and info.value.stderr
+    assert info.value.step == "parse"
+    assert "parsing the MLIR failed" in str(info.value) and info.value.stderr
     assert not os.path.exists(tmp_path / "bad.so")
 
     mlir = runner.attention_mlir("gla", 1, 32, 1, 16, 16)
     with pytest.raises(gpu.GpuCompileError) as info:
         gpu.compile_library(mlir, str(tmp_path / "x.so"), pipeline_options={"chunk-size": "abc"})
-    assert info.value.step == "la-opt" and "chunk-size" in info.value.stderr
+    assert info.value.step == "lower" and "chunk-size" in info.value.stderr
+    assert "lowering failed" in str(info.value)
 
     with pytest.raises(gpu.GpuCompileError) as info:
         gpu.compile_library(mlir, str(tmp_path / "y.so"), entry="other")
