@@ -59,7 +59,7 @@ import numpy as np
 
 from . import _capi, cuda, ir, runner
 from ._capi import LaError
-from .variants import VARIANTS
+from .variants import VARIANTS, token_operand_shapes
 
 __all__ = [
     "GpuCompileError",
@@ -630,15 +630,8 @@ def attention_params(variant, B, T, H, K, V, HV=None, *, dtype="f32", has_initia
         raise ValueError(f"unknown variant {variant!r}; expected one of {tuple(VARIANTS)}")
     HV = H if HV is None else HV
     N = B if cu_seqlens_len is None else cu_seqlens_len - 1
-    update, gate = VARIANTS[variant]
-    params = [Param("q", (B, T, H, K), dtype), Param("k", (B, T, H, K), dtype),
-              Param("v", (B, T, HV, V), dtype)]
-    if gate in ("scalar", "channel"):
-        params.append(Param("g", (B, T, H) if gate == "scalar" else (B, T, H, K), "f32"))
-    if update == "delta":
-        params.append(Param("beta", (B, T, H), "f32"))
-    if update == "erase_write":
-        params += [Param("erase", (B, T, H, K), "f32"), Param("write", (B, T, HV, V), "f32")]
+    params = [Param(name, shape, dtype if name in ("q", "k", "v") else "f32")
+              for name, shape in token_operand_shapes(variant, B, T, H, K, V, HV)]
     if has_initial_state:
         params.append(Param("initial_state", (N, HV, K, V), "f32"))
     if cu_seqlens_len is not None:

@@ -27,7 +27,7 @@ import numpy as np
 
 from . import reference
 from ._checks import check_cu_seqlens as _check_cu_seqlens
-from .variants import VARIANTS, token_operands
+from .variants import VARIANTS, token_operand_shapes, token_operands
 
 __all__ = [
     "DTYPES",
@@ -203,25 +203,15 @@ def attention_mlir(
     if normalizer and update != "additive":
         raise ValueError(f"normalizer is only supported by additive variants, not {variant!r}")
 
-    qk_t = _tensor((B, T, H, K), dtype)
-    v_t = _tensor((B, T, HV, V), dtype)
     s_t = _tensor((N, HV, K, V), "f32")
-
-    args = [("q", qk_t), ("k", qk_t), ("v", v_t)]
-    groups = []
-    if gate in ("scalar", "channel"):
-        g_t = _tensor((B, T, H) if gate == "scalar" else (B, T, H, K), "f32")
-        args.append(("g", g_t))
-        groups.append(f"g(%g : {g_t})")
-    if update == "delta":
-        b_t = _tensor((B, T, H), "f32")
-        args.append(("beta", b_t))
-        groups.append(f"beta(%beta : {b_t})")
-    if update == "erase_write":
-        e_t = _tensor((B, T, H, K), "f32")
-        w_t = _tensor((B, T, HV, V), "f32")
-        args += [("erase", e_t), ("write", w_t)]
-        groups += [f"erase(%erase : {e_t})", f"write(%write : {w_t})"]
+    # q, k, v in `dtype`; the gates, beta, erase and write always f32.
+    args, groups = [], []
+    for operand, shape in token_operand_shapes(variant, B, T, H, K, V, HV):
+        t = _tensor(shape, dtype if operand in ("q", "k", "v") else "f32")
+        args.append((operand, t))
+        if operand not in ("q", "k", "v"):
+            groups.append(f"{operand}(%{operand} : {t})")
+    qk_t, v_t = args[0][1], args[2][1]
     if has_initial_state:
         args.append(("s0", s_t))
         groups.append(f"initial_state(%s0 : {s_t})")

@@ -12,7 +12,7 @@ import numpy as np
 from . import reference
 from . import variants as _variants
 from ._checks import check_cu_seqlens as _check_cu_seqlens  # noqa: F401 (tests use it)
-from .variants import token_operands  # noqa: F401 (re-exported)
+from .variants import token_operand_shapes, token_operands  # noqa: F401 (re-exported)
 
 __all__ = ["VARIANTS", "rel_rms", "make_inputs", "reference_for", "token_operands"]
 
@@ -121,31 +121,27 @@ def make_inputs(
 
     update, gate = VARIANTS[variant]
     rng = np.random.default_rng(seed)
-    q = rng.standard_normal((B, T, H, K))
-    k = rng.standard_normal((B, T, H, K))
-    v = rng.standard_normal((B, T, HV, V))
+    # Drawn in la.attention's operand order, shapes from the registry.
+    raw = {name: rng.standard_normal(shape)
+           for name, shape in token_operand_shapes(variant, B, T, H, K, V, HV)}
+    q, k = raw["q"], raw["k"]
     if positive_qk:
         q = _elu_plus_one(q)
         k = _elu_plus_one(k)
     if update in _UNIT_KEY_UPDATES:
         k = k / np.linalg.norm(k, axis=-1, keepdims=True)
 
-    inputs = {"q": q.astype(dtype), "k": k.astype(dtype), "v": v.astype(dtype)}
-
+    inputs = {"q": q.astype(dtype), "k": k.astype(dtype), "v": raw["v"].astype(dtype)}
     if gate == "fixed":
         inputs["log_decay"] = reference.retnet_log_decay(H).astype(np.float32)
-    elif gate in ("scalar", "channel"):
-        shape = (B, T, H) if gate == "scalar" else (B, T, H, K)
-        g = gate_scale * _log_sigmoid(rng.standard_normal(shape))
+    if "g" in raw:
+        g = gate_scale * _log_sigmoid(raw["g"])
         if gate_min is not None:
             g = np.maximum(g, gate_min)
         inputs["g"] = g.astype(dtype)
-
-    if update == "delta":
-        inputs["beta"] = _sigmoid(rng.standard_normal((B, T, H))).astype(dtype)
-    elif update == "erase_write":
-        inputs["erase"] = _sigmoid(rng.standard_normal((B, T, H, K))).astype(dtype)
-        inputs["write"] = _sigmoid(rng.standard_normal((B, T, HV, V))).astype(dtype)
+    for name in ("beta", "erase", "write"):
+        if name in raw:
+            inputs[name] = _sigmoid(raw[name]).astype(dtype)
 
     if with_initial_state:
         inputs["initial_state"] = (0.1 * rng.standard_normal((N, HV, K, V))).astype(np.float32)

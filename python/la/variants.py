@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from . import _capi
 
-__all__ = ["VARIANTS", "summary", "token_operands"]
+__all__ = ["VARIANTS", "summary", "token_operands", "token_operand_shapes"]
 
 
 class _Registry(Mapping):
@@ -78,3 +78,18 @@ def token_operands(variant):
     if update == "erase_write":
         names += ["erase", "write"]
     return names
+
+
+def token_operand_shapes(variant, B, T, H, K, V, HV=None):
+    """The per-token operands of ``variant`` (:func:`token_operands`) with
+    their shapes, ``[(name, shape), ...]``, for ``H`` key heads and ``HV``
+    value heads (default ``H``): q, k ``[B,T,H,K]``; v ``[B,T,HV,V]``; g
+    ``[B,T,H]`` for a scalar gate, ``[B,T,H,K]`` for a channel gate; beta
+    ``[B,T,H]``; erase ``[B,T,H,K]``; write ``[B,T,HV,V]``. The one place the
+    Python package derives them from the registry's (update, gate)."""
+    HV = H if HV is None else HV
+    gate = VARIANTS[variant][1]
+    shapes = {"q": (B, T, H, K), "k": (B, T, H, K), "v": (B, T, HV, V),
+              "g": (B, T, H) if gate == "scalar" else (B, T, H, K),
+              "beta": (B, T, H), "erase": (B, T, H, K), "write": (B, T, HV, V)}
+    return [(name, shapes[name]) for name in token_operands(variant)]
