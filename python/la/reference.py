@@ -51,6 +51,7 @@ __all__ = [
     "retnet_log_decay",
     "recurrence",
     "dplr_recurrence",
+    "dplr_recurrence_vjp",
     "linear_attention",
     "retention",
     "simple_gla",
@@ -329,6 +330,107 @@ def dplr_recurrence(
                 o[bi, t, hv] = S.T @ q[bi, t, h]
             final_state[n, hv] = S
     return o, final_state
+
+
+def dplr_recurrence_vjp(
+    q, k, v, do, d_final_state=None, log_alpha=None, a=None, b=None, scale=None,
+    initial_state=None, cu_seqlens=None,
+):
+    """The gradients of :func:`dplr_recurrence`, by hand-written reverse mode
+    in float64 (the adjoint recurrence, token by token, backward in time):
+    the vector-Jacobian product of ``(o, final_state)`` with ``(do,
+    d_final_state)`` (``d_final_state`` None means zero).
+
+    Returns a dict with ``q, k, v`` and, as given, ``log_alpha``, ``a``,
+    ``b`` and ``initial_state``: each the gradient of
+    ``sum(o * do) + sum(final_state * d_final_state)`` with respect to that
+    input. Per step, with ``P = Diag(alpha) S' - b (a^T S')`` and ``S = P +
+    k v^T``::
+
+        dS += (scale q) do^T           dq = scale S do
+        dk = dS v   dv = dS^T k        dP = dS
+        u = a^T S'  du = -dP^T b       db = -dP u   da = S' du
+        dlog_alpha = alpha * rowsum(dP * S')
+        dS' = Diag(alpha) dP + a du^T
+
+    so the adjoint of a diagonal-plus-low-rank recurrence is one again, with
+    the transposed transition ``Diag(alpha) - a b^T``. Grouped value heads
+    sum their gradients into their key head. It is the independent
+    reference the compiler's derived backward is tested against; it is
+    itself checked against central finite differences
+    (``python/tests/test_reference_grad.py``).
+    """
+    q, k, v, (B, T, H, K, HV, V) = _check_qkv(q, k, v)
+    do = _f64(do, "do")
+    _check_shape(do, (B, T, HV, V), "do", "[B, T, HV, V]")
+    given_log_alpha = log_alpha is not None
+    if given_log_alpha:
+        log_alpha = _f64(log_alpha, "log_alpha")
+        _check_shape(log_alpha, (B, T, H, K), "log_alpha", "[B, T, H, K]")
+    else:
+        log_alpha = np.zeros((B, T, H, K), dtype=np.float64)
+    if (a is None) != (b is None):
+        raise ValueError("a and b must be given together (the low-rank term is b a^T)")
+    low_rank = a is not None
+    if low_rank:
+        a = _f64(a, "a")
+        b = _f64(b, "b")
+        _check_shape(a, (B, T, H, K), "a", "[B, T, H, K]")
+        _check_shape(b, (B, T, H, K), "b", "[B, T, H, K]")
+    scale = _check_scale(scale, K)
+    seqs = _sequences(cu_seqlens, B, T)
+    N = len(seqs)
+    s0 = _check_initial_state(initial_state, N, HV, K, V)
+    if d_final_state is None:
+        d_final_state = np.zeros((N, HV, K, V), dtype=np.float64)
+    else:
+        d_final_state = _f64(d_final_state, "d_final_state")
+        _check_shape(d_final_state, (N, HV, K, V), "d_final_state", "[N, HV, K, V]")
+
+    grads = {name: np.zeros(x.shape, dtype=np.float64)
+             for name, x in (("q", q), ("k", k), ("v", v), ("log_alpha", log_alpha))}
+    if low_rank:
+        grads["a"] = np.zeros(a.shape, dtype=np.float64)
+        grads["b"] = np.zeros(b.shape, dtype=np.float64)
+    d_s0 = np.zeros((N, HV, K, V), dtype=np.float64)
+    group = HV // H
+    for n, (bi, start, end) in enumerate(seqs):
+        for hv in range(HV):
+            h = hv // group
+            # Forward, keeping every state: states[i] is S after token start + i - 1.
+            states = [s0[n, hv].copy()]
+            for t in range(start, end):
+                S = states[-1]
+                alpha_t = np.exp(log_alpha[bi, t, h])
+                P = alpha_t[:, None] * S
+                if low_rank:
+                    P = P - np.outer(b[bi, t, h], a[bi, t, h] @ S)
+                states.append(P + np.outer(k[bi, t, h], v[bi, t, hv]))
+            # Backward in time.
+            dS = d_final_state[n, hv].copy()
+            for i, t in reversed(list(enumerate(range(start, end)))):
+                S, S_prev = states[i + 1], states[i]
+                qs = scale * q[bi, t, h]
+                dS = dS + np.outer(qs, do[bi, t, hv])
+                grads["q"][bi, t, h] += scale * (S @ do[bi, t, hv])
+                grads["k"][bi, t, h] += dS @ v[bi, t, hv]
+                grads["v"][bi, t, hv] += dS.T @ k[bi, t, h]
+                alpha_t = np.exp(log_alpha[bi, t, h])
+                grads["log_alpha"][bi, t, h] += alpha_t * np.sum(dS * S_prev, axis=1)
+                d_prev = alpha_t[:, None] * dS
+                if low_rank:
+                    u = a[bi, t, h] @ S_prev
+                    du = -(dS.T @ b[bi, t, h])
+                    grads["b"][bi, t, h] += -(dS @ u)
+                    grads["a"][bi, t, h] += S_prev @ du
+                    d_prev = d_prev + np.outer(a[bi, t, h], du)
+                dS = d_prev
+            d_s0[n, hv] = dS
+    if not given_log_alpha:
+        del grads["log_alpha"]
+    if initial_state is not None:
+        grads["initial_state"] = d_s0
+    return grads
 
 
 # --------------------------------------------------------------------------
