@@ -281,6 +281,20 @@ def recurrence(
 # diagonal-plus-low-rank recurrence (the compiler's canonical level-1 op)
 # --------------------------------------------------------------------------
 
+def _check_low_rank(a, b, B, T, H, K):
+    """The low-rank vectors ``a, b : [B, T, H, K]`` of the DPLR recurrence as
+    float64, both given or both None."""
+    if (a is None) != (b is None):
+        raise ValueError("a and b must be given together (the low-rank term is b a^T)")
+    if a is None:
+        return None, None
+    a = _f64(a, "a")
+    b = _f64(b, "b")
+    _check_shape(a, (B, T, H, K), "a", "[B, T, H, K]")
+    _check_shape(b, (B, T, H, K), "b", "[B, T, H, K]")
+    return a, b
+
+
 def dplr_recurrence(
     q, k, v, log_alpha=None, a=None, b=None, scale=None, initial_state=None, cu_seqlens=None
 ):
@@ -300,14 +314,8 @@ def dplr_recurrence(
     else:
         log_alpha = _f64(log_alpha, "log_alpha")
         _check_shape(log_alpha, (B, T, H, K), "log_alpha", "[B, T, H, K]")
-    if (a is None) != (b is None):
-        raise ValueError("a and b must be given together (the low-rank term is b a^T)")
+    a, b = _check_low_rank(a, b, B, T, H, K)
     low_rank = a is not None
-    if low_rank:
-        a = _f64(a, "a")
-        b = _f64(b, "b")
-        _check_shape(a, (B, T, H, K), "a", "[B, T, H, K]")
-        _check_shape(b, (B, T, H, K), "b", "[B, T, H, K]")
     scale = _check_scale(scale, K)
     seqs = _sequences(cu_seqlens, B, T)
     N = len(seqs)
@@ -369,14 +377,8 @@ def dplr_recurrence_vjp(
         _check_shape(log_alpha, (B, T, H, K), "log_alpha", "[B, T, H, K]")
     else:
         log_alpha = np.zeros((B, T, H, K), dtype=np.float64)
-    if (a is None) != (b is None):
-        raise ValueError("a and b must be given together (the low-rank term is b a^T)")
+    a, b = _check_low_rank(a, b, B, T, H, K)
     low_rank = a is not None
-    if low_rank:
-        a = _f64(a, "a")
-        b = _f64(b, "b")
-        _check_shape(a, (B, T, H, K), "a", "[B, T, H, K]")
-        _check_shape(b, (B, T, H, K), "b", "[B, T, H, K]")
     scale = _check_scale(scale, K)
     seqs = _sequences(cu_seqlens, B, T)
     N = len(seqs)
