@@ -42,6 +42,11 @@ void populateChunkedToLinalgPatterns(RewritePatternSet &patterns,
 /// sequential scf.for over tokens: the baseline and the decode path.
 void populateRecurrenceToLoopsPatterns(RewritePatternSet &patterns);
 
+/// Patterns lowering `la.recurrence_grad` to scf.for loops over tokens,
+/// backward in time, with the forward states recomputed per checkpoint
+/// block.
+void populateRecurrenceGradToLoopsPatterns(RewritePatternSet &patterns);
+
 #define GEN_PASS_REGISTRATION
 #include "la/Conversion/Passes.h.inc"
 

@@ -50,6 +50,7 @@ struct ConvertLaToLinalgPass
     gateProducts.spreadLimit = gateSpreadLimit;
     populateChunkedToLinalgPatterns(patterns, cumsumScan, gateProducts);
     populateRecurrenceToLoopsPatterns(patterns);
+    populateRecurrenceGradToLoopsPatterns(patterns);
     if (failed(applyPartialConversion(getOperation(), target,
                                       std::move(patterns))))
       signalPassFailure();

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "TokenStep.h"
 #include "la/Conversion/LaToLinalg.h"
 #include "la/Dialect/La/LaUtils.h"
 
@@ -19,150 +20,133 @@
 using namespace mlir;
 using namespace mlir::la;
 
-namespace {
-/// Emits the per-token update and read-out. Loops are named b (batch),
-/// hv (value head), kk (key channel), vv (value channel); a value head reads
-/// key head hv floordiv group.
-class TokenStepBuilder {
-public:
-  TokenStepBuilder(RecurrenceOp op, int64_t group)
-      : op(op), group(group), ctx(op.getContext()) {}
+static Value decay(OpBuilder &b, Location loc, Value s, Value logGate) {
+  if (!logGate)
+    return s;
+  return mulF(b, loc, s,
+              math::ExpOp::create(b, loc, extendToF32(b, loc, logGate)));
+}
 
-  /// Returns the state after token t and the output row [B,HV,V] (f32).
-  std::pair<Value, Value> build(OpBuilder &b, Location loc, Value state,
-                                Value t) {
-    Value q = extractUnitSlice(b, loc, op.getQ(), 1, t);
-    Value k = extractUnitSlice(b, loc, op.getK(), 1, t);
-    Value v = extractUnitSlice(b, loc, op.getV(), 1, t);
-    Value g = op.getG() ? extractUnitSlice(b, loc, op.getG(), 1, t) : Value();
-    SmallVector<OpFoldResult> stateSizes = mixedSizes(b, loc, state);
-    Type f32 = b.getF32Type();
-    AffineMap stateMap = dimMap(ctx, 4, {0, 1, 2, 3});
-    AffineMap keyMap = dimMap(ctx, 4, {0, -2, 2}, group); // (b,hv,kk)
-    AffineMap valueMap = dimMap(ctx, 4, {0, 1, 3});       // (b,hv,vv)
+std::pair<Value, Value> TokenStepBuilder::build(OpBuilder &b, Location loc,
+                                                Value state, Value t) {
+  Value q = extractUnitSlice(b, loc, in.q, 1, t);
+  Value k = extractUnitSlice(b, loc, in.k, 1, t);
+  Value v = extractUnitSlice(b, loc, in.v, 1, t);
+  Value g = in.g ? extractUnitSlice(b, loc, in.g, 1, t) : Value();
+  SmallVector<OpFoldResult> stateSizes = mixedSizes(b, loc, state);
+  Type f32 = b.getF32Type();
+  AffineMap stateMap = dimMap(ctx, 4, {0, 1, 2, 3});
+  AffineMap keyMap = dimMap(ctx, 4, {0, -2, 2}, group); // (b,hv,kk)
+  AffineMap valueMap = dimMap(ctx, 4, {0, 1, 3});       // (b,hv,vv)
 
-    Value next;
-    switch (op.getLowRank()) {
-    case LowRank::None: {
-      // S = alpha * S + k v^T.
-      SmallVector<Value> inputs = {state, k, v};
-      SmallVector<AffineMap> maps = {stateMap, keyMap, valueMap};
-      appendGate(g, inputs, maps);
-      maps.push_back(stateMap);
-      next = buildGeneric(b, loc, inputs, emptyTensor(b, loc, stateSizes, f32),
-                          maps, 4, 0,
-                          [&](OpBuilder &nb, Location l, ValueRange a) {
-                            Value s = decay(nb, l, a[0], g ? a[3] : Value());
-                            Value kv = mulExtended(nb, l, a[1], a[2]);
-                            return addF(nb, l, s, kv);
-                          });
-      break;
-    }
-    case LowRank::Delta: {
-      // S' = alpha * S; S = S' + beta k (v - k^T S')^T.
-      Value decayed = state;
-      if (g) {
-        SmallVector<Value> inputs = {state};
-        SmallVector<AffineMap> maps = {stateMap};
-        appendGate(g, inputs, maps);
-        maps.push_back(stateMap);
-        decayed = buildGeneric(b, loc, inputs,
-                               emptyTensor(b, loc, stateSizes, f32), maps, 4, 0,
-                               [&](OpBuilder &nb, Location l, ValueRange a) {
-                                 return decay(nb, l, a[0], a[1]);
-                               });
-      }
-      Value readBack = contractKeys(b, loc, k, decayed);
-      Value beta = extractUnitSlice(b, loc, op.getBeta(), 1, t);
-      next = buildGeneric(
-          b, loc, ValueRange{decayed, k, v, readBack, beta},
-          emptyTensor(b, loc, stateSizes, f32),
-          {stateMap, keyMap, valueMap, valueMap, dimMap(ctx, 4, {0, -2}, group),
-           stateMap},
-          4, 0, [&](OpBuilder &nb, Location l, ValueRange a) {
-            Value error =
-                arith::SubFOp::create(nb, l, extendToF32(nb, l, a[2]), a[3]);
-            Value scaledKey =
-                mulExtended(nb, l, a[4], a[1]);
-            return addF(nb, l, a[0], mulF(nb, l, scaledKey, error));
-          });
-      break;
-    }
-    case LowRank::General: {
-      // S = alpha * S - b (a^T S)^T + k v^T, with a^T applied to the old S.
-      Value readBack = contractKeys(
-          b, loc, extractUnitSlice(b, loc, op.getA(), 1, t), state);
-      SmallVector<Value> inputs = {state, k, v, readBack,
-                                   extractUnitSlice(b, loc, op.getB(), 1, t)};
-      SmallVector<AffineMap> maps = {stateMap, keyMap, valueMap, valueMap,
-                                     keyMap};
-      appendGate(g, inputs, maps);
-      maps.push_back(stateMap);
-      next = buildGeneric(
-          b, loc, inputs, emptyTensor(b, loc, stateSizes, f32), maps, 4, 0,
-          [&](OpBuilder &nb, Location l, ValueRange a) {
-            Value s = decay(nb, l, a[0], g ? a[5] : Value());
-            Value kv =
-                mulExtended(nb, l, a[1], a[2]);
-            Value lowRank = mulF(nb, l, extendToF32(nb, l, a[4]), a[3]);
-            return addF(nb, l, arith::SubFOp::create(nb, l, s, lowRank), kv);
-          });
-      break;
-    }
-    }
-
-    // o_t = S^T (scale q). Loops (b,hv,vv,kk).
-    SmallVector<OpFoldResult> outSizes = {stateSizes[0], stateSizes[1],
-                                          stateSizes[3]};
-    Value scale = constantF32(b, loc, op.getScale().convertToFloat());
-    Value out =
-        buildGeneric(b, loc, ValueRange{q, next}, zeroTensor(b, loc, outSizes),
-                     {dimMap(ctx, 4, {0, -2, 3}, group),
-                      dimMap(ctx, 4, {0, 1, 3, 2}), dimMap(ctx, 4, {0, 1, 2})},
-                     3, 1, [&](OpBuilder &nb, Location l, ValueRange a) {
-                       Value scaled =
-                           mulF(nb, l, extendToF32(nb, l, a[0]), scale);
-                       return addF(nb, l, a[2], mulF(nb, l, scaled, a[1]));
+  Value next;
+  switch (in.lowRank) {
+  case LowRank::None: {
+    // S = alpha * S + k v^T.
+    SmallVector<Value> inputs = {state, k, v};
+    SmallVector<AffineMap> maps = {stateMap, keyMap, valueMap};
+    appendGate(g, inputs, maps);
+    maps.push_back(stateMap);
+    next =
+        buildGeneric(b, loc, inputs, emptyTensor(b, loc, stateSizes, f32), maps,
+                     4, 0, [&](OpBuilder &nb, Location l, ValueRange a) {
+                       Value s = decay(nb, l, a[0], g ? a[3] : Value());
+                       Value kv = mulExtended(nb, l, a[1], a[2]);
+                       return addF(nb, l, s, kv);
                      });
-    return {next, out};
+    break;
   }
-
-private:
-  /// u[b,hv,vv] = sum_kk x[b,hv/group,kk] S[b,hv,kk,vv]. Loops (b,hv,vv,kk).
-  Value contractKeys(OpBuilder &b, Location loc, Value x, Value state) {
-    SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, state);
-    SmallVector<OpFoldResult> outSizes = {sizes[0], sizes[1], sizes[3]};
-    return buildGeneric(
-        b, loc, ValueRange{x, state}, zeroTensor(b, loc, outSizes),
-        {dimMap(ctx, 4, {0, -2, 3}, group), dimMap(ctx, 4, {0, 1, 3, 2}),
-         dimMap(ctx, 4, {0, 1, 2})},
-        3, 1, [&](OpBuilder &nb, Location l, ValueRange a) {
-          return addF(nb, l, a[2], mulF(nb, l, extendToF32(nb, l, a[0]), a[1]));
+  case LowRank::Delta: {
+    // S' = alpha * S; S = S' + beta k (v - k^T S')^T.
+    Value decayed = state;
+    if (g) {
+      SmallVector<Value> inputs = {state};
+      SmallVector<AffineMap> maps = {stateMap};
+      appendGate(g, inputs, maps);
+      maps.push_back(stateMap);
+      decayed = buildGeneric(b, loc, inputs,
+                             emptyTensor(b, loc, stateSizes, f32), maps, 4, 0,
+                             [&](OpBuilder &nb, Location l, ValueRange a) {
+                               return decay(nb, l, a[0], a[1]);
+                             });
+    }
+    Value readBack = contractKeys(b, loc, k, decayed);
+    Value beta = extractUnitSlice(b, loc, in.beta, 1, t);
+    next =
+        buildGeneric(b, loc, ValueRange{decayed, k, v, readBack, beta},
+                     emptyTensor(b, loc, stateSizes, f32),
+                     {stateMap, keyMap, valueMap, valueMap,
+                      dimMap(ctx, 4, {0, -2}, group), stateMap},
+                     4, 0, [&](OpBuilder &nb, Location l, ValueRange a) {
+                       Value error = arith::SubFOp::create(
+                           nb, l, extendToF32(nb, l, a[2]), a[3]);
+                       Value scaledKey = mulExtended(nb, l, a[4], a[1]);
+                       return addF(nb, l, a[0], mulF(nb, l, scaledKey, error));
+                     });
+    break;
+  }
+  case LowRank::General: {
+    // S = alpha * S - b (a^T S)^T + k v^T, with a^T applied to the old S.
+    Value readBack =
+        contractKeys(b, loc, extractUnitSlice(b, loc, in.a, 1, t), state);
+    SmallVector<Value> inputs = {state, k, v, readBack,
+                                 extractUnitSlice(b, loc, in.b, 1, t)};
+    SmallVector<AffineMap> maps = {stateMap, keyMap, valueMap, valueMap,
+                                   keyMap};
+    appendGate(g, inputs, maps);
+    maps.push_back(stateMap);
+    next = buildGeneric(
+        b, loc, inputs, emptyTensor(b, loc, stateSizes, f32), maps, 4, 0,
+        [&](OpBuilder &nb, Location l, ValueRange a) {
+          Value s = decay(nb, l, a[0], g ? a[5] : Value());
+          Value kv = mulExtended(nb, l, a[1], a[2]);
+          Value lowRank = mulF(nb, l, extendToF32(nb, l, a[4]), a[3]);
+          return addF(nb, l, arith::SubFOp::create(nb, l, s, lowRank), kv);
         });
+    break;
+  }
   }
 
-  void appendGate(Value g, SmallVectorImpl<Value> &inputs,
-                  SmallVectorImpl<AffineMap> &maps) {
-    if (!g)
-      return;
-    inputs.push_back(g);
-    maps.push_back(op.getGate() == GateKind::Channel
-                       ? dimMap(ctx, 4, {0, -2, 2}, group)
-                       : dimMap(ctx, 4, {0, -2}, group));
-  }
+  // o_t = S^T (scale q). Loops (b,hv,vv,kk).
+  SmallVector<OpFoldResult> outSizes = {stateSizes[0], stateSizes[1],
+                                        stateSizes[3]};
+  Value scale = constantF32(b, loc, in.scale);
+  Value out =
+      buildGeneric(b, loc, ValueRange{q, next}, zeroTensor(b, loc, outSizes),
+                   {dimMap(ctx, 4, {0, -2, 3}, group),
+                    dimMap(ctx, 4, {0, 1, 3, 2}), dimMap(ctx, 4, {0, 1, 2})},
+                   3, 1, [&](OpBuilder &nb, Location l, ValueRange a) {
+                     Value scaled =
+                         mulF(nb, l, extendToF32(nb, l, a[0]), scale);
+                     return addF(nb, l, a[2], mulF(nb, l, scaled, a[1]));
+                   });
+  return {next, out};
+}
 
-  static Value decay(OpBuilder &b, Location loc, Value s, Value logGate) {
-    if (!logGate)
-      return s;
-    return mulF(b, loc, s,
-                math::ExpOp::create(b, loc, extendToF32(b, loc, logGate)));
-  }
+Value TokenStepBuilder::contractKeys(OpBuilder &b, Location loc, Value x,
+                                     Value state) {
+  SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, state);
+  SmallVector<OpFoldResult> outSizes = {sizes[0], sizes[1], sizes[3]};
+  return buildGeneric(
+      b, loc, ValueRange{x, state}, zeroTensor(b, loc, outSizes),
+      {dimMap(ctx, 4, {0, -2, 3}, group), dimMap(ctx, 4, {0, 1, 3, 2}),
+       dimMap(ctx, 4, {0, 1, 2})},
+      3, 1, [&](OpBuilder &nb, Location l, ValueRange a) {
+        return addF(nb, l, a[2], mulF(nb, l, extendToF32(nb, l, a[0]), a[1]));
+      });
+}
 
-  RecurrenceOp op;
-  int64_t group;
-  MLIRContext *ctx;
-};
+void TokenStepBuilder::appendGate(Value g, SmallVectorImpl<Value> &inputs,
+                                  SmallVectorImpl<AffineMap> &maps) {
+  if (!g)
+    return;
+  inputs.push_back(g);
+  maps.push_back(in.gate == GateKind::Channel
+                     ? dimMap(ctx, 4, {0, -2, 2}, group)
+                     : dimMap(ctx, 4, {0, -2}, group));
+}
 
+namespace {
 /// Inserts the output row [B,HV,V] (f32) at token t of o [B,T,HV,V].
 static Value insertRow(OpBuilder &b, Location loc, Value rowValue, Value output,
                        Value t) {
@@ -192,7 +176,8 @@ struct RecurrenceToLoops : OpRewritePattern<RecurrenceOp> {
     if (ShapedType::isDynamic(heads) || ShapedType::isDynamic(valueHeads))
       return rewriter.notifyMatchFailure(op, "needs static H and HV");
     Location loc = op.getLoc();
-    TokenStepBuilder step(op, valueHeads / heads);
+    TokenStepBuilder step(RecurrenceInputs::of(op), valueHeads / heads,
+                          op.getContext());
     Type outputElementType = op.getO().getType().getElementType();
     SmallVector<OpFoldResult> outputSizes =
         mixedSizes(rewriter, loc, op.getV());

@@ -231,6 +231,117 @@ def La_RecurrenceOp : La_Op<"recurrence", [
   }];
 }
 
+def La_RecurrenceGradOp : La_Op<"recurrence_grad", [
+    Pure, AttrSizedOperandSegments]> {
+  let summary = "the vector-Jacobian product of la.recurrence (level 1)";
+  let description = [{
+    The gradients of `sum(o * d_o) + sum(final_state * d_final_state)` with
+    respect to every tensor input of the `la.recurrence` with the same
+    operands and attributes (`d_final_state` absent means zero). It is what
+    `la-derive-backward` builds from a forward, and one op for the whole
+    family: the adjoint is derived from the canonical form, not written per
+    variant. With `P = Diag(alpha_t) S_{t-1} - b_t (a_t^T S_{t-1})` and
+    `S_t = P + w_t v_t^T`, backward in time from `dS = d_final_state`:
+
+    ```
+    dS += (scale q_t) d_o_t^T     dq_t = scale S_t d_o_t
+    dw_t = dS v_t                 dv_t = dS^T w_t
+    du_t = -dS^T b_t              db_t = -dS (a_t^T S_{t-1})
+    da_t = S_{t-1} du_t           dalpha_t = rowsum(dS * S_{t-1})
+    dS = Diag(alpha_t) dS + a_t du_t^T
+    ```
+
+    so the state's adjoint runs the transposed transition
+    `Diag(alpha_t) - a_t b_t^T`: a diagonal-plus-low-rank recurrence again,
+    backward in time. The low-rank encodings' own maps then apply: with
+    `delta`, `b = w = beta k` and `a = alpha * k` give `dk`, `dbeta` and a
+    second term of the gate's gradient; log-gates get `alpha * dalpha`
+    (summed over K for a scalar gate). Grouped value heads sum their key-side
+    gradients into their key head.
+
+    Operands: those of `la.recurrence` with the initial state as
+    `initial_state` (f32, a zero tensor when there is none), and `d_o`
+    (`[B,T,HV,V]`) and optionally `d_final_state` (`[N,HV,K,V]`, f32).
+    Results (all f32): `dq`, `dk`, `dv`, `d_initial_state`, then, for those
+    given and in this order, the gradients of `g`, `beta`, `a` and `b` (each
+    of its input's shape). A `fixed` gate is an attribute and gets no
+    gradient.
+
+    Memory is that of fla's backward: the state is kept only where each
+    block of `checkpoint` tokens starts (`[ceil(T/checkpoint),B,HV,K,V]`);
+    the states inside a block are recomputed from it when the backward
+    reaches the block, so nothing of size `T*K*V` is formed.
+
+    Example:
+
+    ```mlir
+    %dq, %dk, %dv, %ds0, %dg, %dbeta = la.recurrence_grad decay(scalar)
+        low_rank(delta) %q, %k, %v g(%g : tensor<1x64x2xf32>)
+        beta(%beta : tensor<1x64x2xf32>)
+        initial_state(%s0 : tensor<1x2x16x32xf32>)
+        d_o(%do : tensor<1x64x2x32xf32>) {scale = 2.500000e-01 : f32}
+        : tensor<1x64x2x16xf32>, tensor<1x64x2x16xf32>, tensor<1x64x2x32xf32>
+        -> tensor<1x64x2x16xf32>, tensor<1x64x2x16xf32>, tensor<1x64x2x32xf32>,
+           tensor<1x2x16x32xf32>, tensor<1x64x2xf32>, tensor<1x64x2xf32>
+    ```
+  }];
+
+  let arguments = (ins
+    La_FloatTensor:$q,
+    La_FloatTensor:$k,
+    La_FloatTensor:$v,
+    Optional<La_FloatTensor>:$g,
+    Optional<La_FloatTensor>:$beta,
+    Optional<La_FloatTensor>:$a,
+    Optional<La_FloatTensor>:$b,
+    Optional<La_SeqLensTensor>:$cu_seqlens,
+    La_F32Tensor:$initial_state,
+    La_FloatTensor:$d_o,
+    Optional<La_F32Tensor>:$d_final_state,
+    La_GateKindAttr:$gate,
+    OptionalAttr<DenseF32ArrayAttr>:$log_decay,
+    La_LowRankAttr:$low_rank,
+    F32Attr:$scale,
+    DefaultValuedAttr<I64Attr, "64">:$checkpoint
+  );
+  let results = (outs
+    La_F32Tensor:$dq,
+    La_F32Tensor:$dk,
+    La_F32Tensor:$dv,
+    La_F32Tensor:$d_initial_state,
+    Variadic<La_F32Tensor>:$input_grads
+  );
+
+  let assemblyFormat = [{
+    `decay` `(` custom<EnumKeyword>($gate) `)`
+    `low_rank` `(` custom<EnumKeyword>($low_rank) `)`
+    $q `,` $k `,` $v
+    (`g` `(` $g^ `:` type($g) `)`)?
+    (`beta` `(` $beta^ `:` type($beta) `)`)?
+    (`a` `(` $a^ `:` type($a) `)`)?
+    (`b` `(` $b^ `:` type($b) `)`)?
+    (`cu_seqlens` `(` $cu_seqlens^ `:` type($cu_seqlens) `)`)?
+    `initial_state` `(` $initial_state `:` type($initial_state) `)`
+    `d_o` `(` $d_o `:` type($d_o) `)`
+    (`d_final_state` `(` $d_final_state^ `:` type($d_final_state) `)`)?
+    attr-dict `:` type($q) `,` type($k) `,` type($v) `->` type(results)
+  }];
+
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The gradients of the optional inputs; null where the input is absent.
+    Value getDg() { return getInputGrad(getG(), 0); }
+    Value getDbeta() { return getInputGrad(getBeta(), 1); }
+    Value getDa() { return getInputGrad(getA(), 2); }
+    Value getDb() { return getInputGrad(getB(), 3); }
+
+  private:
+    /// Result `input_grads[i]` counts the optional inputs before `which`
+    /// (0: g, 1: beta, 2: a, 3: b) that are given.
+    Value getInputGrad(Value input, unsigned which);
+  }];
+}
+
 //===----------------------------------------------------------------------===//
 // Level 2: the chunked form
 //===----------------------------------------------------------------------===//

@@ -78,6 +78,9 @@ namespace {
 struct RecurrenceSignature {
   Value q, k, v, g, beta, initialState, cuSeqlens;
   Value o, finalState;
+  // How diagnostics name o and final_state (la.recurrence_grad checks its
+  // d_o and d_final_state in their places).
+  StringRef oName = "o", finalStateName = "final_state";
   GateKind gate;
   std::optional<ArrayRef<float>> logDecay;
   float scale;
@@ -245,11 +248,12 @@ static LogicalResult verifySignature(Operation *op,
       failed(verifyShape(op, sig.initialState, "initial_state", stateShape,
                          stateLayout)))
     return failure();
-  if (sig.finalState && failed(verifyShape(op, sig.finalState, "final_state",
-                                           stateShape, stateLayout)))
+  if (sig.finalState &&
+      failed(verifyShape(op, sig.finalState, sig.finalStateName, stateShape,
+                         stateLayout)))
     return failure();
 
-  if (failed(verifyShape(op, sig.o, "o",
+  if (failed(verifyShape(op, sig.o, sig.oName,
                          {d.batch, d.time, d.valueHeads, d.valueDim},
                          "[B,T,HV,V]")))
     return failure();
@@ -416,6 +420,103 @@ LogicalResult RecurrenceOp::verify() {
     if (value &&
         failed(verifyShape(*this, value, name, qShape, "[B,T,H,K] like 'q'")))
       return failure();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// RecurrenceGradOp
+//===----------------------------------------------------------------------===//
+
+Value RecurrenceGradOp::getInputGrad(Value input, unsigned which) {
+  if (!input)
+    return nullptr;
+  Value inputs[] = {getG(), getBeta(), getA(), getB()};
+  unsigned index = llvm::count_if(ArrayRef(inputs).take_front(which),
+                                  [](Value v) { return v != nullptr; });
+  if (index >= getInputGrads().size())
+    return nullptr;
+  return getInputGrads()[index];
+}
+
+LogicalResult RecurrenceGradOp::verify() {
+  switch (getLowRank()) {
+  case LowRank::None:
+    if (getBeta() || getA() || getB())
+      return emitOpError("low_rank 'none' takes no 'beta', 'a' or 'b' operand");
+    break;
+  case LowRank::Delta:
+    if (!getBeta())
+      return emitOpError("low_rank 'delta' requires a 'beta' operand");
+    if (getA() || getB())
+      return emitOpError(
+          "low_rank 'delta' derives 'a' and 'b' from 'k'; remove them");
+    break;
+  case LowRank::General:
+    if (!getA() || !getB())
+      return emitOpError("low_rank 'general' requires 'a' and 'b' operands");
+    if (getBeta())
+      return emitOpError("low_rank 'general' takes no 'beta' operand");
+    break;
+  }
+  if (getCheckpoint() < 1)
+    return emitOpError() << "expects 'checkpoint' >= 1, got "
+                         << getCheckpoint();
+
+  // The forward's operands, with d_o and d_final_state in the places of o
+  // and final_state (they have their shapes).
+  RecurrenceSignature sig;
+  sig.q = getQ();
+  sig.k = getK();
+  sig.v = getV();
+  sig.g = getG();
+  sig.beta = getBeta();
+  sig.initialState = getInitialState();
+  sig.cuSeqlens = getCuSeqlens();
+  sig.o = getDO();
+  sig.finalState = getDFinalState();
+  sig.oName = "d_o";
+  sig.finalStateName = "d_final_state";
+  sig.gate = getGate();
+  sig.logDecay = getLogDecay();
+  sig.scale = getScale().convertToFloat();
+  sig.normalizer = false;
+  if (failed(verifySignature(*this, sig)))
+    return failure();
+  ArrayRef<int64_t> qShape = getQ().getType().getShape();
+  for (auto [value, name] : {std::pair{getA(), "a"}, std::pair{getB(), "b"}})
+    if (value &&
+        failed(verifyShape(*this, value, name, qShape, "[B,T,H,K] like 'q'")))
+      return failure();
+
+  // One gradient per differentiable input, of its shape.
+  Value optional[] = {getG(), getBeta(), getA(), getB()};
+  size_t optionalInputs =
+      llvm::count_if(optional, [](Value v) { return v != nullptr; });
+  if (getInputGrads().size() != optionalInputs)
+    return emitOpError() << "expects " << 4 + optionalInputs
+                         << " results (dq, dk, dv, d_initial_state and one "
+                            "per given g, beta, a, b), got "
+                         << getNumResults();
+  auto checkGradient = [&](Value input, Value gradient,
+                           StringRef name) -> LogicalResult {
+    if (static_cast<bool>(input) != static_cast<bool>(gradient))
+      return emitOpError() << "expects a result '" << name << "' exactly when "
+                           << "its input is given";
+    if (!input)
+      return success();
+    auto inputShape = cast<RankedTensorType>(input.getType()).getShape();
+    return verifyShape(*this, gradient, name, inputShape, "like its input");
+  };
+  if (failed(checkGradient(getQ(), getDq(), "dq")) ||
+      failed(checkGradient(getK(), getDk(), "dk")) ||
+      failed(checkGradient(getV(), getDv(), "dv")) ||
+      failed(checkGradient(getG(), getDg(), "dg")) ||
+      failed(checkGradient(getBeta(), getDbeta(), "dbeta")) ||
+      failed(checkGradient(getA(), getDa(), "da")) ||
+      failed(checkGradient(getB(), getDb(), "db")) ||
+      failed(checkGradient(getInitialState(), getDInitialState(),
+                           "d_initial_state")))
+    return failure();
   return success();
 }
 
