@@ -219,7 +219,8 @@ def reference_for(variant, inputs, **attrs):
 
 def run_la_run_file(la_run, path, arrays, directory, flags=(), results=("o", "s")):
     """Runs ``la-run`` on the MLIR file ``path`` (entry ``@attention``) with
-    ``arrays`` as its f32 inputs, in order, and extra command-line ``flags``;
+    ``arrays`` as its inputs, in order (f32, except that integer arrays such
+    as ``cu_seqlens`` go as i32), and extra command-line ``flags``;
     returns its results (one .npy each, named ``results``) as arrays. The
     files go to ``directory``; a failing run fails the calling test with
     la-run's stderr."""
@@ -229,7 +230,8 @@ def run_la_run_file(la_run, path, arrays, directory, flags=(), results=("o", "s"
     cmd = [la_run, path, "--entry=attention"] + list(flags)
     for i, a in enumerate(arrays):
         p = os.path.join(directory, f"in{i}.npy")
-        np.save(p, np.ascontiguousarray(a, dtype=np.float32))
+        integer = np.issubdtype(np.asarray(a).dtype, np.integer)
+        np.save(p, np.ascontiguousarray(a, dtype=np.int32 if integer else np.float32))
         cmd.append(f"--input={p}")
     outs = [os.path.join(directory, f"{name}.npy") for name in results]
     cmd += [f"--output={p}" for p in outs]

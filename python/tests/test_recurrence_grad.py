@@ -8,7 +8,6 @@ scalar gate's broadcast are mapped onto it here by the chain rule in NumPy,
 independently of the compiler's lowering."""
 
 import os
-import subprocess
 import tempfile
 
 import numpy as np
@@ -125,15 +124,8 @@ def _check(low_rank, gate, *, B=2, T=21, H=2, HV=4, K=8, V=6, checkpoint=8,
         path = os.path.join(tmp, "grad.mlir")
         with open(path, "w") as f:
             f.write(mlir)
-        command = [LA_RUN, path]
-        for index, array in enumerate(arrays):
-            file = os.path.join(tmp, f"in{index}.npy")
-            np.save(file, array)
-            command.append(f"--input={file}")
-        command += [f"--output={os.path.join(tmp, name)}.npy" for name in names]
-        result = subprocess.run(command, capture_output=True, text=True, timeout=600)
-        assert result.returncode == 0, result.stderr
-        outputs = {name: np.load(os.path.join(tmp, f"{name}.npy")) for name in names}
+        values = lt.run_la_run_file(LA_RUN, path, arrays, tmp, results=names)
+    outputs = dict(zip(names, values))
     expected = _expected(low_rank, gate, named, state, d_o, d_final, cu_seqlens, scale)
     for name in names:
         limit = 1e-5 if name in ("q", "k", "v", "initial_state") else 1e-4
