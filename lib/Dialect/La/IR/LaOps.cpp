@@ -376,6 +376,34 @@ Value RecurrenceOp::getNonZeroInitialState() {
   return isZeroTensor(state) ? Value() : state;
 }
 
+/// The operands each low-rank encoding takes (la.recurrence and its
+/// gradient).
+static LogicalResult verifyLowRankOperands(Operation *op, LowRank lowRank,
+                                           Value beta, Value a, Value b) {
+  switch (lowRank) {
+  case LowRank::None:
+    if (beta || a || b)
+      return op->emitOpError(
+          "low_rank 'none' takes no 'beta', 'a' or 'b' operand");
+    break;
+  case LowRank::Delta:
+    if (!beta)
+      return op->emitOpError("low_rank 'delta' requires a 'beta' operand");
+    if (a || b)
+      return op->emitOpError(
+          "low_rank 'delta' derives 'a' and 'b' from 'k'; remove them");
+    break;
+  case LowRank::General:
+    if (!a || !b)
+      return op->emitOpError(
+          "low_rank 'general' requires 'a' and 'b' operands");
+    if (beta)
+      return op->emitOpError("low_rank 'general' takes no 'beta' operand");
+    break;
+  }
+  return success();
+}
+
 LogicalResult RecurrenceOp::verify() {
   if (getOutputs().size() != 2)
     return emitOpError() << "expects two inits, outs(o_init, state), got "
@@ -390,25 +418,9 @@ LogicalResult RecurrenceOp::verify() {
            .getElementType()
            .isF32())
     return emitOpError("expects the state init of element type f32");
-  switch (getLowRank()) {
-  case LowRank::None:
-    if (getBeta() || getA() || getB())
-      return emitOpError("low_rank 'none' takes no 'beta', 'a' or 'b' operand");
-    break;
-  case LowRank::Delta:
-    if (!getBeta())
-      return emitOpError("low_rank 'delta' requires a 'beta' operand");
-    if (getA() || getB())
-      return emitOpError(
-          "low_rank 'delta' derives 'a' and 'b' from 'k'; remove them");
-    break;
-  case LowRank::General:
-    if (!getA() || !getB())
-      return emitOpError("low_rank 'general' requires 'a' and 'b' operands");
-    if (getBeta())
-      return emitOpError("low_rank 'general' takes no 'beta' operand");
-    break;
-  }
+  if (failed(verifyLowRankOperands(*this, getLowRank(), getBeta(), getA(),
+                                   getB())))
+    return failure();
   if (getNormalizer() && getLowRank() != LowRank::None)
     return emitOpError("'normalizer' is only valid without a low-rank part");
 
@@ -439,25 +451,9 @@ Value RecurrenceGradOp::getInputGrad(Value input, unsigned which) {
 }
 
 LogicalResult RecurrenceGradOp::verify() {
-  switch (getLowRank()) {
-  case LowRank::None:
-    if (getBeta() || getA() || getB())
-      return emitOpError("low_rank 'none' takes no 'beta', 'a' or 'b' operand");
-    break;
-  case LowRank::Delta:
-    if (!getBeta())
-      return emitOpError("low_rank 'delta' requires a 'beta' operand");
-    if (getA() || getB())
-      return emitOpError(
-          "low_rank 'delta' derives 'a' and 'b' from 'k'; remove them");
-    break;
-  case LowRank::General:
-    if (!getA() || !getB())
-      return emitOpError("low_rank 'general' requires 'a' and 'b' operands");
-    if (getBeta())
-      return emitOpError("low_rank 'general' takes no 'beta' operand");
-    break;
-  }
+  if (failed(verifyLowRankOperands(*this, getLowRank(), getBeta(), getA(),
+                                   getB())))
+    return failure();
   if (getCheckpoint() < 1)
     return emitOpError() << "expects 'checkpoint' >= 1, got "
                          << getCheckpoint();
