@@ -6,7 +6,10 @@
   ``la.attention``): layers in flash-linear-attention's conventions on NumPy
   arrays or CPU torch tensors, compiled by la through its C API and cached
   (``la.cache_info``); ``la.lower`` returns the IR of a call at one stage of
-  the pipeline (see ``la.ops``);
+  the pipeline (see ``la.ops``); torch tensors that require grad are
+  differentiated through autograd by a gradient kernel the compiler derives
+  (``la-derive-backward``), and ``la.attention_backward`` returns every
+  gradient for NumPy inputs;
 * ``la.ir``: the compiler from Python (Context, Module, PassManager,
   ExecutionEngine), and ``la.LaError`` for the errors it reports;
 * ``la.cuda``: whether a CUDA GPU is there (libla_cuda_runtime, through
@@ -29,6 +32,7 @@ from ._capi import LaError
 from .ops import (
     STAGES,
     attention,
+    attention_backward,
     cache_dir,
     cache_info,
     clear_cache,
@@ -48,6 +52,7 @@ __all__ = [
     "LaError",
     "STAGES",
     "attention",
+    "attention_backward",
     "cache_dir",
     "cache_info",
     "clear_cache",

@@ -58,6 +58,7 @@ from .variants import VARIANTS
 
 __all__ = [
     "attention",
+    "attention_backward",
     "linear_attention",
     "retention",
     "simple_gla",
@@ -300,6 +301,7 @@ def _prepare(variant, q, k, v, g=None, beta=None, *, erase=None, write=None,
         compute = kinds["q"]
     qkv = [_to_compute(n, arrays[n][0], kinds[n], compute) for n in ("q", "k", "v")]
     inputs = list(qkv)
+    names = ["q", "k", "v"]
 
     # Gate, beta.
     if gate in ("scalar", "channel"):
@@ -313,6 +315,7 @@ def _prepare(variant, q, k, v, g=None, beta=None, *, erase=None, write=None,
                                g.shape, f"({gate} gate of {variant})")
         _check_log_gates("g", g)
         inputs.append(g)
+        names.append("g")
     elif g is not None:
         raise ValueError(f"{variant} takes no gate g")
     if update == "delta":
@@ -322,6 +325,7 @@ def _prepare(variant, q, k, v, g=None, beta=None, *, erase=None, write=None,
         if beta.shape != (B, T, H):
             raise _shape_error("beta", f"[B, T, H] = {(B, T, H)}", beta.shape)
         inputs.append(beta)
+        names.append("beta")
     else:
         if beta is not None:
             raise ValueError(f"{variant} takes no beta (only the delta rule does)")
@@ -336,6 +340,7 @@ def _prepare(variant, q, k, v, g=None, beta=None, *, erase=None, write=None,
             if x.shape != shape:
                 raise _shape_error(name, f"{what} = {shape}", x.shape)
             inputs.append(x)
+            names.append(name)
     elif erase is not None or write is not None:
         raise ValueError(f"{variant} takes no erase or write (only the erase_write rule, "
                          "Gated DeltaNet-2, does)")
@@ -362,8 +367,10 @@ def _prepare(variant, q, k, v, g=None, beta=None, *, erase=None, write=None,
             raise _shape_error("initial_state", f"[N, HV, K, V] = {(N, HV, K, V)}",
                                initial_state.shape, f"({what})")
         inputs.append(initial_state)
+        names.append("initial_state")
     if cu is not None:
         inputs.append(cu)
+        names.append("cu_seqlens")
     if scale is not None:
         if isinstance(scale, bool) or not np.isscalar(scale) or not np.isreal(scale) \
                 or not math.isfinite(float(scale)):
@@ -381,7 +388,9 @@ def _prepare(variant, q, k, v, g=None, beta=None, *, erase=None, write=None,
     if output_final_state:
         outputs.append(((N, HV, K, V), np.float32))
     return _Call(text=text, pipeline=_pipeline(int(chunk_size), bool(sequential)),
-                 inputs=inputs, outputs=outputs, dtype=compute, torch_out=torch_out,
+                 inputs=inputs, input_names=names, outputs=outputs, entry=_ENTRY,
+                 dims=(B, T, H, K, HV, V, N), normalize=bool(normalize),
+                 dtype=compute, torch_out=torch_out,
                  numpy_bf16=(np.asarray(q).dtype if not torch_out and
                              kinds["q"] == "bf16" else None),
                  chunk_size=int(chunk_size), sequential=bool(sequential))
@@ -563,7 +572,7 @@ def _describe(call, key):
     return {
         "format": _FORMAT_VERSION,
         "key": key,
-        "entry": "_mlir_ciface_" + _ENTRY,
+        "entry": "_mlir_ciface_" + call.entry,
         "key_symbol": _KEY_SYMBOL,
         "mlir_sha256": _sha256(call.text.encode()),
         "pipeline": call.pipeline,
@@ -635,13 +644,13 @@ class _Kernel:
     carry ``key``; raises _BadEntry when the library lacks either symbol or
     holds another key."""
 
-    def __init__(self, library, key, n_args, path=None):
+    def __init__(self, library, key, n_args, path=None, entry=_ENTRY):
         self.path = path
         self.library = library
         try:
-            function = getattr(library, "_mlir_ciface_" + _ENTRY)
+            function = getattr(library, "_mlir_ciface_" + entry)
         except AttributeError:
-            raise _BadEntry(f"the library has no symbol _mlir_ciface_{_ENTRY}") from None
+            raise _BadEntry(f"the library has no symbol _mlir_ciface_{entry}") from None
         expected = key.encode()
         try:
             stamp = (ctypes.c_char * (len(expected) + 1)).in_dll(library, _KEY_SYMBOL).value
@@ -654,7 +663,7 @@ class _Kernel:
         self.function = function
 
 
-def _load(data, key, n_args, directories, path=None):
+def _load(data, key, n_args, directories, path=None, entry=_ENTRY):
     """A _Kernel from the library bytes ``data``: written to a private file
     (a name used once per process: dlopen would return an earlier library
     loaded under the same name) in the first of ``directories`` that takes
@@ -682,7 +691,7 @@ def _load(data, key, n_args, directories, path=None):
                 raise _BadEntry(f"the library does not load: {e}") from None
         finally:
             _remove(private)
-        return _Kernel(library, key, n_args, path)
+        return _Kernel(library, key, n_args, path, entry)
     raise error
 
 
@@ -820,7 +829,7 @@ def _kernel(call):
             if os.path.lexists(so_path) or os.path.lexists(meta_path):
                 try:
                     data = _check_entry(so_path, meta_path, expected)
-                    kernel = _load(data, disk_key, n_args, load_dirs, so_path)
+                    kernel = _load(data, disk_key, n_args, load_dirs, so_path, call.entry)
                     _stats["disk_hits"] += 1
                 except _BadEntry:
                     _stats["discarded"] += 1
@@ -833,7 +842,7 @@ def _kernel(call):
                 start = time.perf_counter()
                 data = _compile_library(directory, call.text, call.pipeline, clang, disk_key)
                 try:
-                    kernel = _load(data, disk_key, n_args, load_dirs, so_path)
+                    kernel = _load(data, disk_key, n_args, load_dirs, so_path, call.entry)
                 except _BadEntry as error:
                     raise LaError(f"the compiled kernel library is not usable: {error}") \
                         from None
@@ -886,13 +895,19 @@ def _c_array(array):
     return np.ascontiguousarray(array)
 
 
-def _execute(call):
+def _run(call):
+    """Runs the kernel of ``call``; returns its output arrays."""
     kernel = _kernel(call)
     inputs = [_c_array(a) for a in call.inputs]
     outputs = [np.empty(shape, dtype=dt) for shape, dt in call.outputs]
     descriptors = [_descriptor(a) for a in inputs + outputs]
     kernel.function(*[ctypes.addressof(d) for d in descriptors])
     del descriptors, inputs  # the arrays had to live until here
+    return outputs
+
+
+def _execute(call):
+    outputs = _run(call)
     o = outputs[0]
     state = outputs[1] if len(outputs) > 1 else None
     if call.torch_out:
@@ -906,6 +921,143 @@ def _execute(call):
     elif call.dtype == "bf16":
         o = o.view(call.numpy_bf16) if call.numpy_bf16 is not None else _bf16_to_f32(o)
     return o, state
+
+
+# --------------------------------------------------------------------------
+# the backward: la-derive-backward's gradient function of the same kernel
+# --------------------------------------------------------------------------
+
+#: the inputs that have gradients, in the order of the gradient function's
+#: results (la.attention_grad's).
+_DIFFERENTIABLE = ("q", "k", "v", "g", "beta", "erase", "write", "initial_state")
+
+
+def _backward_pipeline(checkpoint):
+    """The forward's module, differentiated by the compiler and lowered: the
+    gradient function replaces the forward (keep-forward=0), its
+    la.recurrence_grad becomes checkpointed token loops."""
+    return (f"builtin.module(la-derive-backward{{checkpoint={checkpoint} keep-forward=0}}, "
+            "la-lower-to-cpu{sequential=1})")
+
+
+def _backward_call(call, do, d_final_state):
+    """The call of the gradient kernel of the forward ``call``: its inputs,
+    then the cotangents of its results (``do`` and, when the forward returns
+    it, ``d_final_state``; None is zero); one f32 output per differentiable
+    input."""
+    if call.normalize:
+        raise LaError("normalize=True has no gradient in la yet (the normaliser's "
+                      "backward is not derived); call it without gradients")
+    B, T, H, K, HV, V, N = call.dims
+    _device_check("do", do)
+    _device_check("d_final_state", d_final_state)
+    if do is None:
+        raise ValueError("do, the gradient of o [B, T, HV, V], is required")
+    do_arr, kind = _qkv_array("do", do)
+    if do_arr.shape != (B, T, HV, V):
+        raise _shape_error("do", f"[B, T, HV, V] = {(B, T, HV, V)} (the shape of o)",
+                           do_arr.shape)
+    inputs = list(call.inputs) + [_to_compute("do", do_arr, kind, call.dtype)]
+    if len(call.outputs) > 1:
+        if d_final_state is None:
+            d_final_state = np.zeros((N, HV, K, V), np.float32)
+        d_final_state = _f32_array("d_final_state", d_final_state, "[N, HV, K, V]")
+        if d_final_state.shape != (N, HV, K, V):
+            raise _shape_error("d_final_state", f"[N, HV, K, V] = {(N, HV, K, V)}",
+                               d_final_state.shape)
+        inputs.append(d_final_state)
+    names = [n for n in call.input_names if n in _DIFFERENTIABLE]
+    outputs = [(np.shape(a), np.float32)
+               for a, n in zip(call.inputs, call.input_names) if n in _DIFFERENTIABLE]
+    return _Call(text=call.text, pipeline=_backward_pipeline(call.chunk_size),
+                 inputs=inputs, input_names=call.input_names + ["do", "d_final_state"],
+                 outputs=outputs, entry=_ENTRY + "_grad", grad_names=names,
+                 torch_out=call.torch_out)
+
+
+def _gradients(call, do, d_final_state):
+    backward = _backward_call(call, do, d_final_state)
+    grads = dict(zip(backward.grad_names, _run(backward)))
+    if call.torch_out:
+        torch = _torch()
+        grads = {name: torch.from_numpy(x) for name, x in grads.items()}
+    return grads
+
+
+def _wants_grad(named):
+    """Whether a differentiable input is a tensor that requires grad, with
+    autograd recording."""
+    torch = _torch()
+    if torch is None or not torch.is_grad_enabled():
+        return False
+    return any(_is_tensor(x) and x.requires_grad for x in named.values())
+
+
+_autograd_function = None
+
+
+def _attention_autograd():
+    """torch.autograd.Function for la's layers: the forward kernel, and as
+    its backward the gradient kernel that la-derive-backward builds from the
+    same forward (once differentiable)."""
+    global _autograd_function
+    if _autograd_function is not None:
+        return _autograd_function
+    torch = _torch()
+
+    class AttentionFunction(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, options, names, *tensors):
+            named = dict(zip(names, tensors))
+            call = _prepare(**options, **named)
+            o, state = _execute(call)
+            ctx.options, ctx.names = options, names
+            ctx.save_for_backward(*tensors)
+            ctx.has_state = state is not None
+            if state is None:
+                return o
+            return o, state
+
+        @staticmethod
+        @torch.autograd.function.once_differentiable
+        def backward(ctx, do, d_state=None):
+            tensors = ctx.saved_tensors
+            call = _prepare(**ctx.options, **dict(zip(ctx.names, tensors)))
+            if do is None:
+                do = np.zeros(call.outputs[0][0], np.float32)
+            grads = _gradients(call, do, d_state if ctx.has_state else None)
+            result = [None, None]
+            for index, (name, x) in enumerate(zip(ctx.names, tensors)):
+                wanted = ctx.needs_input_grad[index + 2]
+                result.append(grads[name].to(x.dtype) if wanted else None)
+            return tuple(result)
+
+    _autograd_function = AttentionFunction
+    return AttentionFunction
+
+
+def _differentiable_attention(options, named):
+    """``attention`` through torch autograd; ``named`` holds the
+    differentiable inputs that are given."""
+    if options.get("normalize"):
+        raise LaError("normalize=True has no gradient in la yet (the normaliser's "
+                      "backward is not derived); call it under torch.no_grad() or "
+                      "detach the inputs")
+    log_decay = options.get("log_decay")
+    if _is_tensor(log_decay) and log_decay.requires_grad:
+        raise LaError("log_decay is compiled into the kernel as constants and has no "
+                      "gradient; pass it detached (or use a data-dependent gate g)")
+    names = tuple(named)
+    tensors = []
+    for name in names:
+        x = named[name]
+        if not _is_tensor(x):
+            x = _torch().from_numpy(np.asarray(x))
+        tensors.append(x)
+    result = _attention_autograd().apply(options, names, *tensors)
+    if isinstance(result, tuple):
+        return result
+    return result, None
 
 
 # --------------------------------------------------------------------------
@@ -940,13 +1092,49 @@ def attention(variant, q, k, v, g=None, beta=None, *, erase=None, write=None,
 
     Returns ``(o, final_state)``.
     """
+    named = {"q": q, "k": k, "v": v, "g": g, "beta": beta, "erase": erase, "write": write,
+             "initial_state": initial_state}
+    named = {name: x for name, x in named.items() if x is not None}
+    options = dict(variant=variant, log_decay=log_decay, scale=scale,
+                   output_final_state=output_final_state, cu_seqlens=cu_seqlens,
+                   normalize=normalize, eps=eps, qk_l2norm=qk_l2norm,
+                   allow_neg_eigval=allow_neg_eigval, chunk_size=chunk_size,
+                   sequential=sequential, dtype=dtype, target=target)
+    if _wants_grad(named):
+        return _differentiable_attention(options, named)
+    return _execute(_prepare(**options, **named))
+
+
+def attention_backward(variant, q, k, v, g=None, beta=None, *, do, d_final_state=None,
+                       erase=None, write=None, log_decay=None, scale=None,
+                       initial_state=None, cu_seqlens=None, normalize=False, eps=None,
+                       qk_l2norm=False, allow_neg_eigval=False, chunk_size=64, dtype=None,
+                       target="cpu"):
+    """The gradients of :func:`attention` with the same arguments: of
+    ``sum(o * do) + sum(final_state * d_final_state)`` with respect to every
+    differentiable input given (``q``, ``k``, ``v``, ``g``, ``beta``,
+    ``erase``, ``write``, ``initial_state``), for NumPy users (torch tensors
+    that require grad get these through autograd from :func:`attention` and
+    every layer function).
+
+    The gradient kernel is derived by the compiler from the forward kernel's
+    MLIR (``la-derive-backward``: ``la.attention_grad``, lowered to the
+    adjoint recurrence run backward in time, with the state stored every
+    ``chunk_size`` tokens and recomputed in between). ``d_final_state``
+    ``[N, HV, K, V]`` is the gradient of the final state (None: zero).
+    ``log_decay`` and ``cu_seqlens`` get no gradient; ``normalize=True``
+    has none yet (LaError).
+
+    Returns a dict from input name to its gradient, float32 of the input's
+    shape (torch tensors for torch inputs).
+    """
     call = _prepare(variant, q, k, v, g, beta, erase=erase, write=write,
-                    log_decay=log_decay, scale=scale,
-                    initial_state=initial_state, output_final_state=output_final_state,
-                    cu_seqlens=cu_seqlens, normalize=normalize, eps=eps, qk_l2norm=qk_l2norm,
+                    log_decay=log_decay, scale=scale, initial_state=initial_state,
+                    output_final_state=d_final_state is not None, cu_seqlens=cu_seqlens,
+                    normalize=normalize, eps=eps, qk_l2norm=qk_l2norm,
                     allow_neg_eigval=allow_neg_eigval, chunk_size=chunk_size,
-                    sequential=sequential, dtype=dtype, target=target)
-    return _execute(call)
+                    dtype=dtype, target=target)
+    return _gradients(call, do, d_final_state)
 
 
 def linear_attention(q, k, v, *, scale=None, initial_state=None, output_final_state=False,

@@ -514,6 +514,10 @@ def test_torch_tensors():
                                t["beta"], initial_state=s0, cu_seqlens=cu,
                                output_final_state=True, chunk_size=CHUNK)
     assert o.dtype == torch.bfloat16 and s.dtype == torch.float32
+    # q requires grad: the results are attached to autograd (test_autograd.py
+    # checks the gradients).
+    assert o.requires_grad and s.requires_grad
+    o, s = o.detach(), s.detach()
     prepared = runner.prepare_inputs(
         dict(q=inputs["q"], k=inputs["k"], v=inputs["v"], beta=inputs["beta"],
              g=runner.round_to_bf16(inputs["g"]), initial_state=s0.numpy(),

@@ -535,7 +535,20 @@ struct RecurrenceGradToLoops : OpRewritePattern<RecurrenceGradOp> {
               Gradients::from(zeros, pass2.getResults().drop_front())};
     };
 
-    Value dFinal = op.getDFinalState();
+    // The loops below carry the state and its adjoint in place; they start
+    // from copies, so that the kernel never writes its inputs (function
+    // arguments bufferize as writable buffers, and the caller's arrays are
+    // read again, e.g. by autograd).
+    auto copyOf = [&](Value x) {
+      return linalg::CopyOp::create(
+                 rewriter, loc, x,
+                 emptyTensor(
+                     rewriter, loc, mixedSizes(rewriter, loc, x),
+                     cast<RankedTensorType>(x.getType()).getElementType()))
+          .getResult(0);
+    };
+    Value initialState = copyOf(op.getInitialState());
+    Value dFinal = op.getDFinalState() ? copyOf(op.getDFinalState()) : Value();
     SmallVector<Value> results;
     auto finish = [&](Value dInitial, const Gradients &grads) {
       Gradients all = grads;
@@ -552,8 +565,8 @@ struct RecurrenceGradToLoops : OpRewritePattern<RecurrenceGradOp> {
       if (!dFinal)
         dFinal = zeroTensor(rewriter, loc,
                             mixedSizes(rewriter, loc, op.getInitialState()));
-      auto [dInitial, grads] = sequenceBackward(
-          rewriter, loc, zero, time, op.getInitialState(), dFinal, zeros);
+      auto [dInitial, grads] = sequenceBackward(rewriter, loc, zero, time,
+                                                initialState, dFinal, zeros);
       finish(dInitial, grads);
       return success();
     }
@@ -569,8 +582,7 @@ struct RecurrenceGradToLoops : OpRewritePattern<RecurrenceGradOp> {
         rewriter, loc, zero, numSequences, one, carried,
         [&](OpBuilder &b, Location l, Value n, ValueRange args) {
           auto [begin, end] = extractSequenceBounds(b, l, cuSeqlens, n, tokens);
-          Value initial =
-              sliceDim(b, l, op.getInitialState(), 0, n, b.getIndexAttr(1));
+          Value initial = sliceDim(b, l, initialState, 0, n, b.getIndexAttr(1));
           Value dFinalOne =
               dFinal ? sliceDim(b, l, dFinal, 0, n, b.getIndexAttr(1))
                      : zeroTensor(b, l, mixedSizes(b, l, initial));

@@ -120,6 +120,111 @@ def La_AttentionOp : La_Op<"attention", [Pure, AttrSizedOperandSegments]> {
   }];
 }
 
+def La_AttentionGradOp : La_Op<"attention_grad", [
+    Pure, AttrSizedOperandSegments]> {
+  let summary = "the vector-Jacobian product of la.attention (level 0)";
+  let description = [{
+    The gradients of `sum(o * d_o) + sum(final_state * d_final_state)` with
+    respect to every tensor input of the `la.attention` with the same
+    operands and attributes (`d_final_state` absent means zero). It is what
+    `la-derive-backward` builds from a forward function, one op for the whole
+    family: `la-lower-to-recurrence` lowers it to the level-1
+    `la.recurrence_grad` of the variant's canonical recurrence plus the
+    adjoints of the level-0 maps around it, derived once for all variants:
+
+    * `qk_l2norm`: with `y = x r`, `r = (sum_K x^2 + eps)^-1/2`,
+      `dx = r (dy - y sum_K(y dy))`;
+    * `allow_neg_eigval`: `dbeta = 2 dbeta'`;
+    * the erase_write rule's general form (`a = alpha * k`, `b = erase * k`,
+      values `write * v`): `dk += alpha * da + erase * db`,
+      `derase = k * db`, `dwrite = v * dvalues`, `dv = write * dvalues`, and
+      `alpha * k * da` added to the log-gate's gradient (summed over K for a
+      scalar gate).
+
+    Operands: those of `la.attention`, then `d_o` (`[B,T,HV,V]`, the element
+    type of `v`) and optionally `d_final_state` (`[N,HV,K,V]`, f32).
+    Results, all f32 and each of its input's shape: `dq`, `dk`, `dv`, then,
+    for those given and in this order, the gradients of `g`, `beta`, `erase`,
+    `write` and `initial_state`. A `fixed` gate (`log_decay`) is an attribute
+    and `cu_seqlens` are integers: neither gets a gradient. The normaliser
+    has no gradient yet (the verifier says so).
+
+    `checkpoint` is the level-1 op's: the state is kept every `checkpoint`
+    tokens and recomputed in between, so memory is `O(T/checkpoint * K * V)`.
+
+    Example:
+
+    ```mlir
+    %dq, %dk, %dv, %dg, %dbeta = la.attention_grad gated_deltanet %q, %k, %v
+        g(%g : tensor<1x64x2xf32>) beta(%beta : tensor<1x64x2xf32>)
+        d_o(%do : tensor<1x64x2x32xf32>) {qk_l2norm}
+        : tensor<1x64x2x16xf32>, tensor<1x64x2x16xf32>, tensor<1x64x2x32xf32>
+        -> tensor<1x64x2x16xf32>, tensor<1x64x2x16xf32>, tensor<1x64x2x32xf32>,
+           tensor<1x64x2xf32>, tensor<1x64x2xf32>
+    ```
+  }];
+
+  let arguments = (ins
+    La_FloatTensor:$q,
+    La_FloatTensor:$k,
+    La_FloatTensor:$v,
+    Optional<La_FloatTensor>:$g,
+    Optional<La_FloatTensor>:$beta,
+    Optional<La_FloatTensor>:$erase,
+    Optional<La_FloatTensor>:$write,
+    Optional<La_F32Tensor>:$initial_state,
+    Optional<La_SeqLensTensor>:$cu_seqlens,
+    La_FloatTensor:$d_o,
+    Optional<La_F32Tensor>:$d_final_state,
+    La_UpdateRuleAttr:$update,
+    La_GateKindAttr:$gate,
+    OptionalAttr<DenseF32ArrayAttr>:$log_decay,
+    OptionalAttr<F32Attr>:$scale,
+    UnitAttr:$normalizer,
+    OptionalAttr<F32Attr>:$eps,
+    UnitAttr:$qk_l2norm,
+    UnitAttr:$allow_neg_eigval,
+    DefaultValuedAttr<I64Attr, "64">:$checkpoint
+  );
+  let results = (outs
+    La_F32Tensor:$dq,
+    La_F32Tensor:$dk,
+    La_F32Tensor:$dv,
+    Variadic<La_F32Tensor>:$input_grads
+  );
+
+  let assemblyFormat = [{
+    custom<Variant>($update, $gate) $q `,` $k `,` $v
+    (`g` `(` $g^ `:` type($g) `)`)?
+    (`beta` `(` $beta^ `:` type($beta) `)`)?
+    (`erase` `(` $erase^ `:` type($erase) `)`)?
+    (`write` `(` $write^ `:` type($write) `)`)?
+    (`initial_state` `(` $initial_state^ `:` type($initial_state) `)`)?
+    (`cu_seqlens` `(` $cu_seqlens^ `:` type($cu_seqlens) `)`)?
+    `d_o` `(` $d_o `:` type($d_o) `)`
+    (`d_final_state` `(` $d_final_state^ `:` type($d_final_state) `)`)?
+    attr-dict `:` type($q) `,` type($k) `,` type($v) `->` type(results)
+  }];
+
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// As la.attention's.
+    float getEffectiveScale();
+    float getEffectiveEps();
+    /// The gradients of the optional inputs; null where the input is absent.
+    Value getDg() { return getInputGrad(0); }
+    Value getDbeta() { return getInputGrad(1); }
+    Value getDerase() { return getInputGrad(2); }
+    Value getDwrite() { return getInputGrad(3); }
+    Value getDInitialState() { return getInputGrad(4); }
+
+  private:
+    /// Result `input_grads[i]` counts the optional inputs before `which`
+    /// (0: g, 1: beta, 2: erase, 3: write, 4: initial_state) that are given.
+    Value getInputGrad(unsigned which);
+  }];
+}
+
 //===----------------------------------------------------------------------===//
 // Level 1: the canonical recurrence
 //===----------------------------------------------------------------------===//
@@ -330,15 +435,15 @@ def La_RecurrenceGradOp : La_Op<"recurrence_grad", [
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     /// The gradients of the optional inputs; null where the input is absent.
-    Value getDg() { return getInputGrad(getG(), 0); }
-    Value getDbeta() { return getInputGrad(getBeta(), 1); }
-    Value getDa() { return getInputGrad(getA(), 2); }
-    Value getDb() { return getInputGrad(getB(), 3); }
+    Value getDg() { return getInputGrad(0); }
+    Value getDbeta() { return getInputGrad(1); }
+    Value getDa() { return getInputGrad(2); }
+    Value getDb() { return getInputGrad(3); }
 
   private:
     /// Result `input_grads[i]` counts the optional inputs before `which`
     /// (0: g, 1: beta, 2: a, 3: b) that are given.
-    Value getInputGrad(Value input, unsigned which);
+    Value getInputGrad(unsigned which);
   }];
 }
 

@@ -8,7 +8,9 @@ include "mlir/Pass/PassBase.td"
 def LaLowerToRecurrencePass : Pass<"la-lower-to-recurrence"> {
   let summary = "Lower every la.attention variant to the canonical recurrence";
   let description = [{
-    Rewrites each level-0 `la.attention` into one level-1 `la.recurrence`:
+    Rewrites each level-0 `la.attention` into one level-1 `la.recurrence`
+    (and each `la.attention_grad` into the `la.recurrence_grad` of the same
+    canonical recurrence, with the adjoints of the level-0 maps around it):
     the named variant becomes a diagonal gate kind plus a low-rank structure,
     the default scale `K^-0.5` and epsilon become explicit, and in-kernel L2
     normalisation of q and k becomes `linalg.generic` ops on tensors (computed
@@ -24,6 +26,55 @@ def LaLowerToRecurrencePass : Pass<"la-lower-to-recurrence"> {
   let options = [
     Option<"l2normEps", "l2norm-eps", "double", "1e-6",
            "epsilon added to the sum of squares in the L2 normalisation">
+  ];
+}
+
+def LaDeriveBackwardPass : Pass<"la-derive-backward", "::mlir::ModuleOp"> {
+  let summary = "Derive the gradient function of every function of la ops";
+  let description = [{
+    Reverse-mode differentiation of the functions that compute `la.attention`
+    or `la.recurrence`. For every `func.func @f` with a body containing one
+    of them, the pass adds `@f_grad` (`suffix`) with the arguments of `@f`
+    followed by one cotangent per result of `@f` (of the result's type), and
+    one result per float tensor argument of `@f`: the gradient of
+    `sum_i <result_i, cotangent_i>` with respect to it, f32, of the
+    argument's shape (zero where the argument does not reach a result).
+    Integer arguments such as `cu_seqlens` get none. The gradient function
+    takes the forward's discardable attributes (e.g.
+    `llvm.emit_c_interface`).
+
+    The body of `@f` is recomputed (the backward of a recurrence needs its
+    inputs, not its states), then its ops are visited in reverse: each
+    `la.attention` becomes an `la.attention_grad` and each `la.recurrence`
+    an `la.recurrence_grad` with the adjoints of its results as `d_o` and
+    `d_final_state` (a zero `d_o` when only the final state is used);
+    `tensor.cast` passes its adjoint through, and adjoints of a value used
+    several times are summed (in f32). So a chain of la ops, a state carried
+    from one to the next, or one tensor used as both q and k is
+    differentiated exactly. Ops that do not depend on a float tensor
+    argument (constants, `tensor.empty`, fills) are recomputed and get no
+    adjoint. Any other op on the path from an argument to a result (an
+    element-wise feature map, say) is an error, with its location: it is not
+    differentiated yet. So is the normaliser, which has no gradient yet.
+
+    `checkpoint` sets the gradient ops' `checkpoint` (tokens between stored
+    states). With `keep-forward=false` the forward functions are erased once
+    differentiated (those nothing else refers to), leaving a module that
+    computes gradients only.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::func::FuncDialect",
+    "::mlir::linalg::LinalgDialect",
+    "::mlir::tensor::TensorDialect"
+  ];
+  let options = [
+    Option<"checkpoint", "checkpoint", "int64_t", "64",
+           "tokens between the states the backward stores (>= 1)">,
+    Option<"suffix", "suffix", "std::string", "\"_grad\"",
+           "appended to a function's name to name its gradient function">,
+    Option<"keepForward", "keep-forward", "bool", "true",
+           "keep the forward functions (false: erase those nothing uses)">
   ];
 }
 

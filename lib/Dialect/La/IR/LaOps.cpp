@@ -298,68 +298,170 @@ static RecurrenceSignature getSignature(OpT op, float scale) {
 // AttentionOp
 //===----------------------------------------------------------------------===//
 
-float AttentionOp::getEffectiveScale() {
-  if (std::optional<APFloat> scale = getScale())
+/// `scale`, or K^-0.5 (the verifier requires a static K without `scale`).
+static float effectiveScale(std::optional<APFloat> scale, RankedTensorType q) {
+  if (scale)
     return scale->convertToFloat();
-  int64_t keyDim = getQ().getType().getDimSize(3);
+  int64_t keyDim = q.getDimSize(3);
   return 1.0f / std::sqrt(static_cast<float>(keyDim));
 }
 
-float AttentionOp::getEffectiveEps() {
-  std::optional<APFloat> eps = getEps();
+static float effectiveEps(std::optional<APFloat> eps) {
   return eps ? eps->convertToFloat() : kDefaultEps;
 }
 
-LogicalResult AttentionOp::verify() {
-  RankedTensorType qType = getQ().getType();
-  if (qType.getElementType() != getV().getType().getElementType())
-    return emitOpError() << "expects 'q', 'k' and 'v' of one element type, got "
-                         << qType.getElementType() << " and "
-                         << getV().getType().getElementType();
-  Type oElement = getO().getType().getElementType();
-  if (oElement != getV().getType().getElementType())
-    return emitOpError() << "expects 'o' to have the element type of 'v' ("
-                         << getV().getType().getElementType() << "), got "
-                         << oElement;
-  if (!getScale() && qType.getRank() == 4 && qType.isDynamicDim(3))
-    return emitOpError(
-        "needs a static K to default 'scale' to K^-0.5; set 'scale'");
-  bool delta = getUpdate() == UpdateRule::Delta;
-  bool eraseWrite = getUpdate() == UpdateRule::EraseWrite;
-  if (delta && !getBeta())
-    return emitOpError("the delta rule requires a 'beta' operand");
-  if (!delta && getBeta())
-    return emitOpError("'beta' is only valid with the delta rule");
-  if (eraseWrite && (!getErase() || !getWrite()))
-    return emitOpError(
-        "the erase_write rule requires 'erase' and 'write' operands");
-  if (!eraseWrite && (getErase() || getWrite()))
-    return emitOpError(
-        "'erase' and 'write' are only valid with the erase_write rule");
-  if (getUpdate() != UpdateRule::Additive && getNormalizer())
-    return emitOpError("'normalizer' is only valid with the additive rule");
-  if (getErase() && failed(verifyShape(*this, getErase(), "erase",
-                                       qType.getShape(), "[B,T,H,K] like 'q'")))
-    return failure();
-  if (getWrite() &&
-      failed(verifyShape(*this, getWrite(), "write",
-                         getV().getType().getShape(), "[B,T,HV,V] like 'v'")))
-    return failure();
-  if (!delta && getAllowNegEigval())
-    return emitOpError("'allow_neg_eigval' is only valid with the delta rule");
+float AttentionOp::getEffectiveScale() {
+  return effectiveScale(getScale(), getQ().getType());
+}
 
-  float scale = qType.getRank() == 4 ? getEffectiveScale() : 1.0f;
-  return verifySignature(*this, getSignature(*this, scale));
+float AttentionOp::getEffectiveEps() { return effectiveEps(getEps()); }
+
+/// The checks of la.attention's operands and attributes, shared with its
+/// gradient (whose d_o and d_final_state stand where o and final_state are).
+template <typename OpT>
+static LogicalResult verifyAttentionOperands(OpT op, Value o,
+                                             RecurrenceSignature sig) {
+  RankedTensorType qType = op.getQ().getType();
+  Type vElement = op.getV().getType().getElementType();
+  if (qType.getElementType() != vElement)
+    return op.emitOpError()
+           << "expects 'q', 'k' and 'v' of one element type, got "
+           << qType.getElementType() << " and " << vElement;
+  Type oElement = cast<RankedTensorType>(o.getType()).getElementType();
+  if (oElement != vElement)
+    return op.emitOpError()
+           << "expects '" << sig.oName << "' to have the element type of 'v' ("
+           << vElement << "), got " << oElement;
+  if (!op.getScale() && qType.getRank() == 4 && qType.isDynamicDim(3))
+    return op.emitOpError(
+        "needs a static K to default 'scale' to K^-0.5; set 'scale'");
+  bool delta = op.getUpdate() == UpdateRule::Delta;
+  bool eraseWrite = op.getUpdate() == UpdateRule::EraseWrite;
+  if (delta && !op.getBeta())
+    return op.emitOpError("the delta rule requires a 'beta' operand");
+  if (!delta && op.getBeta())
+    return op.emitOpError("'beta' is only valid with the delta rule");
+  if (eraseWrite && (!op.getErase() || !op.getWrite()))
+    return op.emitOpError(
+        "the erase_write rule requires 'erase' and 'write' operands");
+  if (!eraseWrite && (op.getErase() || op.getWrite()))
+    return op.emitOpError(
+        "'erase' and 'write' are only valid with the erase_write rule");
+  if (op.getUpdate() != UpdateRule::Additive && op.getNormalizer())
+    return op.emitOpError("'normalizer' is only valid with the additive rule");
+  if (op.getErase() &&
+      failed(verifyShape(op, op.getErase(), "erase", qType.getShape(),
+                         "[B,T,H,K] like 'q'")))
+    return failure();
+  if (op.getWrite() && failed(verifyShape(op, op.getWrite(), "write",
+                                          op.getV().getType().getShape(),
+                                          "[B,T,HV,V] like 'v'")))
+    return failure();
+  if (!delta && op.getAllowNegEigval())
+    return op.emitOpError(
+        "'allow_neg_eigval' is only valid with the delta rule");
+  return verifySignature(op, sig);
+}
+
+LogicalResult AttentionOp::verify() {
+  float scale = getQ().getType().getRank() == 4 ? getEffectiveScale() : 1.0f;
+  return verifyAttentionOperands(*this, getO(), getSignature(*this, scale));
+}
+
+//===----------------------------------------------------------------------===//
+// AttentionGradOp
+//===----------------------------------------------------------------------===//
+
+float AttentionGradOp::getEffectiveScale() {
+  return effectiveScale(getScale(), getQ().getType());
+}
+
+float AttentionGradOp::getEffectiveEps() { return effectiveEps(getEps()); }
+
+/// Result `input_grads[i]` of an op whose optional differentiable inputs are
+/// `inputs`: the one of `inputs[which]`, counting the given ones before it.
+static Value optionalInputGrad(ArrayRef<Value> inputs, unsigned which,
+                               ValueRange inputGrads) {
+  if (!inputs[which])
+    return nullptr;
+  unsigned index = llvm::count_if(inputs.take_front(which),
+                                  [](Value v) { return v != nullptr; });
+  return index < inputGrads.size() ? inputGrads[index] : nullptr;
+}
+
+/// Checks that `gradient` exists exactly when `input` does and has its shape.
+static LogicalResult verifyGradient(Operation *op, Value input, Value gradient,
+                                    StringRef name) {
+  if (static_cast<bool>(input) != static_cast<bool>(gradient))
+    return op->emitOpError() << "expects a result '" << name
+                             << "' exactly when its input is given";
+  if (!input)
+    return success();
+  auto inputShape = cast<RankedTensorType>(input.getType()).getShape();
+  return verifyShape(op, gradient, name, inputShape, "like its input");
+}
+
+Value AttentionGradOp::getInputGrad(unsigned which) {
+  Value inputs[] = {getG(), getBeta(), getErase(), getWrite(),
+                    getInitialState()};
+  return optionalInputGrad(inputs, which, getInputGrads());
+}
+
+LogicalResult AttentionGradOp::verify() {
+  if (getNormalizer())
+    return emitOpError("has no gradient for 'normalizer' yet");
+  if (getCheckpoint() < 1)
+    return emitOpError() << "expects 'checkpoint' >= 1, got "
+                         << getCheckpoint();
+  float scale = getQ().getType().getRank() == 4 ? getEffectiveScale() : 1.0f;
+  RecurrenceSignature sig;
+  sig.q = getQ();
+  sig.k = getK();
+  sig.v = getV();
+  sig.g = getG();
+  sig.beta = getBeta();
+  sig.initialState = getInitialState();
+  sig.cuSeqlens = getCuSeqlens();
+  sig.o = getDO();
+  sig.finalState = getDFinalState();
+  sig.oName = "d_o";
+  sig.finalStateName = "d_final_state";
+  sig.gate = getGate();
+  sig.logDecay = getLogDecay();
+  sig.scale = scale;
+  if (std::optional<APFloat> eps = getEps())
+    sig.eps = eps->convertToFloat();
+  sig.normalizer = false;
+  if (failed(verifyAttentionOperands(*this, getDO(), sig)))
+    return failure();
+
+  Value optional[] = {getG(), getBeta(), getErase(), getWrite(),
+                      getInitialState()};
+  size_t given = llvm::count_if(optional, [](Value v) { return v != nullptr; });
+  if (getInputGrads().size() != given)
+    return emitOpError() << "expects " << 3 + given
+                         << " results (dq, dk, dv and one per given g, beta, "
+                            "erase, write, initial_state), got "
+                         << getNumResults();
+  Operation *op = getOperation();
+  if (failed(verifyGradient(op, getQ(), getDq(), "dq")) ||
+      failed(verifyGradient(op, getK(), getDk(), "dk")) ||
+      failed(verifyGradient(op, getV(), getDv(), "dv")) ||
+      failed(verifyGradient(op, getG(), getDg(), "dg")) ||
+      failed(verifyGradient(op, getBeta(), getDbeta(), "dbeta")) ||
+      failed(verifyGradient(op, getErase(), getDerase(), "derase")) ||
+      failed(verifyGradient(op, getWrite(), getDwrite(), "dwrite")) ||
+      failed(verifyGradient(op, getInitialState(), getDInitialState(),
+                            "d_initial_state")))
+    return failure();
+  return success();
 }
 
 //===----------------------------------------------------------------------===//
 // RecurrenceOp
 //===----------------------------------------------------------------------===//
 
-float RecurrenceOp::getEffectiveEps() {
-  std::optional<APFloat> eps = getEps();
-  return eps ? eps->convertToFloat() : kDefaultEps;
-}
+float RecurrenceOp::getEffectiveEps() { return effectiveEps(getEps()); }
 
 /// Whether `value` is known to be all zeros: a constant, or a linalg.fill
 /// with a constant zero.
@@ -439,15 +541,9 @@ LogicalResult RecurrenceOp::verify() {
 // RecurrenceGradOp
 //===----------------------------------------------------------------------===//
 
-Value RecurrenceGradOp::getInputGrad(Value input, unsigned which) {
-  if (!input)
-    return nullptr;
+Value RecurrenceGradOp::getInputGrad(unsigned which) {
   Value inputs[] = {getG(), getBeta(), getA(), getB()};
-  unsigned index = llvm::count_if(ArrayRef(inputs).take_front(which),
-                                  [](Value v) { return v != nullptr; });
-  if (index >= getInputGrads().size())
-    return nullptr;
-  return getInputGrads()[index];
+  return optionalInputGrad(inputs, which, getInputGrads());
 }
 
 LogicalResult RecurrenceGradOp::verify() {
@@ -493,15 +589,9 @@ LogicalResult RecurrenceGradOp::verify() {
                          << " results (dq, dk, dv, d_initial_state and one "
                             "per given g, beta, a, b), got "
                          << getNumResults();
-  auto checkGradient = [&](Value input, Value gradient,
-                           StringRef name) -> LogicalResult {
-    if (static_cast<bool>(input) != static_cast<bool>(gradient))
-      return emitOpError() << "expects a result '" << name << "' exactly when "
-                           << "its input is given";
-    if (!input)
-      return success();
-    auto inputShape = cast<RankedTensorType>(input.getType()).getShape();
-    return verifyShape(*this, gradient, name, inputShape, "like its input");
+  Operation *op = getOperation();
+  auto checkGradient = [&](Value input, Value gradient, StringRef name) {
+    return verifyGradient(op, input, gradient, name);
   };
   if (failed(checkGradient(getQ(), getDq(), "dq")) ||
       failed(checkGradient(getK(), getDk(), "dk")) ||

@@ -107,8 +107,9 @@ static Value buildDoubled(OpBuilder &b, Location loc, Value beta) {
 struct EraseWriteParts {
   Value a, b, values;
 };
-static EraseWriteParts buildEraseWrite(OpBuilder &b, Location loc,
-                                       AttentionOp op, Value k) {
+template <typename OpT>
+static EraseWriteParts buildEraseWrite(OpBuilder &b, Location loc, OpT op,
+                                       Value k) {
   MLIRContext *ctx = b.getContext();
   Type f32 = b.getF32Type();
   SmallVector<OpFoldResult> keySizes = mixedSizes(b, loc, k);
@@ -163,6 +164,41 @@ static EraseWriteParts buildEraseWrite(OpBuilder &b, Location loc,
 }
 
 namespace {
+/// The operands of the canonical recurrence of an la.attention (or of its
+/// gradient, which has the same operands).
+struct CanonicalOperands {
+  Value q, k, values, beta, a, b;
+  LowRank lowRank;
+};
+} // namespace
+
+template <typename OpT>
+static CanonicalOperands buildCanonicalOperands(OpBuilder &b, Location loc,
+                                                OpT op, double l2normEps) {
+  CanonicalOperands c;
+  c.q = op.getQ();
+  c.k = op.getK();
+  if (op.getQkL2norm()) {
+    c.q = buildL2Normalize(b, loc, c.q, l2normEps);
+    c.k = buildL2Normalize(b, loc, c.k, l2normEps);
+  }
+  c.lowRank =
+      op.getUpdate() == UpdateRule::Delta ? LowRank::Delta : LowRank::None;
+  c.beta = op.getBeta();
+  if (op.getAllowNegEigval())
+    c.beta = buildDoubled(b, loc, c.beta);
+  c.values = op.getV();
+  if (op.getUpdate() == UpdateRule::EraseWrite) {
+    EraseWriteParts parts = buildEraseWrite(b, loc, op, c.k);
+    c.lowRank = LowRank::General;
+    c.a = parts.a;
+    c.b = parts.b;
+    c.values = parts.values;
+  }
+  return c;
+}
+
+namespace {
 struct AttentionToRecurrence : OpRewritePattern<AttentionOp> {
   AttentionToRecurrence(MLIRContext *ctx, double l2normEps)
       : OpRewritePattern(ctx), l2normEps(l2normEps) {}
@@ -171,25 +207,9 @@ struct AttentionToRecurrence : OpRewritePattern<AttentionOp> {
                                 PatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
     MLIRContext *ctx = op.getContext();
-    Value q = op.getQ();
-    Value k = op.getK();
-    if (op.getQkL2norm()) {
-      q = buildL2Normalize(rewriter, loc, q, l2normEps);
-      k = buildL2Normalize(rewriter, loc, k, l2normEps);
-    }
-    LowRank lowRank =
-        op.getUpdate() == UpdateRule::Delta ? LowRank::Delta : LowRank::None;
-    Value beta = op.getBeta();
-    if (op.getAllowNegEigval())
-      beta = buildDoubled(rewriter, loc, beta);
-    Value values = op.getV(), a, b;
-    if (op.getUpdate() == UpdateRule::EraseWrite) {
-      EraseWriteParts parts = buildEraseWrite(rewriter, loc, op, k);
-      lowRank = LowRank::General;
-      a = parts.a;
-      b = parts.b;
-      values = parts.values;
-    }
+    CanonicalOperands c = buildCanonicalOperands(rewriter, loc, op, l2normEps);
+    Value q = c.q, k = c.k, values = c.values, beta = c.beta, a = c.a, b = c.b;
+    LowRank lowRank = c.lowRank;
     FloatAttr eps;
     if (op.getNormalizer())
       eps = rewriter.getF32FloatAttr(op.getEffectiveEps());
@@ -221,6 +241,191 @@ struct AttentionToRecurrence : OpRewritePattern<AttentionOp> {
   double l2normEps;
 };
 
+} // namespace
+
+/// The f32 log-gate of key channel `kk` for `buildGeneric` bodies over
+/// (b,t,h,kk): the input and map that read it, or none for an ungated or
+/// fixed-gate op (a fixed gate gets no gradient, but alpha is still needed).
+template <typename OpT>
+static void addGateInput(OpBuilder &b, Location loc, OpT op,
+                         SmallVectorImpl<Value> &inputs,
+                         SmallVectorImpl<AffineMap> &maps) {
+  MLIRContext *ctx = b.getContext();
+  switch (op.getGate()) {
+  case GateKind::None:
+    return;
+  case GateKind::Fixed: {
+    ArrayRef<float> decay = *op.getLogDecay();
+    auto type = RankedTensorType::get({static_cast<int64_t>(decay.size())},
+                                      b.getF32Type());
+    inputs.push_back(
+        arith::ConstantOp::create(b, loc, DenseElementsAttr::get(type, decay)));
+    maps.push_back(dimMap(ctx, 4, {2}));
+    return;
+  }
+  case GateKind::Scalar:
+    inputs.push_back(op.getG());
+    maps.push_back(dimMap(ctx, 4, {0, 1, 2}));
+    return;
+  case GateKind::Channel:
+    inputs.push_back(op.getG());
+    maps.push_back(b.getMultiDimIdentityMap(4));
+    return;
+  }
+}
+
+/// The adjoint of buildL2Normalize: for `y = x r` with
+/// `r = (sum_K x^2 + eps)^-1/2`, `dx = r dy - x r^3 sum_K(x dy)`, in f32.
+static Value buildL2NormalizeGrad(OpBuilder &b, Location loc, Value x, Value dy,
+                                  double eps) {
+  MLIRContext *ctx = b.getContext();
+  SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, x);
+  SmallVector<OpFoldResult> rowSizes(sizes.begin(), sizes.end() - 1);
+  AffineMap id = b.getMultiDimIdentityMap(4);
+  AffineMap row = dimMap(ctx, 4, {0, 1, 2});
+  Value sumOfSquares = buildGeneric(
+      b, loc, ValueRange{x}, zeroTensor(b, loc, rowSizes), {id, row}, 3, 1,
+      [](OpBuilder &nb, Location l, ValueRange args) {
+        Value elem = extendToF32(nb, l, args[0]);
+        return addF(nb, l, args[1], mulF(nb, l, elem, elem));
+      });
+  Value dot = buildGeneric(
+      b, loc, ValueRange{x, dy}, zeroTensor(b, loc, rowSizes), {id, id, row}, 3,
+      1, [](OpBuilder &nb, Location l, ValueRange args) {
+        return addF(nb, l, args[2], mulExtended(nb, l, args[0], args[1]));
+      });
+  Value epsValue = constantF32(b, loc, static_cast<float>(eps));
+  return buildGeneric(
+      b, loc, ValueRange{x, dy, sumOfSquares, dot},
+      emptyTensor(b, loc, sizes, b.getF32Type()), {id, id, row, row, id}, 4, 0,
+      [&](OpBuilder &nb, Location l, ValueRange args) {
+        Value elem = extendToF32(nb, l, args[0]);
+        Value r = math::RsqrtOp::create(nb, l, addF(nb, l, args[2], epsValue));
+        Value r3dot = mulF(nb, l, mulF(nb, l, mulF(nb, l, r, r), r), args[3]);
+        Value direct = mulF(nb, l, r, extendToF32(nb, l, args[1]));
+        return arith::SubFOp::create(nb, l, direct, mulF(nb, l, elem, r3dot))
+            .getResult();
+      });
+}
+
+namespace {
+/// la.attention_grad -> the level-1 la.recurrence_grad of the same canonical
+/// recurrence as la.attention's lowering, with the adjoints of the level-0
+/// maps (L2 norm, doubled beta, the erase_write form) around it.
+struct AttentionGradToRecurrenceGrad : OpRewritePattern<AttentionGradOp> {
+  AttentionGradToRecurrenceGrad(MLIRContext *ctx, double l2normEps)
+      : OpRewritePattern(ctx), l2normEps(l2normEps) {}
+
+  LogicalResult matchAndRewrite(AttentionGradOp op,
+                                PatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    MLIRContext *ctx = op.getContext();
+    Type f32 = rewriter.getF32Type();
+    CanonicalOperands c = buildCanonicalOperands(rewriter, loc, op, l2normEps);
+    Value state = op.getInitialState();
+    if (!state)
+      state = zeroState(rewriter, loc, c.q, c.values, op.getCuSeqlens());
+
+    auto f32Like = [&](Value x) -> Type {
+      return RankedTensorType::get(
+          cast<RankedTensorType>(x.getType()).getShape(), f32);
+    };
+    SmallVector<Type> resultTypes = {f32Like(c.q), f32Like(c.k),
+                                     f32Like(c.values), f32Like(state)};
+    for (Value input : {Value(op.getG()), c.beta, c.a, c.b})
+      if (input)
+        resultTypes.push_back(f32Like(input));
+    auto grad = RecurrenceGradOp::create(
+        rewriter, loc, resultTypes, c.q, c.k, c.values, op.getG(), c.beta, c.a,
+        c.b, op.getCuSeqlens(), state, op.getDO(), op.getDFinalState(),
+        op.getGateAttr(), op.getLogDecayAttr(),
+        LowRankAttr::get(ctx, c.lowRank),
+        rewriter.getF32FloatAttr(op.getEffectiveScale()),
+        op.getCheckpointAttr());
+
+    Value dq = grad.getDq(), dk = grad.getDk(), dv = grad.getDv();
+    Value dg = grad.getDg(), dbeta = grad.getDbeta(), derase, dwrite;
+    AffineMap id = rewriter.getMultiDimIdentityMap(4);
+    if (op.getUpdate() == UpdateRule::EraseWrite) {
+      // a = alpha * k and b = erase * k: both feed dk, and alpha the gate.
+      SmallVector<Value> inputs = {c.k, grad.getDa(), grad.getDb(),
+                                   op.getErase(), dk};
+      SmallVector<AffineMap> maps = {id, id, id, id, id};
+      addGateInput(rewriter, loc, op, inputs, maps);
+      maps.push_back(id);
+      bool gated = inputs.size() > 5;
+      auto alphaOf = [&](OpBuilder &nb, Location l, ValueRange args) {
+        return gated ? math::ExpOp::create(nb, l, extendToF32(nb, l, args[5]))
+                           .getResult()
+                     : constantF32(nb, l, 1.0f);
+      };
+      dk = buildGeneric(
+          rewriter, loc, inputs,
+          emptyTensor(rewriter, loc, mixedSizes(rewriter, loc, dk), f32), maps,
+          4, 0, [&](OpBuilder &nb, Location l, ValueRange args) {
+            Value alpha = alphaOf(nb, l, args);
+            Value fromA = mulF(nb, l, alpha, args[1]);
+            Value fromB = mulExtended(nb, l, args[3], args[2]);
+            return addF(nb, l, args[4], addF(nb, l, fromA, fromB));
+          });
+      derase = buildGeneric(
+          rewriter, loc, ValueRange{c.k, grad.getDb()},
+          emptyTensor(rewriter, loc, mixedSizes(rewriter, loc, c.k), f32),
+          {id, id, id}, 4, 0, [](OpBuilder &nb, Location l, ValueRange args) {
+            return mulExtended(nb, l, args[0], args[1]);
+          });
+      // d(log alpha) += alpha * k * da, summed over K for a scalar gate.
+      if (dg) {
+        bool scalar = op.getGate() == GateKind::Scalar;
+        AffineMap gateMap = scalar ? dimMap(ctx, 4, {0, 1, 2}) : id;
+        dg = buildGeneric(
+            rewriter, loc, ValueRange{c.k, grad.getDa(), op.getG()}, dg,
+            {id, id, gateMap, gateMap}, scalar ? 3 : 4, scalar ? 1 : 0,
+            [](OpBuilder &nb, Location l, ValueRange args) {
+              Value alpha =
+                  math::ExpOp::create(nb, l, extendToF32(nb, l, args[2]));
+              Value term =
+                  mulF(nb, l, alpha, mulExtended(nb, l, args[0], args[1]));
+              return addF(nb, l, args[3], term);
+            });
+      }
+      // values = write * v.
+      SmallVector<OpFoldResult> valueSizes =
+          mixedSizes(rewriter, loc, op.getV());
+      Value dvalues = dv;
+      dwrite = buildGeneric(rewriter, loc, ValueRange{op.getV(), dvalues},
+                            emptyTensor(rewriter, loc, valueSizes, f32),
+                            {id, id, id}, 4, 0,
+                            [](OpBuilder &nb, Location l, ValueRange args) {
+                              return mulExtended(nb, l, args[0], args[1]);
+                            });
+      dv = buildGeneric(rewriter, loc, ValueRange{op.getWrite(), dvalues},
+                        emptyTensor(rewriter, loc, valueSizes, f32),
+                        {id, id, id}, 4, 0,
+                        [](OpBuilder &nb, Location l, ValueRange args) {
+                          return mulExtended(nb, l, args[0], args[1]);
+                        });
+    }
+    if (op.getAllowNegEigval())
+      dbeta = buildDoubled(rewriter, loc, dbeta);
+    if (op.getQkL2norm()) {
+      dq = buildL2NormalizeGrad(rewriter, loc, op.getQ(), dq, l2normEps);
+      dk = buildL2NormalizeGrad(rewriter, loc, op.getK(), dk, l2normEps);
+    }
+
+    SmallVector<Value> results = {dq, dk, dv};
+    for (Value gradient : {dg, dbeta, derase, dwrite})
+      if (gradient)
+        results.push_back(gradient);
+    if (op.getInitialState())
+      results.push_back(grad.getDInitialState());
+    replaceWithCasts(rewriter, op, results);
+    return success();
+  }
+
+  double l2normEps;
+};
+
 struct LaLowerToRecurrencePass
     : la::impl::LaLowerToRecurrencePassBase<LaLowerToRecurrencePass> {
   using Base::Base;
@@ -236,5 +441,6 @@ struct LaLowerToRecurrencePass
 
 void mlir::la::populateLowerToRecurrencePatterns(RewritePatternSet &patterns,
                                                  double l2normEps) {
-  patterns.add<AttentionToRecurrence>(patterns.getContext(), l2normEps);
+  patterns.add<AttentionToRecurrence, AttentionGradToRecurrenceGrad>(
+      patterns.getContext(), l2normEps);
 }

@@ -1,0 +1,368 @@
+//===- DeriveBackward.cpp - gradient functions of la programs -------------===//
+//
+// Reverse-mode differentiation at the level of la's ops: every la.attention
+// and la.recurrence has a gradient op of the same level, so a function of
+// them is differentiated by visiting its ops backwards and summing adjoints;
+// no per-variant backward is written anywhere.
+//
+//===----------------------------------------------------------------------===//
+
+#include "la/Dialect/La/LaPasses.h"
+#include "la/Dialect/La/LaUtils.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+namespace mlir {
+namespace la {
+#define GEN_PASS_DEF_LADERIVEBACKWARDPASS
+#include "la/Dialect/La/LaPasses.h.inc"
+} // namespace la
+} // namespace mlir
+
+using namespace mlir;
+using namespace mlir::la;
+
+static bool isFloatTensor(Type type) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  return tensor && isa<FloatType>(tensor.getElementType());
+}
+
+/// `x` with element type `element` (extf/truncf per element), or `x`.
+static Value convertElements(OpBuilder &b, Location loc, Value x,
+                             Type element) {
+  auto type = cast<RankedTensorType>(x.getType());
+  if (type.getElementType() == element)
+    return x;
+  AffineMap id = b.getMultiDimIdentityMap(type.getRank());
+  return buildGeneric(b, loc, ValueRange{x},
+                      emptyTensor(b, loc, mixedSizes(b, loc, x), element),
+                      {id, id}, type.getRank(), 0,
+                      [&](OpBuilder &nb, Location l, ValueRange args) {
+                        return castFloat(nb, l, args[0], element);
+                      });
+}
+
+/// `x` with the static shape of `like` (a tensor.cast where they differ).
+static Value castShape(OpBuilder &b, Location loc, Value x, Type like) {
+  auto type = cast<RankedTensorType>(x.getType());
+  auto target = RankedTensorType::get(cast<RankedTensorType>(like).getShape(),
+                                      type.getElementType());
+  if (type == target)
+    return x;
+  return tensor::CastOp::create(b, loc, target, x);
+}
+
+namespace {
+/// The adjoints of one function being differentiated: original value ->
+/// its adjoint in the gradient function (f32, or the cotangent's type).
+class Adjoints {
+public:
+  Adjoints(OpBuilder &builder) : b(builder) {}
+
+  Value lookup(Value primal) const { return adjoints.lookup(primal); }
+
+  /// Adds `gradient` to the adjoint of `primal` (summed in f32).
+  void accumulate(Value primal, Value gradient) {
+    gradient = castShape(b, gradient.getLoc(), gradient, primal.getType());
+    Value &slot = adjoints[primal];
+    if (!slot) {
+      slot = gradient;
+      return;
+    }
+    Location loc = gradient.getLoc();
+    auto type = cast<RankedTensorType>(slot.getType());
+    AffineMap id = b.getMultiDimIdentityMap(type.getRank());
+    Value lhs = slot;
+    slot = buildGeneric(
+        b, loc, ValueRange{lhs, gradient},
+        emptyTensor(b, loc, mixedSizes(b, loc, lhs), b.getF32Type()),
+        {id, id, id}, type.getRank(), 0,
+        [](OpBuilder &nb, Location l, ValueRange args) {
+          Value x = extendToF32(nb, l, args[0]);
+          Value y = extendToF32(nb, l, args[1]);
+          return addF(nb, l, x, y);
+        });
+  }
+
+private:
+  OpBuilder &b;
+  DenseMap<Value, Value> adjoints;
+};
+
+struct LaDeriveBackwardPass
+    : la::impl::LaDeriveBackwardPassBase<LaDeriveBackwardPass> {
+  using Base::Base;
+
+  void runOnOperation() override;
+
+private:
+  FailureOr<func::FuncOp> derive(func::FuncOp forward, SymbolTable &symbols);
+  LogicalResult differentiate(Operation *op, OpBuilder &b, IRMapping &primal,
+                              Adjoints &adjoints,
+                              const DenseSet<Value> &active);
+};
+} // namespace
+
+/// The values of `body` that depend on a float tensor argument, and the op
+/// that stops the derivation, if any (an op on that path la cannot
+/// differentiate, or one whose gradient does not exist yet).
+static LogicalResult findActive(Block &body, DenseSet<Value> &active) {
+  for (BlockArgument arg : body.getArguments())
+    if (isFloatTensor(arg.getType()))
+      active.insert(arg);
+  for (Operation &op : body.without_terminator()) {
+    bool dependsOnInput = false;
+    op.walk([&](Operation *nested) {
+      for (Value operand : nested->getOperands())
+        dependsOnInput |= active.contains(operand);
+    });
+    if (!dependsOnInput)
+      continue;
+    if (!isa<AttentionOp, RecurrenceOp, tensor::CastOp>(op))
+      return op.emitOpError()
+             << "is on the path from an argument to a result, and "
+                "la-derive-backward differentiates only la.attention, "
+                "la.recurrence and tensor.cast (compute it outside the "
+                "function, or on inputs that need no gradient)";
+    bool normalizer = false;
+    if (auto attention = dyn_cast<AttentionOp>(op))
+      normalizer = attention.getNormalizer();
+    if (auto recurrence = dyn_cast<RecurrenceOp>(op))
+      normalizer = recurrence.getNormalizer();
+    if (normalizer)
+      return op.emitOpError(
+          "has a 'normalizer', which has no gradient in la yet");
+    for (Value result : op.getResults())
+      if (isFloatTensor(result.getType()))
+        active.insert(result);
+  }
+  return success();
+}
+
+/// f32 tensor types of the shapes of `values` (the gradient ops' results).
+static SmallVector<Type> gradientTypes(ArrayRef<Value> values) {
+  SmallVector<Type> types;
+  for (Value value : values)
+    if (value)
+      types.push_back(RankedTensorType::get(
+          cast<RankedTensorType>(value.getType()).getShape(),
+          Float32Type::get(value.getContext())));
+  return types;
+}
+
+/// The adjoint of `result` as a d_o: the element type of `like`, or zeros.
+static Value outputCotangent(OpBuilder &b, Location loc, Value adjoint,
+                             Value primalResult, Type element) {
+  if (!adjoint)
+    return filledTensor(b, loc, mixedSizes(b, loc, primalResult), element, 0.0);
+  return convertElements(b, loc, adjoint, element);
+}
+
+LogicalResult
+LaDeriveBackwardPass::differentiate(Operation *op, OpBuilder &b,
+                                    IRMapping &primal, Adjoints &adjoints,
+                                    const DenseSet<Value> &active) {
+  Location loc = op->getLoc();
+  auto accumulate = [&](Value forwardOperand, Value gradient) {
+    if (forwardOperand && gradient && active.contains(forwardOperand))
+      adjoints.accumulate(forwardOperand, gradient);
+  };
+
+  if (auto cast = dyn_cast<tensor::CastOp>(op)) {
+    if (Value adjoint = adjoints.lookup(cast.getResult()))
+      accumulate(cast.getSource(), adjoint);
+    return success();
+  }
+
+  if (auto attention = dyn_cast<AttentionOp>(op)) {
+    Value dO = adjoints.lookup(attention.getO());
+    Value dFinal = attention.getFinalState()
+                       ? adjoints.lookup(attention.getFinalState())
+                       : Value();
+    if (!dO && !dFinal)
+      return success();
+    Value pO = primal.lookup(attention.getO());
+    dO = outputCotangent(b, loc, dO, pO,
+                         attention.getV().getType().getElementType());
+    if (dFinal)
+      dFinal =
+          castShape(b, loc, convertElements(b, loc, dFinal, b.getF32Type()),
+                    attention.getFinalState().getType());
+    auto mapped = [&](Value v) { return v ? primal.lookup(v) : Value(); };
+    Value inputs[] = {attention.getQ(),     attention.getK(),
+                      attention.getV(),     attention.getG(),
+                      attention.getBeta(),  attention.getErase(),
+                      attention.getWrite(), attention.getInitialState()};
+    auto grad = AttentionGradOp::create(
+        b, loc, gradientTypes(inputs), mapped(attention.getQ()),
+        mapped(attention.getK()), mapped(attention.getV()),
+        mapped(attention.getG()), mapped(attention.getBeta()),
+        mapped(attention.getErase()), mapped(attention.getWrite()),
+        mapped(attention.getInitialState()), mapped(attention.getCuSeqlens()),
+        dO, dFinal, attention.getUpdateAttr(), attention.getGateAttr(),
+        attention.getLogDecayAttr(), attention.getScaleAttr(),
+        /*normalizer=*/nullptr, /*eps=*/nullptr, attention.getQkL2normAttr(),
+        attention.getAllowNegEigvalAttr(), b.getI64IntegerAttr(checkpoint));
+    accumulate(attention.getQ(), grad.getDq());
+    accumulate(attention.getK(), grad.getDk());
+    accumulate(attention.getV(), grad.getDv());
+    accumulate(attention.getG(), grad.getDg());
+    accumulate(attention.getBeta(), grad.getDbeta());
+    accumulate(attention.getErase(), grad.getDerase());
+    accumulate(attention.getWrite(), grad.getDwrite());
+    accumulate(attention.getInitialState(), grad.getDInitialState());
+    return success();
+  }
+
+  auto recurrence = cast<RecurrenceOp>(op);
+  Value dO = adjoints.lookup(recurrence.getO());
+  Value dFinal = adjoints.lookup(recurrence.getFinalState());
+  if (!dO && !dFinal)
+    return success();
+  dO = outputCotangent(b, loc, dO, primal.lookup(recurrence.getO()),
+                       recurrence.getO().getType().getElementType());
+  if (dFinal)
+    dFinal = convertElements(b, loc, dFinal, b.getF32Type());
+  auto mapped = [&](Value v) { return v ? primal.lookup(v) : Value(); };
+  Value state = recurrence.getInitialState();
+  Value inputs[] = {recurrence.getQ(), recurrence.getK(),
+                    recurrence.getV(), state,
+                    recurrence.getG(), recurrence.getBeta(),
+                    recurrence.getA(), recurrence.getB()};
+  auto grad = RecurrenceGradOp::create(
+      b, loc, gradientTypes(inputs), mapped(recurrence.getQ()),
+      mapped(recurrence.getK()), mapped(recurrence.getV()),
+      mapped(recurrence.getG()), mapped(recurrence.getBeta()),
+      mapped(recurrence.getA()), mapped(recurrence.getB()),
+      mapped(recurrence.getCuSeqlens()), mapped(state), dO,
+      dFinal ? castShape(b, loc, dFinal, state.getType()) : Value(),
+      recurrence.getGateAttr(), recurrence.getLogDecayAttr(),
+      recurrence.getLowRankAttr(), recurrence.getScaleAttr(),
+      b.getI64IntegerAttr(checkpoint));
+  accumulate(recurrence.getQ(), grad.getDq());
+  accumulate(recurrence.getK(), grad.getDk());
+  accumulate(recurrence.getV(), grad.getDv());
+  accumulate(state, grad.getDInitialState());
+  accumulate(recurrence.getG(), grad.getDg());
+  accumulate(recurrence.getBeta(), grad.getDbeta());
+  accumulate(recurrence.getA(), grad.getDa());
+  accumulate(recurrence.getB(), grad.getDb());
+  return success();
+}
+
+FailureOr<func::FuncOp> LaDeriveBackwardPass::derive(func::FuncOp forward,
+                                                     SymbolTable &symbols) {
+  Block &body = forward.getBody().front();
+  DenseSet<Value> active;
+  if (!forward.getBody().hasOneBlock())
+    return forward.emitOpError(
+        "has several blocks; la-derive-backward needs one");
+  if (failed(findActive(body, active)))
+    return failure();
+
+  std::string name = (forward.getSymName() + suffix).str();
+  if (symbols.lookup(name))
+    return forward.emitOpError()
+           << "cannot get the gradient function '" << name
+           << "': the name is taken (choose another 'suffix')";
+
+  // (arguments..., one cotangent per result) -> one gradient per float
+  // tensor argument.
+  FunctionType type = forward.getFunctionType();
+  SmallVector<Type> argTypes(type.getInputs());
+  llvm::append_range(argTypes, type.getResults());
+  SmallVector<BlockArgument> differentiable;
+  SmallVector<Type> resultTypes;
+  for (BlockArgument arg : body.getArguments()) {
+    if (!isFloatTensor(arg.getType()))
+      continue;
+    differentiable.push_back(arg);
+    resultTypes.push_back(
+        RankedTensorType::get(cast<RankedTensorType>(arg.getType()).getShape(),
+                              Float32Type::get(&getContext())));
+  }
+
+  OpBuilder b(forward);
+  b.setInsertionPointAfter(forward);
+  auto gradient = func::FuncOp::create(
+      b, forward.getLoc(), name, b.getFunctionType(argTypes, resultTypes));
+  for (NamedAttribute attr : forward->getDiscardableAttrs())
+    gradient->setAttr(attr.getName(), attr.getValue());
+  gradient.setVisibility(forward.getVisibility());
+  Block *entry = gradient.addEntryBlock();
+  b.setInsertionPointToStart(entry);
+
+  // Recompute the forward.
+  IRMapping primal;
+  for (auto [original, copy] :
+       llvm::zip(body.getArguments(), entry->getArguments()))
+    primal.map(original, copy);
+  for (Operation &op : body.without_terminator())
+    b.clone(op, primal);
+
+  // Seed the results' adjoints with the cotangents, then go backwards.
+  Adjoints adjoints(b);
+  Operation *terminator = body.getTerminator();
+  unsigned numInputs = type.getNumInputs();
+  for (auto [index, result] : llvm::enumerate(terminator->getOperands()))
+    if (active.contains(result))
+      adjoints.accumulate(result, entry->getArgument(numInputs + index));
+  for (Operation &op : llvm::reverse(body.without_terminator()))
+    if (llvm::any_of(op.getResults(),
+                     [&](Value r) { return active.contains(r); }))
+      if (failed(differentiate(&op, b, primal, adjoints, active)))
+        return failure();
+
+  SmallVector<Value> gradients;
+  for (auto [arg, resultType] : llvm::zip(differentiable, resultTypes)) {
+    Value copy = primal.lookup(arg);
+    Value adjoint = adjoints.lookup(arg);
+    if (!adjoint)
+      adjoint =
+          zeroTensor(b, forward.getLoc(), mixedSizes(b, arg.getLoc(), copy));
+    adjoint = convertElements(b, forward.getLoc(), adjoint, b.getF32Type());
+    gradients.push_back(castShape(b, forward.getLoc(), adjoint, resultType));
+  }
+  func::ReturnOp::create(b, terminator->getLoc(), gradients);
+  // The recomputed forward ops whose results the backward does not read.
+  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(*entry)))
+    if (isOpTriviallyDead(&op))
+      op.erase();
+  symbols.insert(gradient);
+  return gradient;
+}
+
+void LaDeriveBackwardPass::runOnOperation() {
+  if (checkpoint < 1) {
+    getOperation().emitError()
+        << "la-derive-backward: 'checkpoint' must be >= 1, got "
+        << static_cast<int64_t>(checkpoint);
+    return signalPassFailure();
+  }
+  ModuleOp module = getOperation();
+  SymbolTable symbols(module);
+  SmallVector<func::FuncOp> forwards;
+  for (auto function : module.getOps<func::FuncOp>()) {
+    if (function.isExternal())
+      continue;
+    bool hasLaOp = false;
+    function.walk(
+        [&](Operation *op) { hasLaOp |= isa<AttentionOp, RecurrenceOp>(op); });
+    if (hasLaOp)
+      forwards.push_back(function);
+  }
+  for (func::FuncOp forward : forwards)
+    if (failed(derive(forward, symbols)))
+      return signalPassFailure();
+  if (keepForward)
+    return;
+  for (func::FuncOp forward : forwards)
+    if (SymbolTable::symbolKnownUseEmpty(forward, module))
+      symbols.erase(forward);
+}

@@ -1,0 +1,435 @@
+"""The backward of every la.attention variant, derived by the compiler
+(``la-derive-backward`` -> ``la.attention_grad`` -> ``la.recurrence_grad``
+-> checkpointed token loops) and called through ``la.attention_backward``,
+against two independent fp64 references:
+
+* central finite differences of the fp64 forward reference
+  (``la.testing.reference_for``) on small shapes, for every variant and every
+  differentiable input;
+* a reverse mode written by hand here: the level-1 adjoint recurrence
+  ``la.reference.dplr_recurrence_vjp`` (itself checked against finite
+  differences) with the level-0 maps (L2 norm, the delta rule's and
+  Gated DeltaNet-2's encodings, gate broadcasts, allow_neg_eigval) chained
+  in NumPy, on the forward tests' shape list.
+
+The torch side (autograd, gradcheck, a segmented backward, a residual
+block against a pure-torch layer) runs when torch is installed."""
+
+import numpy as np
+import pytest
+
+import la
+from la import reference, runner
+from la import testing as lt
+from la.variants import VARIANTS
+
+# f32 limits of the issue: q, k, v and the state; gates, beta, erase, write.
+MAIN_LIMIT, GATE_LIMIT, BF16_LIMIT = 1e-5, 1e-4, 1e-2
+MAIN = ("q", "k", "v", "initial_state")
+DIFFERENTIABLE = ("q", "k", "v", "g", "beta", "erase", "write", "initial_state")
+
+
+def _limit(name):
+    return MAIN_LIMIT if name in MAIN else GATE_LIMIT
+
+
+def _inputs(variant, B, T, H, K, V, HV, seed, cu_seqlens=None, **kwargs):
+    inputs = lt.make_inputs(variant, B, T, H, K, V, HV=HV, seed=seed, with_initial_state=True,
+                            cu_seqlens=cu_seqlens, **kwargs)
+    N = B if cu_seqlens is None else len(cu_seqlens) - 1
+    rng = np.random.default_rng(seed + 1000)
+    do = rng.standard_normal((B, T, HV, V)).astype(np.float32)
+    d_final = rng.standard_normal((N, HV, K, V)).astype(np.float32)
+    return inputs, do, d_final
+
+
+def _la_gradients(variant, inputs, do, d_final, **attrs):
+    kwargs = {key: inputs[key] for key in ("g", "beta", "erase", "write", "log_decay",
+                                           "initial_state", "cu_seqlens") if key in inputs}
+    before = {name: np.array(x, copy=True) for name, x in inputs.items()}
+    before_do = np.array(do, copy=True)
+    grads = la.attention_backward(variant, inputs["q"], inputs["k"], inputs["v"], do=do,
+                                  d_final_state=d_final, **kwargs, **attrs)
+    # The kernel reads its inputs and the cotangents, and writes none of them.
+    for name, x in before.items():
+        np.testing.assert_array_equal(inputs[name], x, err_msg=f"{name} was written")
+    np.testing.assert_array_equal(do, before_do, err_msg="do was written")
+    return grads
+
+
+def _reference_forward(variant, inputs, allow_neg_eigval=False, **attrs):
+    """The fp64 forward reference; allow_neg_eigval is the delta rule at 2 beta."""
+    if allow_neg_eigval:
+        inputs = dict(inputs, beta=2.0 * np.asarray(inputs["beta"], np.float64))
+    return lt.reference_for(variant, inputs, **attrs)
+
+
+# --------------------------------------------------------------------------
+# finite differences of the forward reference
+# --------------------------------------------------------------------------
+
+def _finite_differences(variant, inputs, do, d_final, names, step=1e-6, **attrs):
+    base = {key: (np.asarray(x, np.float64) if key in DIFFERENTIABLE else x)
+            for key, x in inputs.items()}
+
+    def loss(values):
+        o, s = _reference_forward(variant, values, **attrs)
+        return float((o * do).sum() + (s * d_final).sum())
+
+    grads = {}
+    for name in names:
+        grad = np.zeros_like(base[name])
+        for index in np.ndindex(grad.shape):
+            plus = dict(base, **{name: base[name].copy()})
+            minus = dict(base, **{name: base[name].copy()})
+            plus[name][index] += step
+            minus[name][index] -= step
+            grad[index] = (loss(plus) - loss(minus)) / (2 * step)
+        grads[name] = grad
+    return grads
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_finite_differences_every_variant(variant):
+    update, _ = VARIANTS[variant]
+    attrs = {"scale": 0.7}
+    if update != "additive":
+        attrs["qk_l2norm"] = True
+    inputs, do, d_final = _inputs(variant, B=1, T=6, H=1, K=4, V=3, HV=2, seed=3)
+    d_final_before = d_final.copy()
+    got = _la_gradients(variant, inputs, do, d_final, chunk_size=4, **attrs)
+    np.testing.assert_array_equal(d_final, d_final_before, err_msg="d_final_state was written")
+    names = [n for n in DIFFERENTIABLE if n in inputs]
+    assert sorted(got) == sorted(names)
+    expected = _finite_differences(variant, inputs, do, d_final, names, **attrs)
+    for name in names:
+        err = lt.rel_rms(expected[name], got[name])
+        assert err <= _limit(name), f"{variant} d{name}: rel_rms {err:.3e}"
+
+
+@pytest.mark.parametrize("variant", ["deltanet", "gated_deltanet", "kda"])
+def test_finite_differences_allow_neg_eigval(variant):
+    inputs, do, d_final = _inputs(variant, B=1, T=5, H=1, K=4, V=3, HV=1, seed=4)
+    got = _la_gradients(variant, inputs, do, d_final, allow_neg_eigval=True, chunk_size=2)
+    expected = _finite_differences(variant, inputs, do, d_final, ["k", "beta"],
+                                   allow_neg_eigval=True)
+    for name in ("k", "beta"):
+        err = lt.rel_rms(expected[name], got[name])
+        assert err <= _limit(name), f"{variant} d{name}: rel_rms {err:.3e}"
+
+
+def test_finite_differences_detect_a_wrong_gradient():
+    """The check fails when the gradient is off by 0.1%."""
+    inputs, do, d_final = _inputs("gla", B=1, T=4, H=1, K=3, V=2, HV=1, seed=5)
+    got = _la_gradients("gla", inputs, do, d_final)
+    expected = _finite_differences("gla", inputs, do, d_final, ["g"])
+    assert lt.rel_rms(expected["g"], got["g"]) <= GATE_LIMIT
+    assert lt.rel_rms(expected["g"], got["g"] * 1.001) > GATE_LIMIT
+
+
+# --------------------------------------------------------------------------
+# an independent reverse mode: the level-1 adjoint and the level-0 maps
+# --------------------------------------------------------------------------
+
+def _l2norm_vjp(x, dy):
+    """The adjoint of ``y = x / sqrt(sum(x^2) + eps)``."""
+    r = 1.0 / np.sqrt((x * x).sum(-1, keepdims=True) + reference.L2NORM_EPS)
+    y = x * r
+    return r * (dy - y * (y * dy).sum(-1, keepdims=True))
+
+
+def _reverse_mode(variant, inputs, do, d_final, scale=None, qk_l2norm=False,
+                  allow_neg_eigval=False):
+    update, gate = VARIANTS[variant]
+    x = {key: np.asarray(val, np.float64) for key, val in inputs.items()
+         if key in DIFFERENTIABLE or key == "log_decay"}
+    q, k, v = x["q"], x["k"], x["v"]
+    B, T, H, K = q.shape
+    qn, kn = (reference.l2norm(q), reference.l2norm(k)) if qk_l2norm else (q, k)
+    if gate == "scalar":
+        log_alpha = np.broadcast_to(x["g"][..., None], q.shape)
+    elif gate == "channel":
+        log_alpha = x["g"]
+    elif gate == "fixed":
+        log_alpha = np.broadcast_to(x["log_decay"][None, None, :, None], q.shape)
+    else:
+        log_alpha = np.zeros(q.shape)
+    alpha = np.exp(log_alpha)
+    keys, values, a, b = kn, v, None, None
+    if update == "delta":
+        beta = x["beta"][..., None] * (2.0 if allow_neg_eigval else 1.0)
+        keys, a, b = beta * kn, alpha * kn, beta * kn
+    if update == "erase_write":
+        values, a, b = x["write"] * v, alpha * kn, x["erase"] * kn
+    ref = reference.dplr_recurrence_vjp(
+        qn, keys, values, do, d_final, log_alpha=log_alpha, a=a, b=b, scale=scale,
+        initial_state=x["initial_state"], cu_seqlens=inputs.get("cu_seqlens"))
+    grads = {"v": ref["v"], "initial_state": ref["initial_state"]}
+    d_kn, d_log_alpha = ref["k"], ref["log_alpha"]
+    if update == "delta":
+        beta = x["beta"][..., None] * (2.0 if allow_neg_eigval else 1.0)
+        d_kn = beta * (ref["k"] + ref["b"]) + alpha * ref["a"]
+        d_beta = (kn * (ref["k"] + ref["b"])).sum(-1)
+        grads["beta"] = d_beta * (2.0 if allow_neg_eigval else 1.0)
+        d_log_alpha = d_log_alpha + alpha * kn * ref["a"]
+    if update == "erase_write":
+        d_kn = ref["k"] + alpha * ref["a"] + x["erase"] * ref["b"]
+        grads["erase"] = kn * ref["b"]
+        grads["write"] = v * ref["v"]
+        grads["v"] = x["write"] * ref["v"]
+        d_log_alpha = d_log_alpha + alpha * kn * ref["a"]
+    if gate == "scalar":
+        grads["g"] = d_log_alpha.sum(-1)
+    if gate == "channel":
+        grads["g"] = d_log_alpha
+    grads["q"] = _l2norm_vjp(q, ref["q"]) if qk_l2norm else ref["q"]
+    grads["k"] = _l2norm_vjp(k, d_kn) if qk_l2norm else d_kn
+    return grads
+
+
+#: the forward tests' shape list, each case on one variant
+#: (variant, B, T, H, HV, K, V, chunk, extra make_inputs / la keywords)
+CASES = [
+    ("gla", 1, 5, 2, 2, 8, 8, 16, {}),                        # T < C
+    ("gated_deltanet", 2, 21, 2, 4, 8, 6, 8, {"qk_l2norm": True}),  # T % C, B > 1, GQA
+    ("kda", 1, 24, 1, 2, 8, 4, 8, {"qk_l2norm": True}),       # K != V, T = 3 C
+    ("mamba2", 1, 16, 2, 2, 4, 4, 4, {"gate_scale": 30.0, "gate_min": -30.0}),
+    ("retention", 2, 9, 2, 2, 4, 6, 4, {}),
+    ("linear", 1, 7, 1, 3, 6, 5, 4, {"scale": 0.3}),
+    ("deltanet", 1, 12, 2, 2, 8, 8, 4, {"allow_neg_eigval": True}),
+    ("decayed_deltanet", 1, 10, 2, 4, 4, 8, 4, {}),
+    ("gated_deltanet2", 1, 19, 1, 2, 4, 6, 4, {"cu_seqlens": [0, 5, 5, 19],
+                                               "qk_l2norm": True}),
+    ("scalar_gated_deltanet2", 1, 11, 2, 2, 4, 4, 4, {}),
+    ("decayed_deltanet2", 1, 8, 1, 1, 4, 4, 4, {}),
+    ("deltanet2", 1, 8, 1, 2, 4, 4, 4, {}),
+]
+_MAKE_KEYS = ("gate_scale", "gate_min", "cu_seqlens")
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_reverse_mode_reference(case):
+    variant, B, T, H, HV, K, V, chunk, extra = case
+    make = {key: val for key, val in extra.items() if key in _MAKE_KEYS}
+    attrs = {key: val for key, val in extra.items() if key not in _MAKE_KEYS}
+    inputs, do, d_final = _inputs(variant, B, T, H, K, V, HV, seed=7, **make)
+    got = _la_gradients(variant, inputs, do, d_final, chunk_size=chunk, **attrs)
+    expected = _reverse_mode(variant, inputs, do, d_final, **attrs)
+    assert sorted(got) == sorted(expected)
+    for name, value in expected.items():
+        err = lt.rel_rms(value, got[name])
+        assert err <= _limit(name), f"{variant} d{name}: rel_rms {err:.3e}"
+
+
+@pytest.mark.parametrize("beta_range", [(1e-3, 1e-2), (0.99, 0.999)], ids=["near0", "near1"])
+def test_beta_near_zero_and_one(beta_range):
+    inputs, do, d_final = _inputs("gated_deltanet", 1, 13, 2, 4, 6, 2, seed=8)
+    inputs["beta"] = np.random.default_rng(9).uniform(*beta_range, (1, 13, 2)).astype(np.float32)
+    got = _la_gradients("gated_deltanet", inputs, do, d_final, chunk_size=4)
+    expected = _reverse_mode("gated_deltanet", inputs, do, d_final)
+    for name, value in expected.items():
+        err = lt.rel_rms(value, got[name])
+        assert err <= _limit(name), f"d{name}: rel_rms {err:.3e}"
+
+
+@pytest.mark.parametrize("variant", ["gla", "gated_deltanet", "kda", "gated_deltanet2"])
+def test_bf16_inputs(variant):
+    """bf16 q, k, v (and d_o): the fp64 reference takes the rounded values."""
+    inputs, do, d_final = _inputs(variant, 1, 16, 2, 8, 8, 2, seed=10)
+    got = _la_gradients(variant, inputs, do, d_final, dtype="bf16", chunk_size=8)
+    rounded = dict(inputs, **{n: runner.round_to_bf16(inputs[n]) for n in ("q", "k", "v")})
+    expected = _reverse_mode(variant, rounded, runner.round_to_bf16(do), d_final)
+    for name, value in expected.items():
+        err = lt.rel_rms(value, got[name])
+        assert err <= BF16_LIMIT, f"{variant} d{name}: rel_rms {err:.3e}"
+
+
+# --------------------------------------------------------------------------
+# the NumPy function's errors
+# --------------------------------------------------------------------------
+
+def test_backward_argument_errors():
+    inputs, do, d_final = _inputs("gla", 1, 4, 1, 4, 3, 1, seed=11)
+    q, k, v, g = (inputs[n] for n in ("q", "k", "v", "g"))
+    with pytest.raises(ValueError, match=r"do must have shape \[B, T, HV, V\]"):
+        la.attention_backward("gla", q, k, v, g, do=do[:, :3])
+    with pytest.raises(ValueError, match=r"d_final_state must have shape"):
+        la.attention_backward("gla", q, k, v, g, do=do, d_final_state=d_final[..., :2])
+    with pytest.raises(ValueError, match="do, the gradient of o"):
+        la.attention_backward("gla", q, k, v, g, do=None)
+    with pytest.raises(la.LaError, match="normalize=True has no gradient"):
+        la.attention_backward("linear", q, k, v, do=do, normalize=True)
+    with pytest.raises(ValueError, match="log-space decays"):
+        la.attention_backward("gla", q, k, v, -g, do=do)
+
+
+# --------------------------------------------------------------------------
+# torch: autograd
+# --------------------------------------------------------------------------
+
+def _torch():
+    return pytest.importorskip("torch")
+
+
+def test_gradcheck():
+    torch = _torch()
+    gen = torch.Generator().manual_seed(0)
+    B, T, H, HV, K, V = 1, 7, 1, 2, 4, 3
+
+    def leaf(*shape, kind="normal"):
+        x = torch.randn(*shape, generator=gen, dtype=torch.float64)
+        if kind == "gate":
+            x = -0.3 * x.abs()
+        if kind == "unit":
+            x = 0.1 + 0.8 * torch.rand(*shape, generator=gen, dtype=torch.float64)
+        return x.requires_grad_()
+
+    q, k, v = leaf(B, T, H, K), leaf(B, T, H, K), leaf(B, T, HV, V)
+    g, beta, s0 = leaf(B, T, H, K, kind="gate"), leaf(B, T, H, kind="unit"), leaf(B, HV, K, V)
+    erase, write = leaf(B, T, H, K, kind="unit"), leaf(B, T, HV, V, kind="unit")
+    options = dict(initial_state=s0, output_final_state=True, dtype="f32", chunk_size=3)
+
+    def kda(q, k, v, g, beta, s0):
+        return la.kda(q, k, v, g, beta, use_qk_l2norm_in_kernel=True,
+                      **dict(options, initial_state=s0))
+
+    def gdn2(q, k, v, g, erase, write, s0):
+        return la.gated_delta_rule2(q, k, v, g, erase, write, **dict(options, initial_state=s0))
+
+    # la computes in f32: finite differences of its forward carry ~1e-4 of
+    # rounding at this step (a wrong gradient is off by O(1)).
+    tolerances = dict(eps=3e-3, atol=2e-3, rtol=2e-3)
+    assert torch.autograd.gradcheck(kda, (q, k, v, g, beta, s0), **tolerances)
+    assert torch.autograd.gradcheck(gdn2, (q, k, v, g, erase, write, s0), **tolerances)
+
+
+def test_autograd_matches_the_numpy_gradients():
+    """Only the inputs that require grad get one, in their dtype."""
+    torch = _torch()
+    inputs, do, _ = _inputs("gated_deltanet", 1, 9, 1, 4, 4, 2, seed=12)
+    t = {n: torch.from_numpy(inputs[n]) for n in ("q", "k", "v", "g", "beta")}
+    t["q"].requires_grad_()
+    t["g"].requires_grad_()
+    o, s = la.gated_delta_rule(t["q"], t["k"], t["v"], t["g"], t["beta"], chunk_size=4)
+    assert s is None and o.requires_grad
+    o.backward(torch.from_numpy(do))
+    expected = _reverse_mode("gated_deltanet", dict(inputs, initial_state=np.zeros((1, 2, 4, 4))),
+                             do, np.zeros((1, 2, 4, 4)))
+    for name in ("q", "g"):
+        assert t[name].grad.dtype == torch.float32
+        assert lt.rel_rms(expected[name], t[name].grad.numpy()) <= _limit(name)
+    assert t["k"].grad is None and t["v"].grad is None
+
+
+def test_bf16_tensors_get_bf16_gradients():
+    torch = _torch()
+    inputs, do, _ = _inputs("gla", 1, 8, 1, 4, 4, 1, seed=13)
+    q = torch.from_numpy(inputs["q"]).bfloat16().requires_grad_()
+    k, v = (torch.from_numpy(inputs[n]).bfloat16() for n in ("k", "v"))
+    g = torch.from_numpy(inputs["g"]).requires_grad_()
+    o, _ = la.gla(q, k, v, g, chunk_size=4)
+    assert o.dtype == torch.bfloat16
+    o.float().square().sum().backward()
+    assert q.grad.dtype == torch.bfloat16 and g.grad.dtype == torch.float32
+    assert torch.isfinite(q.grad.float()).all() and torch.isfinite(g.grad).all()
+
+
+def test_segmented_backward_equals_one_pass():
+    """Two halves, the state carried forward and its gradient backward,
+    give the gradients of one pass."""
+    torch = _torch()
+    T, half = 20, 9
+    inputs, do, d_final = _inputs("gated_deltanet", 1, T, 2, 4, 6, 4, seed=14)
+    names = ("q", "k", "v", "g", "beta", "initial_state")
+
+    def leaves():
+        return {n: torch.from_numpy(inputs[n]).clone().requires_grad_() for n in names}
+
+    def call(x, start, stop, state):
+        return la.gated_delta_rule(
+            *(x[n][:, start:stop] for n in ("q", "k", "v", "g", "beta")),
+            initial_state=state, output_final_state=True, use_qk_l2norm_in_kernel=True,
+            chunk_size=4)
+
+    whole = leaves()
+    o, s = call(whole, 0, T, whole["initial_state"])
+    ((o * torch.from_numpy(do)).sum() + (s * torch.from_numpy(d_final)).sum()).backward()
+
+    parts = leaves()
+    o1, s1 = call(parts, 0, half, parts["initial_state"])
+    o2, s2 = call(parts, half, T, s1)
+    o_parts = torch.cat([o1, o2], dim=1)
+    ((o_parts * torch.from_numpy(do)).sum() + (s2 * torch.from_numpy(d_final)).sum()).backward()
+    for name in names:
+        err = lt.rel_rms(whole[name].grad.numpy(), parts[name].grad.numpy())
+        assert err <= 1e-6, f"d{name}: rel_rms {err:.3e}"
+
+
+def _torch_gated_delta_rule(q, k, v, g, beta, scale):
+    """A pure-torch token loop of Gated DeltaNet with L2-normalised q and k
+    (differentiated by torch's own autograd)."""
+    import torch
+    q = q / torch.sqrt((q * q).sum(-1, keepdim=True) + reference.L2NORM_EPS)
+    k = k / torch.sqrt((k * k).sum(-1, keepdim=True) + reference.L2NORM_EPS)
+    B, T, H, K = q.shape
+    V = v.shape[-1]
+    S = q.new_zeros(B, H, K, V)
+    outputs = []
+    for t in range(T):
+        kt, vt, bt = k[:, t], v[:, t], beta[:, t, :, None, None]
+        S = torch.exp(g[:, t])[..., None, None] * S
+        S = S - bt * kt[..., :, None] * (kt[..., None, :] @ S)
+        S = S + bt * kt[..., :, None] * vt[..., None, :]
+        outputs.append((S.transpose(-1, -2) @ (scale * q[:, t])[..., None])[..., 0])
+    return torch.stack(outputs, dim=1)
+
+
+def test_residual_block_trains_its_projections():
+    """``x + W_o(la(W_q x, W_k x, W_v x))``: every projection gets the
+    gradient of the same block written in pure torch (float64)."""
+    torch = _torch()
+    gen = torch.Generator().manual_seed(1)
+    B, T, D, H, K = 2, 10, 12, 2, 4
+    x = torch.randn(B, T, D, generator=gen)
+    weights = {n: (0.3 * torch.randn(D, H * K, generator=gen)) for n in ("q", "k", "v")}
+    weights["o"] = 0.3 * torch.randn(H * K, D, generator=gen)
+    weights["g"] = 0.3 * torch.randn(D, H, generator=gen)
+    weights["b"] = 0.3 * torch.randn(D, H, generator=gen)
+
+    def block(w, attention):
+        q, k, v = ((x.to(w["q"].dtype) @ w[n]).view(B, T, H, K) for n in ("q", "k", "v"))
+        g = torch.nn.functional.logsigmoid(x.to(w["g"].dtype) @ w["g"])
+        beta = torch.sigmoid(x.to(w["b"].dtype) @ w["b"])
+        o = attention(q, k, v, g, beta)
+        return x.to(w["o"].dtype) + o.reshape(B, T, H * K) @ w["o"]
+
+    ours = {n: w.clone().requires_grad_() for n, w in weights.items()}
+    y = block(ours, lambda q, k, v, g, beta: la.gated_delta_rule(
+        q, k, v, g, beta, use_qk_l2norm_in_kernel=True, chunk_size=4)[0])
+    y.square().sum().backward()
+
+    theirs = {n: w.double().clone().requires_grad_() for n, w in weights.items()}
+    y_ref = block(theirs, lambda q, k, v, g, beta: _torch_gated_delta_rule(
+        q, k, v, g, beta, K ** -0.5))
+    y_ref.square().sum().backward()
+    assert lt.rel_rms(y_ref.detach().numpy(), y.detach().numpy()) <= 1e-5
+    for name in weights:
+        assert ours[name].grad is not None, f"W_{name} got no gradient"
+        err = lt.rel_rms(theirs[name].grad.numpy(), ours[name].grad.numpy())
+        assert err <= 1e-4, f"dW_{name}: rel_rms {err:.3e}"
+
+
+def test_autograd_errors_instead_of_silent_detach():
+    torch = _torch()
+    inputs, _, _ = _inputs("linear", 1, 4, 1, 4, 3, 1, seed=15)
+    q = torch.from_numpy(inputs["q"]).requires_grad_()
+    k, v = torch.from_numpy(inputs["k"]), torch.from_numpy(inputs["v"])
+    with pytest.raises(la.LaError, match="normalize=True has no gradient"):
+        la.linear_attention(q, k, v, normalize=True)
+    log_decay = torch.tensor([-0.1], requires_grad=True)
+    with pytest.raises(la.LaError, match="log_decay is compiled into the kernel"):
+        la.retention(q, k, v, log_decay=log_decay)
+    # Without grad mode the same calls run (no graph is recorded).
+    with torch.no_grad():
+        o, _ = la.linear_attention(q, k, v, normalize=True)
+    assert not o.requires_grad

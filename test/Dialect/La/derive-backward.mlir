@@ -1,0 +1,110 @@
+// RUN: la-opt %s -split-input-file -la-derive-backward="checkpoint=16" | FileCheck %s
+// RUN: la-opt %s -split-input-file -la-derive-backward="keep-forward=0 suffix=_bwd" | FileCheck %s --check-prefix=ONLY
+
+// One layer: the gradient function takes the arguments, then one cotangent
+// per result, and returns one f32 gradient per float argument; the forward
+// stays (or, with keep-forward=0, is erased). Its attributes are copied.
+!qk = tensor<1x16x2x8xf32>
+!v = tensor<1x16x4x6xf32>
+!h = tensor<1x16x2xf32>
+!s = tensor<1x4x8x6xf32>
+
+// CHECK-LABEL: func.func @gdn(
+// CHECK: la.attention gated_deltanet
+// CHECK-LABEL: func.func @gdn_grad(
+// CHECK-SAME: %[[Q:[^:]*]]: tensor<1x16x2x8xf32>, %[[K:[^:]*]]: tensor<1x16x2x8xf32>, %[[V:[^:]*]]: tensor<1x16x4x6xf32>, %[[G:[^:]*]]: tensor<1x16x2xf32>, %[[B:[^:]*]]: tensor<1x16x2xf32>, %[[DO:[^:]*]]: tensor<1x16x4x6xf32>, %[[DS:[^:]*]]: tensor<1x4x8x6xf32>)
+// CHECK-SAME: -> (tensor<1x16x2x8xf32>, tensor<1x16x2x8xf32>, tensor<1x16x4x6xf32>, tensor<1x16x2xf32>, tensor<1x16x2xf32>)
+// CHECK-SAME: attributes {llvm.emit_c_interface}
+// CHECK-NOT: la.attention gated_deltanet
+// CHECK: %[[DQ:[^,]*]], %[[DK:[^,]*]], %[[DV:[^,]*]], %[[IG:.*]]:2 = la.attention_grad gated_deltanet %[[Q]], %[[K]], %[[V]] g(%[[G]] : tensor<1x16x2xf32>) beta(%[[B]] : tensor<1x16x2xf32>) d_o(%[[DO]] : tensor<1x16x4x6xf32>) d_final_state(%[[DS]] : tensor<1x4x8x6xf32>) {allow_neg_eigval, checkpoint = 16 : i64, qk_l2norm}
+// CHECK-NEXT: return %[[DQ]], %[[DK]], %[[DV]], %[[IG]]#0, %[[IG]]#1
+
+// ONLY-NOT: func.func @gdn(
+// ONLY-LABEL: func.func @gdn_bwd(
+// ONLY: la.attention_grad gated_deltanet {{.*}} {allow_neg_eigval, qk_l2norm}
+func.func @gdn(%q: !qk, %k: !qk, %v: !v, %g: !h, %beta: !h) -> (!v, !s)
+    attributes {llvm.emit_c_interface} {
+  %o, %s = la.attention gated_deltanet %q, %k, %v g(%g : !h) beta(%beta : !h)
+      {qk_l2norm, allow_neg_eigval} : !qk, !qk, !v -> !v, !s
+  return %o, %s : !v, !s
+}
+
+// -----
+
+// A chain: the second layer starts from the first one's final state and
+// reads q twice. The first layer is recomputed (its state is the second
+// one's input), the second's state gradient becomes the first's
+// d_final_state with a zero d_o (its o is unused), and the gradients of q
+// (three uses) and v (two) are summed.
+!qk = tensor<1x8x2x4xf32>
+!v = tensor<1x8x2x6xf32>
+!s = tensor<1x2x4x6xf32>
+
+// CHECK-LABEL: func.func @chain_grad(
+// CHECK-SAME: %[[Q:[^:]*]]: tensor<1x8x2x4xf32>, %[[K:[^:]*]]: tensor<1x8x2x4xf32>, %[[V:[^:]*]]: tensor<1x8x2x6xf32>, %[[DO:[^:]*]]: tensor<1x8x2x6xf32>)
+// CHECK: %{{.*}}, %[[S1:.*]] = la.attention linear %[[Q]], %[[K]], %[[V]]
+// CHECK: %[[DQ2:[^,]*]], %[[DK2:[^,]*]], %[[DV2:[^,]*]], %[[DS1:.*]] = la.attention_grad linear %[[Q]], %[[Q]], %[[V]] initial_state(%[[S1]] : tensor<1x2x4x6xf32>) d_o(%[[DO]] : tensor<1x8x2x6xf32>)
+// CHECK: %[[SUMQ:.*]] = linalg.generic {{.*}} ins(%[[DQ2]], %[[DK2]] :
+// CHECK: arith.addf
+// CHECK: %[[ZERO:.*]] = linalg.fill
+// CHECK: %[[DQ1:[^,]*]], %[[DK1:[^,]*]], %[[DV1:[^,]*]] = la.attention_grad linear %[[Q]], %[[K]], %[[V]] d_o(%[[ZERO]] : tensor<1x8x2x6xf32>) d_final_state(%[[DS1]] : tensor<1x2x4x6xf32>)
+// CHECK: %[[DQ:.*]] = linalg.generic {{.*}} ins(%[[SUMQ]], %[[DQ1]] :
+// CHECK: %[[DV:.*]] = linalg.generic {{.*}} ins(%[[DV2]], %[[DV1]] :
+// CHECK: return %[[DQ]], %[[DK1]], %[[DV]]
+func.func @chain(%q: !qk, %k: !qk, %v: !v) -> !v {
+  %o1, %s1 = la.attention linear %q, %k, %v : !qk, !qk, !v -> !v, !s
+  %o2 = la.attention linear %q, %q, %v initial_state(%s1 : !s) : !qk, !qk, !v -> !v
+  return %o2 : !v
+}
+
+// -----
+
+// la.recurrence behind a tensor.cast, with a constant initial state and an
+// integer argument: the cast passes the adjoint back (and casts it to the
+// argument's type), the fill gets none, the i32 argument no gradient.
+!qk = tensor<1x8x2x4xf32>
+!v = tensor<1x8x2x6xf32>
+!s = tensor<1x2x4x6xf32>
+
+// CHECK-LABEL: func.func @recurrence_grad(
+// CHECK-SAME: %[[Q:[^:]*]]: tensor<?x8x2x4xf32>, %[[V:[^:]*]]: tensor<1x8x2x6xf32>, %{{[^:]*}}: tensor<3xi32>, %[[DO:[^:]*]]: tensor<1x8x2x6xf32>, %[[DS:[^:]*]]: tensor<1x2x4x6xf32>)
+// CHECK-SAME: -> (tensor<?x8x2x4xf32>, tensor<1x8x2x6xf32>)
+// CHECK: %[[QS:.*]] = tensor.cast %[[Q]]
+// CHECK: %[[S0:.*]] = linalg.fill
+// CHECK: %[[DQ:[^,]*]], %[[DK:[^,]*]], %[[DV:[^,]*]], %{{.*}} = la.recurrence_grad decay(none) low_rank(none) %[[QS]], %[[QS]], %[[V]] initial_state(%[[S0]] : tensor<1x2x4x6xf32>) d_o(%[[DO]] : tensor<1x8x2x6xf32>) d_final_state(%[[DS]] : tensor<1x2x4x6xf32>) {checkpoint = 16 : i64, scale = 5.000000e-01 : f32}
+// CHECK: %[[SUM:.*]] = linalg.generic {{.*}} ins(%[[DQ]], %[[DK]] :
+// CHECK: %[[CAST:.*]] = tensor.cast %[[SUM]] : tensor<1x8x2x4xf32> to tensor<?x8x2x4xf32>
+// CHECK: return %[[CAST]], %[[DV]]
+func.func @recurrence(%q: tensor<?x8x2x4xf32>, %v: !v, %n: tensor<3xi32>)
+    -> (!v, !s) {
+  %qs = tensor.cast %q : tensor<?x8x2x4xf32> to !qk
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : !s
+  %s0 = linalg.fill ins(%zero : f32) outs(%e : !s) -> !s
+  %oi = tensor.empty() : !v
+  %o, %s = la.recurrence decay(none) low_rank(none) %qs, %qs, %v
+      outs(%oi, %s0 : !v, !s) {scale = 0.5 : f32} : !qk, !qk, !v -> !v, !s
+  return %o, %s : !v, !s
+}
+
+// -----
+
+// bf16 inputs: the cotangent has the result's type, the gradients are f32;
+// an argument that reaches no result gets a zero gradient; the final state
+// returned twice sums its two cotangents.
+!qk = tensor<1x8x1x4xbf16>
+!v = tensor<1x8x1x6xbf16>
+!s = tensor<1x1x4x6xf32>
+
+// CHECK-LABEL: func.func @bf16_grad(
+// CHECK-SAME: %[[Q:[^:]*]]: tensor<1x8x1x4xbf16>, %[[K:[^:]*]]: tensor<1x8x1x4xbf16>, %[[V:[^:]*]]: tensor<1x8x1x6xbf16>, %[[UNUSED:[^:]*]]: tensor<4xf32>, %[[DO:[^:]*]]: tensor<1x8x1x6xbf16>, %[[DS1:[^:]*]]: tensor<1x1x4x6xf32>, %[[DS2:[^:]*]]: tensor<1x1x4x6xf32>)
+// CHECK-SAME: -> (tensor<1x8x1x4xf32>, tensor<1x8x1x4xf32>, tensor<1x8x1x6xf32>, tensor<4xf32>)
+// CHECK: %[[DS:.*]] = linalg.generic {{.*}} ins(%[[DS1]], %[[DS2]] :
+// CHECK: %[[DQ:[^,]*]], %[[DK:[^,]*]], %[[DV:[^,]*]] = la.attention_grad linear %[[Q]], %[[K]], %[[V]] d_o(%[[DO]] : tensor<1x8x1x6xbf16>) d_final_state(%[[DS]] : tensor<1x1x4x6xf32>)
+// CHECK: %[[ZERO:.*]] = linalg.fill
+// CHECK: return %[[DQ]], %[[DK]], %[[DV]], %[[ZERO]]
+func.func @bf16(%q: !qk, %k: !qk, %v: !v, %unused: tensor<4xf32>)
+    -> (!v, !s, !s) {
+  %o, %s = la.attention linear %q, %k, %v : !qk, !qk, !v -> !v, !s
+  return %o, %s, %s : !v, !s, !s
+}

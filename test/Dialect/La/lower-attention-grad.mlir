@@ -1,0 +1,83 @@
+// RUN: la-opt %s -split-input-file -la-lower-to-recurrence | FileCheck %s
+
+// The delta rule with allow_neg_eigval: the recurrence's gradient is taken
+// at 2 * beta, and its dbeta doubled on the way back.
+!qk = tensor<1x8x2x4xf32>
+!v = tensor<1x8x4x6xf32>
+!h = tensor<1x8x2xf32>
+
+// CHECK-LABEL: func.func @deltanet
+// CHECK-SAME: (%[[Q:[^:]*]]: {{.*}}, %[[K:[^:]*]]: {{.*}}, %[[V:[^:]*]]: {{.*}}, %[[BETA:[^:]*]]: {{.*}}, %[[DO:[^:]*]]: {{.*}})
+// CHECK: %[[TWO:.*]] = arith.constant 2.0
+// CHECK: %[[B2:.*]] = linalg.generic {{.*}} ins(%[[BETA]] : tensor<1x8x2xf32>)
+// CHECK: arith.mulf %{{.*}}, %[[TWO]]
+// CHECK: %[[S0:.*]] = linalg.fill
+// CHECK: %[[DQ:[^,]*]], %[[DK:[^,]*]], %[[DV:[^,]*]], %{{[^,]*}}, %[[DB2:.*]] = la.recurrence_grad decay(none) low_rank(delta) %[[Q]], %[[K]], %[[V]] beta(%[[B2]] : tensor<1x8x2xf32>) initial_state(%[[S0]] : tensor<1x4x4x6xf32>) d_o(%[[DO]] : tensor<1x8x4x6xf32>) {checkpoint = 4 : i64, scale = 5.000000e-01 : f32}
+// CHECK: %[[DB:.*]] = linalg.generic {{.*}} ins(%[[DB2]] : tensor<1x8x2xf32>)
+// CHECK: arith.mulf %{{.*}}, %[[TWO]]
+// CHECK: return %[[DQ]], %[[DK]], %[[DV]], %[[DB]]
+func.func @deltanet(%q: !qk, %k: !qk, %v: !v, %beta: !h, %do: !v)
+    -> (!qk, !qk, !v, !h) {
+  %dq, %dk, %dv, %db = la.attention_grad deltanet %q, %k, %v beta(%beta : !h)
+      d_o(%do : !v) {allow_neg_eigval, scale = 0.5 : f32, checkpoint = 4 : i64}
+      : !qk, !qk, !v -> !qk, !qk, !v, !h
+  return %dq, %dk, %dv, %db : !qk, !qk, !v, !h
+}
+
+// -----
+
+// qk_l2norm: the forward normalises q and k; the backward maps dq and dk
+// through the norm's adjoint r (dy - y sum_K(y dy)), which needs the
+// per-row sums of x^2 and x dy.
+!qk = tensor<1x8x2x4xf32>
+!v = tensor<1x8x2x6xf32>
+
+// CHECK-LABEL: func.func @linear_l2norm
+// CHECK-SAME: (%[[Q:[^:]*]]: {{.*}}, %[[K:[^:]*]]: {{.*}}, %[[V:[^:]*]]: {{.*}}, %[[DO:[^:]*]]: {{.*}})
+// CHECK: %[[QN:.*]] = linalg.generic {{.*}} ins(%[[Q]], %{{.*}} : tensor<1x8x2x4xf32>, tensor<1x8x2xf32>)
+// CHECK: math.rsqrt
+// CHECK: %[[KN:.*]] = linalg.generic {{.*}} ins(%[[K]], %{{.*}} : tensor<1x8x2x4xf32>, tensor<1x8x2xf32>)
+// CHECK: %[[DQN:[^,]*]], %[[DKN:[^,]*]], %[[DV:[^,]*]], %{{.*}} = la.recurrence_grad decay(none) low_rank(none) %[[QN]], %[[KN]], %[[V]]
+// CHECK: %[[QSQ:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%[[Q]] : tensor<1x8x2x4xf32>)
+// CHECK: %[[QDOT:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%[[Q]], %[[DQN]] : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>)
+// CHECK: %[[DQ:.*]] = linalg.generic {{.*}} ins(%[[Q]], %[[DQN]], %[[QSQ]], %[[QDOT]] :
+// CHECK: math.rsqrt
+// CHECK: arith.subf
+// CHECK: %[[DK:.*]] = linalg.generic {{.*}} ins(%[[K]], %[[DKN]], %{{.*}}, %{{.*}} :
+// CHECK: return %[[DQ]], %[[DK]], %[[DV]]
+func.func @linear_l2norm(%q: !qk, %k: !qk, %v: !v, %do: !v) -> (!qk, !qk, !v) {
+  %dq, %dk, %dv = la.attention_grad linear %q, %k, %v d_o(%do : !v) {qk_l2norm}
+      : !qk, !qk, !v -> !qk, !qk, !v
+  return %dq, %dk, %dv : !qk, !qk, !v
+}
+
+// -----
+
+// Gated DeltaNet-2 with a scalar gate lowers through the general form
+// (a = alpha k, b = erase k, values write v); the chain rule adds
+// alpha da + erase db to dk, sums alpha k da over K into dg, and splits the
+// values' gradient into dv = write dvalues and dwrite = v dvalues.
+!qk = tensor<1x8x2x4xf32>
+!v = tensor<1x8x4x6xf32>
+!h = tensor<1x8x2xf32>
+
+// CHECK-LABEL: func.func @scalar_gated_deltanet2
+// CHECK-SAME: (%[[Q:[^:]*]]: {{.*}}, %[[K:[^:]*]]: {{.*}}, %[[V:[^:]*]]: {{.*}}, %[[G:[^:]*]]: {{.*}}, %[[E:[^:]*]]: {{.*}}, %[[W:[^:]*]]: {{.*}}, %[[DO:[^:]*]]: {{.*}})
+// CHECK: %[[A:.*]] = linalg.generic {{.*}} ins(%[[K]], %[[G]] :
+// CHECK: %[[B:.*]] = linalg.generic {{.*}} ins(%[[E]], %[[K]] :
+// CHECK: %[[VALUES:.*]] = linalg.generic {{.*}} ins(%[[W]], %[[V]] :
+// CHECK: %[[DQ:[^,]*]], %[[DK0:[^,]*]], %[[DVALUES:[^,]*]], %{{[^,]*}}, %[[IG:.*]]:3 = la.recurrence_grad decay(scalar) low_rank(general) %[[Q]], %[[K]], %[[VALUES]] g(%[[G]] : tensor<1x8x2xf32>) a(%[[A]] : tensor<1x8x2x4xf32>) b(%[[B]] : tensor<1x8x2x4xf32>)
+// CHECK: %[[DK:.*]] = linalg.generic {{.*}} ins(%[[K]], %[[IG]]#1, %[[IG]]#2, %[[E]], %[[DK0]], %[[G]] :
+// CHECK: %[[DE:.*]] = linalg.generic {{.*}} ins(%[[K]], %[[IG]]#2 :
+// CHECK: %[[DG:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%[[K]], %[[IG]]#1, %[[G]] : {{.*}}) outs(%[[IG]]#0 : tensor<1x8x2xf32>)
+// CHECK: %[[DW:.*]] = linalg.generic {{.*}} ins(%[[V]], %[[DVALUES]] :
+// CHECK: %[[DV:.*]] = linalg.generic {{.*}} ins(%[[W]], %[[DVALUES]] :
+// CHECK: return %[[DQ]], %[[DK]], %[[DV]], %[[DG]], %[[DE]], %[[DW]]
+func.func @scalar_gated_deltanet2(%q: !qk, %k: !qk, %v: !v, %g: !h, %e: !qk,
+                                  %w: !v, %do: !v)
+    -> (!qk, !qk, !v, !h, !qk, !v) {
+  %dq, %dk, %dv, %dg, %de, %dw = la.attention_grad scalar_gated_deltanet2
+      %q, %k, %v g(%g : !h) erase(%e : !qk) write(%w : !v) d_o(%do : !v)
+      : !qk, !qk, !v -> !qk, !qk, !v, !h, !qk, !v
+  return %dq, %dk, %dv, %dg, %de, %dw : !qk, !qk, !v, !h, !qk, !v
+}
