@@ -389,7 +389,7 @@ def _prepare(variant, q, k, v, g=None, beta=None, *, erase=None, write=None,
         outputs.append(((N, HV, K, V), np.float32))
     return _Call(text=text, pipeline=_pipeline(int(chunk_size), bool(sequential)),
                  inputs=inputs, input_names=names, outputs=outputs, entry=_ENTRY,
-                 dims=(B, T, H, K, HV, V, N), normalize=bool(normalize),
+                 dims=(B, T, H, K, HV, V, N),
                  dtype=compute, torch_out=torch_out,
                  numpy_bf16=(np.asarray(q).dtype if not torch_out and
                              kinds["q"] == "bf16" else None),
@@ -945,9 +945,6 @@ def _backward_call(call, do, d_final_state):
     then the cotangents of its results (``do`` and, when the forward returns
     it, ``d_final_state``; None is zero); one f32 output per differentiable
     input."""
-    if call.normalize:
-        raise LaError("normalize=True has no gradient in la yet (the normaliser's "
-                      "backward is not derived); call it without gradients")
     B, T, H, K, HV, V, N = call.dims
     _device_check("do", do)
     _device_check("d_final_state", d_final_state)
@@ -1039,10 +1036,6 @@ def _attention_autograd():
 def _differentiable_attention(options, named):
     """``attention`` through torch autograd; ``named`` holds the
     differentiable inputs that are given."""
-    if options.get("normalize"):
-        raise LaError("normalize=True has no gradient in la yet (the normaliser's "
-                      "backward is not derived); call it under torch.no_grad() or "
-                      "detach the inputs")
     log_decay = options.get("log_decay")
     if _is_tensor(log_decay) and log_decay.requires_grad:
         raise LaError("log_decay is compiled into the kernel as constants and has no "
@@ -1122,8 +1115,7 @@ def attention_backward(variant, q, k, v, g=None, beta=None, *, do, d_final_state
     adjoint recurrence run backward in time, with the state stored every
     ``chunk_size`` tokens and recomputed in between). ``d_final_state``
     ``[N, HV, K, V]`` is the gradient of the final state (None: zero).
-    ``log_decay`` and ``cu_seqlens`` get no gradient; ``normalize=True``
-    has none yet (LaError).
+    ``log_decay`` and ``cu_seqlens`` get no gradient.
 
     Returns a dict from input name to its gradient, float32 of the input's
     shape (torch tensors for torch inputs).

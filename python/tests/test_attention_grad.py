@@ -107,6 +107,20 @@ def test_finite_differences_every_variant(variant):
         assert err <= _limit(name), f"{variant} d{name}: rel_rms {err:.3e}"
 
 
+@pytest.mark.parametrize("variant", ["linear", "retention", "mamba2", "gla"])
+def test_finite_differences_normalizer(variant):
+    """o = S^T q' / (z . q' + eps): positive features keep z . q' away from 0."""
+    inputs, do, d_final = _inputs(variant, B=1, T=7, H=1, K=4, V=3, HV=2, seed=6,
+                                  positive_qk=True)
+    attrs = {"normalizer": True, "eps": 1e-3}
+    got = _la_gradients(variant, inputs, do, d_final, chunk_size=3, normalize=True, eps=1e-3)
+    names = [n for n in DIFFERENTIABLE if n in inputs]
+    expected = _finite_differences(variant, inputs, do, d_final, names, **attrs)
+    for name in names:
+        err = lt.rel_rms(expected[name], got[name])
+        assert err <= _limit(name), f"{variant} d{name}: rel_rms {err:.3e}"
+
+
 @pytest.mark.parametrize("variant", ["deltanet", "gated_deltanet", "kda"])
 def test_finite_differences_allow_neg_eigval(variant):
     inputs, do, d_final = _inputs(variant, B=1, T=5, H=1, K=4, V=3, HV=1, seed=4)
@@ -257,8 +271,6 @@ def test_backward_argument_errors():
         la.attention_backward("gla", q, k, v, g, do=do, d_final_state=d_final[..., :2])
     with pytest.raises(ValueError, match="do, the gradient of o"):
         la.attention_backward("gla", q, k, v, g, do=None)
-    with pytest.raises(la.LaError, match="normalize=True has no gradient"):
-        la.attention_backward("linear", q, k, v, do=do, normalize=True)
     with pytest.raises(ValueError, match="log-space decays"):
         la.attention_backward("gla", q, k, v, -g, do=do)
 
@@ -424,12 +436,10 @@ def test_autograd_errors_instead_of_silent_detach():
     inputs, _, _ = _inputs("linear", 1, 4, 1, 4, 3, 1, seed=15)
     q = torch.from_numpy(inputs["q"]).requires_grad_()
     k, v = torch.from_numpy(inputs["k"]), torch.from_numpy(inputs["v"])
-    with pytest.raises(la.LaError, match="normalize=True has no gradient"):
-        la.linear_attention(q, k, v, normalize=True)
     log_decay = torch.tensor([-0.1], requires_grad=True)
     with pytest.raises(la.LaError, match="log_decay is compiled into the kernel"):
         la.retention(q, k, v, log_decay=log_decay)
-    # Without grad mode the same calls run (no graph is recorded).
+    # Without grad mode the same call runs (no graph is recorded).
     with torch.no_grad():
-        o, _ = la.linear_attention(q, k, v, normalize=True)
+        o, _ = la.retention(q, k, v, log_decay=log_decay)
     assert not o.requires_grad

@@ -404,6 +404,9 @@ struct RecurrenceGradToLoops : OpRewritePattern<RecurrenceGradOp> {
     int64_t valueHeads = op.getV().getType().getDimSize(2);
     if (ShapedType::isDynamic(heads) || ShapedType::isDynamic(valueHeads))
       return rewriter.notifyMatchFailure(op, "needs static H and HV");
+    if (op.getNormalizer())
+      return rewriter.notifyMatchFailure(
+          op, "the normaliser is rewritten by la-simplify-recurrence first");
     Location loc = op.getLoc();
     MLIRContext *ctx = op.getContext();
     int64_t group = valueHeads / heads;

@@ -24,17 +24,6 @@ func.func @feature_map(%q: !qk, %k: !qk, %v: !v) -> !v {
 !qk = tensor<1x8x2x4xf32>
 !v = tensor<1x8x2x6xf32>
 
-func.func @normalizer(%q: !qk, %k: !qk, %v: !v) -> !v {
-  // expected-error @+1 {{has a 'normalizer', which has no gradient in la yet}}
-  %o = la.attention linear %q, %k, %v {normalizer} : !qk, !qk, !v -> !v
-  return %o : !v
-}
-
-// -----
-
-!qk = tensor<1x8x2x4xf32>
-!v = tensor<1x8x2x6xf32>
-
 // expected-error @+1 {{cannot get the gradient function 'taken_grad': the name is taken (choose another 'suffix')}}
 func.func @taken(%q: !qk, %k: !qk, %v: !v) -> !v {
   %o = la.attention linear %q, %k, %v : !qk, !qk, !v -> !v

@@ -108,3 +108,17 @@ func.func @bf16(%q: !qk, %k: !qk, %v: !v, %unused: tensor<4xf32>)
   %o, %s = la.attention linear %q, %k, %v : !qk, !qk, !v -> !v, !s
   return %o, %s, %s : !v, !s, !s
 }
+
+// -----
+
+// The normaliser and its epsilon pass to the gradient op.
+!qk = tensor<1x8x1x4xf32>
+!v = tensor<1x8x1x6xf32>
+
+// CHECK-LABEL: func.func @normalized_grad(
+// CHECK: la.attention_grad gla {{.*}} {checkpoint = 16 : i64, eps = 1.000000e-03 : f32, normalizer}
+func.func @normalized(%q: !qk, %k: !qk, %v: !v, %g: !qk) -> !v {
+  %o = la.attention gla %q, %k, %v g(%g : !qk) {normalizer, eps = 1.0e-3 : f32}
+      : !qk, !qk, !v -> !v
+  return %o : !v
+}

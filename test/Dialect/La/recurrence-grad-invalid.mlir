@@ -69,3 +69,27 @@ func.func @bad_final_state_gradient(%q: !qk, %v: !v, %s: !s, %ds: tensor<2x2x4x6
   %r:4 = la.recurrence_grad decay(none) low_rank(none) %q, %q, %v initial_state(%s : !s) d_o(%v : !v) d_final_state(%ds : tensor<2x2x4x6xf32>) {scale = 1.0 : f32} : !qk, !qk, !v -> !qk, !qk, !v, !s
   return
 }
+
+// -----
+
+!qk = tensor<1x8x2x4xf32>
+!v = tensor<1x8x2x6xf32>
+!s = tensor<1x2x4x6xf32>
+
+func.func @normalizer_with_low_rank(%q: !qk, %v: !v, %s: !s, %beta: tensor<1x8x2xf32>) {
+  // expected-error @+1 {{'normalizer' is only valid without a low-rank part}}
+  %r:5 = la.recurrence_grad decay(none) low_rank(delta) %q, %q, %v beta(%beta : tensor<1x8x2xf32>) initial_state(%s : !s) d_o(%v : !v) {scale = 1.0 : f32, normalizer} : !qk, !qk, !v -> !qk, !qk, !v, !s, tensor<1x8x2xf32>
+  return
+}
+
+// -----
+
+!qk = tensor<1x8x2x4xf32>
+!v = tensor<1x8x2x6xf32>
+!s = tensor<1x2x4x6xf32>
+
+func.func @eps_without_normalizer(%q: !qk, %v: !v, %s: !s) {
+  // expected-error @+1 {{'eps' is only valid with 'normalizer'}}
+  %r:4 = la.recurrence_grad decay(none) low_rank(none) %q, %q, %v initial_state(%s : !s) d_o(%v : !v) {scale = 1.0 : f32, eps = 1.0e-3 : f32} : !qk, !qk, !v -> !qk, !qk, !v, !s
+  return
+}

@@ -60,3 +60,33 @@ func.func @simple(%q: tensor<1x5x2x4xf32>, %g: tensor<1x5x2xf32>) -> tensor<1x5x
   %o, %fs2 = la.recurrence decay(scalar) low_rank(none) %q, %q, %q g(%g : tensor<1x5x2xf32>) outs(%oi2, %zs2 : tensor<1x5x2x4xf32>, tensor<1x2x4x4xf32>) {scale = 0.5 : f32} : tensor<1x5x2x4xf32>, tensor<1x5x2x4xf32>, tensor<1x5x2x4xf32> -> tensor<1x5x2x4xf32>, tensor<1x2x4x4xf32>
   return %o : tensor<1x5x2x4xf32>
 }
+
+// -----
+
+// The normaliser's gradient: the forward on [v, 1] is recomputed for the
+// numerator and the denominator, the cotangent of [num, den] is
+// [d_o / (den + eps), -sum_V(d_o * num) / (den + eps)^2], and the gradient
+// of the recurrence on [v, 1] loses its extra column.
+// CHECK-LABEL: func.func @normalizer_grad
+// CHECK-SAME: (%[[Q:[^:]*]]: {{.*}}, %[[K:[^:]*]]: {{.*}}, %[[V:[^:]*]]: {{.*}}, %[[S0:[^:]*]]: {{.*}}, %[[DO:[^:]*]]: {{.*}}, %[[DSF:[^:]*]]: {{.*}})
+// CHECK: %[[VA:.*]] = tensor.pad %[[V]] low[0, 0, 0, 0] high[0, 0, 0, 1]
+// CHECK: %[[SA:.*]] = tensor.pad %[[S0]] low[0, 0, 0, 0] high[0, 0, 0, 1]
+// CHECK: %[[O:.*]], %{{.*}} = la.recurrence decay(none) low_rank(none) %[[Q]], %[[K]], %[[VA]] outs(%{{.*}}, %[[SA]] : {{.*}}) {scale = 5.000000e-01 : f32}
+// CHECK: %[[NUM:.*]] = tensor.extract_slice %[[O]][0, 0, 0, 0] [1, 8, 2, 6]
+// CHECK: %[[DEN:.*]] = tensor.extract_slice %[[O]][0, 0, 0, 6] [1, 8, 2, 1]
+// CHECK: %[[ROWDOT:.*]] = linalg.generic {{.*}} ins(%[[DO]], %[[NUM]] :
+// CHECK: %[[DNUM:.*]] = linalg.generic {{.*}} ins(%[[DO]], %[[DEN]] :
+// CHECK: arith.divf
+// CHECK: %[[DDEN:.*]] = linalg.generic {{.*}} ins(%[[ROWDOT]], %[[DEN]] :
+// CHECK: arith.negf
+// CHECK: %[[DNUMA:.*]] = tensor.pad %[[DNUM]]
+// CHECK: %[[DOA:.*]] = tensor.insert_slice %[[DDEN]] into %[[DNUMA]][0, 0, 0, 6] [1, 8, 2, 1]
+// CHECK: %[[DSFA:.*]] = tensor.pad %[[DSF]]
+// CHECK: %[[DQ:[^,]*]], %[[DK:[^,]*]], %[[DV:[^,]*]], %[[DS0:[^ ]*]] = la.recurrence_grad decay(none) low_rank(none) %[[Q]], %[[K]], %[[VA]] initial_state(%[[SA]] : tensor<1x2x4x7xf32>) d_o(%[[DOA]] : tensor<1x8x2x7xf32>) d_final_state(%[[DSFA]] : tensor<1x2x4x7xf32>) {checkpoint = 4 : i64, scale = 5.000000e-01 : f32}
+// CHECK: %[[DVS:.*]] = tensor.extract_slice %[[DV]][0, 0, 0, 0] [1, 8, 2, 6]
+// CHECK: %[[DS0S:.*]] = tensor.extract_slice %[[DS0]][0, 0, 0, 0] [1, 2, 4, 6]
+// CHECK: return %[[DQ]], %[[DVS]], %[[DS0S]]
+func.func @normalizer_grad(%q: tensor<1x8x2x4xf32>, %k: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>, %s0: tensor<1x2x4x6xf32>, %do: tensor<1x8x2x6xf32>, %dsf: tensor<1x2x4x6xf32>) -> (tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32>, tensor<1x2x4x6xf32>) {
+  %dq, %dk, %dv, %ds0 = la.recurrence_grad decay(none) low_rank(none) %q, %k, %v initial_state(%s0 : tensor<1x2x4x6xf32>) d_o(%do : tensor<1x8x2x6xf32>) d_final_state(%dsf : tensor<1x2x4x6xf32>) {normalizer, eps = 1.0e-3 : f32, scale = 0.5 : f32, checkpoint = 4 : i64} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32>, tensor<1x2x4x6xf32>
+  return %dq, %dv, %ds0 : tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32>, tensor<1x2x4x6xf32>
+}

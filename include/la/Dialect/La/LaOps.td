@@ -146,8 +146,8 @@ def La_AttentionGradOp : La_Op<"attention_grad", [
     Results, all f32 and each of its input's shape: `dq`, `dk`, `dv`, then,
     for those given and in this order, the gradients of `g`, `beta`, `erase`,
     `write` and `initial_state`. A `fixed` gate (`log_decay`) is an attribute
-    and `cu_seqlens` are integers: neither gets a gradient. The normaliser
-    has no gradient yet (the verifier says so).
+    and `cu_seqlens` are integers: neither gets a gradient. With
+    `normalizer`, the level-1 op carries it (see `la.recurrence_grad`).
 
     `checkpoint` is the level-1 op's: the state is kept every `checkpoint`
     tokens and recomputed in between, so memory is `O(T/checkpoint * K * V)`.
@@ -377,6 +377,15 @@ def La_RecurrenceGradOp : La_Op<"recurrence_grad", [
     the states inside a block are recomputed from it when the backward
     reaches the block, so nothing of size `T*K*V` is formed.
 
+    `normalizer` (and `eps`), as on `la.recurrence`: the gradient of
+    `o_t = num_t / (den_t + eps)`. `la-simplify-recurrence` rewrites it, as
+    it does the forward's, into the recurrence on `[v, 1]` (whose last
+    output column is `den_t = z_t . (scale q_t)`): the forward is recomputed
+    for `num` and `den`, the cotangent of `[num, den]` is
+    `[d_o / (den + eps), -sum_V(d_o * o) / (den + eps)]`, and the gradient
+    of the recurrence on `[v, 1]` gives the rest (z starts at zero, so
+    `d_initial_state` is that of the state's first V columns).
+
     Example:
 
     ```mlir
@@ -407,6 +416,8 @@ def La_RecurrenceGradOp : La_Op<"recurrence_grad", [
     OptionalAttr<DenseF32ArrayAttr>:$log_decay,
     La_LowRankAttr:$low_rank,
     F32Attr:$scale,
+    UnitAttr:$normalizer,
+    OptionalAttr<F32Attr>:$eps,
     DefaultValuedAttr<I64Attr, "64">:$checkpoint
   );
   let results = (outs
@@ -434,6 +445,8 @@ def La_RecurrenceGradOp : La_Op<"recurrence_grad", [
 
   let hasVerifier = 1;
   let extraClassDeclaration = [{
+    /// The normaliser's epsilon: the `eps` attribute or 1e-6.
+    float getEffectiveEps();
     /// The gradients of the optional inputs; null where the input is absent.
     Value getDg() { return getInputGrad(0); }
     Value getDbeta() { return getInputGrad(1); }

@@ -55,7 +55,7 @@ def LaDeriveBackwardPass : Pass<"la-derive-backward", "::mlir::ModuleOp"> {
     argument (constants, `tensor.empty`, fills) are recomputed and get no
     adjoint. Any other op on the path from an argument to a result (an
     element-wise feature map, say) is an error, with its location: it is not
-    differentiated yet. So is the normaliser, which has no gradient yet.
+    differentiated yet.
 
     `checkpoint` sets the gradient ops' `checkpoint` (tokens between stored
     states). With `keep-forward=false` the forward functions are erased once
@@ -81,8 +81,8 @@ def LaDeriveBackwardPass : Pass<"la-derive-backward", "::mlir::ModuleOp"> {
 def LaSimplifyRecurrencePass : Pass<"la-simplify-recurrence"> {
   let summary = "Reduce la.recurrence to the forms the lowerings handle";
   let description = [{
-    Two rewrites of the level-1 op onto itself, run by `la-chunk` and
-    `convert-la-to-linalg` too:
+    Two rewrites of the level-1 op (and of `la.recurrence_grad`) onto
+    itself, run by `la-chunk` and `convert-la-to-linalg` too:
 
     * a `fixed` per-head decay becomes a `scalar` gate tensor `[B,T,H]`
       broadcast from `log_decay`;
@@ -90,7 +90,11 @@ def LaSimplifyRecurrencePass : Pass<"la-simplify-recurrence"> {
       runs on `[v, 1]` in f32, its last output column is `z_t . q'_t`, and the
       output is the other columns divided by it plus `eps`. The initial state
       gets a zero column (the normaliser's sum starts at zero in every call)
-      and the final state drops it.
+      and the final state drops it. A `la.recurrence_grad` with the
+      normaliser becomes the forward on `[v, 1]` (for the numerator and the
+      denominator), the cotangent of both, and the gradient of the
+      recurrence on `[v, 1]`, whose value and state gradients drop the
+      extra column.
   }];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

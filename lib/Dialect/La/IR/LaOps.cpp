@@ -408,8 +408,6 @@ Value AttentionGradOp::getInputGrad(unsigned which) {
 }
 
 LogicalResult AttentionGradOp::verify() {
-  if (getNormalizer())
-    return emitOpError("has no gradient for 'normalizer' yet");
   if (getCheckpoint() < 1)
     return emitOpError() << "expects 'checkpoint' >= 1, got "
                          << getCheckpoint();
@@ -431,7 +429,7 @@ LogicalResult AttentionGradOp::verify() {
   sig.scale = scale;
   if (std::optional<APFloat> eps = getEps())
     sig.eps = eps->convertToFloat();
-  sig.normalizer = false;
+  sig.normalizer = getNormalizer();
   if (failed(verifyAttentionOperands(*this, getDO(), sig)))
     return failure();
 
@@ -546,10 +544,14 @@ Value RecurrenceGradOp::getInputGrad(unsigned which) {
   return optionalInputGrad(inputs, which, getInputGrads());
 }
 
+float RecurrenceGradOp::getEffectiveEps() { return effectiveEps(getEps()); }
+
 LogicalResult RecurrenceGradOp::verify() {
   if (failed(verifyLowRankOperands(*this, getLowRank(), getBeta(), getA(),
                                    getB())))
     return failure();
+  if (getNormalizer() && getLowRank() != LowRank::None)
+    return emitOpError("'normalizer' is only valid without a low-rank part");
   if (getCheckpoint() < 1)
     return emitOpError() << "expects 'checkpoint' >= 1, got "
                          << getCheckpoint();
@@ -571,7 +573,9 @@ LogicalResult RecurrenceGradOp::verify() {
   sig.gate = getGate();
   sig.logDecay = getLogDecay();
   sig.scale = getScale().convertToFloat();
-  sig.normalizer = false;
+  sig.normalizer = getNormalizer();
+  if (std::optional<APFloat> eps = getEps())
+    sig.eps = eps->convertToFloat();
   if (failed(verifySignature(*this, sig)))
     return failure();
   ArrayRef<int64_t> qShape = getQ().getType().getShape();

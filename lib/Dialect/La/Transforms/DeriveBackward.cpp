@@ -130,14 +130,6 @@ static LogicalResult findActive(Block &body, DenseSet<Value> &active) {
                 "la-derive-backward differentiates only la.attention, "
                 "la.recurrence and tensor.cast (compute it outside the "
                 "function, or on inputs that need no gradient)";
-    bool normalizer = false;
-    if (auto attention = dyn_cast<AttentionOp>(op))
-      normalizer = attention.getNormalizer();
-    if (auto recurrence = dyn_cast<RecurrenceOp>(op))
-      normalizer = recurrence.getNormalizer();
-    if (normalizer)
-      return op.emitOpError(
-          "has a 'normalizer', which has no gradient in la yet");
     for (Value result : op.getResults())
       if (isFloatTensor(result.getType()))
         active.insert(result);
@@ -207,8 +199,9 @@ LaDeriveBackwardPass::differentiate(Operation *op, OpBuilder &b,
         mapped(attention.getInitialState()), mapped(attention.getCuSeqlens()),
         dO, dFinal, attention.getUpdateAttr(), attention.getGateAttr(),
         attention.getLogDecayAttr(), attention.getScaleAttr(),
-        /*normalizer=*/nullptr, /*eps=*/nullptr, attention.getQkL2normAttr(),
-        attention.getAllowNegEigvalAttr(), b.getI64IntegerAttr(checkpoint));
+        attention.getNormalizerAttr(), attention.getEpsAttr(),
+        attention.getQkL2normAttr(), attention.getAllowNegEigvalAttr(),
+        b.getI64IntegerAttr(checkpoint));
     accumulate(attention.getQ(), grad.getDq());
     accumulate(attention.getK(), grad.getDk());
     accumulate(attention.getV(), grad.getDv());
@@ -244,6 +237,7 @@ LaDeriveBackwardPass::differentiate(Operation *op, OpBuilder &b,
       dFinal ? castShape(b, loc, dFinal, state.getType()) : Value(),
       recurrence.getGateAttr(), recurrence.getLogDecayAttr(),
       recurrence.getLowRankAttr(), recurrence.getScaleAttr(),
+      recurrence.getNormalizerAttr(), recurrence.getEpsAttr(),
       b.getI64IntegerAttr(checkpoint));
   accumulate(recurrence.getQ(), grad.getDq());
   accumulate(recurrence.getK(), grad.getDk());

@@ -335,13 +335,16 @@ struct AttentionGradToRecurrenceGrad : OpRewritePattern<AttentionGradOp> {
     for (Value input : {Value(op.getG()), c.beta, c.a, c.b})
       if (input)
         resultTypes.push_back(f32Like(input));
+    FloatAttr eps;
+    if (op.getNormalizer())
+      eps = rewriter.getF32FloatAttr(op.getEffectiveEps());
     auto grad = RecurrenceGradOp::create(
         rewriter, loc, resultTypes, c.q, c.k, c.values, op.getG(), c.beta, c.a,
         c.b, op.getCuSeqlens(), state, op.getDO(), op.getDFinalState(),
         op.getGateAttr(), op.getLogDecayAttr(),
         LowRankAttr::get(ctx, c.lowRank),
         rewriter.getF32FloatAttr(op.getEffectiveScale()),
-        op.getCheckpointAttr());
+        op.getNormalizerAttr(), eps, op.getCheckpointAttr());
 
     Value dq = grad.getDq(), dk = grad.getDk(), dv = grad.getDv();
     Value dg = grad.getDg(), dbeta = grad.getDbeta(), derase, dwrite;
