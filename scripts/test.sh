@@ -7,6 +7,12 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${LA_BUILD_DIR:-$root/build}
 "$root/scripts/build.sh"
+# torch for the autograd tests (the CPU side of PyPI's wheel); without it
+# they skip. LA_SKIP_TORCH=1 leaves it out.
+if [ "${LA_SKIP_TORCH:-0}" != 1 ] && ! "${PYTHON:-python3}" -c "import torch" 2>/dev/null; then
+  echo "test.sh: installing torch with pip (for the autograd tests)"
+  "${PYTHON:-python3}" -m pip install -q torch
+fi
 cmake --build "$build" --target check-la
 "${PYTHON:-python3}" -m pytest -q "$root/python/tests"
 # A time-boxed kernel fuzz campaign beyond pytest's fixed subset: the
