@@ -126,6 +126,8 @@ void mlir::la::buildLowerToCPUPipeline(OpPassManager &pm,
   // la to linalg and scf on tensors.
   pm.addPass(createLaLowerToRecurrencePass());
   if (!options.sequential) {
+    // Gradients that are recurrences again are chunked like the forward.
+    pm.addPass(createLaExpandRecurrenceGradPass());
     // The threads the program will run on: as many as asked for with
     // OpenMP, one otherwise. (Never the compiling machine's count unless
     // asked: the IR must not depend on where it was compiled.)

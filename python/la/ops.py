@@ -932,12 +932,17 @@ def _execute(call):
 _DIFFERENTIABLE = ("q", "k", "v", "g", "beta", "erase", "write", "initial_state")
 
 
-def _backward_pipeline(checkpoint):
+def _backward_pipeline(chunk_size, sequential):
     """The forward's module, differentiated by the compiler and lowered: the
-    gradient function replaces the forward (keep-forward=0), its
-    la.recurrence_grad becomes checkpointed token loops."""
-    return (f"builtin.module(la-derive-backward{{checkpoint={checkpoint} keep-forward=0}}, "
-            "la-lower-to-cpu{sequential=1})")
+    gradient function replaces the forward (keep-forward=0); its
+    la.recurrence_grad becomes chunked adjoint recurrences where the decay
+    is scalar and there is no low-rank part (la-expand-recurrence-grad),
+    checkpointed token loops otherwise (a checkpoint every ``chunk_size``
+    tokens), and token loops always with ``sequential``."""
+    lower = ("la-lower-to-cpu{sequential=1}" if sequential else
+             f"la-lower-to-cpu{{chunk-size={chunk_size} sequential=0}}")
+    return (f"builtin.module(la-derive-backward{{checkpoint={chunk_size} keep-forward=0}}, "
+            f"{lower})")
 
 
 def _backward_call(call, do, d_final_state):
@@ -966,7 +971,7 @@ def _backward_call(call, do, d_final_state):
     names = [n for n in call.input_names if n in _DIFFERENTIABLE]
     outputs = [(np.shape(a), np.float32)
                for a, n in zip(call.inputs, call.input_names) if n in _DIFFERENTIABLE]
-    return _Call(text=call.text, pipeline=_backward_pipeline(call.chunk_size),
+    return _Call(text=call.text, pipeline=_backward_pipeline(call.chunk_size, call.sequential),
                  inputs=inputs, input_names=call.input_names + ["do", "d_final_state"],
                  outputs=outputs, entry=_ENTRY + "_grad", grad_names=names,
                  torch_out=call.torch_out)
@@ -1101,8 +1106,8 @@ def attention(variant, q, k, v, g=None, beta=None, *, erase=None, write=None,
 def attention_backward(variant, q, k, v, g=None, beta=None, *, do, d_final_state=None,
                        erase=None, write=None, log_decay=None, scale=None,
                        initial_state=None, cu_seqlens=None, normalize=False, eps=None,
-                       qk_l2norm=False, allow_neg_eigval=False, chunk_size=64, dtype=None,
-                       target="cpu"):
+                       qk_l2norm=False, allow_neg_eigval=False, chunk_size=64,
+                       sequential=False, dtype=None, target="cpu"):
     """The gradients of :func:`attention` with the same arguments: of
     ``sum(o * do) + sum(final_state * d_final_state)`` with respect to every
     differentiable input given (``q``, ``k``, ``v``, ``g``, ``beta``,
@@ -1112,8 +1117,11 @@ def attention_backward(variant, q, k, v, g=None, beta=None, *, do, d_final_state
 
     The gradient kernel is derived by the compiler from the forward kernel's
     MLIR (``la-derive-backward``: ``la.attention_grad``, lowered to the
-    adjoint recurrence run backward in time, with the state stored every
-    ``chunk_size`` tokens and recomputed in between). ``d_final_state``
+    adjoint recurrence run backward in time). Where the decay is scalar (or
+    none) and there is no delta rule, the adjoint is three chunked
+    recurrences like the forward; otherwise, and with ``sequential=True``,
+    a token-by-token program that stores the state every ``chunk_size``
+    tokens and recomputes it in between. ``d_final_state``
     ``[N, HV, K, V]`` is the gradient of the final state (None: zero).
     ``log_decay`` and ``cu_seqlens`` get no gradient.
 
@@ -1125,7 +1133,7 @@ def attention_backward(variant, q, k, v, g=None, beta=None, *, do, d_final_state
                     output_final_state=d_final_state is not None, cu_seqlens=cu_seqlens,
                     normalize=normalize, eps=eps, qk_l2norm=qk_l2norm,
                     allow_neg_eigval=allow_neg_eigval, chunk_size=chunk_size,
-                    dtype=dtype, target=target)
+                    sequential=sequential, dtype=dtype, target=target)
     return _gradients(call, do, d_final_state)
 
 

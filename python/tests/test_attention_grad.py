@@ -217,22 +217,36 @@ CASES = [
     ("scalar_gated_deltanet2", 1, 11, 2, 2, 4, 4, 4, {}),
     ("decayed_deltanet2", 1, 8, 1, 1, 4, 4, 4, {}),
     ("deltanet2", 1, 8, 1, 2, 4, 4, 4, {}),
+    ("mamba2", 2, 1, 2, 4, 4, 4, 16, {}),                     # T = 1
+    ("linear", 2, 65, 2, 4, 8, 8, 16, {"qk_l2norm": True}),   # T = 4 C + 1
 ]
 _MAKE_KEYS = ("gate_scale", "gate_min", "cu_seqlens")
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
-def test_reverse_mode_reference(case):
+#: The chunked backward's gate gradient, dg_t = sum_{u >= t} (q_u . dq_u -
+#: k_u . dk_u) + <S_T, dS_T> (la-expand-recurrence-grad), sums terms of
+#: order one that cancel to almost nothing when nearly every log-gate is
+#: near -30: there it keeps about 3 digits (measured 2.3e-3), the token
+#: loops (sequential=True) about 7. With ordinary gates it is ~1e-6.
+EXTREME_GATE_DG_LIMIT = 5e-3
+
+
+@pytest.mark.parametrize("sequential", [False, True], ids=["chunked", "tokens"])
+@pytest.mark.parametrize("case", CASES, ids=[f"{c[0]}-T{c[2]}" for c in CASES])
+def test_reverse_mode_reference(case, sequential):
     variant, B, T, H, HV, K, V, chunk, extra = case
     make = {key: val for key, val in extra.items() if key in _MAKE_KEYS}
     attrs = {key: val for key, val in extra.items() if key not in _MAKE_KEYS}
     inputs, do, d_final = _inputs(variant, B, T, H, K, V, HV, seed=7, **make)
-    got = _la_gradients(variant, inputs, do, d_final, chunk_size=chunk, **attrs)
+    got = _la_gradients(variant, inputs, do, d_final, chunk_size=chunk,
+                        sequential=sequential, **attrs)
     expected = _reverse_mode(variant, inputs, do, d_final, **attrs)
     assert sorted(got) == sorted(expected)
+    extreme = make.get("gate_scale", 1.0) > 10 and not sequential
     for name, value in expected.items():
+        limit = EXTREME_GATE_DG_LIMIT if extreme and name == "g" else _limit(name)
         err = lt.rel_rms(value, got[name])
-        assert err <= _limit(name), f"{variant} d{name}: rel_rms {err:.3e}"
+        assert err <= limit, f"{variant} d{name}: rel_rms {err:.3e}"
 
 
 @pytest.mark.parametrize("beta_range", [(1e-3, 1e-2), (0.99, 0.999)], ids=["near0", "near1"])

@@ -206,46 +206,9 @@ private:
         });
   }
 
-  /// Sums x[b,hv,...] over the value heads of each key head: [B,H,...].
-  /// The heads are split into [H, group] first: linalg needs invertible
-  /// maps, which hv = h * group + j is not.
+  /// Sums a [B,HV,...] tensor over each key head's value heads.
   Value sumGroups(OpBuilder &b, Location loc, Value x) {
-    if (group == 1)
-      return x;
-    auto type = cast<RankedTensorType>(x.getType());
-    unsigned rank = type.getRank();
-    SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, x);
-    sizes[1] = mixedSizes(b, loc, in.q)[2];
-    SmallVector<int64_t> splitShape(type.getShape());
-    splitShape[1] = ShapedType::isDynamic(splitShape[1])
-                        ? ShapedType::kDynamic
-                        : splitShape[1] / group;
-    splitShape.insert(splitShape.begin() + 2, group);
-    SmallVector<ReassociationIndices> reassociation = {{0}, {1, 2}};
-    for (unsigned d = 2; d < rank; ++d)
-      reassociation.push_back({static_cast<int64_t>(d + 1)});
-    SmallVector<OpFoldResult> splitSizes(sizes);
-    splitSizes.insert(splitSizes.begin() + 2, b.getIndexAttr(group));
-    Value split = tensor::ExpandShapeOp::create(
-        b, loc, RankedTensorType::get(splitShape, type.getElementType()), x,
-        reassociation, splitSizes);
-    // Loops (b, h, rest..., j) over split[b, h, j, rest...].
-    SmallVector<AffineExpr> inputExprs, outputExprs;
-    for (unsigned d = 0; d < rank; ++d) {
-      AffineExpr dim = getAffineDimExpr(d, ctx);
-      outputExprs.push_back(dim);
-      inputExprs.push_back(dim);
-      if (d == 1)
-        inputExprs.push_back(getAffineDimExpr(rank, ctx));
-    }
-    SmallVector<AffineMap> maps = {
-        AffineMap::get(rank + 1, 0, inputExprs, ctx),
-        AffineMap::get(rank + 1, 0, outputExprs, ctx)};
-    return buildGeneric(b, loc, ValueRange{split}, zeroTensor(b, loc, sizes),
-                        maps, rank, 1,
-                        [&](OpBuilder &nb, Location l, ValueRange a) {
-                          return addF(nb, l, a[1], a[0]);
-                        });
+    return la::sumGroups(b, loc, x, 1, mixedSizes(b, loc, in.q)[2], group);
   }
 
   /// Writes dk, and as present dbeta, da, db and dg, at token t from the

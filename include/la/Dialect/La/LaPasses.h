@@ -25,6 +25,11 @@ void populateLowerToRecurrencePatterns(RewritePatternSet &patterns,
 /// channel} without a normaliser (see la-simplify-recurrence).
 void populateSimplifyRecurrencePatterns(RewritePatternSet &patterns);
 
+/// Patterns rewriting `la.recurrence_grad` with a scalar (or no) decay and
+/// no low-rank part into adjoint `la.recurrence` ops (see
+/// la-expand-recurrence-grad).
+void populateExpandRecurrenceGradPatterns(RewritePatternSet &patterns);
+
 /// The largest chunk size the passes accept: a chunk's score matrix has
 /// C x C entries. (A chunk size above a static T is lowered as T.)
 constexpr int64_t kMaxChunkSize = 65536;

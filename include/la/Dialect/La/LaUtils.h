@@ -93,6 +93,13 @@ std::pair<Value, Value> extractSequenceBounds(OpBuilder &b, Location loc,
 void replaceWithCasts(RewriterBase &rewriter, Operation *op,
                       ArrayRef<Value> values);
 
+/// Sums `x` (f32) over the value heads of each key head along dim
+/// `headDim` (value head hv belongs to key head hv floordiv `group`), giving
+/// `heads` there. The axis is split into [heads, group] first: linalg needs
+/// invertible maps, which hv floordiv group is not.
+Value sumGroups(OpBuilder &b, Location loc, Value x, unsigned headDim,
+                OpFoldResult heads, int64_t group);
+
 /// The zero initial state [N,HV,K,V] of `la.recurrence` (f32), for a
 /// recurrence that starts from none.
 Value zeroState(OpBuilder &b, Location loc, Value q, Value v, Value cuSeqlens);

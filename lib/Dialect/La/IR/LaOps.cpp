@@ -294,6 +294,32 @@ static RecurrenceSignature getSignature(OpT op, float scale) {
   return sig;
 }
 
+/// The signature a gradient op shares with its forward: the same operands,
+/// with d_o and d_final_state in the places of o and final_state (they
+/// have their shapes).
+template <typename OpT>
+static RecurrenceSignature getGradientSignature(OpT op, float scale) {
+  RecurrenceSignature sig;
+  sig.q = op.getQ();
+  sig.k = op.getK();
+  sig.v = op.getV();
+  sig.g = op.getG();
+  sig.beta = op.getBeta();
+  sig.initialState = op.getInitialState();
+  sig.cuSeqlens = op.getCuSeqlens();
+  sig.o = op.getDO();
+  sig.finalState = op.getDFinalState();
+  sig.oName = "d_o";
+  sig.finalStateName = "d_final_state";
+  sig.gate = op.getGate();
+  sig.logDecay = op.getLogDecay();
+  sig.scale = scale;
+  if (std::optional<APFloat> eps = op.getEps())
+    sig.eps = eps->convertToFloat();
+  sig.normalizer = op.getNormalizer();
+  return sig;
+}
+
 //===----------------------------------------------------------------------===//
 // AttentionOp
 //===----------------------------------------------------------------------===//
@@ -412,24 +438,7 @@ LogicalResult AttentionGradOp::verify() {
     return emitOpError() << "expects 'checkpoint' >= 1, got "
                          << getCheckpoint();
   float scale = getQ().getType().getRank() == 4 ? getEffectiveScale() : 1.0f;
-  RecurrenceSignature sig;
-  sig.q = getQ();
-  sig.k = getK();
-  sig.v = getV();
-  sig.g = getG();
-  sig.beta = getBeta();
-  sig.initialState = getInitialState();
-  sig.cuSeqlens = getCuSeqlens();
-  sig.o = getDO();
-  sig.finalState = getDFinalState();
-  sig.oName = "d_o";
-  sig.finalStateName = "d_final_state";
-  sig.gate = getGate();
-  sig.logDecay = getLogDecay();
-  sig.scale = scale;
-  if (std::optional<APFloat> eps = getEps())
-    sig.eps = eps->convertToFloat();
-  sig.normalizer = getNormalizer();
+  RecurrenceSignature sig = getGradientSignature(*this, scale);
   if (failed(verifyAttentionOperands(*this, getDO(), sig)))
     return failure();
 
@@ -556,26 +565,8 @@ LogicalResult RecurrenceGradOp::verify() {
     return emitOpError() << "expects 'checkpoint' >= 1, got "
                          << getCheckpoint();
 
-  // The forward's operands, with d_o and d_final_state in the places of o
-  // and final_state (they have their shapes).
-  RecurrenceSignature sig;
-  sig.q = getQ();
-  sig.k = getK();
-  sig.v = getV();
-  sig.g = getG();
-  sig.beta = getBeta();
-  sig.initialState = getInitialState();
-  sig.cuSeqlens = getCuSeqlens();
-  sig.o = getDO();
-  sig.finalState = getDFinalState();
-  sig.oName = "d_o";
-  sig.finalStateName = "d_final_state";
-  sig.gate = getGate();
-  sig.logDecay = getLogDecay();
-  sig.scale = getScale().convertToFloat();
-  sig.normalizer = getNormalizer();
-  if (std::optional<APFloat> eps = getEps())
-    sig.eps = eps->convertToFloat();
+  RecurrenceSignature sig =
+      getGradientSignature(*this, getScale().convertToFloat());
   if (failed(verifySignature(*this, sig)))
     return failure();
   ArrayRef<int64_t> qShape = getQ().getType().getShape();

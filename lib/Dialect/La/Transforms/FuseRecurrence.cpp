@@ -102,6 +102,14 @@ collectFusibleProducers(RecurrenceOp consumer) {
         !isa<TilingInterface>(producer.getOperation()) ||
         llvm::is_contained(candidates, producer.getOperation()))
       continue;
+    // Upstream tiling takes an operand's tile at the map of the loop tile's
+    // first index: right for projected permutations, wrong for a reversed
+    // time axis (`T - 1 - t`, the backward's inputs) or a widened head
+    // axis (`hv floordiv G`). Those producers stay outside the loops.
+    if (!llvm::all_of(producer.getIndexingMapsArray(), [](AffineMap map) {
+          return map.isProjectedPermutation();
+        }))
+      continue;
     candidates.push_back(producer);
     for (Value input : producer.getDpsInputs())
       worklist.push_back(input);

@@ -241,3 +241,45 @@ RecurrenceOp RecurrenceParts::build(OpBuilder &builder, Location loc) const {
       normalizer ? builder.getUnitAttr() : UnitAttr(),
       eps ? builder.getF32FloatAttr(*eps) : FloatAttr());
 }
+
+Value mlir::la::sumGroups(OpBuilder &b, Location loc, Value x, unsigned headDim,
+                          OpFoldResult heads, int64_t group) {
+  if (group == 1)
+    return x;
+  MLIRContext *ctx = b.getContext();
+  auto type = cast<RankedTensorType>(x.getType());
+  unsigned rank = type.getRank();
+  SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, x);
+  sizes[headDim] = heads;
+  SmallVector<int64_t> splitShape(type.getShape());
+  std::optional<int64_t> staticHeads = getConstantIntValue(heads);
+  splitShape[headDim] = staticHeads ? *staticHeads : ShapedType::kDynamic;
+  splitShape.insert(splitShape.begin() + headDim + 1, group);
+  SmallVector<ReassociationIndices> reassociation;
+  for (unsigned d = 0, next = 0; d < rank; ++d) {
+    ReassociationIndices indices = {static_cast<int64_t>(next++)};
+    if (d == headDim)
+      indices.push_back(next++);
+    reassociation.push_back(indices);
+  }
+  SmallVector<OpFoldResult> splitSizes(sizes);
+  splitSizes.insert(splitSizes.begin() + headDim + 1, b.getIndexAttr(group));
+  Value split = tensor::ExpandShapeOp::create(
+      b, loc, RankedTensorType::get(splitShape, type.getElementType()), x,
+      reassociation, splitSizes);
+  // Loops (dims of the result..., j) over split[..., h, j, ...].
+  SmallVector<AffineExpr> inputExprs, outputExprs;
+  for (unsigned d = 0; d < rank; ++d) {
+    AffineExpr dim = getAffineDimExpr(d, ctx);
+    inputExprs.push_back(dim);
+    outputExprs.push_back(dim);
+    if (d == headDim)
+      inputExprs.push_back(getAffineDimExpr(rank, ctx));
+  }
+  return buildGeneric(b, loc, ValueRange{split}, zeroTensor(b, loc, sizes),
+                      {AffineMap::get(rank + 1, 0, inputExprs, ctx),
+                       AffineMap::get(rank + 1, 0, outputExprs, ctx)},
+                      rank, 1, [](OpBuilder &nb, Location l, ValueRange a) {
+                        return addF(nb, l, a[1], a[0]);
+                      });
+}

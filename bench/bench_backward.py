@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""CPU benchmark of la's derived backward (fp32), against its forward,
+OpenBLAS sgemm and PyTorch autograd, all measured in one run.
+
+A program, not a test. For each variant and shape it prints:
+
+* la's forward and backward times: medians of ``--repeat`` calls of the
+  compiled kernels through the Python package (``la.attention`` and
+  ``la.attention_backward``, NumPy inputs, one thread), after one warm-up
+  call that compiles them (the compile times are printed too);
+* the backward's GFLOP/s over a stated FLOP count, ``2 x`` the chunked
+  forward's (:func:`bench_cpu.chunked_flops`: a chunked backward performs
+  about twice the forward's matrix products), and its ratio to OpenBLAS sgemm
+  at 128^3 on one thread, measured in subprocesses of this run
+  (``bench_cpu.measure_sgemm``);
+* ratios: backward / forward (target <= 2.5), and PyTorch autograd through
+  the same chunked forward written in torch (``numpy_chunked.py`` on the
+  torch backend, forward + ``backward()``) over la's forward + backward
+  (target >= 5); torch runs on ``--threads`` threads;
+* which program la's backward is: ``chunked`` (la-expand-recurrence-grad:
+  the adjoint as three chunked recurrences; scalar or no decay, no delta
+  rule) or ``tokens`` (the checkpointed token loops every other variant
+  still gets).
+
+Usage::
+
+    python3 bench/bench_backward.py                   # the issue's shapes
+    python3 bench/bench_backward.py --quick           # small shapes (seconds)
+    python3 bench/bench_backward.py --variants mamba2 --shapes 1x4096x8x128x128
+"""
+
+import argparse
+import os
+import sys
+import time
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_REPO = os.path.dirname(_HERE)
+sys.path.insert(0, _HERE)
+sys.path.insert(0, os.path.join(_REPO, "python"))
+
+import bench_cpu  # noqa: E402  (sgemm, machine facts, FLOP count, timing)
+
+DEFAULT_VARIANTS = ("gla", "gated_deltanet", "kda", "mamba2", "retention")
+FULL_SHAPES = ((1, 4096, 8, 128, 128), (2, 8192, 4, 128, 128))
+QUICK_SHAPES = ((1, 512, 4, 64, 64),)
+#: variants whose gradient la-expand-recurrence-grad chunks
+CHUNKED_BACKWARD = ("linear", "retention", "mamba2")
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--variants", default=",".join(DEFAULT_VARIANTS))
+    p.add_argument("--shapes", default=None, help="BxTxHxKxV, comma-separated")
+    p.add_argument("--quick", action="store_true", help="small shapes")
+    p.add_argument("--repeat", type=int, default=3, help="timed calls (median)")
+    p.add_argument("--chunk-size", type=int, default=64)
+    p.add_argument("--threads", type=int, default=os.cpu_count() or 1,
+                   help="threads for torch (la runs on one)")
+    p.add_argument("--sgemm-seconds", type=float, default=1.0)
+    p.add_argument("--no-torch", action="store_true")
+    args = p.parse_args(argv)
+    args.variants = [v for v in args.variants.split(",") if v]
+    if args.shapes:
+        args.shapes = [bench_cpu._parse_shape(s) for s in args.shapes.split(",")]
+    else:
+        args.shapes = list(QUICK_SHAPES if args.quick else FULL_SHAPES)
+    return args
+
+
+def _inputs(variant, B, T, H, K, V, seed=0):
+    from la.testing import make_inputs
+    inputs = make_inputs(variant, B, T, H, K, V, seed=seed, gate_scale=1 / 16)
+    import numpy as np
+    do = np.random.default_rng(seed + 1).standard_normal((B, T, H, V)).astype(np.float32)
+    return inputs, do
+
+
+def _la_calls(variant, inputs, do, C):
+    import la
+    kwargs = {k: inputs[k] for k in ("g", "beta", "erase", "write", "log_decay") if k in inputs}
+    q, k, v = inputs["q"], inputs["k"], inputs["v"]
+
+    def forward():
+        return la.attention(variant, q, k, v, chunk_size=C, **kwargs)
+
+    def backward():
+        return la.attention_backward(variant, q, k, v, do=do, chunk_size=C, **kwargs)
+
+    return forward, backward
+
+
+def _torch_autograd(tb, variant, inputs, do, C):
+    """A closure running the torch chunked forward and backward()."""
+    import numpy_chunked as npc
+    torch = tb.torch
+    prepared = npc.prepare(inputs, tb)
+    leaves = {}
+    for name, x in prepared.items():
+        if hasattr(x, "requires_grad") and x.dtype == torch.float32 and name != "log_decay":
+            leaves[name] = x.detach().clone().requires_grad_()
+        else:
+            leaves[name] = x
+    grad = torch.from_numpy(do)
+
+    def run():
+        for x in leaves.values():
+            if hasattr(x, "grad"):
+                x.grad = None
+        o, _ = npc.chunked_forward(variant, leaves, chunk_size=C, xp=tb)
+        o.backward(grad)
+        return o
+
+    return run
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    import numpy as np
+    import la
+    import numpy_chunked as npc
+
+    facts = bench_cpu._machine_facts()
+    tb = None if args.no_torch else npc.torch_backend()
+    if tb is not None:
+        tb.torch.set_num_threads(args.threads)
+    print("# la CPU benchmark: the derived backward (fp32)")
+    print(f"date: {time.strftime('%Y-%m-%d %H:%M:%S %Z')}")
+    print(f"command: {' '.join([os.path.basename(sys.executable)] + sys.argv)}")
+    print(f"machine: nproc={facts['nproc']}, cpu: {facts['cpu']}, avx512f: {facts['avx512f']}, "
+          f"loadavg at start: {facts['loadavg']}")
+    print(f"repository: {facts['git']}")
+    print(f"torch: {'%s, %d threads' % (tb.torch.__version__, tb.torch.get_num_threads()) if tb else 'skipped'}")
+    print(f"la: one thread; chunk size {args.chunk_size}; repeat {args.repeat} (median)")
+    print(flush=True)
+
+    sg = bench_cpu.measure_sgemm(args, {})
+    if not sg:
+        sys.exit("no sgemm measurement succeeded")
+    for r in sg:
+        print(f"sgemm 128^3 [{r['label']}]: {r['gflops']['1']['median']:.1f} GFLOP/s on "
+              f"1 thread (kernel {r['info']['corename']})")
+    sgemm_1t = max(r["gflops"]["1"]["median"] for r in sg)
+    print(f"limit used for the ratios: {sgemm_1t:.1f} GFLOP/s on 1 thread")
+    print(flush=True)
+
+    header = ("| variant | B,T,H,K,V | backward | fwd ms | bwd ms | bwd / fwd | bwd GFLOP/s "
+              "| bwd x sgemm 1T | torch fwd+bwd ms | la x torch | compile s (fwd, bwd) |")
+    print(header)
+    print("|" + "---|" * 11)
+    for variant in args.variants:
+        for (B, T, H, K, V) in args.shapes:
+            inputs, do = _inputs(variant, B, T, H, K, V)
+            forward, backward = _la_calls(variant, inputs, do, args.chunk_size)
+            before = la.cache_info()["compile_seconds"]
+            forward()
+            compile_fwd = la.cache_info()["compile_seconds"] - before
+            before = la.cache_info()["compile_seconds"]
+            backward()
+            compile_bwd = la.cache_info()["compile_seconds"] - before
+            fwd_ms, _ = bench_cpu.time_call(forward, args.repeat, warmup=0)
+            bwd_ms, _ = bench_cpu.time_call(backward, args.repeat, warmup=0)
+            flops = 2 * bench_cpu.chunked_flops(variant, B, T, H, K, V, C=args.chunk_size)
+            gflops = flops / (bwd_ms * 1e6)
+            torch_ms = None
+            if tb is not None:
+                torch_ms, _ = bench_cpu.time_call(
+                    _torch_autograd(tb, variant, inputs, do, args.chunk_size),
+                    args.repeat, warmup=1)
+            program = "chunked" if variant in CHUNKED_BACKWARD else "tokens"
+            print(f"| {variant} | {B},{T},{H},{K},{V} | {program} | {fwd_ms:.1f} | {bwd_ms:.1f} "
+                  f"| {bwd_ms / fwd_ms:.2f} | {gflops:.1f} "
+                  f"| {gflops / sgemm_1t:.3f} | "
+                  + (f"{torch_ms:.1f} | {torch_ms / (fwd_ms + bwd_ms):.2f}" if torch_ms
+                     else "- | -")
+                  + f" | {compile_fwd:.2f}, {compile_bwd:.2f} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,305 @@
+//===- ExpandRecurrenceGrad.cpp - the adjoint as la.recurrence ops --------===//
+//
+// The adjoint of a recurrence with a scalar decay is three recurrences of the
+// same kind, two of them run backward in time, so the forward's chunking,
+// fusion and tiling apply to the backward unchanged. For
+// `S_t = alpha_t S_{t-1} + k_t v_t^T`, `o_t = S_t^T (s q_t)` and
+// `G_t = dL/dS_t = alpha_{t+1} G_{t+1} + s q_t do_t^T`:
+//
+//   dq_t = s S_t do_t      S^T in forward time: keys v, values k, query do
+//   dv_t = G_t^T k_t       G in reverse time:  keys s q, values do, query k
+//   dk_t = G_t v_t         G^T in reverse time: keys do, values s q, query v
+//   dg_t = sum_{u >= t} (q_u . dq_u - k_u . dk_u) + <S_T, dS_T>
+//   dS_0 = alpha_0 G_0
+//
+// (the gate sum follows from o and S_T depending on the gates only through
+// exp(c_u - c_t) with c the cumulative log-gates). A channel-wise gate would
+// decay the output side of the transposed recurrences, and the delta rule's
+// adjoint needs the K-side products `S^T k` and `G v`: neither is an
+// la.recurrence, so those keep the token loops of convert-la-to-linalg.
+//
+//===----------------------------------------------------------------------===//
+
+#include "la/Dialect/La/LaPasses.h"
+#include "la/Dialect/La/LaUtils.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+namespace mlir {
+namespace la {
+#define GEN_PASS_DEF_LAEXPANDRECURRENCEGRADPASS
+#include "la/Dialect/La/LaPasses.h.inc"
+} // namespace la
+} // namespace mlir
+
+using namespace mlir;
+using namespace mlir::la;
+
+namespace {
+/// Builds the re-indexed inputs of the adjoint recurrences; T, H and HV are
+/// static (the pattern checks).
+struct AdjointBuilder {
+  OpBuilder &b;
+  Location loc;
+  MLIRContext *ctx;
+  int64_t time, heads, group;
+
+  /// `x` : [B,T,H,...] (rank 3 or 4) as an f32 tensor whose time axis is
+  /// reversed (`reverse`), whose head axis is widened to the value heads
+  /// (`widen`: head hv reads hv floordiv group), and scaled by `scale`.
+  Value remap(Value x, bool reverse, bool widen, float scale = 1.0f) {
+    auto type = cast<RankedTensorType>(x.getType());
+    unsigned rank = type.getRank();
+    SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, x);
+    if (widen)
+      sizes[2] = b.getIndexAttr(heads * group);
+    SmallVector<AffineExpr> exprs;
+    for (unsigned d = 0; d < rank; ++d)
+      exprs.push_back(getAffineDimExpr(d, ctx));
+    if (reverse)
+      exprs[1] = getAffineConstantExpr(time - 1, ctx) - exprs[1];
+    if (widen)
+      exprs[2] = exprs[2].floorDiv(group);
+    AffineMap input = AffineMap::get(rank, 0, exprs, ctx);
+    AffineMap id = b.getMultiDimIdentityMap(rank);
+    Value scaleValue = constantF32(b, loc, scale);
+    return buildGeneric(
+        b, loc, ValueRange{x}, emptyTensor(b, loc, sizes, b.getF32Type()),
+        {input, id}, rank, 0, [&](OpBuilder &nb, Location l, ValueRange args) {
+          Value value = extendToF32(nb, l, args[0]);
+          return scale == 1.0f ? value : mulF(nb, l, value, scaleValue);
+        });
+  }
+
+  /// A state [N,HV,K,V] with its last two axes swapped.
+  Value transpose(Value state) {
+    SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, state);
+    std::swap(sizes[2], sizes[3]);
+    return buildGeneric(
+        b, loc, ValueRange{state}, emptyTensor(b, loc, sizes, b.getF32Type()),
+        {dimMap(ctx, 4, {0, 1, 3, 2}), b.getMultiDimIdentityMap(4)}, 4, 0,
+        [](OpBuilder &, Location, ValueRange args) { return args[0]; });
+  }
+
+  /// Sums `x` over the value heads of each key head along `headDim`.
+  Value sumGroups(Value x, unsigned headDim) {
+    return la::sumGroups(b, loc, x, headDim, b.getIndexAttr(heads), group);
+  }
+
+  /// `la.recurrence` with a scalar gate (or none) from `state`; its inits
+  /// are an f32 output and the state.
+  RecurrenceOp recurrence(Value q, Value k, Value v, Value gate, Value state,
+                          float scale) {
+    SmallVector<OpFoldResult> oSizes = mixedSizes(b, loc, v);
+    oSizes[3] = mixedSizes(b, loc, state)[3];
+    Value oInit = emptyTensor(b, loc, oSizes, b.getF32Type());
+    GateKind kind = gate ? GateKind::Scalar : GateKind::None;
+    return RecurrenceOp::create(
+        b, loc, oInit.getType(), state.getType(), q, k, v, gate, Value(),
+        Value(), Value(), Value(), ValueRange{oInit, state},
+        GateKindAttr::get(ctx, kind), DenseF32ArrayAttr(),
+        LowRankAttr::get(ctx, LowRank::None), b.getF32FloatAttr(scale),
+        UnitAttr(), FloatAttr());
+  }
+
+  /// `sum_{u >= t} x_u` along T of x : [B,T,H] (a loop over tokens).
+  Value reverseCumsum(Value x) {
+    Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+    Value one = arith::ConstantIndexOp::create(b, loc, 1);
+    Value count = arith::ConstantIndexOp::create(b, loc, time);
+    SmallVector<OpFoldResult> rowSizes = mixedSizes(b, loc, x);
+    rowSizes.erase(rowSizes.begin() + 1);
+    Value output = emptyTensor(b, loc, mixedSizes(b, loc, x), b.getF32Type());
+    AffineMap id = b.getMultiDimIdentityMap(2);
+    auto loop = scf::ForOp::create(
+        b, loc, zero, count, one,
+        ValueRange{zeroTensor(b, loc, rowSizes), output},
+        [&](OpBuilder &nb, Location l, Value r, ValueRange args) {
+          Value last = arith::ConstantIndexOp::create(nb, l, time - 1);
+          Value t = arith::SubIOp::create(nb, l, last, r);
+          Value row = extractUnitSlice(nb, l, x, 1, t);
+          Value sum =
+              buildGeneric(nb, l, ValueRange{row}, args[0], {id, id}, 2, 0,
+                           [](OpBuilder &ib, Location il, ValueRange a) {
+                             return addF(ib, il, a[1], a[0]);
+                           });
+          Value written = insertAt(nb, l, sum, args[1], 1, t);
+          scf::YieldOp::create(nb, l, ValueRange{sum, written});
+        });
+    return loop.getResult(1);
+  }
+};
+
+/// la.recurrence_grad with no or a scalar (or fixed) decay, no low-rank
+/// part, no normaliser (la-simplify-recurrence rewrites it first) and no
+/// cu_seqlens, static T, H and HV -> three la.recurrence ops and
+/// element-wise products.
+struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(RecurrenceGradOp op,
+                                PatternRewriter &rewriter) const override {
+    if (op.getLowRank() != LowRank::None || op.getNormalizer() ||
+        op.getCuSeqlens() || op.getGate() == GateKind::Channel)
+      return rewriter.notifyMatchFailure(
+          op, "only scalar or no decay without low-rank part, normaliser or "
+              "cu_seqlens");
+    RankedTensorType qType = op.getQ().getType();
+    RankedTensorType vType = op.getV().getType();
+    int64_t time = qType.getDimSize(1), heads = qType.getDimSize(2),
+            valueHeads = vType.getDimSize(2);
+    if (ShapedType::isDynamic(time) || ShapedType::isDynamic(heads) ||
+        ShapedType::isDynamic(valueHeads) || time < 1)
+      return rewriter.notifyMatchFailure(op, "needs static T, H and HV");
+    Location loc = op.getLoc();
+    MLIRContext *ctx = op.getContext();
+    AdjointBuilder a{rewriter, loc, ctx, time, heads, valueHeads / heads};
+    float scale = op.getScale().convertToFloat();
+    Type f32 = rewriter.getF32Type();
+
+    // The per-token log-decay [B,T,H] (a fixed decay broadcast), or none.
+    Value gate = op.getG();
+    if (op.getGate() == GateKind::Fixed) {
+      ArrayRef<float> decay = *op.getLogDecay();
+      auto type = RankedTensorType::get({heads}, f32);
+      Value constant = arith::ConstantOp::create(
+          rewriter, loc, DenseElementsAttr::get(type, decay));
+      SmallVector<OpFoldResult> sizes = mixedSizes(rewriter, loc, op.getQ());
+      sizes.pop_back();
+      gate = buildGeneric(
+          rewriter, loc, ValueRange{constant},
+          emptyTensor(rewriter, loc, sizes, f32),
+          {dimMap(ctx, 3, {2}), dimMap(ctx, 3, {0, 1, 2})}, 3, 0,
+          [](OpBuilder &, Location, ValueRange args) { return args[0]; });
+    }
+    if (gate &&
+        !cast<RankedTensorType>(gate.getType()).getElementType().isF32())
+      gate = a.remap(gate, false, false);
+    // G_t decays by alpha_{t+1}: the gates shifted one token earlier (none
+    // after the last token), for the recurrences in reverse time.
+    Value shiftedGate;
+    if (gate && time == 1) {
+      shiftedGate = zeroTensor(rewriter, loc, mixedSizes(rewriter, loc, gate));
+    } else if (gate) {
+      Value later = sliceDim(rewriter, loc, gate, 1, rewriter.getIndexAttr(1),
+                             rewriter.getIndexAttr(time - 1));
+      SmallVector<OpFoldResult> low(3, rewriter.getIndexAttr(0));
+      SmallVector<OpFoldResult> high(3, rewriter.getIndexAttr(0));
+      high[1] = rewriter.getIndexAttr(1);
+      shiftedGate =
+          tensor::PadOp::create(rewriter, loc, Type(), later, low, high,
+                                constantF32(rewriter, loc, 0.0f));
+    }
+    Value dFinal = op.getDFinalState();
+    if (!dFinal)
+      dFinal = zeroTensor(rewriter, loc,
+                          mixedSizes(rewriter, loc, op.getInitialState()));
+
+    // dq: S^T in forward time.
+    Value dO = a.remap(op.getDO(), false, false);
+    RecurrenceOp forward =
+        a.recurrence(dO, a.remap(op.getV(), false, false),
+                     a.remap(op.getK(), false, /*widen=*/true),
+                     gate ? a.remap(gate, false, true) : Value(),
+                     a.transpose(op.getInitialState()), scale);
+    Value dq = a.sumGroups(forward.getO(), 2);
+
+    // dv and dS_0: G in reverse time.
+    Value reversedDO = a.remap(op.getDO(), true, false, scale);
+    RecurrenceOp adjoint = a.recurrence(
+        a.remap(op.getK(), true, false), a.remap(op.getQ(), true, false),
+        reversedDO, shiftedGate ? a.remap(shiftedGate, true, false) : Value(),
+        dFinal, 1.0f);
+    Value dv = a.remap(adjoint.getO(), true, false);
+    Value dInitial = adjoint.getFinalState();
+    if (gate) {
+      // dS_0 = alpha_0 G_0.
+      Value first =
+          extractUnitSlice(rewriter, loc, gate, 1, rewriter.getIndexAttr(0));
+      dInitial = buildGeneric(
+          rewriter, loc, ValueRange{first, dInitial},
+          emptyTensor(rewriter, loc, mixedSizes(rewriter, loc, dInitial), f32),
+          {dimMap(ctx, 4, {0, -2}, a.group), rewriter.getMultiDimIdentityMap(4),
+           rewriter.getMultiDimIdentityMap(4)},
+          4, 0, [](OpBuilder &nb, Location l, ValueRange args) {
+            Value alpha =
+                math::ExpOp::create(nb, l, extendToF32(nb, l, args[0]));
+            return mulF(nb, l, alpha, args[1]);
+          });
+    }
+
+    // dk: G^T in reverse time.
+    RecurrenceOp transposed = a.recurrence(
+        a.remap(op.getV(), true, false), a.remap(op.getDO(), true, false),
+        a.remap(op.getQ(), true, true, scale),
+        shiftedGate ? a.remap(shiftedGate, true, true) : Value(),
+        a.transpose(dFinal), 1.0f);
+    Value dk = a.sumGroups(a.remap(transposed.getO(), true, false), 2);
+
+    SmallVector<Value> results = {dq, dk, dv, dInitial};
+    if (op.getG()) {
+      // dc_t = q_t . dq_t - k_t . dk_t, and the final state's <S_T, dS_T>
+      // (S_T^T is the forward's final state) on the last token.
+      AffineMap id = rewriter.getMultiDimIdentityMap(4);
+      AffineMap row = dimMap(ctx, 4, {0, 1, 2});
+      SmallVector<OpFoldResult> rowSizes = mixedSizes(rewriter, loc, op.getQ());
+      rowSizes.pop_back();
+      Value dc = buildGeneric(
+          rewriter, loc, ValueRange{op.getQ(), dq, op.getK(), dk},
+          zeroTensor(rewriter, loc, rowSizes), {id, id, id, id, row}, 3, 1,
+          [](OpBuilder &nb, Location l, ValueRange args) {
+            Value fromQ = mulF(nb, l, extendToF32(nb, l, args[0]), args[1]);
+            Value fromK = mulF(nb, l, extendToF32(nb, l, args[2]), args[3]);
+            return addF(nb, l, args[4],
+                        arith::SubFOp::create(nb, l, fromQ, fromK));
+          });
+      SmallVector<OpFoldResult> headSizes = mixedSizes(rewriter, loc, dFinal);
+      headSizes.resize(2);
+      Value finalTerm = buildGeneric(
+          rewriter, loc, ValueRange{forward.getFinalState(), dFinal},
+          zeroTensor(rewriter, loc, headSizes),
+          {dimMap(ctx, 4, {0, 1, 3, 2}), id, dimMap(ctx, 4, {0, 1})}, 2, 2,
+          [](OpBuilder &nb, Location l, ValueRange args) {
+            return addF(nb, l, args[2], mulF(nb, l, args[0], args[1]));
+          });
+      finalTerm = a.sumGroups(finalTerm, 1);
+      Value sums = a.reverseCumsum(dc);
+      Value dg =
+          buildGeneric(rewriter, loc, ValueRange{sums, finalTerm},
+                       emptyTensor(rewriter, loc, rowSizes, f32),
+                       {dimMap(ctx, 3, {0, 1, 2}), dimMap(ctx, 3, {0, 2}),
+                        dimMap(ctx, 3, {0, 1, 2})},
+                       3, 0, [](OpBuilder &nb, Location l, ValueRange args) {
+                         return addF(nb, l, args[0], args[1]);
+                       });
+      results.push_back(dg);
+    }
+    replaceWithCasts(rewriter, op, results);
+    return success();
+  }
+};
+
+struct LaExpandRecurrenceGradPass
+    : la::impl::LaExpandRecurrenceGradPassBase<LaExpandRecurrenceGradPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    populateSimplifyRecurrencePatterns(patterns);
+    populateExpandRecurrenceGradPatterns(patterns);
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+      return signalPassFailure();
+  }
+};
+} // namespace
+
+void mlir::la::populateExpandRecurrenceGradPatterns(
+    RewritePatternSet &patterns) {
+  patterns.add<RecurrenceGradToRecurrences>(patterns.getContext());
+}

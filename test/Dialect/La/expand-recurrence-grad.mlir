@@ -1,0 +1,106 @@
+// RUN: la-opt %s -split-input-file -la-expand-recurrence-grad | FileCheck %s
+
+// A scalar decay with grouped value heads (HV = 2 H), T = 8: the adjoint is
+// three la.recurrence ops. dq: S^T in forward time (keys v, values k widened
+// to the value heads, query do, the initial state transposed), summed over
+// each key head's value heads. dv: G in reverse time (keys q, values
+// scale * do, query k, the gates shifted by one token, from dS_T); its
+// final state times alpha_0 is dS_0. dk: G^T in reverse time (keys do,
+// values scale * q widened, query v, from dS_T transposed). dg: a reverse
+// running sum of q . dq - k . dk plus <S_T, dS_T>.
+!qk = tensor<1x8x2x4xf32>
+!v = tensor<1x8x4x6xf32>
+!h = tensor<1x8x2xf32>
+!s = tensor<1x4x4x6xf32>
+
+// CHECK-DAG: #[[WIDEN:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2 floordiv 2, d3)>
+// CHECK-DAG: #[[SWAP:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d3, d2)>
+// CHECK-DAG: #[[REV:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, -d1 + 7, d2, d3)>
+// CHECK-DAG: #[[REVGATE:.*]] = affine_map<(d0, d1, d2) -> (d0, -d1 + 7, d2)>
+// CHECK-LABEL: func.func @mamba2
+// CHECK-SAME: (%[[Q:[^:]*]]: {{.*}}, %[[K:[^:]*]]: {{.*}}, %[[V:[^:]*]]: {{.*}}, %[[G:[^:]*]]: {{.*}}, %[[S0:[^:]*]]: {{.*}}, %[[DO:[^:]*]]: {{.*}}, %[[DSF:[^:]*]]: {{.*}})
+// CHECK: %[[LATER:.*]] = tensor.extract_slice %[[G]][0, 1, 0] [1, 7, 2] [1, 1, 1]
+// CHECK: %[[SHIFTED:.*]] = tensor.pad %[[LATER]] low[0, 0, 0] high[0, 1, 0]
+// CHECK: %[[KW:.*]] = linalg.generic {indexing_maps = [#[[WIDEN]], {{.*}}]{{.*}} ins(%[[K]] :
+// CHECK: %[[S0T:.*]] = linalg.generic {indexing_maps = [#[[SWAP]], {{.*}}]{{.*}} ins(%[[S0]] :
+// CHECK: %[[O1:.*]], %[[SFT:.*]] = la.recurrence decay(scalar) low_rank(none) %{{.*}}, %{{.*}}, %[[KW]] g(%{{.*}} : tensor<1x8x4xf32>) outs(%{{.*}}, %[[S0T]] : tensor<1x8x4x4xf32>, tensor<1x4x6x4xf32>) {scale = 5.000000e-01 : f32}
+// CHECK: %[[DQ:.*]] = linalg.generic {{.*}} ins(%{{.*}} : tensor<1x8x2x2x4xf32>)
+// CHECK: %[[RDO:.*]] = linalg.generic {indexing_maps = [#[[REV]], {{.*}}]{{.*}} ins(%[[DO]] :
+// CHECK: arith.mulf
+// CHECK: %[[RK:.*]] = linalg.generic {indexing_maps = [#[[REV]], {{.*}}]{{.*}} ins(%[[K]] :
+// CHECK: %[[RQ:.*]] = linalg.generic {indexing_maps = [#[[REV]], {{.*}}]{{.*}} ins(%[[Q]] :
+// CHECK: %[[RG:.*]] = linalg.generic {indexing_maps = [#[[REVGATE]], {{.*}}]{{.*}} ins(%[[SHIFTED]] :
+// CHECK: %[[O2:.*]], %[[G0:.*]] = la.recurrence decay(scalar) low_rank(none) %[[RK]], %[[RQ]], %[[RDO]] g(%[[RG]] : tensor<1x8x2xf32>) outs(%{{.*}}, %[[DSF]] : tensor<1x8x4x6xf32>, tensor<1x4x4x6xf32>) {scale = 1.000000e+00 : f32}
+// CHECK: %[[DV:.*]] = linalg.generic {indexing_maps = [#[[REV]], {{.*}}]{{.*}} ins(%[[O2]] :
+// CHECK: %[[G0GATE:.*]] = tensor.extract_slice %[[G]][0, 0, 0] [1, 1, 2]
+// CHECK: %[[DS0:.*]] = linalg.generic {{.*}} ins(%[[G0GATE]], %[[G0]] :
+// CHECK: math.exp
+// CHECK: %[[O3:.*]], %{{.*}} = la.recurrence decay(scalar) low_rank(none) {{.*}} -> tensor<1x8x4x4xf32>, tensor<1x4x6x4xf32>
+// CHECK: %[[RO3:.*]] = linalg.generic {indexing_maps = [#[[REV]], {{.*}}]{{.*}} ins(%[[O3]] :
+// CHECK: %[[SPLIT:.*]] = tensor.expand_shape %[[RO3]]
+// CHECK: %[[DK:.*]] = linalg.generic {{.*}} ins(%[[SPLIT]] :
+// CHECK: %[[DC:.*]] = linalg.generic {{.*}} ins(%[[Q]], %[[DQ]], %[[K]], %[[DK]] :
+// CHECK: arith.subf
+// CHECK: %[[FINAL:.*]] = linalg.generic {{.*}} ins(%[[SFT]], %[[DSF]] :
+// CHECK: %[[SUMS:.*]]:2 = scf.for
+// CHECK: %[[DG:.*]] = linalg.generic {{.*}} ins(%[[SUMS]]#1, %{{.*}} :
+// CHECK: return %[[DQ]], %[[DK]], %[[DV]], %[[DS0]], %[[DG]]
+func.func @mamba2(%q: !qk, %k: !qk, %v: !v, %g: !h, %s0: !s, %do: !v,
+                  %dsf: !s) -> (!qk, !qk, !v, !s, !h) {
+  %dq, %dk, %dv, %ds0, %dg = la.recurrence_grad decay(scalar) low_rank(none)
+      %q, %k, %v g(%g : !h) initial_state(%s0 : !s) d_o(%do : !v)
+      d_final_state(%dsf : !s) {scale = 0.5 : f32}
+      : !qk, !qk, !v -> !qk, !qk, !v, !s, !h
+  return %dq, %dk, %dv, %ds0, %dg : !qk, !qk, !v, !s, !h
+}
+
+// -----
+
+// A fixed decay becomes a gate tensor [B,T,H] for the three recurrences and
+// gets no gradient.
+!qk = tensor<1x4x2x4xf32>
+!v = tensor<1x4x2x6xf32>
+!s = tensor<1x2x4x6xf32>
+
+// CHECK-LABEL: func.func @retention
+// CHECK: %[[DECAY:.*]] = arith.constant dense<[-1.000000e-01, -5.000000e-01]> : tensor<2xf32>
+// CHECK: %[[GATE:.*]] = linalg.generic {{.*}} ins(%[[DECAY]] : tensor<2xf32>)
+// CHECK-COUNT-3: la.recurrence decay(scalar) low_rank(none)
+// CHECK-NOT: la.recurrence_grad
+// CHECK: return
+func.func @retention(%q: !qk, %k: !qk, %v: !v, %s0: !s, %do: !v) -> (!qk, !qk, !v, !s) {
+  %dq, %dk, %dv, %ds0 = la.recurrence_grad decay(fixed) low_rank(none)
+      %q, %k, %v initial_state(%s0 : !s) d_o(%do : !v)
+      {scale = 0.5 : f32, log_decay = array<f32: -0.1, -0.5>}
+      : !qk, !qk, !v -> !qk, !qk, !v, !s
+  return %dq, %dk, %dv, %ds0 : !qk, !qk, !v, !s
+}
+
+// -----
+
+// A channel-wise gate, the delta rule and packed sequences keep the
+// gradient op (convert-la-to-linalg lowers it to token loops).
+!qk = tensor<1x8x2x4xf32>
+!v = tensor<1x8x2x6xf32>
+!h = tensor<1x8x2xf32>
+!s = tensor<1x2x4x6xf32>
+!s2 = tensor<2x2x4x6xf32>
+
+// CHECK-LABEL: func.func @kept
+// CHECK: la.recurrence_grad decay(channel) low_rank(none)
+// CHECK: la.recurrence_grad decay(none) low_rank(delta)
+// CHECK: la.recurrence_grad decay(none) low_rank(none) {{.*}} cu_seqlens
+// CHECK-NOT: la.recurrence decay
+func.func @kept(%q: !qk, %k: !qk, %v: !v, %g: !qk, %beta: !h, %s0: !s,
+                %s2: !s2, %cu: tensor<3xi32>, %do: !v) -> (!qk, !qk, !qk) {
+  %a:5 = la.recurrence_grad decay(channel) low_rank(none) %q, %k, %v
+      g(%g : !qk) initial_state(%s0 : !s) d_o(%do : !v) {scale = 0.5 : f32}
+      : !qk, !qk, !v -> !qk, !qk, !v, !s, !qk
+  %b:5 = la.recurrence_grad decay(none) low_rank(delta) %q, %k, %v
+      beta(%beta : !h) initial_state(%s0 : !s) d_o(%do : !v) {scale = 0.5 : f32}
+      : !qk, !qk, !v -> !qk, !qk, !v, !s, !h
+  %c:4 = la.recurrence_grad decay(none) low_rank(none) %q, %k, %v
+      cu_seqlens(%cu : tensor<3xi32>) initial_state(%s2 : !s2) d_o(%do : !v)
+      {scale = 0.5 : f32} : !qk, !qk, !v -> !qk, !qk, !v, !s2
+  return %a#0, %b#0, %c#0 : !qk, !qk, !qk
+}
