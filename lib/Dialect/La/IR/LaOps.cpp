@@ -272,9 +272,12 @@ static LogicalResult verifySignature(Operation *op,
   return success();
 }
 
-/// Collects the shared signature; both ops name their operands alike.
+/// Collects the shared signature of the four ops, which name their operands
+/// alike; `o` and `finalState` are the output and final state, or for a
+/// gradient op their cotangents.
 template <typename OpT>
-static RecurrenceSignature getSignature(OpT op, float scale) {
+static RecurrenceSignature getSignature(OpT op, float scale, Value o,
+                                        Value finalState) {
   RecurrenceSignature sig;
   sig.q = op.getQ();
   sig.k = op.getK();
@@ -283,8 +286,8 @@ static RecurrenceSignature getSignature(OpT op, float scale) {
   sig.beta = op.getBeta();
   sig.initialState = op.getInitialState();
   sig.cuSeqlens = op.getCuSeqlens();
-  sig.o = op.getO();
-  sig.finalState = op.getFinalState();
+  sig.o = o;
+  sig.finalState = finalState;
   sig.gate = op.getGate();
   sig.logDecay = op.getLogDecay();
   sig.scale = scale;
@@ -294,29 +297,19 @@ static RecurrenceSignature getSignature(OpT op, float scale) {
   return sig;
 }
 
-/// The signature a gradient op shares with its forward: the same operands,
-/// with d_o and d_final_state in the places of o and final_state (they
-/// have their shapes).
+template <typename OpT>
+static RecurrenceSignature getSignature(OpT op, float scale) {
+  return getSignature(op, scale, op.getO(), op.getFinalState());
+}
+
+/// The signature a gradient op shares with its forward: d_o and
+/// d_final_state stand where o and final_state are (they have their shapes).
 template <typename OpT>
 static RecurrenceSignature getGradientSignature(OpT op, float scale) {
-  RecurrenceSignature sig;
-  sig.q = op.getQ();
-  sig.k = op.getK();
-  sig.v = op.getV();
-  sig.g = op.getG();
-  sig.beta = op.getBeta();
-  sig.initialState = op.getInitialState();
-  sig.cuSeqlens = op.getCuSeqlens();
-  sig.o = op.getDO();
-  sig.finalState = op.getDFinalState();
+  RecurrenceSignature sig =
+      getSignature(op, scale, op.getDO(), op.getDFinalState());
   sig.oName = "d_o";
   sig.finalStateName = "d_final_state";
-  sig.gate = op.getGate();
-  sig.logDecay = op.getLogDecay();
-  sig.scale = scale;
-  if (std::optional<APFloat> eps = op.getEps())
-    sig.eps = eps->convertToFloat();
-  sig.normalizer = op.getNormalizer();
   return sig;
 }
 
