@@ -116,12 +116,14 @@ def _torch_autograd(tb, variant, inputs, do, C):
 
 def main(argv=None):
     args = parse_args(argv)
-    import numpy as np
+    import tempfile
+    # A cache of this run's own, so that the compile times are measured.
+    os.environ["LA_CACHE_DIR"] = tempfile.mkdtemp(prefix="la-bench-cache-")
     import la
     import numpy_chunked as npc
 
     facts = bench_cpu._machine_facts()
-    tb = None if args.no_torch else npc.torch_backend()
+    tb = None if args.no_torch else npc.torch_backend(functional=True)
     if tb is not None:
         tb.torch.set_num_threads(args.threads)
     print("# la CPU benchmark: the derived backward (fp32)")

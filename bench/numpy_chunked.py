@@ -70,6 +70,8 @@ VARIANTS = {name: kinds for name, kinds in _LA_VARIANTS.items()
 
 class _NumpyBackend:
     name = "numpy"
+    #: write no array in place (torch autograd needs it; NumPy does not)
+    functional = False
 
     def asarray(self, x):
         return np.ascontiguousarray(x, dtype=np.float32)
@@ -100,6 +102,9 @@ class _NumpyBackend:
     def concat(self, xs, axis):
         return np.concatenate(xs, axis=axis)
 
+    def stack(self, xs, axis):
+        return np.stack(xs, axis=axis)
+
     def repeat(self, x, n, axis):
         return np.repeat(x, n, axis=axis)
 
@@ -107,8 +112,9 @@ class _NumpyBackend:
 class _TorchBackend:
     name = "torch"
 
-    def __init__(self, torch):
+    def __init__(self, torch, functional=False):
         self.torch = torch
+        self.functional = functional
         self.exp = torch.exp
         self.zeros_like = torch.zeros_like
 
@@ -139,6 +145,9 @@ class _TorchBackend:
     def concat(self, xs, axis):
         return self.torch.cat(xs, dim=axis)
 
+    def stack(self, xs, axis):
+        return self.torch.stack(xs, dim=axis)
+
     def repeat(self, x, n, axis):
         return self.torch.repeat_interleave(x, n, dim=axis)
 
@@ -147,13 +156,15 @@ class _TorchBackend:
 NUMPY = _NumpyBackend()
 
 
-def torch_backend():
-    """The PyTorch (CPU) backend, or None when ``import torch`` fails."""
+def torch_backend(functional=False):
+    """The PyTorch (CPU) backend, or None when ``import torch`` fails.
+    ``functional=True`` writes no tensor in place, so that torch autograd
+    can differentiate the forward (``bench_backward.py``)."""
     try:
         import torch
     except Exception:  # ImportError, or a broken install
         return None
-    return _TorchBackend(torch)
+    return _TorchBackend(torch, functional)
 
 
 # --------------------------------------------------------------------------
@@ -181,6 +192,15 @@ def prepare(inputs, xp=NUMPY):
 def _inv_unit_lower(A, xp, base=16):
     """``(I + A)^{-1}`` for strictly lower-triangular ``A : [..., n, n]``."""
     n = A.shape[-1]
+    if n <= base and xp.functional:
+        # The same rows, each stacked from the final rows above it.
+        eye = xp.zeros_like(A) + xp.asarray(np.eye(n))
+        rows = [eye[..., 0, :]]
+        for i in range(1, n):
+            above = xp.stack(rows, -2)[..., :i]        # T[:i, :i]
+            left = -(A[..., i, :i, None] * above).sum(-2)
+            rows.append(xp.concat([left, eye[..., i, i:]], -1))
+        return xp.stack(rows, -2)
     if n <= base:
         T = xp.zeros_like(A) + xp.asarray(np.eye(n))
         for i in range(1, n):
@@ -190,6 +210,10 @@ def _inv_unit_lower(A, xp, base=16):
     h = n // 2
     T11 = _inv_unit_lower(A[..., :h, :h], xp, base)
     T22 = _inv_unit_lower(A[..., h:, h:], xp, base)
+    if xp.functional:
+        T21 = -((T22 @ A[..., h:, :h]) @ T11)
+        top = xp.concat([T11, xp.zeros_like(A[..., :h, h:])], -1)
+        return xp.concat([top, xp.concat([T21, T22], -1)], -2)
     T = xp.zeros_like(A)
     T[..., :h, :h] = T11
     T[..., h:, h:] = T22
@@ -313,10 +337,11 @@ def chunked_forward(variant, inputs, *, chunk_size=64, scale=None, sub_chunk=16,
 
     if update == "additive":
         dS = xp.mT(Kd) @ Vc                            # [N, NC, K, V]
-        states = xp.zeros((N, NC, K, V), like=Q)
+        entering = []
         for n in range(NC):
-            states[:, n] = S
+            entering.append(S)
             S = S + dS[:, n] if last is None else last[:, n] * S + dS[:, n]
+        states = xp.stack(entering, 1)
         O = Aqk @ Vc + Qg @ states
     else:
         bcol = key_side(beta[..., None])               # [N, NC, C, 1]
@@ -325,14 +350,14 @@ def chunked_forward(variant, inputs, *, chunk_size=64, scale=None, sub_chunk=16,
         Tinv = _inv_unit_lower(A, xp)
         W = Tinv @ (Kb if G is None else Kb * xp.exp(G))
         U = Tinv @ (Vc * bcol)
-        Vp = xp.zeros_like(U)
-        Oi = xp.zeros_like(U)
+        inter, corrected = [], []
         for n in range(NC):
-            Oi[:, n] = Qg[:, n] @ S
+            inter.append(Qg[:, n] @ S)
             vp = U[:, n] - W[:, n] @ S
-            Vp[:, n] = vp
+            corrected.append(vp)
             upd = xp.mT(Kd[:, n]) @ vp
             S = S + upd if last is None else last[:, n] * S + upd
+        Oi, Vp = xp.stack(inter, 1), xp.stack(corrected, 1)
         O = Oi + Aqk @ Vp
 
     o = O.reshape(B, HV, Tp, V)[:, :, :T]
