@@ -324,9 +324,14 @@ def test_gradcheck():
 
     # la computes in f32: finite differences of its forward carry ~1e-4 of
     # rounding at this step (a wrong gradient is off by O(1)).
+    def mamba2(q, k, v, g, s0):  # the chunked backward
+        return la.simple_gla(q, k, v, g, **dict(options, initial_state=s0))
+
     tolerances = dict(eps=3e-3, atol=2e-3, rtol=2e-3)
     assert torch.autograd.gradcheck(kda, (q, k, v, g, beta, s0), **tolerances)
     assert torch.autograd.gradcheck(gdn2, (q, k, v, g, erase, write, s0), **tolerances)
+    scalar_g = leaf(B, T, H, kind="gate")
+    assert torch.autograd.gradcheck(mamba2, (q, k, v, scalar_g, s0), **tolerances)
 
 
 def test_autograd_matches_the_numpy_gradients():
@@ -360,21 +365,26 @@ def test_bf16_tensors_get_bf16_gradients():
     assert torch.isfinite(q.grad.float()).all() and torch.isfinite(g.grad).all()
 
 
-def test_segmented_backward_equals_one_pass():
+@pytest.mark.parametrize("variant", ["gated_deltanet", "mamba2"],
+                         ids=["tokens", "chunked"])
+def test_segmented_backward_equals_one_pass(variant):
     """Two halves, the state carried forward and its gradient backward,
-    give the gradients of one pass."""
+    give the gradients of one pass (the token-loop backward and the chunked
+    one)."""
     torch = _torch()
     T, half = 20, 9
-    inputs, do, d_final = _inputs("gated_deltanet", 1, T, 2, 4, 6, 4, seed=14)
-    names = ("q", "k", "v", "g", "beta", "initial_state")
+    inputs, do, d_final = _inputs(variant, 1, T, 2, 4, 6, 4, seed=14)
+    inputs_of = [n for n in ("q", "k", "v", "g", "beta") if n in inputs]
+    names = tuple(inputs_of) + ("initial_state",)
 
     def leaves():
         return {n: torch.from_numpy(inputs[n]).clone().requires_grad_() for n in names}
 
     def call(x, start, stop, state):
-        return la.gated_delta_rule(
-            *(x[n][:, start:stop] for n in ("q", "k", "v", "g", "beta")),
-            initial_state=state, output_final_state=True, use_qk_l2norm_in_kernel=True,
+        return la.attention(
+            variant, *(x[n][:, start:stop] for n in ("q", "k", "v", "g")),
+            *([x["beta"][:, start:stop]] if "beta" in x else []),
+            initial_state=state, output_final_state=True, qk_l2norm=variant != "mamba2",
             chunk_size=4)
 
     whole = leaves()

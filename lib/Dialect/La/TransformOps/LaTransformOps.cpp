@@ -28,6 +28,12 @@ void transform::ApplyLaSimplifyRecurrencePatternsOp::populatePatterns(
   populateSimplifyRecurrencePatterns(patterns);
 }
 
+void transform::ApplyLaExpandRecurrenceGradPatternsOp::populatePatterns(
+    RewritePatternSet &patterns) {
+  populateSimplifyRecurrencePatterns(patterns);
+  populateExpandRecurrenceGradPatterns(patterns);
+}
+
 void transform::ApplyLaChunkPatternsOp::populatePatterns(
     RewritePatternSet &patterns) {
   populateSimplifyRecurrencePatterns(patterns);

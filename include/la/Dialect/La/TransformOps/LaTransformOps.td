@@ -39,6 +39,20 @@ def ApplyLaSimplifyRecurrencePatternsOp : Op<Transform_Dialect,
   let assemblyFormat = "attr-dict";
 }
 
+def ApplyLaExpandRecurrenceGradPatternsOp : Op<Transform_Dialect,
+    "apply_patterns.la.expand_recurrence_grad",
+    [DeclareOpInterfaceMethods<PatternDescriptorOpInterface>]> {
+  let summary = "Patterns of la-expand-recurrence-grad";
+  let description = [{
+    Rewrites each `la.recurrence_grad` with a scalar (or no, or fixed) decay
+    and no low-rank part into its three adjoint `la.recurrence` ops, as the
+    `la-expand-recurrence-grad` pass does (after la-simplify-recurrence's
+    rewrites), so that the chunking and fusion descriptors and
+    `transform.structured.*` tiling apply to the backward.
+  }];
+  let assemblyFormat = "attr-dict";
+}
+
 def ApplyLaChunkPatternsOp : Op<Transform_Dialect, "apply_patterns.la.chunk",
     [DeclareOpInterfaceMethods<PatternDescriptorOpInterface>]> {
   let summary = "Patterns of la-chunk";
