@@ -260,6 +260,25 @@ def test_beta_near_zero_and_one(beta_range):
         assert err <= _limit(name), f"d{name}: rel_rms {err:.3e}"
 
 
+@pytest.mark.parametrize("sequential", [False, True], ids=["chunked", "tokens"])
+@pytest.mark.parametrize("variant", ["mamba2", "gla", "gated_deltanet"])
+def test_hard_resets(variant, sequential):
+    """-inf log-gates (a state reset) give finite gradients, those of the
+    reverse mode (where alpha = 0 the gate's gradient is 0)."""
+    inputs, do, d_final = _inputs(variant, 1, 40, 2, 4, 4, 2, seed=16)
+    g = inputs["g"].copy()
+    g[0, 10] = -np.inf
+    g[0, 25, 1] = -np.inf
+    inputs["g"] = g
+    got = _la_gradients(variant, inputs, do, d_final, chunk_size=8, sequential=sequential)
+    with np.errstate(invalid="ignore"):
+        expected = _reverse_mode(variant, inputs, do, d_final)
+    for name, value in expected.items():
+        assert np.isfinite(got[name]).all(), f"d{name} is not finite"
+        err = lt.rel_rms(np.nan_to_num(value), got[name])
+        assert err <= _limit(name), f"{variant} d{name}: rel_rms {err:.3e}"
+
+
 @pytest.mark.parametrize("variant", ["gla", "gated_deltanet", "kda", "gated_deltanet2"])
 def test_bf16_inputs(variant):
     """bf16 q, k, v (and d_o): the fp64 reference takes the rounded values."""
