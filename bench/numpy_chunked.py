@@ -119,7 +119,10 @@ class _TorchBackend:
         self.zeros_like = torch.zeros_like
 
     def asarray(self, x):
-        return self.torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
+        x = np.ascontiguousarray(x, dtype=np.float32)
+        if not x.flags.writeable:  # torch.from_numpy wants a writable array
+            x = x.copy()
+        return self.torch.from_numpy(x)
 
     def asmask(self, m):
         return self.torch.from_numpy(np.ascontiguousarray(m, dtype=bool))
