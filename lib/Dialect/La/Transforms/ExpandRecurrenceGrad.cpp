@@ -201,21 +201,25 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
       dFinal = zeroTensor(rewriter, loc,
                           mixedSizes(rewriter, loc, op.getInitialState()));
 
-    // dq: S^T in forward time.
+    // dq: S^T in forward time. (Each operand is built in its own statement:
+    // la's IR must not depend on the host compiler's argument order.)
     Value dO = a.remap(op.getDO(), false, false);
-    RecurrenceOp forward =
-        a.recurrence(dO, a.remap(op.getV(), false, false),
-                     a.remap(op.getK(), false, /*widen=*/true),
-                     gate ? a.remap(gate, false, true) : Value(),
-                     a.transpose(op.getInitialState()), scale);
+    Value forwardKeys = a.remap(op.getV(), false, false);
+    Value forwardValues = a.remap(op.getK(), false, /*widen=*/true);
+    Value forwardGate = gate ? a.remap(gate, false, true) : Value();
+    Value forwardState = a.transpose(op.getInitialState());
+    RecurrenceOp forward = a.recurrence(dO, forwardKeys, forwardValues,
+                                        forwardGate, forwardState, scale);
     Value dq = a.sumGroups(forward.getO(), 2);
 
     // dv and dS_0: G in reverse time.
     Value reversedDO = a.remap(op.getDO(), true, false, scale);
-    RecurrenceOp adjoint = a.recurrence(
-        a.remap(op.getK(), true, false), a.remap(op.getQ(), true, false),
-        reversedDO, shiftedGate ? a.remap(shiftedGate, true, false) : Value(),
-        dFinal, 1.0f);
+    Value reversedQueries = a.remap(op.getK(), true, false);
+    Value reversedKeys = a.remap(op.getQ(), true, false);
+    Value reversedGate =
+        shiftedGate ? a.remap(shiftedGate, true, false) : Value();
+    RecurrenceOp adjoint = a.recurrence(reversedQueries, reversedKeys,
+                                        reversedDO, reversedGate, dFinal, 1.0f);
     Value dv = a.remap(adjoint.getO(), true, false);
     Value dInitial = adjoint.getFinalState();
     if (gate) {
@@ -235,11 +239,15 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
     }
 
     // dk: G^T in reverse time.
-    RecurrenceOp transposed = a.recurrence(
-        a.remap(op.getV(), true, false), a.remap(op.getDO(), true, false),
-        a.remap(op.getQ(), true, true, scale),
-        shiftedGate ? a.remap(shiftedGate, true, true) : Value(),
-        a.transpose(dFinal), 1.0f);
+    Value transposedQueries = a.remap(op.getV(), true, false);
+    Value transposedKeys = a.remap(op.getDO(), true, false);
+    Value transposedValues = a.remap(op.getQ(), true, true, scale);
+    Value transposedGate =
+        shiftedGate ? a.remap(shiftedGate, true, true) : Value();
+    Value transposedState = a.transpose(dFinal);
+    RecurrenceOp transposed =
+        a.recurrence(transposedQueries, transposedKeys, transposedValues,
+                     transposedGate, transposedState, 1.0f);
     Value dk = a.sumGroups(a.remap(transposed.getO(), true, false), 2);
 
     SmallVector<Value> results = {dq, dk, dv, dInitial};
