@@ -972,8 +972,7 @@ def _backward_call(call, do, d_final_state):
     outputs = [(np.shape(a), np.float32)
                for a, n in zip(call.inputs, call.input_names) if n in _DIFFERENTIABLE]
     return _Call(text=call.text, pipeline=_backward_pipeline(call.chunk_size, call.sequential),
-                 inputs=inputs, input_names=call.input_names + ["do", "d_final_state"],
-                 outputs=outputs, entry=_ENTRY + "_grad", grad_names=names,
+                 inputs=inputs, outputs=outputs, entry=_ENTRY + "_grad", grad_names=names,
                  torch_out=call.torch_out)
 
 

@@ -340,24 +340,6 @@ private:
   TokenStepBuilder forward;
 };
 
-/// log_decay [H] as a scalar log-gate [B,T,H] (f32), so that a fixed gate
-/// takes the scalar gate's path (it has no gradient).
-static Value materializeFixedGate(OpBuilder &b, Location loc,
-                                  RecurrenceGradOp op) {
-  ArrayRef<float> decay = *op.getLogDecay();
-  auto type = RankedTensorType::get({static_cast<int64_t>(decay.size())},
-                                    b.getF32Type());
-  Value constant =
-      arith::ConstantOp::create(b, loc, DenseElementsAttr::get(type, decay));
-  SmallVector<OpFoldResult> qSizes = mixedSizes(b, loc, op.getQ());
-  MLIRContext *ctx = b.getContext();
-  return buildGeneric(
-      b, loc, ValueRange{constant},
-      emptyTensor(b, loc, {qSizes[0], qSizes[1], qSizes[2]}, b.getF32Type()),
-      {dimMap(ctx, 3, {2}), dimMap(ctx, 3, {0, 1, 2})}, 3, 0,
-      [](OpBuilder &, Location, ValueRange a) { return a[0]; });
-}
-
 struct RecurrenceGradToLoops : OpRewritePattern<RecurrenceGradOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -376,7 +358,7 @@ struct RecurrenceGradToLoops : OpRewritePattern<RecurrenceGradOp> {
 
     RecurrenceInputs in = RecurrenceInputs::of(op);
     if (in.gate == GateKind::Fixed) {
-      in.g = materializeFixedGate(rewriter, loc, op);
+      in.g = broadcastLogDecay(rewriter, loc, *op.getLogDecay(), op.getQ());
       in.gate = GateKind::Scalar;
     }
     TokenStepBuilder step(in, group, ctx);

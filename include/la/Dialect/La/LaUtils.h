@@ -100,6 +100,11 @@ void replaceWithCasts(RewriterBase &rewriter, Operation *op,
 Value sumGroups(OpBuilder &b, Location loc, Value x, unsigned headDim,
                 OpFoldResult heads, int64_t group);
 
+/// A fixed per-head decay `logDecay` ([H]) as a scalar log-gate tensor
+/// [B,T,H] (f32) for the q : [B,T,H,K] it applies to.
+Value broadcastLogDecay(OpBuilder &b, Location loc, ArrayRef<float> logDecay,
+                        Value q);
+
 /// The zero initial state [N,HV,K,V] of `la.recurrence` (f32), for a
 /// recurrence that starts from none.
 Value zeroState(OpBuilder &b, Location loc, Value q, Value v, Value cuSeqlens);

@@ -109,9 +109,8 @@ private:
 };
 } // namespace
 
-/// The values of `body` that depend on a float tensor argument, and the op
-/// that stops the derivation, if any (an op on that path la cannot
-/// differentiate, or one whose gradient does not exist yet).
+/// Collects the values of `body` that depend on a float tensor argument;
+/// fails, with a diagnostic, at an op on that path la cannot differentiate.
 static LogicalResult findActive(Block &body, DenseSet<Value> &active) {
   for (BlockArgument arg : body.getArguments())
     if (isFloatTensor(arg.getType()))

@@ -165,19 +165,8 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
 
     // The per-token log-decay [B,T,H] (a fixed decay broadcast), or none.
     Value gate = op.getG();
-    if (op.getGate() == GateKind::Fixed) {
-      ArrayRef<float> decay = *op.getLogDecay();
-      auto type = RankedTensorType::get({heads}, f32);
-      Value constant = arith::ConstantOp::create(
-          rewriter, loc, DenseElementsAttr::get(type, decay));
-      SmallVector<OpFoldResult> sizes = mixedSizes(rewriter, loc, op.getQ());
-      sizes.pop_back();
-      gate = buildGeneric(
-          rewriter, loc, ValueRange{constant},
-          emptyTensor(rewriter, loc, sizes, f32),
-          {dimMap(ctx, 3, {2}), dimMap(ctx, 3, {0, 1, 2})}, 3, 0,
-          [](OpBuilder &, Location, ValueRange args) { return args[0]; });
-    }
+    if (op.getGate() == GateKind::Fixed)
+      gate = broadcastLogDecay(rewriter, loc, *op.getLogDecay(), op.getQ());
     if (gate &&
         !cast<RankedTensorType>(gate.getType()).getElementType().isF32())
       gate = a.remap(gate, false, false);

@@ -34,25 +34,7 @@ struct FixedDecayToScalarGate : OpRewritePattern<RecurrenceOp> {
     if (op.getGate() != GateKind::Fixed)
       return failure();
     Location loc = op.getLoc();
-    ArrayRef<float> decay = *op.getLogDecay();
-    auto decayType = RankedTensorType::get({static_cast<int64_t>(decay.size())},
-                                           rewriter.getF32Type());
-    Value decayConst = arith::ConstantOp::create(
-        rewriter, loc, DenseElementsAttr::get(decayType, decay));
-    SmallVector<OpFoldResult> sizes = mixedSizes(rewriter, loc, op.getQ());
-    sizes.pop_back();
-    Value init = emptyTensor(rewriter, loc, sizes, rewriter.getF32Type());
-    MLIRContext *ctx = op.getContext();
-    Value gate =
-        linalg::GenericOp::create(
-            rewriter, loc, init.getType(), ValueRange{decayConst},
-            ValueRange{init},
-            ArrayRef<AffineMap>{dimMap(ctx, 3, {2}), dimMap(ctx, 3, {0, 1, 2})},
-            iteratorTypes(3),
-            [](OpBuilder &b, Location l, ValueRange args) {
-              linalg::YieldOp::create(b, l, args[0]);
-            })
-            .getResult(0);
+    Value gate = broadcastLogDecay(rewriter, loc, *op.getLogDecay(), op.getQ());
 
     RecurrenceParts parts = RecurrenceParts::of(op);
     parts.gate = GateKind::Scalar;

@@ -283,3 +283,18 @@ Value mlir::la::sumGroups(OpBuilder &b, Location loc, Value x, unsigned headDim,
                         return addF(nb, l, a[1], a[0]);
                       });
 }
+
+Value mlir::la::broadcastLogDecay(OpBuilder &b, Location loc,
+                                  ArrayRef<float> logDecay, Value q) {
+  auto type = RankedTensorType::get({static_cast<int64_t>(logDecay.size())},
+                                    b.getF32Type());
+  Value constant =
+      arith::ConstantOp::create(b, loc, DenseElementsAttr::get(type, logDecay));
+  SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, q);
+  sizes.pop_back();
+  MLIRContext *ctx = b.getContext();
+  return buildGeneric(b, loc, ValueRange{constant},
+                      emptyTensor(b, loc, sizes, b.getF32Type()),
+                      {dimMap(ctx, 3, {2}), dimMap(ctx, 3, {0, 1, 2})}, 3, 0,
+                      [](OpBuilder &, Location, ValueRange a) { return a[0]; });
+}
