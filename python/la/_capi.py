@@ -120,7 +120,10 @@ def lib():
             "libLaCAPI.so not found: build the project (scripts/build.sh), "
             "pip install the package, or set LA_CAPI_LIB"
         )
-    handle = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+    # RTLD_LOCAL: la's LLVM (libLLVM.so, a dependency) must not serve other
+    # libraries' symbol lookups; libtriton.so, which exports its own LLVM,
+    # crashed in its static initialisers when bound to ours.
+    handle = ctypes.CDLL(path, mode=ctypes.RTLD_LOCAL)
     sigs = {
         "laRegisterAllPasses": (None, []),
         "laGetNumVariants": (ctypes.c_ssize_t, []),
