@@ -31,6 +31,7 @@ from . import cuda, ir, reference, testing, variants
 from ._capi import LaError
 from .ops import (
     STAGES,
+    register_torch_ops,
     attention,
     attention_backward,
     cache_dir,
@@ -65,8 +66,15 @@ __all__ = [
     "linear_attention",
     "lower",
     "reference",
+    "register_torch_ops",
     "retention",
     "simple_gla",
     "testing",
     "variants",
 ]
+
+# The torch operators exist before any trace (torch.compile, torch.export)
+# meets la's functions: now, or right after `import torch`.
+from ._torch_ops import register_when_torch_is_imported as _register_torch_ops
+
+_register_torch_ops()

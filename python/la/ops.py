@@ -83,6 +83,9 @@ _CLANG_FLAGS = ("-O3", "-march=native", "-shared", "-fPIC", "-Wno-override-modul
 _LLVM_LIB = "/usr/lib/llvm-22/lib"
 _LINK_FLAGS = (f"-L{_LLVM_LIB}", "-lmlir_c_runner_utils", f"-Wl,-rpath,{_LLVM_LIB}",
                "-Wl,-Bsymbolic")
+#: what a threaded kernel (``parallel=1``: OpenMP regions, lowered to calls
+#: of LLVM's OpenMP runtime) links in addition.
+_OPENMP_LINK_FLAGS = ("-lomp",)
 
 #: the stages :func:`lower` can return.
 STAGES = ("attention", "recurrence", "chunked", "linalg", "tiled", "llvm", "llvm-ir", "all")
@@ -238,23 +241,53 @@ class _Call:
         self.__dict__.update(fields)
 
 
-def _pipeline(chunk_size, sequential):
-    if sequential:
-        return "builtin.module(la-lower-to-cpu{sequential=1})"
-    return f"builtin.module(la-lower-to-cpu{{chunk-size={chunk_size} sequential=0}})"
+def _lower_to_cpu(chunk_size, sequential, threads):
+    """la-lower-to-cpu with the call's options: on more than one thread its
+    thread loops become OpenMP regions (``parallel=1``), and the fusion cost
+    rule plans for ``threads``."""
+    options = "sequential=1" if sequential else f"chunk-size={chunk_size} sequential=0"
+    if threads > 1:
+        options += f" parallel=1 threads={threads}"
+    return f"la-lower-to-cpu{{{options}}}"
+
+
+def _pipeline(chunk_size, sequential, threads=1):
+    return f"builtin.module({_lower_to_cpu(chunk_size, sequential, threads)})"
+
+
+def _link_flags(pipeline):
+    """clang's link flags for a kernel lowered by ``pipeline``."""
+    if "parallel=1" in pipeline:
+        return _LINK_FLAGS + _OPENMP_LINK_FLAGS
+    return _LINK_FLAGS
+
+
+def _thread_count(num_threads, torch_inputs):
+    """The threads a call runs on: ``num_threads``, or by default
+    ``torch.get_num_threads()`` for torch tensors and 1 for NumPy arrays."""
+    if num_threads is None:
+        return max(1, int(_torch().get_num_threads())) if torch_inputs else 1
+    if isinstance(num_threads, bool) or not isinstance(num_threads, (int, np.integer)) \
+            or num_threads < 1:
+        raise ValueError(f"num_threads must be a positive integer or None, got {num_threads!r}")
+    return int(num_threads)
+
+
+def _check_target(target):
+    if not isinstance(target, str) or target not in _TARGETS:
+        raise ValueError(f"target must be 'cpu' (or 'cuda', not available yet), got {target!r}")
+    if target == "cuda":
+        raise LaError(f"target='cuda': {_GPU_UNAVAILABLE}")
 
 
 def _prepare(variant, q, k, v, g=None, beta=None, *, erase=None, write=None,
              log_decay=None, scale=None,
              initial_state=None, output_final_state=False, cu_seqlens=None, normalize=False,
              eps=None, qk_l2norm=False, allow_neg_eigval=False, chunk_size=64,
-             sequential=False, dtype=None, target="cpu"):
+             sequential=False, dtype=None, target="cpu", num_threads=None):
     if variant not in VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; expected one of {tuple(VARIANTS)}")
-    if not isinstance(target, str) or target not in _TARGETS:
-        raise ValueError(f"target must be 'cpu' (or 'cuda', not available yet), got {target!r}")
-    if target == "cuda":
-        raise LaError(f"target='cuda': {_GPU_UNAVAILABLE}")
+    _check_target(target)
     named = {"q": q, "k": k, "v": v, "g": g, "beta": beta, "erase": erase, "write": write,
              "initial_state": initial_state, "cu_seqlens": cu_seqlens}
     for name, x in named.items():
@@ -266,6 +299,7 @@ def _prepare(variant, q, k, v, g=None, beta=None, *, erase=None, write=None,
 
     # q, k, v: shapes first (clear messages), then dtypes.
     torch_out = _is_tensor(q)
+    threads = _thread_count(num_threads, torch_out)
     arrays = {}
     for name in ("q", "k", "v"):
         arrays[name] = _qkv_array(name, named[name])
@@ -387,13 +421,13 @@ def _prepare(variant, q, k, v, g=None, beta=None, *, erase=None, write=None,
     outputs = [((B, T, HV, V), o_np)]
     if output_final_state:
         outputs.append(((N, HV, K, V), np.float32))
-    return _Call(text=text, pipeline=_pipeline(int(chunk_size), bool(sequential)),
+    return _Call(text=text, pipeline=_pipeline(int(chunk_size), bool(sequential), threads),
                  inputs=inputs, input_names=names, outputs=outputs, entry=_ENTRY,
                  dims=(B, T, H, K, HV, V, N),
                  dtype=compute, torch_out=torch_out,
                  numpy_bf16=(np.asarray(q).dtype if not torch_out and
                              kinds["q"] == "bf16" else None),
-                 chunk_size=int(chunk_size), sequential=bool(sequential))
+                 chunk_size=int(chunk_size), sequential=bool(sequential), threads=threads)
 
 
 # --------------------------------------------------------------------------
@@ -558,7 +592,8 @@ def _disk_key(text, pipeline, clang):
         _capi.lib()  # raises LaError with the build hint
     st = os.stat(path)
     blob = json.dumps([_FORMAT_VERSION, text, pipeline, st.st_size, st.st_mtime_ns,
-                       os.path.realpath(clang), _CLANG_FLAGS, _LINK_FLAGS, _host_id()])
+                       os.path.realpath(clang), _CLANG_FLAGS, _link_flags(pipeline),
+                       _host_id()])
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
@@ -661,6 +696,12 @@ class _Kernel:
         function.restype = None
         function.argtypes = [ctypes.c_void_p] * n_args
         self.function = function
+        # A threaded kernel's OpenMP runtime (dlsym through the library
+        # finds its dependencies' symbols).
+        self.set_threads = getattr(library, "omp_set_num_threads", None)
+        if self.set_threads is not None:
+            self.set_threads.restype = None
+            self.set_threads.argtypes = [ctypes.c_int]
 
 
 def _load(data, key, n_args, directories, path=None, entry=_ENTRY):
@@ -725,7 +766,7 @@ def _compile_library(directory, text, pipeline, clang, key):
                 f.write(llvm_ir)
         except OSError as error:
             raise _write_error(directory, error) from None
-        cmd = [clang, *_CLANG_FLAGS, ll_path, "-o", so_path, *_LINK_FLAGS]
+        cmd = [clang, *_CLANG_FLAGS, ll_path, "-o", so_path, *_link_flags(pipeline)]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             raise LaError(f"clang failed with exit status {proc.returncode}:\n"
@@ -901,6 +942,10 @@ def _run(call):
     inputs = [_c_array(a) for a in call.inputs]
     outputs = [np.empty(shape, dtype=dt) for shape, dt in call.outputs]
     descriptors = [_descriptor(a) for a in inputs + outputs]
+    if kernel.set_threads is not None:
+        # The team size of this thread's next OpenMP regions (ctypes calls
+        # release the GIL: the kernel runs on the calling thread's team).
+        kernel.set_threads(call.threads)
     kernel.function(*[ctypes.addressof(d) for d in descriptors])
     del descriptors, inputs  # the arrays had to live until here
     return outputs
@@ -932,15 +977,14 @@ def _execute(call):
 _DIFFERENTIABLE = ("q", "k", "v", "g", "beta", "erase", "write", "initial_state")
 
 
-def _backward_pipeline(chunk_size, sequential):
+def _backward_pipeline(chunk_size, sequential, threads=1):
     """The forward's module, differentiated by the compiler and lowered: the
     gradient function replaces the forward (keep-forward=0); its
     la.recurrence_grad becomes chunked adjoint recurrences where the decay
     is scalar and there is no low-rank part (la-expand-recurrence-grad),
     checkpointed token loops otherwise (a checkpoint every ``chunk_size``
     tokens), and token loops always with ``sequential``."""
-    lower = ("la-lower-to-cpu{sequential=1}" if sequential else
-             f"la-lower-to-cpu{{chunk-size={chunk_size} sequential=0}}")
+    lower = _lower_to_cpu(chunk_size, sequential, threads)
     return (f"builtin.module(la-derive-backward{{checkpoint={chunk_size} keep-forward=0}}, "
             f"{lower})")
 
@@ -971,9 +1015,10 @@ def _backward_call(call, do, d_final_state):
     names = [n for n in call.input_names if n in _DIFFERENTIABLE]
     outputs = [(np.shape(a), np.float32)
                for a, n in zip(call.inputs, call.input_names) if n in _DIFFERENTIABLE]
-    return _Call(text=call.text, pipeline=_backward_pipeline(call.chunk_size, call.sequential),
+    return _Call(text=call.text,
+                 pipeline=_backward_pipeline(call.chunk_size, call.sequential, call.threads),
                  inputs=inputs, outputs=outputs, entry=_ENTRY + "_grad", grad_names=names,
-                 torch_out=call.torch_out)
+                 torch_out=call.torch_out, threads=call.threads)
 
 
 def _gradients(call, do, d_final_state):
@@ -985,76 +1030,47 @@ def _gradients(call, do, d_final_state):
     return grads
 
 
-def _wants_grad(named):
-    """Whether a differentiable input is a tensor that requires grad, with
-    autograd recording."""
+def register_torch_ops():
+    """Registers la's PyTorch custom operators ``torch.ops.la.attention`` and
+    ``torch.ops.la.attention_backward`` (imports torch; once per process).
+    ``import la`` does it, or right after ``import torch`` when torch is
+    imported later (so nothing is registered inside a trace)."""
+    from . import _torch_ops
+    _torch_ops.register()
+
+
+def _torch_attention(options, named):
+    """``attention`` on torch tensors: the custom operator (autograd,
+    torch.compile, torch.export, meta tensors)."""
+    from . import _torch_ops
     torch = _torch()
-    if torch is None or not torch.is_grad_enabled():
-        return False
-    return any(_is_tensor(x) and x.requires_grad for x in named.values())
-
-
-_autograd_function = None
-
-
-def _attention_autograd():
-    """torch.autograd.Function for la's layers: the forward kernel, and as
-    its backward the gradient kernel that la-derive-backward builds from the
-    same forward (once differentiable)."""
-    global _autograd_function
-    if _autograd_function is not None:
-        return _autograd_function
-    torch = _torch()
-
-    class AttentionFunction(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, options, names, *tensors):
-            named = dict(zip(names, tensors))
-            call = _prepare(**options, **named)
-            o, state = _execute(call)
-            ctx.options, ctx.names = options, names
-            ctx.save_for_backward(*tensors)
-            ctx.has_state = state is not None
-            if state is None:
-                return o
-            return o, state
-
-        @staticmethod
-        @torch.autograd.function.once_differentiable
-        def backward(ctx, do, d_state=None):
-            tensors = ctx.saved_tensors
-            call = _prepare(**ctx.options, **dict(zip(ctx.names, tensors)))
-            if do is None:
-                do = np.zeros(call.outputs[0][0], np.float32)
-            grads = _gradients(call, do, d_state if ctx.has_state else None)
-            result = [None, None]
-            for index, (name, x) in enumerate(zip(ctx.names, tensors)):
-                wanted = ctx.needs_input_grad[index + 2]
-                result.append(grads[name].to(x.dtype) if wanted else None)
-            return tuple(result)
-
-    _autograd_function = AttentionFunction
-    return AttentionFunction
-
-
-def _differentiable_attention(options, named):
-    """``attention`` through torch autograd; ``named`` holds the
-    differentiable inputs that are given."""
-    log_decay = options.get("log_decay")
-    if _is_tensor(log_decay) and log_decay.requires_grad:
+    log_decay = options["log_decay"]
+    if _is_tensor(log_decay) and log_decay.requires_grad and torch.is_grad_enabled():
         raise LaError("log_decay is compiled into the kernel as constants and has no "
                       "gradient; pass it detached (or use a data-dependent gate g)")
-    names = tuple(named)
-    tensors = []
-    for name in names:
-        x = named[name]
-        if not _is_tensor(x):
-            x = _torch().from_numpy(np.asarray(x))
-        tensors.append(x)
-    result = _attention_autograd().apply(options, names, *tensors)
-    if isinstance(result, tuple):
-        return result
-    return result, None
+    if log_decay is not None:
+        named = dict(named, log_decay=log_decay)
+    scale = options["scale"]
+    if scale is not None and not isinstance(scale, bool) and np.isscalar(scale) \
+            and np.isreal(scale):
+        scale = float(scale)
+    chunk_size = options["chunk_size"]
+    if isinstance(chunk_size, np.integer):
+        chunk_size = int(chunk_size)
+    operator_options = dict(
+        scale=scale, output_final_state=bool(options["output_final_state"]),
+        normalize=bool(options["normalize"]),
+        eps=None if options["eps"] is None else float(options["eps"]),
+        qk_l2norm=bool(options["qk_l2norm"]),
+        allow_neg_eigval=bool(options["allow_neg_eigval"]), chunk_size=chunk_size,
+        sequential=bool(options["sequential"]), dtype=_compute_dtype(options["dtype"]),
+        # 0: torch.get_num_threads() when the kernel runs (not when traced).
+        num_threads=(0 if options["num_threads"] is None
+                     else _thread_count(options["num_threads"], True)))
+    _check_target(options["target"])
+    if options["cu_seqlens"] is not None:
+        named = dict(named, cu_seqlens=options["cu_seqlens"])
+    return _torch_ops.call(options["variant"], named, operator_options)
 
 
 # --------------------------------------------------------------------------
@@ -1065,7 +1081,7 @@ def attention(variant, q, k, v, g=None, beta=None, *, erase=None, write=None,
               log_decay=None, scale=None, initial_state=None, output_final_state=False,
               cu_seqlens=None, normalize=False, eps=None, qk_l2norm=False,
               allow_neg_eigval=False, chunk_size=64, sequential=False, dtype=None,
-              target="cpu"):
+              target="cpu", num_threads=None):
     """Any ``la.attention`` variant (``linear``, ``retention``, ``mamba2``,
     ``gla``, ``deltanet``, ``decayed_deltanet``, ``gated_deltanet``, ``kda``,
     and Gated DeltaNet-2's ``deltanet2``, ``decayed_deltanet2``,
@@ -1085,7 +1101,13 @@ def attention(variant, q, k, v, g=None, beta=None, *, erase=None, write=None,
     * ``chunk_size`` of the chunkwise-parallel program, or
       ``sequential=True`` for the token-by-token program;
     * ``dtype`` (None: from q, k, v; 'f32', 'f16' or 'bf16' converts them);
-    * ``target``: 'cpu' ('cuda' raises LaError: no GPU path yet).
+    * ``target``: 'cpu' ('cuda' raises LaError: no GPU path yet);
+    * ``num_threads``: the threads the kernel runs on (OpenMP; default
+      ``torch.get_num_threads()`` for torch tensors, 1 for NumPy arrays).
+
+    With torch tensors the call is the custom operator
+    ``torch.ops.la.attention`` (autograd, ``torch.compile(fullgraph=True)``,
+    ``torch.export``, meta tensors); see :mod:`la._torch_ops`.
 
     Returns ``(o, final_state)``.
     """
@@ -1096,9 +1118,9 @@ def attention(variant, q, k, v, g=None, beta=None, *, erase=None, write=None,
                    output_final_state=output_final_state, cu_seqlens=cu_seqlens,
                    normalize=normalize, eps=eps, qk_l2norm=qk_l2norm,
                    allow_neg_eigval=allow_neg_eigval, chunk_size=chunk_size,
-                   sequential=sequential, dtype=dtype, target=target)
-    if _wants_grad(named):
-        return _differentiable_attention(options, named)
+                   sequential=sequential, dtype=dtype, target=target, num_threads=num_threads)
+    if any(_is_tensor(x) for x in named.values()):
+        return _torch_attention(options, named)
     return _execute(_prepare(**options, **named))
 
 
@@ -1106,7 +1128,7 @@ def attention_backward(variant, q, k, v, g=None, beta=None, *, do, d_final_state
                        erase=None, write=None, log_decay=None, scale=None,
                        initial_state=None, cu_seqlens=None, normalize=False, eps=None,
                        qk_l2norm=False, allow_neg_eigval=False, chunk_size=64,
-                       sequential=False, dtype=None, target="cpu"):
+                       sequential=False, dtype=None, target="cpu", num_threads=None):
     """The gradients of :func:`attention` with the same arguments: of
     ``sum(o * do) + sum(final_state * d_final_state)`` with respect to every
     differentiable input given (``q``, ``k``, ``v``, ``g``, ``beta``,
@@ -1132,13 +1154,13 @@ def attention_backward(variant, q, k, v, g=None, beta=None, *, do, d_final_state
                     output_final_state=d_final_state is not None, cu_seqlens=cu_seqlens,
                     normalize=normalize, eps=eps, qk_l2norm=qk_l2norm,
                     allow_neg_eigval=allow_neg_eigval, chunk_size=chunk_size,
-                    sequential=sequential, dtype=dtype, target=target)
+                    sequential=sequential, dtype=dtype, target=target, num_threads=num_threads)
     return _gradients(call, do, d_final_state)
 
 
 def linear_attention(q, k, v, *, scale=None, initial_state=None, output_final_state=False,
                      cu_seqlens=None, normalize=False, eps=None, chunk_size=64,
-                     sequential=False, dtype=None, target="cpu"):
+                     sequential=False, dtype=None, target="cpu", num_threads=None):
     """Linear attention ``S_t = S_{t-1} + k_t v_t^T``, ``o_t = S_t^T (scale q_t)``.
 
     Feature maps (elu + 1, ...) are applied by the caller. ``normalize=True``
@@ -1148,12 +1170,12 @@ def linear_attention(q, k, v, *, scale=None, initial_state=None, output_final_st
     return attention("linear", q, k, v, scale=scale, initial_state=initial_state,
                      output_final_state=output_final_state, cu_seqlens=cu_seqlens,
                      normalize=normalize, eps=eps, chunk_size=chunk_size,
-                     sequential=sequential, dtype=dtype, target=target)
+                     sequential=sequential, dtype=dtype, target=target, num_threads=num_threads)
 
 
 def retention(q, k, v, *, log_decay=None, scale=None, initial_state=None,
               output_final_state=False, cu_seqlens=None, chunk_size=64, sequential=False,
-              dtype=None, target="cpu"):
+              dtype=None, target="cpu", num_threads=None):
     """RetNet: fixed decay ``exp(log_decay[h])`` per key head.
 
     ``log_decay`` ``[H]`` (values <= 0) defaults to RetNet's ``log(1 - 2**(-5-h))``;
@@ -1162,30 +1184,34 @@ def retention(q, k, v, *, log_decay=None, scale=None, initial_state=None,
     return attention("retention", q, k, v, log_decay=log_decay, scale=scale,
                      initial_state=initial_state, output_final_state=output_final_state,
                      cu_seqlens=cu_seqlens, chunk_size=chunk_size, sequential=sequential,
-                     dtype=dtype, target=target)
+                     dtype=dtype, target=target, num_threads=num_threads)
 
 
 def simple_gla(q, k, v, g, *, scale=None, initial_state=None, output_final_state=False,
-               cu_seqlens=None, chunk_size=64, sequential=False, dtype=None, target="cpu"):
+               cu_seqlens=None, chunk_size=64, sequential=False, dtype=None, target="cpu",
+               num_threads=None):
     """Scalar data-dependent decay (Mamba-2 SSD, simple GLA): ``g : [B, T, H]`` log
     gates, ``S_t = exp(g_t) S_{t-1} + k_t v_t^T``. Returns ``(o, final_state)``."""
     return attention("mamba2", q, k, v, g, scale=scale, initial_state=initial_state,
                      output_final_state=output_final_state, cu_seqlens=cu_seqlens,
-                     chunk_size=chunk_size, sequential=sequential, dtype=dtype, target=target)
+                     chunk_size=chunk_size, sequential=sequential, dtype=dtype,
+                     target=target, num_threads=num_threads)
 
 
 def gla(q, k, v, g, *, scale=None, initial_state=None, output_final_state=False,
-        cu_seqlens=None, chunk_size=64, sequential=False, dtype=None, target="cpu"):
+        cu_seqlens=None, chunk_size=64, sequential=False, dtype=None, target="cpu",
+        num_threads=None):
     """GLA: channel-wise log gate ``g : [B, T, H, K]`` decaying the K rows of the
     state. Returns ``(o, final_state)``."""
     return attention("gla", q, k, v, g, scale=scale, initial_state=initial_state,
                      output_final_state=output_final_state, cu_seqlens=cu_seqlens,
-                     chunk_size=chunk_size, sequential=sequential, dtype=dtype, target=target)
+                     chunk_size=chunk_size, sequential=sequential, dtype=dtype,
+                     target=target, num_threads=num_threads)
 
 
 def delta_rule(q, k, v, beta, *, scale=None, initial_state=None, output_final_state=False,
                cu_seqlens=None, use_qk_l2norm_in_kernel=False, allow_neg_eigval=False,
-               chunk_size=64, sequential=False, dtype=None, target="cpu"):
+               chunk_size=64, sequential=False, dtype=None, target="cpu", num_threads=None):
     """DeltaNet: ``S_t = (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T``,
     ``beta : [B, T, H]``. Keys should be L2-normalised (or pass
     ``use_qk_l2norm_in_kernel=True``). Returns ``(o, final_state)``."""
@@ -1193,13 +1219,13 @@ def delta_rule(q, k, v, beta, *, scale=None, initial_state=None, output_final_st
                      initial_state=initial_state, output_final_state=output_final_state,
                      cu_seqlens=cu_seqlens, qk_l2norm=use_qk_l2norm_in_kernel,
                      allow_neg_eigval=allow_neg_eigval, chunk_size=chunk_size,
-                     sequential=sequential, dtype=dtype, target=target)
+                     sequential=sequential, dtype=dtype, target=target, num_threads=num_threads)
 
 
 def gated_delta_rule(q, k, v, g, beta, *, scale=None, initial_state=None,
                      output_final_state=False, cu_seqlens=None, use_qk_l2norm_in_kernel=False,
                      allow_neg_eigval=False, chunk_size=64, sequential=False, dtype=None,
-                     target="cpu"):
+                     target="cpu", num_threads=None):
     """Gated DeltaNet: scalar log gate ``g : [B, T, H]`` and ``beta : [B, T, H]``,
     ``S_t = (I - beta_t k_t k_t^T) exp(g_t) S_{t-1} + beta_t k_t v_t^T``.
     Returns ``(o, final_state)``."""
@@ -1207,24 +1233,25 @@ def gated_delta_rule(q, k, v, g, beta, *, scale=None, initial_state=None,
                      initial_state=initial_state, output_final_state=output_final_state,
                      cu_seqlens=cu_seqlens, qk_l2norm=use_qk_l2norm_in_kernel,
                      allow_neg_eigval=allow_neg_eigval, chunk_size=chunk_size,
-                     sequential=sequential, dtype=dtype, target=target)
+                     sequential=sequential, dtype=dtype, target=target, num_threads=num_threads)
 
 
 def kda(q, k, v, g, beta, *, scale=None, initial_state=None, output_final_state=False,
         cu_seqlens=None, use_qk_l2norm_in_kernel=False, allow_neg_eigval=False,
-        chunk_size=64, sequential=False, dtype=None, target="cpu"):
+        chunk_size=64, sequential=False, dtype=None, target="cpu", num_threads=None):
     """Kimi Delta Attention: channel log gate ``g : [B, T, H, K]`` and
     ``beta : [B, T, H]``. Returns ``(o, final_state)``."""
     return attention("kda", q, k, v, g, beta, scale=scale, initial_state=initial_state,
                      output_final_state=output_final_state, cu_seqlens=cu_seqlens,
                      qk_l2norm=use_qk_l2norm_in_kernel, allow_neg_eigval=allow_neg_eigval,
-                     chunk_size=chunk_size, sequential=sequential, dtype=dtype, target=target)
+                     chunk_size=chunk_size, sequential=sequential, dtype=dtype,
+                     target=target, num_threads=num_threads)
 
 
 def gated_delta_rule2(q, k, v, g, erase, write, *, scale=None, initial_state=None,
                       output_final_state=False, cu_seqlens=None,
                       use_qk_l2norm_in_kernel=False, chunk_size=64, sequential=False,
-                      dtype=None, target="cpu"):
+                      dtype=None, target="cpu", num_threads=None):
     """Gated DeltaNet-2: channel log gate ``g : [B, T, H, K]``, a channel-wise
     erase gate ``erase : [B, T, H, K]`` on the key side and a write gate
     ``write : [B, T, HV, V]`` on the value side in place of beta,
@@ -1235,7 +1262,8 @@ def gated_delta_rule2(q, k, v, g, erase, write, *, scale=None, initial_state=Non
     return attention("gated_deltanet2", q, k, v, g, erase=erase, write=write, scale=scale,
                      initial_state=initial_state, output_final_state=output_final_state,
                      cu_seqlens=cu_seqlens, qk_l2norm=use_qk_l2norm_in_kernel,
-                     chunk_size=chunk_size, sequential=sequential, dtype=dtype, target=target)
+                     chunk_size=chunk_size, sequential=sequential, dtype=dtype,
+                     target=target, num_threads=num_threads)
 
 
 #: named function -> (variant, {its keyword -> attention's keyword})

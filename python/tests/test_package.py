@@ -534,8 +534,11 @@ def test_torch_device_errors():
     torch = pytest.importorskip("torch")
     x = torch.ones(1, 4, 1, 4, device="meta")  # any non-CPU device, e.g. cuda
     y = torch.ones(1, 4, 1, 4)
+    # (The layer functions take meta tensors: test_torch_ops.py.)
     with pytest.raises(la.LaError, match="GPU path is not available in these layer functions"):
-        la.linear_attention(x, y, y)
+        la.attention_backward("linear", x, y, y, do=y)
+    with pytest.raises(la.LaError, match="GPU path is not available in these layer functions"):
+        la.ops._prepare("linear", x, y, y)
     with pytest.raises(la.LaError, match="GPU path is not available in these layer functions"):
         la.linear_attention(y, y, y, target="cuda")
 
