@@ -5,7 +5,9 @@ The functions follow flash-linear-attention's conventions:
 * ``q, k : [B, T, H, K]``, ``v : [B, T, HV, V]`` with HV a multiple of H
   (grouped value heads: value head ``hv`` reads key head ``hv // (HV // H)``);
 * gates ``g`` in natural-log space: ``[B, T, H]`` (scalar, Mamba-2 style) or
-  ``[B, T, H, K]`` (channel, GLA/KDA); ``beta : [B, T, H]``; Gated
+  ``[B, T, H, K]`` (channel, GLA/KDA); ``beta : [B, T, H]``; with HV > H,
+  ``g``, ``beta`` and ``erase`` may be given per value head instead (HV in
+  place of H, as fla's Gated DeltaNet and KDA take them); Gated
   DeltaNet-2's ``erase : [B, T, H, K]`` and ``write : [B, T, HV, V]``;
 * ``initial_state`` / final state ``[N, HV, K, V]`` float32, N = B or the
   number of packed sequences given by ``cu_seqlens`` (then B == 1);
@@ -337,13 +339,22 @@ def _prepare(variant, q, k, v, g=None, beta=None, *, erase=None, write=None,
     inputs = list(qkv)
     names = ["q", "k", "v"]
 
-    # Gate, beta.
+    # Gate, beta (per key head, or per value head: HV in place of H).
+    value_heads = []
+
+    def heads_of(name, x):
+        if HV != H and np.ndim(x) >= 3 and np.shape(x)[2] == HV:
+            value_heads.append(name)
+            return HV
+        return H
+
     if gate in ("scalar", "channel"):
         if g is None:
             raise ValueError(f"{variant} needs the gate g")
-        shape, what = ((B, T, H), "[B, T, H]") if gate == "scalar" else \
-            ((B, T, H, K), "[B, T, H, K]")
-        g = _f32_array("g", g, what)
+        g = _f32_array("g", g, "[B, T, H]" if gate == "scalar" else "[B, T, H, K]")
+        G = heads_of("g", g)
+        shape, what = ((B, T, G), "[B, T, H] or [B, T, HV]") if gate == "scalar" else \
+            ((B, T, G, K), "[B, T, H, K] or [B, T, HV, K]")
         if g.shape != shape:
             raise _shape_error("g", f"{what} = {shape}",
                                g.shape, f"({gate} gate of {variant})")
@@ -356,8 +367,9 @@ def _prepare(variant, q, k, v, g=None, beta=None, *, erase=None, write=None,
         if beta is None:
             raise ValueError(f"{variant} needs beta [B, T, H]")
         beta = _f32_array("beta", beta, "[B, T, H]")
-        if beta.shape != (B, T, H):
-            raise _shape_error("beta", f"[B, T, H] = {(B, T, H)}", beta.shape)
+        shape = (B, T, heads_of("beta", beta))
+        if beta.shape != shape:
+            raise _shape_error("beta", f"[B, T, H] or [B, T, HV] = {shape}", beta.shape)
         inputs.append(beta)
         names.append("beta")
     else:
@@ -371,6 +383,8 @@ def _prepare(variant, q, k, v, g=None, beta=None, *, erase=None, write=None,
             if x is None:
                 raise ValueError(f"{variant} needs {name} {what}")
             x = _f32_array(name, x, what)
+            if name == "erase" and heads_of(name, x) == HV:
+                shape, what = (B, T, HV, K), "[B, T, HV, K]"
             if x.shape != shape:
                 raise _shape_error(name, f"{what} = {shape}", x.shape)
             inputs.append(x)
@@ -416,7 +430,8 @@ def _prepare(variant, q, k, v, g=None, beta=None, *, erase=None, write=None,
         output_final_state=bool(output_final_state),
         cu_seqlens_len=None if cu is None else cu.size,
         qk_l2norm=bool(qk_l2norm), normalizer=bool(normalize), scale=scale, eps=eps,
-        log_decay=log_decay, allow_neg_eigval=bool(allow_neg_eigval), name=_ENTRY)
+        log_decay=log_decay, allow_neg_eigval=bool(allow_neg_eigval),
+        value_head_operands=tuple(value_heads), name=_ENTRY)
     o_np = {"f32": np.float32, "f16": np.float16, "bf16": np.uint16}[compute]
     outputs = [((B, T, HV, V), o_np)]
     if output_final_state:

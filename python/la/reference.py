@@ -9,7 +9,10 @@ Conventions (see docs/math.md)
 -------------------------------
 * ``q, k : [B, T, H, K]``; ``v : [B, T, HV, V]`` with ``HV`` a multiple of
   ``H``. Value head ``hv`` reads key head ``h = hv // (HV // H)``: that head's
-  q, k, gate and beta.
+  q, k, gate and beta. ``g``, ``beta`` (and Gated DeltaNet-2's ``erase``) may
+  instead be given per value head (``HV`` in place of ``H``, as
+  flash-linear-attention's Gated DeltaNet and KDA take them): value head
+  ``hv`` then reads its own.
 * One state ``S : [K, V]`` per (sequence, value head).
   ``initial_state`` and ``final_state`` are ``[N, HV, K, V]`` where ``N = B``,
   or the number of sequences when ``cu_seqlens`` is given (then ``B == 1``).
@@ -166,8 +169,18 @@ def _check_initial_state(initial_state, N, HV, K, V):
     return s0
 
 
-def _log_gate(gate, g, log_decay, B, T, H, K):
-    """Per-channel log decay, as a read-only [B, T, H, K] float64 view."""
+def _gate_heads(x, H, HV):
+    """The heads a gate-like input is given for: HV when its third dim says
+    so (per value head), else H (per key head; the shape check follows)."""
+    shape = np.shape(x)
+    return HV if len(shape) >= 3 and shape[2] == HV else H
+
+
+def _log_gate(gate, g, log_decay, B, T, H, K, HV=None):
+    """Per-channel log decay, as a read-only [B, T, H, K] float64 view
+    ([B, T, HV, K] for a g given per value head, with HV)."""
+    if HV is not None and g is not None:
+        H = _gate_heads(g, H, HV)
     if gate not in GATES:
         raise ValueError(f"gate must be one of {GATES}, got {gate!r}")
     if gate in ("none", "fixed") and g is not None:
@@ -221,13 +234,17 @@ def recurrence(
     q, k, v, (B, T, H, K, HV, V) = _check_qkv(q, k, v)
     if update not in UPDATES:
         raise ValueError(f"update must be one of {UPDATES}, got {update!r}")
-    log_gate = _log_gate(gate, g, log_decay, B, T, H, K)
+    log_gate = _log_gate(gate, g, log_decay, B, T, H, K, HV)
+    gate_per_value_head = log_gate.shape[2] == HV and HV != H
 
+    beta_per_value_head = False
     if update == "delta":
         if beta is None:
             raise ValueError("update='delta' requires beta of shape [B, T, H]")
         beta = _f64(beta, "beta")
-        _check_shape(beta, (B, T, H), "beta", "[B, T, H]")
+        beta_per_value_head = _gate_heads(beta, H, HV) == HV and HV != H
+        _check_shape(beta, (B, T, HV if beta_per_value_head else H), "beta",
+                     "[B, T, H] or [B, T, HV]")
         if normalizer:
             raise ValueError("normalizer=True is only supported with update='additive'")
     elif beta is not None:
@@ -258,13 +275,14 @@ def recurrence(
                 q_t = q[b, t, h]                 # [K], already scaled
                 k_t = k[b, t, h]                 # [K]
                 v_t = v[b, t, hv]                # [V]
-                decay = np.exp(log_gate[b, t, h])  # [K], decays the rows of S
+                # [K], decays the rows of S
+                decay = np.exp(log_gate[b, t, hv if gate_per_value_head else h])
 
                 S = decay[:, None] * S           # Diag(exp g_t) S_{t-1}
                 if update == "additive":
                     S = S + np.outer(k_t, v_t)
                 else:
-                    beta_t = beta[b, t, h]
+                    beta_t = beta[b, t, hv if beta_per_value_head else h]
                     # (I - beta k k^T) S + beta k v^T
                     S = S - beta_t * np.outer(k_t, k_t @ S) + beta_t * np.outer(k_t, v_t)
 
@@ -541,8 +559,9 @@ def gated_delta_rule2(
     g = np.zeros((B, T, H, K)) if g is None else _f64(g, "g")
     erase = _f64(erase, "erase")
     write = _f64(write, "write")
-    _check_shape(g, (B, T, H, K), "g", "[B, T, H, K]")
-    _check_shape(erase, (B, T, H, K), "erase", "[B, T, H, K]")
+    g_heads, erase_heads = _gate_heads(g, H, HV), _gate_heads(erase, H, HV)
+    _check_shape(g, (B, T, g_heads, K), "g", "[B, T, H, K] or [B, T, HV, K]")
+    _check_shape(erase, (B, T, erase_heads, K), "erase", "[B, T, H, K] or [B, T, HV, K]")
     _check_shape(write, (B, T, HV, V), "write", "[B, T, HV, V]")
     scale = _check_scale(scale, K)
     seqs = _sequences(cu_seqlens, B, T)
@@ -557,8 +576,8 @@ def gated_delta_rule2(
             S = s0[n, hv].copy()
             for t in range(start, end):
                 kt = k[bi, t, h]
-                S = np.exp(g[bi, t, h])[:, None] * S
-                S = S - np.outer(erase[bi, t, h] * kt, kt @ S)
+                S = np.exp(g[bi, t, hv if g_heads != H else h])[:, None] * S
+                S = S - np.outer(erase[bi, t, hv if erase_heads != H else h] * kt, kt @ S)
                 S = S + np.outer(kt, write[bi, t, hv] * v[bi, t, hv])
                 o[bi, t, hv] = S.T @ (scale * q[bi, t, h])
             final_state[n, hv] = S

@@ -166,6 +166,7 @@ def attention_mlir(
     eps=None,
     log_decay=None,
     allow_neg_eigval=False,
+    value_head_operands=(),
     name="attention",
 ):
     """MLIR text of one function ``@name`` holding one ``la.attention``.
@@ -178,6 +179,8 @@ def attention_mlir(
     (``[B, T, HV, V]``, the erase_write variants) are always f32.
     ``cu_seqlens_len`` is the length N+1 of the ``cu_seqlens`` operand
     (requires B == 1); the state is ``[N, HV, K, V]`` with N = B without it.
+    ``value_head_operands`` names those of g, beta and erase given per value
+    head (``HV`` in place of ``H``).
     ``log_decay`` ([H] values) is required by the fixed-gate variants
     (retention, decayed_deltanet, decayed_deltanet2); None there means
     RetNet's schedule rounded to f32. ``scale``/``eps`` None leave the op's
@@ -206,7 +209,8 @@ def attention_mlir(
     s_t = _tensor((N, HV, K, V), "f32")
     # q, k, v in `dtype`; the gates, beta, erase and write always f32.
     args, groups = [], []
-    for operand, shape in token_operand_shapes(variant, B, T, H, K, V, HV):
+    for operand, shape in token_operand_shapes(variant, B, T, H, K, V, HV,
+                                               tuple(value_head_operands)):
         t = _tensor(shape, dtype if operand in ("q", "k", "v") else "f32")
         args.append((operand, t))
         if operand not in ("q", "k", "v"):

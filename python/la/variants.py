@@ -80,16 +80,23 @@ def token_operands(variant):
     return names
 
 
-def token_operand_shapes(variant, B, T, H, K, V, HV=None):
+def token_operand_shapes(variant, B, T, H, K, V, HV=None, value_head_operands=()):
     """The per-token operands of ``variant`` (:func:`token_operands`) with
     their shapes, ``[(name, shape), ...]``, for ``H`` key heads and ``HV``
     value heads (default ``H``): q, k ``[B,T,H,K]``; v ``[B,T,HV,V]``; g
     ``[B,T,H]`` for a scalar gate, ``[B,T,H,K]`` for a channel gate; beta
-    ``[B,T,H]``; erase ``[B,T,H,K]``; write ``[B,T,HV,V]``. The one place the
-    Python package derives them from the registry's (update, gate)."""
+    ``[B,T,H]``; erase ``[B,T,H,K]``; write ``[B,T,HV,V]``. The names in
+    ``value_head_operands`` (of g, beta, erase) are given per value head
+    (HV in place of H). The one place the Python package derives them from
+    the registry's (update, gate)."""
     HV = H if HV is None else HV
     gate = VARIANTS[variant][1]
+
+    def heads(name):
+        return HV if name in value_head_operands else H
+
     shapes = {"q": (B, T, H, K), "k": (B, T, H, K), "v": (B, T, HV, V),
-              "g": (B, T, H) if gate == "scalar" else (B, T, H, K),
-              "beta": (B, T, H), "erase": (B, T, H, K), "write": (B, T, HV, V)}
+              "g": (B, T, heads("g")) if gate == "scalar" else (B, T, heads("g"), K),
+              "beta": (B, T, heads("beta")), "erase": (B, T, heads("erase"), K),
+              "write": (B, T, HV, V)}
     return [(name, shapes[name]) for name in token_operands(variant)]

@@ -129,7 +129,7 @@ func.func @scalar_without_g(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>) {
 // -----
 
 func.func @scalar_gate_shape(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>, %g: tensor<1x8x2x4xf32>) {
-  // expected-error @+1 {{expects 'g' of rank 3 [B,T,H] for a scalar gate, got rank 4}}
+  // expected-error @+1 {{expects 'g' of rank 3 [B,T,H] or [B,T,HV] for a scalar gate, got rank 4}}
   %o = la.attention mamba2 %q, %q, %v g(%g : tensor<1x8x2x4xf32>) : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
   return
 }
@@ -137,7 +137,7 @@ func.func @scalar_gate_shape(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>, %
 // -----
 
 func.func @channel_gate_shape(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>, %g: tensor<1x8x2x5xf32>) {
-  // expected-error @+1 {{expects 'g' of shape [1,8,2,4] [B,T,H,K] for a channel-wise gate, got [1,8,2,5]}}
+  // expected-error @+1 {{expects 'g' of shape [1,8,2,4] [B,T,H,K] or [B,T,HV,K] for a channel-wise gate, got [1,8,2,5]}}
   %o = la.attention gla %q, %q, %v g(%g : tensor<1x8x2x5xf32>) : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
   return
 }
@@ -177,8 +177,25 @@ func.func @decay_without_fixed(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>,
 // -----
 
 func.func @beta_shape(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>, %b: tensor<1x8x4xf32>) {
-  // expected-error @+1 {{expects 'beta' of shape [1,8,2] [B,T,H], got [1,8,4]}}
+  // expected-error @+1 {{expects 'beta' of shape [1,8,2] [B,T,H] or [B,T,HV], got [1,8,4]}}
   %o = la.attention deltanet %q, %q, %v beta(%b : tensor<1x8x4xf32>) : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  return
+}
+
+// -----
+
+// Gates per value head must have HV heads exactly (here H = 2, HV = 4).
+func.func @value_head_gate_heads(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x4x6xf32>, %g: tensor<1x8x3xf32>) {
+  // expected-error @+1 {{expects 'g' of shape [1,8,2] [B,T,H] or [B,T,HV] for a scalar gate, got [1,8,3]}}
+  %o = la.attention mamba2 %q, %q, %v g(%g : tensor<1x8x3xf32>) : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x4x6xf32> -> tensor<1x8x4x6xf32>
+  return
+}
+
+// -----
+
+func.func @value_head_erase_heads(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x4x6xf32>, %e: tensor<1x8x8x4xf32>) {
+  // expected-error @+1 {{expects 'erase' of shape [1,8,2,4] [B,T,H,K] or [B,T,HV,K], got [1,8,8,4]}}
+  %o = la.attention deltanet2 %q, %q, %v erase(%e : tensor<1x8x8x4xf32>) write(%v : tensor<1x8x4x6xf32>) : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x4x6xf32> -> tensor<1x8x4x6xf32>
   return
 }
 
@@ -318,6 +335,18 @@ func.func @recurrence_missing_scale(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6x
 
 // -----
 
+// The level-1 recurrence takes gates per key head only (la-lower-to-recurrence
+// repeats the key side for per-value-head gates).
+func.func @recurrence_value_head_gate(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x4x6xf32>, %g: tensor<1x8x4xf32>) {
+  %oi = tensor.empty() : tensor<1x8x4x6xf32>
+  %zs = arith.constant dense<0.0> : tensor<1x4x4x6xf32>
+  // expected-error @+1 {{expects 'g' of shape [1,8,2] [B,T,H] for a scalar gate, got [1,8,4]}}
+  %o, %fs = la.recurrence decay(scalar) low_rank(none) %q, %q, %v g(%g : tensor<1x8x4xf32>) outs(%oi, %zs : tensor<1x8x4x6xf32>, tensor<1x4x4x6xf32>) {scale = 1.0 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x4x6xf32> -> tensor<1x8x4x6xf32>, tensor<1x4x4x6xf32>
+  return
+}
+
+// -----
+
 func.func @recurrence_none_with_beta(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>, %b: tensor<1x8x2xf32>) {
   %oi3 = tensor.empty() : tensor<1x8x2x6xf32>
   %zs3 = arith.constant dense<0.0> : tensor<1x2x4x6xf32>
@@ -423,7 +452,7 @@ func.func @erase_with_delta(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>, %b
 // -----
 
 func.func @erase_shape(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>, %e: tensor<1x8x2xf32>) {
-  // expected-error @+1 {{expects 'erase' of rank 4 [B,T,H,K] like 'q', got rank 3}}
+  // expected-error @+1 {{expects 'erase' of rank 4 [B,T,H,K] or [B,T,HV,K], got rank 3}}
   %o = la.attention deltanet2 %q, %q, %v erase(%e : tensor<1x8x2xf32>) write(%v : tensor<1x8x2x6xf32>) : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
   return
 }

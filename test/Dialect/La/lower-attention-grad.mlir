@@ -81,3 +81,32 @@ func.func @scalar_gated_deltanet2(%q: !qk, %k: !qk, %v: !v, %g: !h, %e: !qk,
       : !qk, !qk, !v -> !qk, !qk, !v, !h, !qk, !v
   return %dq, %dk, %dv, %dg, %de, %dw : !qk, !qk, !v, !h, !qk, !v
 }
+
+// -----
+
+// Gates per value head: the gradients of the operands that were repeated to
+// one head per value head (q, k, a per-key-head beta) are summed back over
+// each key head's value heads; the per-value-head gate's is the recurrence's.
+// CHECK-LABEL: func.func @gated_deltanet_value_head_gate
+// CHECK: %[[DQ:[^,]*]], %[[DK:[^,]*]], %[[DV:[^,]*]], %{{[^,]*}}, %[[IG:.*]]:2 = la.recurrence_grad decay(scalar) low_rank(delta) {{.*}} g(%{{.*}} : tensor<1x8x4xf32>) beta(%{{.*}} : tensor<1x8x4xf32>)
+// CHECK: %[[DQS:.*]] = tensor.expand_shape %[[DQ]] {{\[}}[0], [1], [2, 3], [4]] output_shape [1, 8, 2, 2, 16]
+// CHECK: %[[DQH:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%[[DQS]] : tensor<1x8x2x2x16xf32>) outs(%{{.*}} : tensor<1x8x2x16xf32>)
+// CHECK: %[[DKS:.*]] = tensor.expand_shape %[[DK]]
+// CHECK: %[[DKH:.*]] = linalg.generic {{.*}} ins(%[[DKS]] :
+// CHECK: %[[DBS:.*]] = tensor.expand_shape %[[IG]]#1 {{\[}}[0], [1], [2, 3]] output_shape [1, 8, 2, 2]
+// CHECK: %[[DBH:.*]] = linalg.generic {{.*}} ins(%[[DBS]] : tensor<1x8x2x2xf32>) outs(%{{.*}} : tensor<1x8x2xf32>)
+// CHECK: return %[[DQH]], %[[DKH]], %[[DV]], %[[IG]]#0, %[[DBH]]
+func.func @gated_deltanet_value_head_gate(
+    %q: tensor<1x8x2x16xf32>, %k: tensor<1x8x2x16xf32>, %v: tensor<1x8x4x32xf32>,
+    %g: tensor<1x8x4xf32>, %beta: tensor<1x8x2xf32>, %do: tensor<1x8x4x32xf32>)
+    -> (tensor<1x8x2x16xf32>, tensor<1x8x2x16xf32>, tensor<1x8x4x32xf32>,
+        tensor<1x8x4xf32>, tensor<1x8x2xf32>) {
+  %dq, %dk, %dv, %dg, %dbeta = la.attention_grad gated_deltanet %q, %k, %v
+      g(%g : tensor<1x8x4xf32>) beta(%beta : tensor<1x8x2xf32>)
+      d_o(%do : tensor<1x8x4x32xf32>)
+      : tensor<1x8x2x16xf32>, tensor<1x8x2x16xf32>, tensor<1x8x4x32xf32>
+      -> tensor<1x8x2x16xf32>, tensor<1x8x2x16xf32>, tensor<1x8x4x32xf32>,
+         tensor<1x8x4xf32>, tensor<1x8x2xf32>
+  return %dq, %dk, %dv, %dg, %dbeta : tensor<1x8x2x16xf32>, tensor<1x8x2x16xf32>,
+      tensor<1x8x4x32xf32>, tensor<1x8x4xf32>, tensor<1x8x2xf32>
+}

@@ -181,3 +181,46 @@ func.func @gated_deltanet2(%q: !qk, %k: !qk, %v: !v, %g: !qk, %e: !qk, %w: !v) -
   %o = la.attention gated_deltanet2 %q, %k, %v g(%g : !qk) erase(%e : !qk) write(%w : !v) : !qk, !qk, !v -> !v
   return %o : !v
 }
+
+// -----
+
+// Gates per value head (fla's Gated DeltaNet and KDA with HV > H): q and k,
+// and beta given per key head, are repeated to one head per value head
+// (through a [B,T,H,group,...] tensor, collapsed), and the recurrence runs
+// with H = HV on the per-value-head gate as given.
+// CHECK-LABEL: func.func @gated_deltanet_value_head_gates
+// CHECK-SAME: (%[[Q:[^:]*]]: {{.*}}, %[[K:[^:]*]]: {{.*}}, %[[V:[^:]*]]: {{.*}}, %[[G:[^:]*]]: {{.*}}, %[[BETA:[^:]*]]: {{.*}})
+// CHECK: %[[QS:.*]] = linalg.generic {{.*}} ins(%[[Q]] : tensor<1x8x2x16xf32>) outs(%{{.*}} : tensor<1x8x2x2x16xf32>)
+// CHECK: %[[QR:.*]] = tensor.collapse_shape %[[QS]] {{\[}}[0], [1], [2, 3], [4]] : tensor<1x8x2x2x16xf32> into tensor<1x8x4x16xf32>
+// CHECK: %[[KS:.*]] = linalg.generic {{.*}} ins(%[[K]] : tensor<1x8x2x16xf32>)
+// CHECK: %[[KR:.*]] = tensor.collapse_shape %[[KS]]
+// CHECK: %[[BS:.*]] = linalg.generic {{.*}} ins(%[[BETA]] : tensor<1x8x2xf32>) outs(%{{.*}} : tensor<1x8x2x2xf32>)
+// CHECK: %[[BR:.*]] = tensor.collapse_shape %[[BS]] {{\[}}[0], [1], [2, 3]] : tensor<1x8x2x2xf32> into tensor<1x8x4xf32>
+// CHECK: la.recurrence decay(scalar) low_rank(delta) %[[QR]], %[[KR]], %[[V]] g(%[[G]] : tensor<1x8x4xf32>) beta(%[[BR]] : tensor<1x8x4xf32>)
+// CHECK-SAME: -> tensor<1x8x4x32xf32>, tensor<1x4x16x32xf32>
+func.func @gated_deltanet_value_head_gates(
+    %q: tensor<1x8x2x16xf32>, %k: tensor<1x8x2x16xf32>, %v: tensor<1x8x4x32xf32>,
+    %g: tensor<1x8x4xf32>, %beta: tensor<1x8x2xf32>) -> tensor<1x8x4x32xf32> {
+  %o = la.attention gated_deltanet %q, %k, %v g(%g : tensor<1x8x4xf32>)
+      beta(%beta : tensor<1x8x2xf32>)
+      : tensor<1x8x2x16xf32>, tensor<1x8x2x16xf32>, tensor<1x8x4x32xf32>
+      -> tensor<1x8x4x32xf32>
+  return %o : tensor<1x8x4x32xf32>
+}
+
+// -----
+
+// A fixed decay with a per-value-head beta: log_decay is repeated per value
+// head like the key-side operands.
+// CHECK-LABEL: func.func @decayed_deltanet_value_head_beta
+// CHECK: la.recurrence decay(fixed) low_rank(delta)
+// CHECK-SAME: log_decay = array<f32: -1.000000e-01, -1.000000e-01, -2.000000e-01, -2.000000e-01>
+func.func @decayed_deltanet_value_head_beta(
+    %q: tensor<1x8x2x16xf32>, %k: tensor<1x8x2x16xf32>, %v: tensor<1x8x4x32xf32>,
+    %beta: tensor<1x8x4xf32>) -> tensor<1x8x4x32xf32> {
+  %o = la.attention decayed_deltanet %q, %k, %v beta(%beta : tensor<1x8x4xf32>)
+      {log_decay = array<f32: -0.1, -0.2>}
+      : tensor<1x8x2x16xf32>, tensor<1x8x2x16xf32>, tensor<1x8x4x32xf32>
+      -> tensor<1x8x4x32xf32>
+  return %o : tensor<1x8x4x32xf32>
+}

@@ -51,7 +51,11 @@ def La_AttentionOp : La_Op<"attention", [Pure, AttrSizedOperandSegments]> {
     head `hv` reads key head `hv / (HV/H)`), all of one element type (f32, f16
     or bf16). `g` is the log-gate (`[B,T,H]` for `scalar`, `[B,T,H,K]` for
     `channel`); a `fixed` gate is the attribute `log_decay` (one value <= 0 per
-    key head). `beta : [B,T,H]` is required by the delta rule.
+    key head). `beta : [B,T,H]` is required by the delta rule. `g`, `beta`
+    and `erase` may instead be given per value head (HV in place of H, as
+    flash-linear-attention's Gated DeltaNet and KDA take them): value head
+    `hv` then uses its own; `la-lower-to-recurrence` repeats the key side (q,
+    k and the per-key-head operands) to one head per value head.
     `initial_state : [N,HV,K,V]` is f32, with N = B, or the number of
     sequences when `cu_seqlens : [N+1]` (i32 offsets, B = 1) packs several
     variable-length sequences into one.

@@ -100,6 +100,13 @@ void replaceWithCasts(RewriterBase &rewriter, Operation *op,
 Value sumGroups(OpBuilder &b, Location loc, Value x, unsigned headDim,
                 OpFoldResult heads, int64_t group);
 
+/// Repeats each head of `x` along dim `headDim` `group` times (head h
+/// becomes heads h*group ... h*group+group-1), in `x`'s element type: the
+/// inverse direction of sumGroups, through a [.., H, group, ..] tensor
+/// collapsed, so that every map stays a projected permutation.
+Value repeatHeads(OpBuilder &b, Location loc, Value x, unsigned headDim,
+                  int64_t group);
+
 /// A fixed per-head decay `logDecay` ([H]) as a scalar log-gate tensor
 /// [B,T,H] (f32) for the q : [B,T,H,K] it applies to.
 Value broadcastLogDecay(OpBuilder &b, Location loc, ArrayRef<float> logDecay,

@@ -86,6 +86,8 @@ struct RecurrenceSignature {
   float scale;
   std::optional<float> eps;
   bool normalizer;
+  // Level 0 takes g, beta and erase per key head or per value head.
+  bool perValueHeadGates = false;
 };
 
 /// Static dims of the problem, ShapedType::kDynamic where unknown.
@@ -130,6 +132,19 @@ static LogicalResult verifyShape(Operation *op, Value value, StringRef name,
   return success();
 }
 
+/// The heads dim that a gate-like operand `x` ([B,T,heads,...]) must have:
+/// HV where per-value-head operands are allowed and `x` has HV (static)
+/// heads, H otherwise.
+static int64_t gateHeads(const RecurrenceSignature &sig, const ProblemDims &d,
+                         Value x) {
+  auto type = cast<RankedTensorType>(x.getType());
+  if (sig.perValueHeadGates && type.getRank() >= 3 &&
+      !ShapedType::isDynamic(d.valueHeads) &&
+      type.getDimSize(2) == d.valueHeads)
+    return d.valueHeads;
+  return d.heads;
+}
+
 static LogicalResult verifySignature(Operation *op,
                                      const RecurrenceSignature &sig) {
   auto qType = cast<RankedTensorType>(sig.q.getType());
@@ -158,6 +173,10 @@ static LogicalResult verifySignature(Operation *op,
   if (cast<RankedTensorType>(sig.k.getType()).getElementType() !=
       qType.getElementType())
     return op->emitOpError("expects 'q' and 'k' of one element type");
+  auto heads = [&](Value x) { return gateHeads(sig, d, x); };
+  StringRef perHead = sig.perValueHeadGates ? "[B,T,H] or [B,T,HV]" : "[B,T,H]";
+  StringRef perChannel =
+      sig.perValueHeadGates ? "[B,T,H,K] or [B,T,HV,K]" : "[B,T,H,K]";
 
   // The gate.
   switch (sig.gate) {
@@ -173,12 +192,13 @@ static LogicalResult verifySignature(Operation *op,
       return op->emitOpError() << "gate '" << stringifyGateKind(sig.gate)
                                << "' requires a 'g' operand";
     if (sig.gate == GateKind::Scalar &&
-        failed(verifyShape(op, sig.g, "g", {d.batch, d.time, d.heads},
-                           "[B,T,H] for a scalar gate")))
+        failed(verifyShape(op, sig.g, "g", {d.batch, d.time, heads(sig.g)},
+                           (perHead + " for a scalar gate").str())))
       return failure();
     if (sig.gate == GateKind::Channel &&
-        failed(verifyShape(op, sig.g, "g", qShape,
-                           "[B,T,H,K] for a channel-wise gate")))
+        failed(verifyShape(op, sig.g, "g",
+                           {d.batch, d.time, heads(sig.g), d.keyDim},
+                           (perChannel + " for a channel-wise gate").str())))
       return failure();
     break;
   }
@@ -201,8 +221,9 @@ static LogicalResult verifySignature(Operation *op,
                              << "not '" << stringifyGateKind(sig.gate) << "'";
   }
 
-  if (sig.beta && failed(verifyShape(op, sig.beta, "beta",
-                                     {d.batch, d.time, d.heads}, "[B,T,H]")))
+  if (sig.beta &&
+      failed(verifyShape(op, sig.beta, "beta",
+                         {d.batch, d.time, heads(sig.beta)}, perHead)))
     return failure();
 
   // Sequences and states.
@@ -368,10 +389,21 @@ static LogicalResult verifyAttentionOperands(OpT op, Value o,
         "'erase' and 'write' are only valid with the erase_write rule");
   if (op.getUpdate() != UpdateRule::Additive && op.getNormalizer())
     return op.emitOpError("'normalizer' is only valid with the additive rule");
-  if (op.getErase() &&
-      failed(verifyShape(op, op.getErase(), "erase", qType.getShape(),
-                         "[B,T,H,K] like 'q'")))
-    return failure();
+  if (op.getErase() && qType.getRank() == 4 &&
+      op.getV().getType().getRank() == 4) {
+    ArrayRef<int64_t> qShape = qType.getShape();
+    ProblemDims d{qShape[0],
+                  qShape[1],
+                  qShape[2],
+                  qShape[3],
+                  op.getV().getType().getDimSize(2),
+                  0};
+    if (failed(verifyShape(
+            op, op.getErase(), "erase",
+            {d.batch, d.time, gateHeads(sig, d, op.getErase()), d.keyDim},
+            "[B,T,H,K] or [B,T,HV,K]")))
+      return failure();
+  }
   if (op.getWrite() && failed(verifyShape(op, op.getWrite(), "write",
                                           op.getV().getType().getShape(),
                                           "[B,T,HV,V] like 'v'")))
@@ -384,7 +416,9 @@ static LogicalResult verifyAttentionOperands(OpT op, Value o,
 
 LogicalResult AttentionOp::verify() {
   float scale = getQ().getType().getRank() == 4 ? getEffectiveScale() : 1.0f;
-  return verifyAttentionOperands(*this, getO(), getSignature(*this, scale));
+  RecurrenceSignature sig = getSignature(*this, scale);
+  sig.perValueHeadGates = true;
+  return verifyAttentionOperands(*this, getO(), sig);
 }
 
 //===----------------------------------------------------------------------===//
@@ -432,6 +466,7 @@ LogicalResult AttentionGradOp::verify() {
                          << getCheckpoint();
   float scale = getQ().getType().getRank() == 4 ? getEffectiveScale() : 1.0f;
   RecurrenceSignature sig = getGradientSignature(*this, scale);
+  sig.perValueHeadGates = true;
   if (failed(verifyAttentionOperands(*this, getDO(), sig)))
     return failure();
 

@@ -107,9 +107,25 @@ static Value buildDoubled(OpBuilder &b, Location loc, Value beta) {
 struct EraseWriteParts {
   Value a, b, values;
 };
-template <typename OpT>
-static EraseWriteParts buildEraseWrite(OpBuilder &b, Location loc, OpT op,
-                                       Value k) {
+namespace {
+/// The operands of the canonical recurrence of an la.attention (or of its
+/// gradient, which has the same operands). With gates, beta or erase per
+/// value head (`group` > 1 value heads per key head), q and k (and every
+/// per-key-head gate operand) are repeated to one head per value head, and
+/// the recurrence runs with H = HV.
+struct CanonicalOperands {
+  Value q, k, values, g, beta, erase, a, b;
+  GateKind gate;
+  DenseF32ArrayAttr logDecay;
+  LowRank lowRank;
+  int64_t group = 1;
+};
+} // namespace
+
+static EraseWriteParts buildEraseWrite(OpBuilder &b, Location loc,
+                                       const CanonicalOperands &c, Value write,
+                                       Value v) {
+  Value k = c.k;
   MLIRContext *ctx = b.getContext();
   Type f32 = b.getF32Type();
   SmallVector<OpFoldResult> keySizes = mixedSizes(b, loc, k);
@@ -118,11 +134,11 @@ static EraseWriteParts buildEraseWrite(OpBuilder &b, Location loc, OpT op,
   // alpha: exp(g) per channel, per head, per fixed head decay, or 1.
   SmallVector<Value> inputs = {k};
   SmallVector<AffineMap> maps = {id};
-  switch (op.getGate()) {
+  switch (c.gate) {
   case GateKind::None:
     break;
   case GateKind::Fixed: {
-    ArrayRef<float> decay = *op.getLogDecay();
+    ArrayRef<float> decay = c.logDecay.asArrayRef();
     auto type =
         RankedTensorType::get({static_cast<int64_t>(decay.size())}, f32);
     inputs.push_back(
@@ -131,11 +147,11 @@ static EraseWriteParts buildEraseWrite(OpBuilder &b, Location loc, OpT op,
     break;
   }
   case GateKind::Scalar:
-    inputs.push_back(op.getG());
+    inputs.push_back(c.g);
     maps.push_back(dimMap(ctx, 4, {0, 1, 2}));
     break;
   case GateKind::Channel:
-    inputs.push_back(op.getG());
+    inputs.push_back(c.g);
     maps.push_back(id);
     break;
   }
@@ -157,20 +173,44 @@ static EraseWriteParts buildEraseWrite(OpBuilder &b, Location loc, OpT op,
                           return mulExtended(nb, l, args[0], args[1]);
                         });
   };
-  Value erase = product(op.getErase(), k, keySizes);
-  Value values =
-      product(op.getWrite(), op.getV(), mixedSizes(b, loc, op.getV()));
+  Value erase = product(c.erase, k, keySizes);
+  Value values = product(write, v, mixedSizes(b, loc, v));
   return {a, erase, values};
 }
 
-namespace {
-/// The operands of the canonical recurrence of an la.attention (or of its
-/// gradient, which has the same operands).
-struct CanonicalOperands {
-  Value q, k, values, beta, a, b;
-  LowRank lowRank;
-};
-} // namespace
+/// Value heads per key head when any of g, beta and erase is given per
+/// value head (static shapes), else 1.
+template <typename OpT> static int64_t perValueHeadGroup(OpT op) {
+  int64_t heads = op.getQ().getType().getDimSize(2);
+  int64_t valueHeads = op.getV().getType().getDimSize(2);
+  if (ShapedType::isDynamic(heads) || ShapedType::isDynamic(valueHeads) ||
+      heads == valueHeads)
+    return 1;
+  for (Value x : {Value(op.getG()), Value(op.getBeta()), Value(op.getErase())})
+    if (x && cast<RankedTensorType>(x.getType()).getDimSize(2) == valueHeads)
+      return valueHeads / heads;
+  return 1;
+}
+
+/// `x` with one head per value head: repeated unless it has them already.
+static Value toValueHeads(OpBuilder &b, Location loc, Value x, int64_t group,
+                          int64_t valueHeads) {
+  if (!x || group == 1 ||
+      cast<RankedTensorType>(x.getType()).getDimSize(2) == valueHeads)
+    return x;
+  return repeatHeads(b, loc, x, 2, group);
+}
+
+/// The gradient of an operand that `toValueHeads` repeated: summed back over
+/// each key head's value heads.
+static Value fromValueHeads(OpBuilder &b, Location loc, Value gradient,
+                            Value input, int64_t group) {
+  if (!gradient || group == 1 ||
+      cast<RankedTensorType>(input.getType()).getDimSize(2) ==
+          cast<RankedTensorType>(gradient.getType()).getDimSize(2))
+    return gradient;
+  return sumGroups(b, loc, gradient, 2, mixedSizes(b, loc, input)[2], group);
+}
 
 template <typename OpT>
 static CanonicalOperands buildCanonicalOperands(OpBuilder &b, Location loc,
@@ -182,14 +222,34 @@ static CanonicalOperands buildCanonicalOperands(OpBuilder &b, Location loc,
     c.q = buildL2Normalize(b, loc, c.q, l2normEps);
     c.k = buildL2Normalize(b, loc, c.k, l2normEps);
   }
+  c.gate = op.getGate();
+  c.logDecay = op.getLogDecayAttr();
+  c.g = op.getG();
+  c.beta = op.getBeta();
+  c.erase = op.getErase();
+  c.group = perValueHeadGroup(op);
+  if (c.group > 1) {
+    int64_t valueHeads = op.getV().getType().getDimSize(2);
+    c.q = toValueHeads(b, loc, c.q, c.group, valueHeads);
+    c.k = toValueHeads(b, loc, c.k, c.group, valueHeads);
+    c.g = toValueHeads(b, loc, c.g, c.group, valueHeads);
+    c.beta = toValueHeads(b, loc, c.beta, c.group, valueHeads);
+    c.erase = toValueHeads(b, loc, c.erase, c.group, valueHeads);
+    if (c.logDecay) {
+      SmallVector<float> repeated;
+      for (float decay : c.logDecay.asArrayRef())
+        repeated.append(c.group, decay);
+      c.logDecay = b.getDenseF32ArrayAttr(repeated);
+    }
+  }
   c.lowRank =
       op.getUpdate() == UpdateRule::Delta ? LowRank::Delta : LowRank::None;
-  c.beta = op.getBeta();
   if (op.getAllowNegEigval())
     c.beta = buildDoubled(b, loc, c.beta);
   c.values = op.getV();
   if (op.getUpdate() == UpdateRule::EraseWrite) {
-    EraseWriteParts parts = buildEraseWrite(b, loc, op, c.k);
+    EraseWriteParts parts =
+        buildEraseWrite(b, loc, c, op.getWrite(), op.getV());
     c.lowRank = LowRank::General;
     c.a = parts.a;
     c.b = parts.b;
@@ -226,9 +286,9 @@ struct AttentionToRecurrence : OpRewritePattern<AttentionOp> {
                                          state);
     }
     auto recurrence = RecurrenceOp::create(
-        rewriter, loc, oInit.getType(), state.getType(), q, k, values,
-        op.getG(), beta, a, b, op.getCuSeqlens(), ValueRange{oInit, state},
-        op.getGateAttr(), op.getLogDecayAttr(), LowRankAttr::get(ctx, lowRank),
+        rewriter, loc, oInit.getType(), state.getType(), q, k, values, c.g,
+        beta, a, b, op.getCuSeqlens(), ValueRange{oInit, state},
+        op.getGateAttr(), c.logDecay, LowRankAttr::get(ctx, lowRank),
         rewriter.getF32FloatAttr(op.getEffectiveScale()),
         op.getNormalizerAttr(), eps);
     SmallVector<Value> results = {recurrence.getO()};
@@ -246,16 +306,15 @@ struct AttentionToRecurrence : OpRewritePattern<AttentionOp> {
 /// The f32 log-gate of key channel `kk` for `buildGeneric` bodies over
 /// (b,t,h,kk): the input and map that read it, or none for an ungated or
 /// fixed-gate op (a fixed gate gets no gradient, but alpha is still needed).
-template <typename OpT>
-static void addGateInput(OpBuilder &b, Location loc, OpT op,
+static void addGateInput(OpBuilder &b, Location loc, const CanonicalOperands &c,
                          SmallVectorImpl<Value> &inputs,
                          SmallVectorImpl<AffineMap> &maps) {
   MLIRContext *ctx = b.getContext();
-  switch (op.getGate()) {
+  switch (c.gate) {
   case GateKind::None:
     return;
   case GateKind::Fixed: {
-    ArrayRef<float> decay = *op.getLogDecay();
+    ArrayRef<float> decay = c.logDecay.asArrayRef();
     auto type = RankedTensorType::get({static_cast<int64_t>(decay.size())},
                                       b.getF32Type());
     inputs.push_back(
@@ -264,11 +323,11 @@ static void addGateInput(OpBuilder &b, Location loc, OpT op,
     return;
   }
   case GateKind::Scalar:
-    inputs.push_back(op.getG());
+    inputs.push_back(c.g);
     maps.push_back(dimMap(ctx, 4, {0, 1, 2}));
     return;
   case GateKind::Channel:
-    inputs.push_back(op.getG());
+    inputs.push_back(c.g);
     maps.push_back(b.getMultiDimIdentityMap(4));
     return;
   }
@@ -332,17 +391,16 @@ struct AttentionGradToRecurrenceGrad : OpRewritePattern<AttentionGradOp> {
     };
     SmallVector<Type> resultTypes = {f32Like(c.q), f32Like(c.k),
                                      f32Like(c.values), f32Like(state)};
-    for (Value input : {Value(op.getG()), c.beta, c.a, c.b})
+    for (Value input : {c.g, c.beta, c.a, c.b})
       if (input)
         resultTypes.push_back(f32Like(input));
     FloatAttr eps;
     if (op.getNormalizer())
       eps = rewriter.getF32FloatAttr(op.getEffectiveEps());
     auto grad = RecurrenceGradOp::create(
-        rewriter, loc, resultTypes, c.q, c.k, c.values, op.getG(), c.beta, c.a,
-        c.b, op.getCuSeqlens(), state, op.getDO(), op.getDFinalState(),
-        op.getGateAttr(), op.getLogDecayAttr(),
-        LowRankAttr::get(ctx, c.lowRank),
+        rewriter, loc, resultTypes, c.q, c.k, c.values, c.g, c.beta, c.a, c.b,
+        op.getCuSeqlens(), state, op.getDO(), op.getDFinalState(),
+        op.getGateAttr(), c.logDecay, LowRankAttr::get(ctx, c.lowRank),
         rewriter.getF32FloatAttr(op.getEffectiveScale()),
         op.getNormalizerAttr(), eps, op.getCheckpointAttr());
 
@@ -351,10 +409,10 @@ struct AttentionGradToRecurrenceGrad : OpRewritePattern<AttentionGradOp> {
     AffineMap id = rewriter.getMultiDimIdentityMap(4);
     if (op.getUpdate() == UpdateRule::EraseWrite) {
       // a = alpha * k and b = erase * k: both feed dk, and alpha the gate.
-      SmallVector<Value> inputs = {c.k, grad.getDa(), grad.getDb(),
-                                   op.getErase(), dk};
+      SmallVector<Value> inputs = {c.k, grad.getDa(), grad.getDb(), c.erase,
+                                   dk};
       SmallVector<AffineMap> maps = {id, id, id, id, id};
-      addGateInput(rewriter, loc, op, inputs, maps);
+      addGateInput(rewriter, loc, c, inputs, maps);
       maps.push_back(id);
       bool gated = inputs.size() > 5;
       auto alphaOf = [&](OpBuilder &nb, Location l, ValueRange args) {
@@ -382,7 +440,7 @@ struct AttentionGradToRecurrenceGrad : OpRewritePattern<AttentionGradOp> {
         bool scalar = op.getGate() == GateKind::Scalar;
         AffineMap gateMap = scalar ? dimMap(ctx, 4, {0, 1, 2}) : id;
         dg = buildGeneric(
-            rewriter, loc, ValueRange{c.k, grad.getDa(), op.getG()}, dg,
+            rewriter, loc, ValueRange{c.k, grad.getDa(), c.g}, dg,
             {id, id, gateMap, gateMap}, scalar ? 3 : 4, scalar ? 1 : 0,
             [](OpBuilder &nb, Location l, ValueRange args) {
               Value alpha =
@@ -411,6 +469,12 @@ struct AttentionGradToRecurrenceGrad : OpRewritePattern<AttentionGradOp> {
     }
     if (op.getAllowNegEigval())
       dbeta = buildDoubled(rewriter, loc, dbeta);
+    // Per-value-head operands: the repeated ones' gradients summed back.
+    dq = fromValueHeads(rewriter, loc, dq, op.getQ(), c.group);
+    dk = fromValueHeads(rewriter, loc, dk, op.getK(), c.group);
+    dg = fromValueHeads(rewriter, loc, dg, op.getG(), c.group);
+    dbeta = fromValueHeads(rewriter, loc, dbeta, op.getBeta(), c.group);
+    derase = fromValueHeads(rewriter, loc, derase, op.getErase(), c.group);
     if (op.getQkL2norm()) {
       dq = buildL2NormalizeGrad(rewriter, loc, op.getQ(), dq, l2normEps);
       dk = buildL2NormalizeGrad(rewriter, loc, op.getK(), dk, l2normEps);

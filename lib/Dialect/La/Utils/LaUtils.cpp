@@ -284,6 +284,36 @@ Value mlir::la::sumGroups(OpBuilder &b, Location loc, Value x, unsigned headDim,
                       });
 }
 
+Value mlir::la::repeatHeads(OpBuilder &b, Location loc, Value x,
+                            unsigned headDim, int64_t group) {
+  if (group == 1)
+    return x;
+  MLIRContext *ctx = b.getContext();
+  auto type = cast<RankedTensorType>(x.getType());
+  unsigned rank = type.getRank();
+  SmallVector<OpFoldResult> splitSizes = mixedSizes(b, loc, x);
+  splitSizes.insert(splitSizes.begin() + headDim + 1, b.getIndexAttr(group));
+  // Loops over split[..., h, j, ...]; x is read without j.
+  SmallVector<AffineExpr> inputExprs;
+  SmallVector<ReassociationIndices> reassociation;
+  for (unsigned d = 0, next = 0; d < rank; ++d) {
+    inputExprs.push_back(getAffineDimExpr(next, ctx));
+    ReassociationIndices indices = {static_cast<int64_t>(next++)};
+    if (d == headDim)
+      indices.push_back(next++);
+    reassociation.push_back(indices);
+  }
+  Value split =
+      buildGeneric(b, loc, ValueRange{x},
+                   emptyTensor(b, loc, splitSizes, type.getElementType()),
+                   {AffineMap::get(rank + 1, 0, inputExprs, ctx),
+                    b.getMultiDimIdentityMap(rank + 1)},
+                   rank + 1, 0, [](OpBuilder &, Location, ValueRange args) {
+                     return args[0];
+                   });
+  return tensor::CollapseShapeOp::create(b, loc, split, reassociation);
+}
+
 Value mlir::la::broadcastLogDecay(OpBuilder &b, Location loc,
                                   ArrayRef<float> logDecay, Value q) {
   auto type = RankedTensorType::get({static_cast<int64_t>(logDecay.size())},
