@@ -13,6 +13,14 @@ if [ "${LA_SKIP_TORCH:-0}" != 1 ] && ! "${PYTHON:-python3}" -c "import torch" 2>
   echo "test.sh: installing torch with pip (for the autograd tests)"
   "${PYTHON:-python3}" -m pip install -q torch
 fi
+# fla's naive reference code for la.fla's tests (fla-core without its
+# dependencies: the naive files load by path with torch and einops).
+if [ "${LA_SKIP_TORCH:-0}" != 1 ] && ! "${PYTHON:-python3}" -c \
+    "import importlib.util as u, sys; sys.exit(u.find_spec('fla') is None or u.find_spec('einops') is None)" 2>/dev/null; then
+  echo "test.sh: installing fla-core 0.6.0 (--no-deps) and einops with pip (for la.fla's tests)"
+  "${PYTHON:-python3}" -m pip install -q --no-deps fla-core==0.6.0 einops || \
+    echo "test.sh: fla-core not installed; la.fla's comparisons with fla skip"
+fi
 cmake --build "$build" --target check-la
 "${PYTHON:-python3}" -m pytest -q "$root/python/tests"
 # A time-boxed kernel fuzz campaign beyond pytest's fixed subset: the

@@ -10,6 +10,8 @@
   differentiated through autograd by a gradient kernel the compiler derives
   (``la-derive-backward``), and ``la.attention_backward`` returns every
   gradient for NumPy inputs;
+* ``la.fla``: flash-linear-attention 0.6.0's ``chunk_*`` /
+  ``fused_recurrent_*`` op API on la's kernels (docs/fla.md);
 * ``la.ir``: the compiler from Python (Context, Module, PassManager,
   ExecutionEngine), and ``la.LaError`` for the errors it reports;
 * ``la.cuda``: whether a CUDA GPU is there (libla_cuda_runtime, through
@@ -27,7 +29,7 @@ is loaded on first use, and a missing library raises LaError then.
 #: la's version (CMake's project version and pyproject.toml's; a test checks).
 __version__ = "0.1.0"
 
-from . import cuda, ir, reference, testing, variants
+from . import cuda, fla, ir, reference, testing, variants
 from ._capi import LaError
 from .ops import (
     STAGES,
@@ -58,6 +60,7 @@ __all__ = [
     "cache_info",
     "clear_cache",
     "delta_rule",
+    "fla",
     "gated_delta_rule",
     "gated_delta_rule2",
     "gla",

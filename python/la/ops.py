@@ -383,7 +383,7 @@ def _prepare(variant, q, k, v, g=None, beta=None, *, erase=None, write=None,
             if x is None:
                 raise ValueError(f"{variant} needs {name} {what}")
             x = _f32_array(name, x, what)
-            if name == "erase" and heads_of(name, x) == HV:
+            if name == "erase" and heads_of(name, x) != H:
                 shape, what = (B, T, HV, K), "[B, T, HV, K]"
             if x.shape != shape:
                 raise _shape_error(name, f"{what} = {shape}", x.shape)

@@ -416,7 +416,7 @@ def _gdn(inputs, **kwargs):
         (lambda d: d.update(v=d["v"][:, :5]), ValueError, r"v must have shape \[B, T, HV, V\]"),
         (lambda d: d.update(v=d["v"][:, :, :3]), ValueError, r"HV=3 .* not a multiple .* H=2"),
         (lambda d: d.update(g=d["g"][..., None].repeat(4, -1)), ValueError,
-         r"g must have shape \[B, T, H\] = \(2, 6, 2\)"),
+         r"g must have shape \[B, T, H\] or \[B, T, HV\] = \(2, 6, 2\)"),
         (lambda d: d.update(beta=d["beta"][:, :, :1]), ValueError,
          r"beta must have shape \[B, T, H\]"),
         (lambda d: d.update(initial_state=d["initial_state"][:, :2]), ValueError,

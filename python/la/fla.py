@@ -1,0 +1,466 @@
+"""flash-linear-attention 0.6.0's op API on la's kernels.
+
+``from la import fla`` gives the ``chunk_*`` and ``fused_recurrent_*``
+functions of ``fla.ops`` with fla's names, positional order, defaults and
+conventions, so that replacing ``fla.ops.X`` calls by ``la.fla.X`` calls
+needs no other change (docs/fla.md). Both names run la's compiled kernel
+(the chunkwise-parallel program; ``fused_recurrent_*`` runs the same
+numbers); inputs are CPU torch tensors (or NumPy arrays), gradients come
+from la's derived backward through autograd.
+
+fla's in-kernel gate activations (``use_gate_in_kernel`` with ``A_log``,
+``dt_bias``, ``lower_bound``; ``use_beta_sigmoid_in_kernel``) are applied
+here with torch (or NumPy) operations before the kernel, so ``A_log`` and
+``dt_bias`` get gradients through autograd; they are not fused into la's
+kernel yet. What la cannot express raises :class:`la.LaError` with the
+reason (never a silently different result): a value-side gate ``gv``,
+``reverse=True``, per-value-channel beta ``[B, T, HV, V]``, an initial
+normaliser state for linear attention, context parallelism. Gated
+DeltaNet-2 (``chunk_gdn2``) is not here yet: fla's erase gate acts on the
+key the state is read with, ``(I - k (b * k)^T)``, la's
+``gated_delta_rule2`` on the key it writes, ``(I - (e * k) k^T)``.
+"""
+
+import numpy as np
+
+from . import ops
+from ._capi import LaError
+
+__all__ = [
+    "chunk_linear_attn", "fused_recurrent_linear_attn",
+    "chunk_retention", "fused_recurrent_retention",
+    "chunk_simple_gla", "fused_recurrent_simple_gla",
+    "chunk_gla", "fused_recurrent_gla",
+    "chunk_delta_rule", "fused_recurrent_delta_rule",
+    "chunk_gated_delta_rule", "fused_recurrent_gated_delta_rule",
+    "chunk_kda", "fused_recurrent_kda",
+]
+
+#: fla's normaliser epsilon (fla/ops/linear_attn/utils.py).
+LINEAR_ATTN_EPS = 1e-10
+
+
+# --------------------------------------------------------------------------
+# element-wise helpers on torch tensors or NumPy arrays
+# --------------------------------------------------------------------------
+
+def _torch_module(*xs):
+    torch = ops._torch()
+    if torch is not None and any(isinstance(x, torch.Tensor) for x in xs):
+        return torch
+    return None
+
+
+def _float(x):
+    """x as float32 (torch: keeps autograd; NumPy: a copy)."""
+    torch = _torch_module(x)
+    if torch is not None:
+        return x.float()
+    return np.asarray(x, dtype=np.float32)
+
+
+def _exp(x):
+    torch = _torch_module(x)
+    return torch.exp(x) if torch is not None else np.exp(x)
+
+
+def _softplus(x):
+    """log(1 + exp(x)), as torch.nn.functional.softplus (threshold 20)."""
+    torch = _torch_module(x)
+    if torch is not None:
+        return torch.nn.functional.softplus(x)
+    return np.where(x > 20.0, x, np.log1p(np.exp(np.minimum(x, 20.0)))).astype(np.float32)
+
+
+def _sigmoid(x):
+    torch = _torch_module(x)
+    if torch is not None:
+        return torch.sigmoid(x)
+    return (1.0 / (1.0 + np.exp(-x))).astype(np.float32)
+
+
+def _ones_like_heads(q):
+    """beta = 1 per (B, T, H): fla's ``torch.ones_like(q[..., 0])``."""
+    torch = _torch_module(q)
+    if torch is not None:
+        return torch.ones(q.shape[:3], dtype=torch.float32)
+    return np.ones(np.shape(q)[:3], np.float32)
+
+
+def _transpose_state(state):
+    """[N, HV, V, K] <-> [N, HV, K, V] (fla's ``state_v_first``)."""
+    if state is None:
+        return None
+    torch = _torch_module(state)
+    if torch is not None:
+        return state.transpose(-1, -2).contiguous()
+    return np.ascontiguousarray(np.swapaxes(state, -1, -2))
+
+
+def _unsupported(what):
+    return LaError(f"la.fla: {what} is not supported by la yet")
+
+
+def _check_reverse(reverse):
+    if reverse:
+        raise _unsupported("reverse=True (the recurrence run backward in time)")
+
+
+def _check_scale(scale):
+    if scale is not None and not (isinstance(scale, (int, float, np.floating, np.integer))
+                                  and not isinstance(scale, bool) and scale > 0):
+        raise ValueError(f"scale must be a positive number, got {scale!r}")
+
+
+def _chunk_size(kwargs, default=64):
+    """fla's ``chunk_size`` keyword (a tuning hint there; la's chunk size)."""
+    return int(kwargs.get("chunk_size", default))
+
+
+def _run(variant, q, k, v, g=None, beta=None, *, scale, initial_state, output_final_state,
+         state_v_first=False, cu_seqlens=None, qk_l2norm=False, chunk_size=64, **options):
+    """la.attention with fla's state layout option."""
+    _check_scale(scale)
+    if state_v_first:
+        initial_state = _transpose_state(initial_state)
+    o, state = ops.attention(variant, q, k, v, g, beta, scale=scale,
+                             initial_state=initial_state,
+                             output_final_state=output_final_state, cu_seqlens=cu_seqlens,
+                             qk_l2norm=qk_l2norm, chunk_size=chunk_size, **options)
+    if state_v_first:
+        state = _transpose_state(state)
+    return o, state
+
+
+# --------------------------------------------------------------------------
+# linear attention
+# --------------------------------------------------------------------------
+
+def _linear_attn(q, k, v, scale, initial_state, output_final_state, normalize, cu_seqlens,
+                 chunk_size):
+    if normalize and isinstance(initial_state, tuple):
+        kv_state, z_state = initial_state
+        if z_state is not None:
+            raise _unsupported("an initial normaliser state z (la's normaliser starts at "
+                               "zero in every call)")
+        initial_state = kv_state
+    o, state = _run("linear", q, k, v, scale=scale, initial_state=initial_state,
+                    output_final_state=output_final_state, cu_seqlens=cu_seqlens,
+                    normalize=bool(normalize), eps=LINEAR_ATTN_EPS if normalize else None,
+                    chunk_size=chunk_size)
+    if not normalize:
+        return o, state
+    # fla returns the normaliser's state, sum_t k_t per sequence ([N, 1, H, K],
+    # k's dtype), whenever normalize is set.
+    torch = _torch_module(k)
+    if cu_seqlens is None:
+        z = k.sum(1, keepdim=True) if torch is not None else np.sum(k, 1, keepdims=True)
+    else:
+        offsets = [int(x) for x in (cu_seqlens.tolist() if hasattr(cu_seqlens, "tolist")
+                                    else cu_seqlens)]
+        parts = [k[:, a:b].sum(1, keepdim=True) if torch is not None
+                 else np.sum(k[:, a:b], 1, keepdims=True)
+                 for a, b in zip(offsets[:-1], offsets[1:])]
+        z = torch.cat(parts, 0) if torch is not None else np.concatenate(parts, 0)
+    return o, (state, z)
+
+
+def chunk_linear_attn(q, k, v, scale=None, initial_state=None, output_final_state=False,
+                      normalize=True, cu_seqlens=None):
+    """fla.ops.linear_attn.chunk_linear_attn: ``S_t = S_{t-1} + k_t v_t^T``,
+    ``o_t = S_t^T (scale q_t)``, with ``normalize`` (default True) dividing
+    by ``(scale q_t) . sum_{s<=t} k_s + 1e-10``. Returns ``(o, final_state)``,
+    or with ``normalize`` ``(o, (final_state, z))``, z = ``sum_t k_t``
+    ``[N, 1, H, K]``."""
+    return _linear_attn(q, k, v, scale, initial_state, output_final_state, normalize,
+                        cu_seqlens, 64)
+
+
+def fused_recurrent_linear_attn(q, k, v, scale=None, initial_state=None,
+                                output_final_state=False, reverse=False, normalize=False,
+                                cu_seqlens=None):
+    """fla.ops.linear_attn.fused_recurrent_linear_attn (``normalize``
+    defaults to False here, as in fla)."""
+    _check_reverse(reverse)
+    return _linear_attn(q, k, v, scale, initial_state, output_final_state, normalize,
+                        cu_seqlens, 64)
+
+
+# --------------------------------------------------------------------------
+# retention and simple GLA
+# --------------------------------------------------------------------------
+
+def _retention_decay(H):
+    """fla's (and RetNet's) per-head decay: ``log(1 - 2^(-5-h))``."""
+    return np.log(1 - 2.0 ** (-5.0 - np.arange(H, dtype=np.float32))).astype(np.float32)
+
+
+def chunk_retention(q, k, v, scale=None, initial_state=None, output_final_state=False,
+                    cu_seqlens=None, **kwargs):
+    """fla.ops.retention.chunk_retention: fixed decay ``1 - 2^(-5-h)`` per head."""
+    return _run("retention", q, k, v, scale=scale, initial_state=initial_state,
+                output_final_state=output_final_state, cu_seqlens=cu_seqlens,
+                log_decay=_retention_decay(np.shape(q)[2]), chunk_size=_chunk_size(kwargs))
+
+
+def fused_recurrent_retention(q, k, v, scale=None, initial_state=None,
+                              output_final_state=False, reverse=False, state_v_first=False,
+                              cu_seqlens=None, **kwargs):
+    """fla.ops.retention.fused_recurrent_retention."""
+    _check_reverse(reverse)
+    return _run("retention", q, k, v, scale=scale, initial_state=initial_state,
+                output_final_state=output_final_state, state_v_first=state_v_first,
+                cu_seqlens=cu_seqlens, log_decay=_retention_decay(np.shape(q)[2]))
+
+
+def _simple_gla(q, k, v, g, g_gamma, scale, initial_state, output_final_state, state_v_first,
+                cu_seqlens, chunk_size):
+    common = dict(scale=scale, initial_state=initial_state,
+                  output_final_state=output_final_state, state_v_first=state_v_first,
+                  cu_seqlens=cu_seqlens, chunk_size=chunk_size)
+    if g is None and g_gamma is None:
+        return _run("linear", q, k, v, **common)
+    if g is None:
+        # A constant decay per head: compiled into the kernel (fla gives
+        # g_gamma no gradient either).
+        return _run("retention", q, k, v, log_decay=g_gamma, **common)
+    if g_gamma is not None:
+        # exp(g_t) exp(gamma_h) = exp(g_t + gamma_h): one scalar gate.
+        torch = _torch_module(g_gamma)
+        gamma = g_gamma.detach().float() if torch is not None else _float(g_gamma)
+        g = _float(g) + gamma.reshape(1, 1, -1)
+    return _run("mamba2", q, k, v, g, **common)
+
+
+def chunk_simple_gla(q, k, v, g=None, g_gamma=None, scale=None, initial_state=None,
+                     output_final_state=False, state_v_first=False, cu_seqlens=None,
+                     cu_seqlens_cpu=None, **kwargs):
+    """fla.ops.simple_gla.chunk_simple_gla: scalar log gate ``g [B, T, H]``
+    and/or a constant log decay ``g_gamma [H]`` (both: both apply)."""
+    return _simple_gla(q, k, v, g, g_gamma, scale, initial_state, output_final_state,
+                       state_v_first, cu_seqlens, _chunk_size(kwargs))
+
+
+def fused_recurrent_simple_gla(q, k, v, g=None, g_gamma=None, scale=None, initial_state=None,
+                               output_final_state=False, reverse=False, state_v_first=False,
+                               cu_seqlens=None, **kwargs):
+    """fla.ops.simple_gla.fused_recurrent_simple_gla."""
+    _check_reverse(reverse)
+    return _simple_gla(q, k, v, g, g_gamma, scale, initial_state, output_final_state,
+                       state_v_first, cu_seqlens, 64)
+
+
+# --------------------------------------------------------------------------
+# GLA
+# --------------------------------------------------------------------------
+
+def chunk_gla(q, k, v, g, scale=None, initial_state=None, output_final_state=False,
+              state_v_first=False, cu_seqlens=None, cu_seqlens_cpu=None):
+    """fla.ops.gla.chunk_gla: channel log gate ``g [B, T, H, K]``."""
+    return _run("gla", q, k, v, g, scale=scale, initial_state=initial_state,
+                output_final_state=output_final_state, state_v_first=state_v_first,
+                cu_seqlens=cu_seqlens)
+
+
+def fused_recurrent_gla(q, k, v, gk=None, gv=None, scale=None, initial_state=None,
+                        output_final_state=False, reverse=False, state_v_first=False,
+                        cu_seqlens=None, **kwargs):
+    """fla.ops.gla.fused_recurrent_gla: key-side gate ``gk [B, T, H, K]``
+    (``gv``, a value-side gate, raises LaError)."""
+    _check_reverse(reverse)
+    if gv is not None:
+        raise _unsupported("gv (a gate on the value side of the state)")
+    variant = "linear" if gk is None else "gla"
+    return _run(variant, q, k, v, gk, scale=scale, initial_state=initial_state,
+                output_final_state=output_final_state, state_v_first=state_v_first,
+                cu_seqlens=cu_seqlens)
+
+
+# --------------------------------------------------------------------------
+# the delta rule family
+# --------------------------------------------------------------------------
+
+def _check_beta(beta, v):
+    if beta is not None and np.ndim(beta) == np.ndim(v):
+        raise _unsupported("beta per value channel ([B, T, HV, V])")
+
+
+def _beta(beta, use_beta_sigmoid_in_kernel, allow_neg_eigval):
+    """fla's beta options: sigmoid in the kernel, times 2 with
+    allow_neg_eigval (which needs the sigmoid)."""
+    if allow_neg_eigval and not use_beta_sigmoid_in_kernel:
+        raise ValueError("allow_neg_eigval=True requires use_beta_sigmoid_in_kernel=True")
+    if use_beta_sigmoid_in_kernel:
+        beta = _sigmoid(_float(beta))
+        if allow_neg_eigval:
+            beta = 2 * beta
+    return beta
+
+
+def _gdn_gate(g, A_log, dt_bias):
+    """Gated DeltaNet's in-kernel gate: ``-exp(A_log) * softplus(g + dt_bias)``."""
+    HV = np.shape(g)[2]
+    return -_exp(_float(A_log)).reshape(1, 1, HV) * _softplus(
+        _float(g) + (_float(dt_bias).reshape(1, 1, HV) if dt_bias is not None else 0.0))
+
+
+def chunk_delta_rule(q, k, v, beta, scale=None, initial_state=None, output_final_state=False,
+                     use_qk_l2norm_in_kernel=False, cu_seqlens=None, cu_seqlens_cpu=None,
+                     **kwargs):
+    """fla.ops.delta_rule.chunk_delta_rule (la also takes float32 inputs)."""
+    _check_beta(beta, v)
+    return _run("deltanet", q, k, v, None, beta, scale=scale, initial_state=initial_state,
+                output_final_state=output_final_state, cu_seqlens=cu_seqlens,
+                qk_l2norm=use_qk_l2norm_in_kernel, chunk_size=_chunk_size(kwargs))
+
+
+def fused_recurrent_delta_rule(q, k, v, beta=None, scale=None, initial_state=None,
+                               output_final_state=False, use_qk_l2norm_in_kernel=False,
+                               cu_seqlens=None):
+    """fla.ops.delta_rule.fused_recurrent_delta_rule (``beta=None``: 1)."""
+    _check_beta(beta, v)
+    if beta is None:
+        beta = _ones_like_heads(q)
+    return _run("deltanet", q, k, v, None, beta, scale=scale, initial_state=initial_state,
+                output_final_state=output_final_state, cu_seqlens=cu_seqlens,
+                qk_l2norm=use_qk_l2norm_in_kernel)
+
+
+def _gated_delta(q, k, v, g, gk, beta, *, scale, initial_state, output_final_state,
+                 use_qk_l2norm_in_kernel, use_gate_in_kernel, A_log, dt_bias,
+                 use_beta_sigmoid_in_kernel, allow_neg_eigval, state_v_first, cu_seqlens,
+                 chunk_size):
+    _check_beta(beta, v)
+    if use_gate_in_kernel:
+        if A_log is None:
+            raise ValueError("A_log must be provided when use_gate_in_kernel=True")
+        if g is None:
+            raise ValueError("g must be provided when use_gate_in_kernel=True")
+        g = _gdn_gate(g, A_log, dt_bias)
+    if beta is None:
+        beta = _ones_like_heads(q)
+    beta = _beta(beta, use_beta_sigmoid_in_kernel, allow_neg_eigval)
+    if gk is not None:
+        # A scalar and a channel gate multiply: one channel gate.
+        variant, gate = "kda", _float(gk) + (_float(g)[..., None] if g is not None else 0.0)
+    elif g is not None:
+        variant, gate = "gated_deltanet", g
+    else:
+        variant, gate = "deltanet", None
+    return _run(variant, q, k, v, gate, beta, scale=scale, initial_state=initial_state,
+                output_final_state=output_final_state, state_v_first=state_v_first,
+                cu_seqlens=cu_seqlens, qk_l2norm=use_qk_l2norm_in_kernel,
+                chunk_size=chunk_size)
+
+
+def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None,
+                           output_final_state=False, use_qk_l2norm_in_kernel=False,
+                           use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False,
+                           state_v_first=False, cu_seqlens=None, cu_seqlens_cpu=None,
+                           chunk_indices=None, cp_context=None, **kwargs):
+    """fla.ops.gated_delta_rule.chunk_gated_delta_rule: scalar log gate ``g``
+    and ``beta`` per value head ``[B, T, HV]`` (or per key head);
+    ``use_gate_in_kernel``, ``A_log [HV]``, ``dt_bias [HV]`` as keywords."""
+    if cp_context is not None:
+        raise _unsupported("cp_context (context parallelism)")
+    return _gated_delta(
+        q, k, v, g, None, beta, scale=scale, initial_state=initial_state,
+        output_final_state=output_final_state, use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
+        use_gate_in_kernel=kwargs.get("use_gate_in_kernel", False), A_log=kwargs.get("A_log"),
+        dt_bias=kwargs.get("dt_bias"), use_beta_sigmoid_in_kernel=use_beta_sigmoid_in_kernel,
+        allow_neg_eigval=allow_neg_eigval, state_v_first=state_v_first, cu_seqlens=cu_seqlens,
+        chunk_size=_chunk_size(kwargs))
+
+
+def fused_recurrent_gated_delta_rule(q, k, v, g=None, gk=None, gv=None, beta=None, scale=None,
+                                     initial_state=None, output_final_state=False,
+                                     use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False,
+                                     A_log=None, dt_bias=None, use_beta_sigmoid_in_kernel=False,
+                                     allow_neg_eigval=False, state_v_first=False,
+                                     cu_seqlens=None, **kwargs):
+    """fla.ops.gated_delta_rule.fused_recurrent_gated_delta_rule (positional
+    order q, k, v, g, gk, gv, beta as in fla; ``gv`` raises LaError)."""
+    if gv is not None:
+        raise _unsupported("gv (a gate on the value side of the state)")
+    return _gated_delta(
+        q, k, v, g, gk, beta, scale=scale, initial_state=initial_state,
+        output_final_state=output_final_state, use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
+        use_gate_in_kernel=use_gate_in_kernel, A_log=A_log, dt_bias=dt_bias,
+        use_beta_sigmoid_in_kernel=use_beta_sigmoid_in_kernel,
+        allow_neg_eigval=allow_neg_eigval, state_v_first=state_v_first, cu_seqlens=cu_seqlens,
+        chunk_size=64)
+
+
+def _kda_gate(g, A_log, dt_bias, lower_bound):
+    """KDA's in-kernel gate on ``g [B, T, HV, K]``: ``-exp(A_log) *
+    softplus(g + dt_bias)``, or with ``lower_bound``
+    ``lower_bound * sigmoid(exp(A_log) * (g + dt_bias))`` (A_log None: 1
+    for the sigmoid form's scale, and ``exp(A_log)`` = 1 in the softplus
+    form)."""
+    HV, K = np.shape(g)[2], np.shape(g)[3]
+    x = _float(g)
+    if dt_bias is not None:
+        x = x + _float(dt_bias).reshape(1, 1, HV, K)
+    a = _exp(_float(A_log)).reshape(1, 1, HV, 1) if A_log is not None else 1.0
+    if lower_bound is None:
+        return -a * _softplus(x)
+    return float(lower_bound) * _sigmoid(a * x)
+
+
+def _kda(q, k, v, g, beta, *, A_log, dt_bias, scale, initial_state, output_final_state,
+         use_qk_l2norm_in_kernel, use_gate_in_kernel, use_beta_sigmoid_in_kernel,
+         allow_neg_eigval, lower_bound, state_v_first, cu_seqlens, chunk_size):
+    _check_beta(beta, v)
+    if use_gate_in_kernel:
+        g = _kda_gate(g, A_log, dt_bias, lower_bound)
+    beta = _beta(beta, use_beta_sigmoid_in_kernel, allow_neg_eigval)
+    return _run("kda", q, k, v, g, beta, scale=scale, initial_state=initial_state,
+                output_final_state=output_final_state, state_v_first=state_v_first,
+                cu_seqlens=cu_seqlens, qk_l2norm=use_qk_l2norm_in_kernel,
+                chunk_size=chunk_size)
+
+
+def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
+              use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False,
+              use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False, safe_gate=False,
+              lower_bound=None, disable_recompute=False, return_intermediate_states=False,
+              state_v_first=False, cu_seqlens=None, cu_seqlens_cpu=None, cp_context=None,
+              use_graph=False, max_num_seqs=None, **kwargs):
+    """fla.ops.kda.chunk_kda: channel log gate ``g [B, T, HV, K]`` and
+    ``beta [B, T, HV]`` (or per key head); ``A_log [HV]`` and
+    ``dt_bias [HV * K]`` as keywords with ``use_gate_in_kernel``."""
+    if return_intermediate_states:
+        raise _unsupported("return_intermediate_states")
+    if cp_context is not None:
+        raise _unsupported("cp_context (context parallelism)")
+    A_log, dt_bias = kwargs.get("A_log"), kwargs.get("dt_bias")
+    if use_gate_in_kernel:
+        if A_log is None and lower_bound is None:
+            raise ValueError("A_log must be provided when use_gate_in_kernel=True "
+                             "(or a lower_bound)")
+        if safe_gate and (lower_bound is None or not -5 <= lower_bound < 0):
+            raise ValueError(f"safe_gate needs a lower_bound in [-5, 0), got {lower_bound!r}")
+    return _kda(q, k, v, g, beta, A_log=A_log, dt_bias=dt_bias, scale=scale,
+                initial_state=initial_state, output_final_state=output_final_state,
+                use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
+                use_gate_in_kernel=use_gate_in_kernel,
+                use_beta_sigmoid_in_kernel=use_beta_sigmoid_in_kernel,
+                allow_neg_eigval=allow_neg_eigval, lower_bound=lower_bound,
+                state_v_first=state_v_first, cu_seqlens=cu_seqlens,
+                chunk_size=_chunk_size(kwargs))
+
+
+def fused_recurrent_kda(q, k, v, g, beta, A_log=None, dt_bias=None, scale=None,
+                        initial_state=None, output_final_state=False,
+                        use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False,
+                        use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False,
+                        lower_bound=None, state_v_first=False, cu_seqlens=None, **kwargs):
+    """fla.ops.kda.fused_recurrent_kda (``A_log``, ``dt_bias`` positional
+    after beta, as in fla)."""
+    return _kda(q, k, v, g, beta, A_log=A_log, dt_bias=dt_bias, scale=scale,
+                initial_state=initial_state, output_final_state=output_final_state,
+                use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
+                use_gate_in_kernel=use_gate_in_kernel,
+                use_beta_sigmoid_in_kernel=use_beta_sigmoid_in_kernel,
+                allow_neg_eigval=allow_neg_eigval, lower_bound=lower_bound,
+                state_v_first=state_v_first, cu_seqlens=cu_seqlens, chunk_size=64)

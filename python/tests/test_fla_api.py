@@ -1,0 +1,288 @@
+"""la.fla: flash-linear-attention 0.6.0's op API on la's kernels, called
+with fla's own argument conventions (positional order, keywords, defaults)
+and checked against fla's naive reference functions (fla-core 0.6.0,
+installed with ``pip install --no-deps``; its naive.py files are loaded by
+path, without triton) and against la's fp64 reference where fla's naive
+code does not cover a case (grouped value heads in Gated DeltaNet).
+
+fla's in-kernel gate activations are written out here from fla's formulas
+(gated_delta_rule/gate.py, kda/gate.py), and gradients of the gate
+parameters are compared with torch autograd through fla's naive code."""
+
+import importlib.util
+import os
+
+import numpy as np
+import pytest
+
+import la
+from la import fla as lafla
+from la import reference
+from la.testing import rel_rms
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("einops")  # fla's naive files import it
+
+F = torch.nn.functional
+
+
+def _naive(op):
+    """fla.ops.<op>.naive, loaded by path (importing fla would import triton)."""
+    spec = importlib.util.find_spec("fla")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("fla-core is not installed (pip install --no-deps fla-core==0.6.0)")
+    path = os.path.join(spec.submodule_search_locations[0], "ops", op, "naive.py")
+    module_spec = importlib.util.spec_from_file_location(f"fla_naive_{op}", path)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    return module
+
+
+def _randn(*shape, seed, scale=1.0):
+    gen = torch.Generator().manual_seed(seed)
+    return scale * torch.randn(*shape, generator=gen)
+
+
+def _rand(*shape, seed, low=0.0, high=1.0):
+    gen = torch.Generator().manual_seed(seed)
+    return low + (high - low) * torch.rand(*shape, generator=gen)
+
+
+def _unit(x):
+    return F.normalize(x, dim=-1)
+
+
+def _err(expected, got):
+    return rel_rms(expected.detach().double().numpy(), got.detach().double().numpy())
+
+
+B, T, H, HV, K, V = 2, 37, 2, 4, 16, 8
+F32 = 1e-5
+
+
+# --------------------------------------------------------------------------
+# linear attention, retention, simple GLA, GLA
+# --------------------------------------------------------------------------
+
+def test_linear_attn_defaults_and_normaliser():
+    naive = _naive("linear_attn").naive_recurrent_linear_attn
+    q, k, v = _randn(B, T, H, K, seed=1), _randn(B, T, H, K, seed=2), _randn(B, T, H, V, seed=3)
+    q, k = q.abs(), k.abs()  # a positive feature map, as a layer would apply
+    s0 = _randn(B, H, K, V, seed=4)
+    # chunk_linear_attn normalises by default (fla: normalize=True, eps 1e-10)
+    o, (s, z) = lafla.chunk_linear_attn(q, k, v, None, s0, True)
+    o_ref, (s_ref, z_ref) = naive(q, k, v, None, s0, True, True)
+    assert _err(o_ref, o) <= F32 and _err(s_ref, s) <= F32
+    assert z.shape == (B, 1, H, K) and _err(z_ref, z) <= F32
+    # fused_recurrent_linear_attn does not, and returns (o, state)
+    o, s = lafla.fused_recurrent_linear_attn(q, k, v, output_final_state=True)
+    o_ref, s_ref = naive(q, k, v, output_final_state=True)
+    assert _err(o_ref, o) <= F32 and _err(s_ref, s) <= F32
+    # with normalize, the state pair comes back even without output_final_state
+    _, (s, z) = lafla.chunk_linear_attn(q, k, v)
+    assert s is None and z.shape == (B, 1, H, K)
+
+
+def test_retention():
+    naive = _naive("retention").naive_retention  # head-first [B, H, T, D]
+    q, k, v = _randn(B, T, H, K, seed=5), _randn(B, T, H, K, seed=6), _randn(B, T, H, V, seed=7)
+    o, s = lafla.chunk_retention(q, k, v)
+    assert s is None
+    o_ref = naive(*(x.transpose(1, 2) for x in (q, k, v))).transpose(1, 2)
+    assert _err(o_ref, o) <= F32
+    o2, _ = lafla.fused_recurrent_retention(q, k, v)
+    assert _err(o_ref, o2) <= F32
+
+
+def test_simple_gla_g_and_g_gamma():
+    naive = _naive("simple_gla").naive_recurrent_simple_gla
+    q, k, v = _randn(B, T, H, K, seed=8), _randn(B, T, H, K, seed=9), _randn(B, T, H, V, seed=10)
+    g = F.logsigmoid(_randn(B, T, H, seed=11)) / 4
+    g_gamma = torch.tensor([-0.05, -0.2])
+    s0 = _randn(B, H, K, V, seed=12)
+    for gate, gamma in ((g, None), (None, g_gamma), (g, g_gamma)):
+        total = (gate if gate is not None else 0) + \
+            (g_gamma.view(1, 1, H) if gamma is not None else 0) + torch.zeros(B, T, H)
+        o_ref, s_ref = naive(q, k, v, total, None, s0, True)
+        for function in (lafla.chunk_simple_gla, lafla.fused_recurrent_simple_gla):
+            o, s = function(q, k, v, gate, gamma, None, s0, True)
+            assert _err(o_ref, o) <= F32 and _err(s_ref, s) <= F32, function.__name__
+    # state_v_first: the states as [N, H, V, K]
+    o, s = lafla.chunk_simple_gla(q, k, v, g, initial_state=s0.transpose(-1, -2).contiguous(),
+                                  output_final_state=True, state_v_first=True)
+    o_ref, s_ref = naive(q, k, v, g, None, s0, True)
+    assert _err(o_ref, o) <= F32 and _err(s_ref.transpose(-1, -2), s) <= F32
+
+
+def test_gla():
+    naive = _naive("gla").naive_recurrent_gla
+    q, k, v = _randn(B, T, H, K, seed=13), _randn(B, T, H, K, seed=14), _randn(B, T, H, V, seed=15)
+    g = F.logsigmoid(_randn(B, T, H, K, seed=16)) / 8
+    s0 = _randn(B, H, K, V, seed=17)
+    o_ref, s_ref = naive(q, k, v, g, s0, True)
+    o, s = lafla.chunk_gla(q, k, v, g, None, s0, True)
+    assert _err(o_ref, o) <= F32 and _err(s_ref, s) <= F32
+    o, s = lafla.fused_recurrent_gla(q, k, v, g, None, None, s0, True)
+    assert _err(o_ref, o) <= F32 and _err(s_ref, s) <= F32
+    with pytest.raises(la.LaError, match="gv .* is not supported by la yet"):
+        lafla.fused_recurrent_gla(q, k, v, g, torch.zeros(B, T, H, V))
+    with pytest.raises(la.LaError, match="reverse=True"):
+        lafla.fused_recurrent_gla(q, k, v, g, reverse=True)
+
+
+# --------------------------------------------------------------------------
+# the delta rule family
+# --------------------------------------------------------------------------
+
+def test_delta_rule():
+    naive = _naive("delta_rule").delta_rule_recurrence  # head-first
+    q, v = _randn(B, T, H, K, seed=18), _randn(B, T, H, V, seed=19)
+    k = _unit(_randn(B, T, H, K, seed=20))
+    beta = _rand(B, T, H, seed=21, low=0.1, high=0.9)
+    s0 = _randn(B, H, K, V, seed=22)
+    o_ref, s_ref = naive(*(x.transpose(1, 2) for x in (q, k, v, beta)), s0, True)
+    o_ref = o_ref.transpose(1, 2)
+    for function in (lafla.chunk_delta_rule, lafla.fused_recurrent_delta_rule):
+        o, s = function(q, k, v, beta, None, s0, True)
+        assert _err(o_ref, o) <= F32 and _err(s_ref, s) <= F32, function.__name__
+    # the fused form's beta=None is beta = 1
+    o_ref, _ = naive(*(x.transpose(1, 2) for x in (q, k, v, torch.ones(B, T, H))))
+    o, _ = lafla.fused_recurrent_delta_rule(q, k, v)
+    assert _err(o_ref.transpose(1, 2), o) <= F32
+    with pytest.raises(la.LaError, match="beta per value channel"):
+        lafla.fused_recurrent_delta_rule(q, k, v, torch.ones(B, T, H, V))
+
+
+def _gdn_gate(g, A_log, dt_bias):
+    """fla/ops/gated_delta_rule/gate.py: -exp(A_log) * softplus(g + dt_bias)."""
+    return -A_log.float().exp() * F.softplus(g.float() + dt_bias.float())
+
+
+def test_gated_delta_rule_against_fla():
+    naive = _naive("gated_delta_rule").naive_recurrent_gated_delta_rule  # beta before g
+    q, k, v = _randn(B, T, H, K, seed=23), _randn(B, T, H, K, seed=24), _randn(B, T, H, V, seed=25)
+    g = F.logsigmoid(_randn(B, T, H, seed=26))
+    beta = _rand(B, T, H, seed=27, low=0.1, high=0.9)
+    s0 = _randn(B, H, K, V, seed=28)
+    o_ref, s_ref = naive(_unit(q), _unit(k), v, beta, g, None, s0, True)
+    o, s = lafla.chunk_gated_delta_rule(q, k, v, g, beta, None, s0, True, True)
+    assert _err(o_ref, o) <= F32 and _err(s_ref, s) <= F32
+    o, s = lafla.fused_recurrent_gated_delta_rule(q, k, v, g, beta=beta, initial_state=s0,
+                                                  output_final_state=True,
+                                                  use_qk_l2norm_in_kernel=True)
+    assert _err(o_ref, o) <= F32 and _err(s_ref, s) <= F32
+
+
+def test_gated_delta_rule_value_heads_and_in_kernel_gates():
+    """Grouped value heads with g and beta per value head, the in-kernel
+    gate (A_log, dt_bias) and sigmoid beta with allow_neg_eigval, against
+    la's fp64 reference (fla's naive GDN has no grouped value heads); the
+    gate parameters' gradients against torch autograd through the same
+    formulas and a float64 pure-torch recurrence."""
+    q, k, v = _randn(B, T, H, K, seed=29), _randn(B, T, H, K, seed=30), _randn(B, T, HV, V, seed=31)
+    raw_g, raw_beta = _randn(B, T, HV, seed=32), _randn(B, T, HV, seed=33)
+    A_log = _randn(HV, seed=34, scale=0.5).requires_grad_()
+    dt_bias = _randn(HV, seed=35, scale=0.5).requires_grad_()
+    o, _ = lafla.chunk_gated_delta_rule(q, k, v, raw_g, raw_beta, use_qk_l2norm_in_kernel=True,
+                                        use_beta_sigmoid_in_kernel=True, allow_neg_eigval=True,
+                                        use_gate_in_kernel=True, A_log=A_log, dt_bias=dt_bias)
+    g = _gdn_gate(raw_g, A_log, dt_bias).detach().numpy()
+    beta = (2 * torch.sigmoid(raw_beta)).numpy()
+    o_ref, _ = reference.recurrence(q.numpy(), k.numpy(), v.numpy(), update="delta",
+                                    gate="scalar", g=g, beta=beta, qk_l2norm=True)
+    assert rel_rms(o_ref, o.detach().numpy()) <= F32
+    # gradients of the gate parameters: through la's backward and autograd
+    o.square().sum().backward()
+    A64, dt64 = (x.detach().double().requires_grad_() for x in (A_log, dt_bias))
+    g64 = _gdn_gate(raw_g.double(), A64, dt64)
+    o64 = _torch_gated_delta(_unit(q.double()), _unit(k.double()), v.double(), g64,
+                             2 * torch.sigmoid(raw_beta.double()))
+    o64.square().sum().backward()
+    assert _err(A64.grad, A_log.grad) <= 1e-4 and _err(dt64.grad, dt_bias.grad) <= 1e-4
+
+
+def _torch_gated_delta(q, k, v, g, beta):
+    """Gated DeltaNet with per-value-head g and beta, token by token in torch
+    (differentiated by torch's autograd)."""
+    B_, T_, H_, K_ = q.shape
+    HV_ = v.shape[2]
+    q = q.repeat_interleave(HV_ // H_, dim=2) * K_ ** -0.5
+    k = k.repeat_interleave(HV_ // H_, dim=2)
+    S = q.new_zeros(B_, HV_, K_, v.shape[-1])
+    out = []
+    for t in range(T_):
+        S = S * g[:, t].exp()[..., None, None]
+        u = v[:, t] - torch.einsum("bhk,bhkv->bhv", k[:, t], S)
+        S = S + torch.einsum("bhk,bhv->bhkv", k[:, t], beta[:, t, :, None] * u)
+        out.append(torch.einsum("bhk,bhkv->bhv", q[:, t], S))
+    return torch.stack(out, 1)
+
+
+def _kda_gate(g, A_log, dt_bias, lower_bound=None):
+    """fla/ops/kda/gate.py's naive gates (dt_bias flat [HV * K])."""
+    HV_, K_ = g.shape[2], g.shape[3]
+    x = g.float() + dt_bias.float().view(HV_, K_)
+    a = A_log.float().exp().view(HV_, 1)
+    if lower_bound is None:
+        return -a * F.softplus(x)
+    return lower_bound * torch.sigmoid(a * x)
+
+
+@pytest.mark.parametrize("lower_bound", [None, -5.0])
+def test_kda_against_fla(lower_bound):
+    naive = _naive("kda").naive_recurrent_kda  # grouped value heads, g [B, T, HV, K]
+    q, k, v = _randn(B, T, H, K, seed=36), _randn(B, T, H, K, seed=37), _randn(B, T, HV, V, seed=38)
+    raw_g, raw_beta = _randn(B, T, HV, K, seed=39), _randn(B, T, HV, seed=40)
+    A_log, dt_bias = _randn(HV, seed=41, scale=0.3), _randn(HV * K, seed=42, scale=0.3)
+    s0 = _randn(B, HV, K, V, seed=43)
+    g = _kda_gate(raw_g, A_log, dt_bias, lower_bound)
+    o_ref, s_ref = naive(_unit(q), _unit(k), v, g, torch.sigmoid(raw_beta), None, s0, True)
+    o, s = lafla.chunk_kda(q, k, v, raw_g, raw_beta, None, s0, True, True, True, True,
+                           lower_bound=lower_bound, A_log=A_log, dt_bias=dt_bias)
+    assert _err(o_ref, o) <= F32 and _err(s_ref, s) <= F32
+    o, s = lafla.fused_recurrent_kda(q, k, v, raw_g, raw_beta, A_log, dt_bias, None, s0, True,
+                                     True, True, True, lower_bound=lower_bound)
+    assert _err(o_ref, o) <= F32 and _err(s_ref, s) <= F32
+
+
+def test_kda_gradients_against_fla_autograd():
+    """Gradients of every input and gate parameter: la's derived backward
+    (through autograd) against torch autograd through fla's naive KDA."""
+    naive = _naive("kda").naive_recurrent_kda
+    b, t, h, hv, k_dim, v_dim = 1, 13, 1, 2, 8, 4
+    leaves = dict(q=_randn(b, t, h, k_dim, seed=44), k=_randn(b, t, h, k_dim, seed=45),
+                  v=_randn(b, t, hv, v_dim, seed=46), g=_randn(b, t, hv, k_dim, seed=47),
+                  beta=_randn(b, t, hv, seed=48), A_log=_randn(hv, seed=49, scale=0.3),
+                  dt_bias=_randn(hv * k_dim, seed=50, scale=0.3))
+    ours = {n: x.clone().requires_grad_() for n, x in leaves.items()}
+    o, _ = lafla.chunk_kda(ours["q"], ours["k"], ours["v"], ours["g"], ours["beta"],
+                           use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True,
+                           use_beta_sigmoid_in_kernel=True, A_log=ours["A_log"],
+                           dt_bias=ours["dt_bias"])
+    do = _randn(*o.shape, seed=51)
+    (o * do).sum().backward()
+    theirs = {n: x.double().clone().requires_grad_() for n, x in leaves.items()}
+    gate = _kda_gate(theirs["g"], theirs["A_log"], theirs["dt_bias"]).double()
+    o_ref, _ = naive(_unit(theirs["q"]), _unit(theirs["k"]), theirs["v"], gate,
+                     torch.sigmoid(theirs["beta"]))
+    (o_ref * do.double()).sum().backward()
+    for name in leaves:
+        assert _err(theirs[name].grad, ours[name].grad) <= 1e-4, name
+
+
+def test_option_errors():
+    q = k = _randn(1, 4, 1, 4, seed=52)
+    v = _randn(1, 4, 1, 4, seed=53)
+    beta = _rand(1, 4, 1, seed=54)
+    g = -_rand(1, 4, 1, seed=55)
+    with pytest.raises(ValueError, match="allow_neg_eigval=True requires use_beta_sigmoid"):
+        lafla.chunk_gated_delta_rule(q, k, v, g, beta, allow_neg_eigval=True)
+    with pytest.raises(ValueError, match="A_log must be provided"):
+        lafla.chunk_gated_delta_rule(q, k, v, g, beta, use_gate_in_kernel=True)
+    with pytest.raises(ValueError, match="A_log must be provided"):
+        lafla.chunk_kda(q, k, v, g[..., None].expand(1, 4, 1, 4), beta, use_gate_in_kernel=True)
+    with pytest.raises(la.LaError, match="initial normaliser state"):
+        lafla.chunk_linear_attn(q, k, v, initial_state=(None, torch.zeros(1, 1, 1, 4)))
+    with pytest.raises(la.LaError, match="return_intermediate_states"):
+        lafla.chunk_kda(q, k, v, g[..., None].expand(1, 4, 1, 4), beta,
+                        return_intermediate_states=True)
