@@ -26,14 +26,15 @@ TENSOR_INPUTS = ("q", "k", "v", "g", "beta", "erase", "write", "initial_state",
 DIFFERENTIABLE = ("q", "k", "v", "g", "beta", "erase", "write", "initial_state")
 
 _OPTIONS = ("scale", "output_final_state", "normalize", "eps", "qk_l2norm",
-            "allow_neg_eigval", "chunk_size", "sequential", "dtype", "num_threads")
+            "allow_neg_eigval", "chunk_size", "sequential", "dtype", "num_threads",
+            "erase_read_key")
 
 _INPUT_SCHEMA = ("str variant, Tensor q, Tensor k, Tensor v, Tensor? g, Tensor? beta, "
                  "Tensor? erase, Tensor? write, Tensor? initial_state, "
                  "Tensor? cu_seqlens, Tensor? log_decay, float? scale, "
                  "bool output_final_state, bool normalize, float? eps, bool qk_l2norm, "
                  "bool allow_neg_eigval, int chunk_size, bool sequential, str? dtype, "
-                 "int num_threads")
+                 "int num_threads, bool erase_read_key")
 FORWARD_SCHEMA = f"({_INPUT_SCHEMA}) -> (Tensor, Tensor)"
 BACKWARD_SCHEMA = f"({_INPUT_SCHEMA}, Tensor do, Tensor? d_final_state) -> Tensor[]"
 

@@ -16,9 +16,9 @@ kernel yet. What la cannot express raises :class:`la.LaError` with the
 reason (never a silently different result): a value-side gate ``gv``,
 ``reverse=True``, per-value-channel beta ``[B, T, HV, V]``, an initial
 normaliser state for linear attention, context parallelism. Gated
-DeltaNet-2 (``chunk_gdn2``) is not here yet: fla's erase gate acts on the
-key the state is read with, ``(I - k (b * k)^T)``, la's
-``gated_delta_rule2`` on the key it writes, ``(I - (e * k) k^T)``.
+DeltaNet-2 (``chunk_gdn2``) runs la's erase_write rule with
+``erase_read_key``: fla's erase gate acts on the key the state is read
+with, ``(I - k (b * k)^T)``.
 """
 
 import numpy as np
@@ -34,6 +34,7 @@ __all__ = [
     "chunk_delta_rule", "fused_recurrent_delta_rule",
     "chunk_gated_delta_rule", "fused_recurrent_gated_delta_rule",
     "chunk_kda", "fused_recurrent_kda",
+    "chunk_gdn2", "fused_recurrent_gdn2",
 ]
 
 #: fla's normaliser epsilon (fla/ops/linear_attn/utils.py).
@@ -464,3 +465,66 @@ def fused_recurrent_kda(q, k, v, g, beta, A_log=None, dt_bias=None, scale=None,
                 use_beta_sigmoid_in_kernel=use_beta_sigmoid_in_kernel,
                 allow_neg_eigval=allow_neg_eigval, lower_bound=lower_bound,
                 state_v_first=state_v_first, cu_seqlens=cu_seqlens, chunk_size=64)
+
+
+# --------------------------------------------------------------------------
+# Gated DeltaNet-2
+# --------------------------------------------------------------------------
+
+def _gdn2(q, k, v, g, b, w, *, A_log, dt_bias, scale, initial_state, output_final_state,
+          use_qk_l2norm_in_kernel, use_gate_in_kernel, lower_bound, state_v_first, cu_seqlens,
+          chunk_size):
+    if use_gate_in_kernel:
+        g = _kda_gate(g, A_log, dt_bias, lower_bound)
+    _check_scale(scale)
+    if state_v_first:
+        initial_state = _transpose_state(initial_state)
+    o, state = ops.attention("gated_deltanet2", q, k, v, g, erase=b, write=w, scale=scale,
+                             initial_state=initial_state,
+                             output_final_state=output_final_state, cu_seqlens=cu_seqlens,
+                             qk_l2norm=use_qk_l2norm_in_kernel, chunk_size=chunk_size,
+                             erase_read_key=True)
+    if state_v_first:
+        state = _transpose_state(state)
+    return o, state
+
+
+def chunk_gdn2(q, k, v, g, b, w, scale=None, initial_state=None, output_final_state=False,
+               use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False, cu_seqlens=None,
+               cu_seqlens_cpu=None, safe_gate=False, lower_bound=None, disable_recompute=False,
+               return_intermediate_states=False, state_v_first=False, cp_context=None,
+               **kwargs):
+    """fla.ops.gdn2.chunk_gdn2: ``S_t = (I - k_t (b_t * k_t)^T) Diag(exp(g_t))
+    S_{t-1} + k_t (w_t * v_t)^T`` with the erase gate ``b [B, T, H, K]`` on
+    the key the state is read with and the write gate ``w [B, T, HV, V]``;
+    KDA's gate options (``A_log``, ``dt_bias`` as keywords)."""
+    if return_intermediate_states:
+        raise _unsupported("return_intermediate_states")
+    if cp_context is not None:
+        raise _unsupported("cp_context (context parallelism)")
+    A_log, dt_bias = kwargs.get("A_log"), kwargs.get("dt_bias")
+    if use_gate_in_kernel:
+        if A_log is None and lower_bound is None:
+            raise ValueError("A_log must be provided when use_gate_in_kernel=True "
+                             "(or a lower_bound)")
+        if safe_gate and (lower_bound is None or not -5 <= lower_bound < 0):
+            raise ValueError(f"safe_gate needs a lower_bound in [-5, 0), got {lower_bound!r}")
+    return _gdn2(q, k, v, g, b, w, A_log=A_log, dt_bias=dt_bias, scale=scale,
+                 initial_state=initial_state, output_final_state=output_final_state,
+                 use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
+                 use_gate_in_kernel=use_gate_in_kernel, lower_bound=lower_bound,
+                 state_v_first=state_v_first, cu_seqlens=cu_seqlens,
+                 chunk_size=_chunk_size(kwargs))
+
+
+def fused_recurrent_gdn2(q, k, v, g, b, w, A_log=None, dt_bias=None, scale=None,
+                         initial_state=None, output_final_state=False,
+                         use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False,
+                         lower_bound=None, state_v_first=False, cu_seqlens=None, **kwargs):
+    """fla.ops.gdn2.fused_recurrent_gdn2 (grouped value heads: ``g``, ``b``
+    ``[B, T, HV, K]``)."""
+    return _gdn2(q, k, v, g, b, w, A_log=A_log, dt_bias=dt_bias, scale=scale,
+                 initial_state=initial_state, output_final_state=output_final_state,
+                 use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
+                 use_gate_in_kernel=use_gate_in_kernel, lower_bound=lower_bound,
+                 state_v_first=state_v_first, cu_seqlens=cu_seqlens, chunk_size=64)

@@ -286,7 +286,8 @@ def _prepare(variant, q, k, v, g=None, beta=None, *, erase=None, write=None,
              log_decay=None, scale=None,
              initial_state=None, output_final_state=False, cu_seqlens=None, normalize=False,
              eps=None, qk_l2norm=False, allow_neg_eigval=False, chunk_size=64,
-             sequential=False, dtype=None, target="cpu", num_threads=None):
+             sequential=False, dtype=None, target="cpu", num_threads=None,
+             erase_read_key=False):
     if variant not in VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; expected one of {tuple(VARIANTS)}")
     _check_target(target)
@@ -431,7 +432,8 @@ def _prepare(variant, q, k, v, g=None, beta=None, *, erase=None, write=None,
         cu_seqlens_len=None if cu is None else cu.size,
         qk_l2norm=bool(qk_l2norm), normalizer=bool(normalize), scale=scale, eps=eps,
         log_decay=log_decay, allow_neg_eigval=bool(allow_neg_eigval),
-        value_head_operands=tuple(value_heads), name=_ENTRY)
+        value_head_operands=tuple(value_heads), erase_read_key=bool(erase_read_key),
+        name=_ENTRY)
     o_np = {"f32": np.float32, "f16": np.float16, "bf16": np.uint16}[compute]
     outputs = [((B, T, HV, V), o_np)]
     if output_final_state:
@@ -1079,6 +1081,7 @@ def _torch_attention(options, named):
         qk_l2norm=bool(options["qk_l2norm"]),
         allow_neg_eigval=bool(options["allow_neg_eigval"]), chunk_size=chunk_size,
         sequential=bool(options["sequential"]), dtype=_compute_dtype(options["dtype"]),
+        erase_read_key=bool(options["erase_read_key"]),
         # 0: torch.get_num_threads() when the kernel runs (not when traced).
         num_threads=(0 if options["num_threads"] is None
                      else _thread_count(options["num_threads"], True)))
@@ -1096,7 +1099,7 @@ def attention(variant, q, k, v, g=None, beta=None, *, erase=None, write=None,
               log_decay=None, scale=None, initial_state=None, output_final_state=False,
               cu_seqlens=None, normalize=False, eps=None, qk_l2norm=False,
               allow_neg_eigval=False, chunk_size=64, sequential=False, dtype=None,
-              target="cpu", num_threads=None):
+              target="cpu", num_threads=None, erase_read_key=False):
     """Any ``la.attention`` variant (``linear``, ``retention``, ``mamba2``,
     ``gla``, ``deltanet``, ``decayed_deltanet``, ``gated_deltanet``, ``kda``,
     and Gated DeltaNet-2's ``deltanet2``, ``decayed_deltanet2``,
@@ -1118,7 +1121,10 @@ def attention(variant, q, k, v, g=None, beta=None, *, erase=None, write=None,
     * ``dtype`` (None: from q, k, v; 'f32', 'f16' or 'bf16' converts them);
     * ``target``: 'cpu' ('cuda' raises LaError: no GPU path yet);
     * ``num_threads``: the threads the kernel runs on (OpenMP; default
-      ``torch.get_num_threads()`` for torch tensors, 1 for NumPy arrays).
+      ``torch.get_num_threads()`` for torch tensors, 1 for NumPy arrays);
+    * ``erase_read_key`` (erase_write variants): the erase gate multiplies
+      the key the state is read with, ``(I - k (e * k)^T)`` (fla's
+      ``chunk_gdn2``), instead of the written key, ``(I - (e * k) k^T)``.
 
     With torch tensors the call is the custom operator
     ``torch.ops.la.attention`` (autograd, ``torch.compile(fullgraph=True)``,
@@ -1133,7 +1139,8 @@ def attention(variant, q, k, v, g=None, beta=None, *, erase=None, write=None,
                    output_final_state=output_final_state, cu_seqlens=cu_seqlens,
                    normalize=normalize, eps=eps, qk_l2norm=qk_l2norm,
                    allow_neg_eigval=allow_neg_eigval, chunk_size=chunk_size,
-                   sequential=sequential, dtype=dtype, target=target, num_threads=num_threads)
+                   sequential=sequential, dtype=dtype, target=target, num_threads=num_threads,
+                   erase_read_key=erase_read_key)
     if any(_is_tensor(x) for x in named.values()):
         return _torch_attention(options, named)
     return _execute(_prepare(**options, **named))
@@ -1143,7 +1150,8 @@ def attention_backward(variant, q, k, v, g=None, beta=None, *, do, d_final_state
                        erase=None, write=None, log_decay=None, scale=None,
                        initial_state=None, cu_seqlens=None, normalize=False, eps=None,
                        qk_l2norm=False, allow_neg_eigval=False, chunk_size=64,
-                       sequential=False, dtype=None, target="cpu", num_threads=None):
+                       sequential=False, dtype=None, target="cpu", num_threads=None,
+                       erase_read_key=False):
     """The gradients of :func:`attention` with the same arguments: of
     ``sum(o * do) + sum(final_state * d_final_state)`` with respect to every
     differentiable input given (``q``, ``k``, ``v``, ``g``, ``beta``,
@@ -1169,7 +1177,8 @@ def attention_backward(variant, q, k, v, g=None, beta=None, *, do, d_final_state
                     output_final_state=d_final_state is not None, cu_seqlens=cu_seqlens,
                     normalize=normalize, eps=eps, qk_l2norm=qk_l2norm,
                     allow_neg_eigval=allow_neg_eigval, chunk_size=chunk_size,
-                    sequential=sequential, dtype=dtype, target=target, num_threads=num_threads)
+                    sequential=sequential, dtype=dtype, target=target, num_threads=num_threads,
+                    erase_read_key=erase_read_key)
     return _gradients(call, do, d_final_state)
 
 
@@ -1266,11 +1275,14 @@ def kda(q, k, v, g, beta, *, scale=None, initial_state=None, output_final_state=
 def gated_delta_rule2(q, k, v, g, erase, write, *, scale=None, initial_state=None,
                       output_final_state=False, cu_seqlens=None,
                       use_qk_l2norm_in_kernel=False, chunk_size=64, sequential=False,
-                      dtype=None, target="cpu", num_threads=None):
+                      dtype=None, target="cpu", num_threads=None, erase_read_key=False):
     """Gated DeltaNet-2: channel log gate ``g : [B, T, H, K]``, a channel-wise
     erase gate ``erase : [B, T, H, K]`` on the key side and a write gate
     ``write : [B, T, HV, V]`` on the value side in place of beta,
-    ``S_t = (I - (e_t * k_t) k_t^T) Diag(exp(g_t)) S_{t-1} + k_t (w_t * v_t)^T``.
+    ``S_t = (I - (e_t * k_t) k_t^T) Diag(exp(g_t)) S_{t-1} + k_t (w_t * v_t)^T``;
+    with ``erase_read_key=True`` the erase gate multiplies the key the state
+    is read with, ``(I - k_t (e_t * k_t)^T)`` (flash-linear-attention's
+    ``chunk_gdn2``; the two agree when ``e_t`` is constant over K).
     With ``erase`` and ``write`` equal to one beta per token this is
     :func:`kda`. Keys should be L2-normalised (or pass
     ``use_qk_l2norm_in_kernel=True``). Returns ``(o, final_state)``."""
@@ -1278,7 +1290,7 @@ def gated_delta_rule2(q, k, v, g, erase, write, *, scale=None, initial_state=Non
                      initial_state=initial_state, output_final_state=output_final_state,
                      cu_seqlens=cu_seqlens, qk_l2norm=use_qk_l2norm_in_kernel,
                      chunk_size=chunk_size, sequential=sequential, dtype=dtype,
-                     target=target, num_threads=num_threads)
+                     target=target, num_threads=num_threads, erase_read_key=erase_read_key)
 
 
 #: named function -> (variant, {its keyword -> attention's keyword})

@@ -544,14 +544,17 @@ def kda(
 
 def gated_delta_rule2(
     q, k, v, g, erase, write, *, scale=None, initial_state=None, qk_l2norm=False,
-    cu_seqlens=None,
+    cu_seqlens=None, erase_read_key=False,
 ):
     """Gated DeltaNet-2: a channel-wise erase gate on the key side and a write
     gate on the value side in place of KDA's scalar beta,
     ``S_t = (I - (e_t * k_t) k_t^T) Diag(exp(g_t)) S_{t-1} + k_t (w_t * v_t)^T``,
     ``o_t = S_t^T (scale q_t)``. ``g, erase : [B, T, H, K]`` (``g`` may be
     None: no decay), ``write : [B, T, HV, V]``. With ``erase`` and ``write``
-    equal to one scalar beta per token this is :func:`kda`.
+    equal to one scalar beta per token this is :func:`kda`. With
+    ``erase_read_key`` the erase gate multiplies the key the state is read
+    with instead: ``S_t = (I - k_t (e_t * k_t)^T) Diag(exp(g_t)) S_{t-1} +
+    k_t (w_t * v_t)^T`` (flash-linear-attention's ``chunk_gdn2``).
     """
     q, k, v, (B, T, H, K, HV, V) = _check_qkv(q, k, v)
     if qk_l2norm:
@@ -577,7 +580,11 @@ def gated_delta_rule2(
             for t in range(start, end):
                 kt = k[bi, t, h]
                 S = np.exp(g[bi, t, hv if g_heads != H else h])[:, None] * S
-                S = S - np.outer(erase[bi, t, hv if erase_heads != H else h] * kt, kt @ S)
+                e_t = erase[bi, t, hv if erase_heads != H else h]
+                if erase_read_key:
+                    S = S - np.outer(kt, (e_t * kt) @ S)
+                else:
+                    S = S - np.outer(e_t * kt, kt @ S)
                 S = S + np.outer(kt, write[bi, t, hv] * v[bi, t, hv])
                 o[bi, t, hv] = S.T @ (scale * q[bi, t, h])
             final_state[n, hv] = S

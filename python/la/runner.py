@@ -167,6 +167,7 @@ def attention_mlir(
     log_decay=None,
     allow_neg_eigval=False,
     value_head_operands=(),
+    erase_read_key=False,
     name="attention",
 ):
     """MLIR text of one function ``@name`` holding one ``la.attention``.
@@ -180,7 +181,8 @@ def attention_mlir(
     ``cu_seqlens_len`` is the length N+1 of the ``cu_seqlens`` operand
     (requires B == 1); the state is ``[N, HV, K, V]`` with N = B without it.
     ``value_head_operands`` names those of g, beta and erase given per value
-    head (``HV`` in place of ``H``).
+    head (``HV`` in place of ``H``). ``erase_read_key`` (erase_write
+    variants) puts the erase gate on the key the state is read with.
     ``log_decay`` ([H] values) is required by the fixed-gate variants
     (retention, decayed_deltanet, decayed_deltanet2); None there means
     RetNet's schedule rounded to f32. ``scale``/``eps`` None leave the op's
@@ -246,6 +248,10 @@ def attention_mlir(
         attrs.append("allow_neg_eigval")
     if eps is not None:
         attrs.append(f"eps = {_float_literal(np.float32(eps))} : f32")
+    if erase_read_key:
+        if update != "erase_write":
+            raise ValueError(f"erase_read_key needs the erase_write rule, not {variant!r}")
+        attrs.append("erase_read_key")
 
     results = [("o", v_t)] + ([("s", s_t)] if output_final_state else [])
     result_types = ", ".join(t for _, t in results)

@@ -286,3 +286,40 @@ def test_option_errors():
     with pytest.raises(la.LaError, match="return_intermediate_states"):
         lafla.chunk_kda(q, k, v, g[..., None].expand(1, 4, 1, 4), beta,
                         return_intermediate_states=True)
+
+
+# --------------------------------------------------------------------------
+# Gated DeltaNet-2 (the erase gate on the read key: la's erase_read_key)
+# --------------------------------------------------------------------------
+
+def test_gdn2_against_fla():
+    naive = _naive("gdn2").naive_recurrent_gdn2  # no grouped value heads
+    q, k, v = _randn(B, T, H, K, seed=60), _randn(B, T, H, K, seed=61), _randn(B, T, H, V, seed=62)
+    g = F.logsigmoid(_randn(B, T, H, K, seed=63)) / 4
+    b, w = _rand(B, T, H, K, seed=64, low=0.1, high=0.9), _rand(B, T, H, V, seed=65)
+    s0 = _randn(B, H, K, V, seed=66)
+    o_ref, s_ref = naive(_unit(q), _unit(k), v, g, b, w, None, s0, True)
+    o, s = lafla.chunk_gdn2(q, k, v, g, b, w, None, s0, True, True)
+    assert _err(o_ref, o) <= F32 and _err(s_ref, s) <= F32
+    o, s = lafla.fused_recurrent_gdn2(q, k, v, g, b, w, initial_state=s0,
+                                      output_final_state=True, use_qk_l2norm_in_kernel=True)
+    assert _err(o_ref, o) <= F32 and _err(s_ref, s) <= F32
+    # la's own placement (the erase gate on the written key) is another layer
+    o_write, _ = la.gated_delta_rule2(q, k, v, g, b, w, initial_state=s0,
+                                      use_qk_l2norm_in_kernel=True)
+    assert _err(o_ref, o_write) > 1e-3
+
+
+def test_gdn2_value_heads_and_gate_against_la_reference():
+    """Grouped value heads (g and b per value head) and the in-kernel gate,
+    against la's fp64 reference of the read-key placement."""
+    q, k, v = _randn(B, T, H, K, seed=67), _randn(B, T, H, K, seed=68), _randn(B, T, HV, V, seed=69)
+    raw_g = _randn(B, T, HV, K, seed=70)
+    b, w = _rand(B, T, HV, K, seed=71, low=0.1, high=0.9), _rand(B, T, HV, V, seed=72)
+    A_log, dt_bias = _randn(HV, seed=73, scale=0.3), _randn(HV * K, seed=74, scale=0.3)
+    o, _ = lafla.fused_recurrent_gdn2(q, k, v, raw_g, b, w, A_log, dt_bias,
+                                      use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True)
+    g = _kda_gate(raw_g, A_log, dt_bias).numpy()
+    o_ref, _ = reference.gated_delta_rule2(q.numpy(), k.numpy(), v.numpy(), g, b.numpy(),
+                                           w.numpy(), qk_l2norm=True, erase_read_key=True)
+    assert rel_rms(o_ref, o.numpy()) <= F32

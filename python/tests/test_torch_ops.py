@@ -79,12 +79,12 @@ def test_opcheck():
     t = _leaves()
     arguments = [
         ("kda", t["q"], t["k"], t["v"], t["g"], t["beta"], None, None, t["s0"], None, None,
-         None, True, False, None, True, False, CHUNK, False, None, 1),
+         None, True, False, None, True, False, CHUNK, False, None, 1, False),
         ("mamba2", t["q"], t["k"], t["v"], t["scalar_g"], None, None, None, None, None, None,
-         0.5, False, False, None, False, False, CHUNK, False, None, 0),
+         0.5, False, False, None, False, False, CHUNK, False, None, 0, False),
         ("linear", t["q"], t["k"], t["v"], None, None, None, None, None,
          torch.tensor([0, 4, 11]), None, None, True, True, 1e-3, False, False, CHUNK, True,
-         None, 1),
+         None, 1, False),
     ]
     for args in arguments:
         result = torch.library.opcheck(torch.ops.la.attention.default, args)

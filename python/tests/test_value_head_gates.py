@@ -186,3 +186,58 @@ def test_bad_head_counts():
     # the reference rejects them too
     with pytest.raises(ValueError, match="g must have shape"):
         reference.recurrence(x["q"], x["k"], x["v"], gate="scalar", g=g_wrong)
+
+
+@pytest.mark.parametrize("sequential", [False, True], ids=["chunked", "tokens"])
+@pytest.mark.parametrize("variant", ["gated_deltanet2", "scalar_gated_deltanet2", "deltanet2"])
+def test_erase_read_key_gradients(variant, sequential):
+    """Gated DeltaNet-2 with the erase gate on the read key
+    (``erase_read_key``, fla's chunk_gdn2): forward against the fp64
+    reference, every gradient against its central differences."""
+    rng = np.random.default_rng(8)
+    b, t, h, hv, k_dim, v_dim = 1, 7, 1, 2, 4, 3
+    gate = {"gated_deltanet2": (b, t, h, k_dim), "scalar_gated_deltanet2": (b, t, hv),
+            "deltanet2": None}[variant]
+    x = dict(q=rng.standard_normal((b, t, h, k_dim)), k=rng.standard_normal((b, t, h, k_dim)),
+             v=rng.standard_normal((b, t, hv, v_dim)),
+             erase=rng.uniform(0.1, 0.9, (b, t, hv, k_dim)),
+             write=rng.uniform(0.1, 0.9, (b, t, hv, v_dim)))
+    if gate is not None:
+        x["g"] = -0.3 * rng.random(gate)
+    do = rng.standard_normal((b, t, hv, v_dim))
+
+    def channel_gate(g):
+        if g is None:
+            return None
+        return np.repeat(g[..., None], k_dim, -1) if g.ndim == 3 else g
+
+    def loss(**changed):
+        a = dict(x, **changed)
+        o, _ = reference.gated_delta_rule2(a["q"], a["k"], a["v"], channel_gate(a.get("g")),
+                                           a["erase"], a["write"], qk_l2norm=True,
+                                           erase_read_key=True)
+        return float((o * do).sum())
+
+    f32 = {n: a.astype(np.float32) for n, a in x.items()}
+    o, _ = la.attention(variant, f32["q"], f32["k"], f32["v"], f32.get("g"), erase=f32["erase"],
+                        write=f32["write"], qk_l2norm=True, erase_read_key=True, chunk_size=4,
+                        sequential=sequential)
+    o_ref, _ = reference.gated_delta_rule2(x["q"], x["k"], x["v"], channel_gate(x.get("g")),
+                                           x["erase"], x["write"], qk_l2norm=True,
+                                           erase_read_key=True)
+    assert rel_rms(o_ref, o) <= 1e-5
+    grads = la.attention_backward(variant, f32["q"], f32["k"], f32["v"], f32.get("g"),
+                                  erase=f32["erase"], write=f32["write"],
+                                  do=do.astype(np.float32), qk_l2norm=True,
+                                  erase_read_key=True, chunk_size=4, sequential=sequential)
+    for name, value in x.items():
+        expected = _central_differences(lambda y: loss(**{name: y}), value)
+        limit = 1e-5 if name in ("q", "k", "v") else 1e-4
+        assert rel_rms(expected, grads[name]) <= limit, name
+
+
+def test_erase_read_key_needs_the_erase_write_rule():
+    x = _inputs(seed=9)
+    with pytest.raises(ValueError, match="erase_read_key needs the erase_write rule"):
+        la.attention("kda", x["q"], x["k"], x["v"], x["g_channel"], x["beta"],
+                     erase_read_key=True)

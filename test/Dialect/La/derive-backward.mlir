@@ -122,3 +122,21 @@ func.func @normalized(%q: !qk, %k: !qk, %v: !v, %g: !qk) -> !v {
       : !qk, !qk, !v -> !v
   return %o : !v
 }
+
+// -----
+
+// Gated DeltaNet-2 with the erase gate on the read key, gates per value
+// head: erase_read_key is copied to the gradient op.
+!qk = tensor<1x16x2x8xf32>
+!hk = tensor<1x16x4x8xf32>
+!v = tensor<1x16x4x6xf32>
+
+// CHECK-LABEL: func.func @gdn2_read_key_grad(
+// CHECK: la.attention_grad gated_deltanet2 {{.*}} g(%{{.*}} : tensor<1x16x4x8xf32>) erase(%{{.*}} : tensor<1x16x4x8xf32>) write(%{{.*}} : tensor<1x16x4x6xf32>) d_o(%{{.*}} : tensor<1x16x4x6xf32>) {checkpoint = 16 : i64, erase_read_key}
+// ONLY-LABEL: func.func @gdn2_read_key_bwd(
+// ONLY: la.attention_grad gated_deltanet2 {{.*}} {erase_read_key}
+func.func @gdn2_read_key(%q: !qk, %k: !qk, %v: !v, %g: !hk, %e: !hk, %w: !v) -> !v {
+  %o = la.attention gated_deltanet2 %q, %k, %v g(%g : !hk) erase(%e : !hk) write(%w : !v)
+      {erase_read_key} : !qk, !qk, !v -> !v
+  return %o : !v
+}

@@ -520,3 +520,11 @@ func.func @varlen_constant_recurrence(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x
   %o, %fs11 = la.recurrence decay(none) low_rank(none) %q, %q, %v cu_seqlens(%cu : tensor<3xi32>) outs(%oi11, %zs11 : tensor<1x8x2x6xf32>, tensor<2x2x4x6xf32>) {scale = 0.5 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>, tensor<2x2x4x6xf32>
   return
 }
+
+// -----
+
+func.func @erase_read_key_without_erase(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>, %b: tensor<1x8x2xf32>) {
+  // expected-error @+1 {{'erase_read_key' is only valid with the erase_write rule}}
+  %o = la.attention deltanet %q, %q, %v beta(%b : tensor<1x8x2xf32>) {erase_read_key} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  return
+}

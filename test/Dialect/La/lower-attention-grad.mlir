@@ -110,3 +110,24 @@ func.func @gated_deltanet_value_head_gate(
   return %dq, %dk, %dv, %dg, %dbeta : tensor<1x8x2x16xf32>, tensor<1x8x2x16xf32>,
       tensor<1x8x4x32xf32>, tensor<1x8x4xf32>, tensor<1x8x2xf32>
 }
+
+// -----
+
+// erase_read_key (a = alpha * erase * k, b = k): dk += alpha * erase * da + db,
+// derase = alpha * k * da, and alpha * erase * k * da into dg.
+!qk = tensor<1x8x2x4xf32>
+!v = tensor<1x8x2x6xf32>
+// CHECK-LABEL: func.func @gated_deltanet2_read_key
+// CHECK-SAME: (%[[Q:[^:]*]]: {{.*}}, %[[K:[^:]*]]: {{.*}}, %[[V:[^:]*]]: {{.*}}, %[[G:[^:]*]]: {{.*}}, %[[E:[^:]*]]: {{.*}}, %[[W:[^:]*]]: {{.*}}, %[[DO:[^:]*]]: {{.*}})
+// CHECK: %[[DQ:[^,]*]], %[[DK0:[^,]*]], %[[DVALUES:[^,]*]], %{{[^,]*}}, %[[IG:.*]]:3 = la.recurrence_grad decay(channel) low_rank(general)
+// CHECK: %[[DK:.*]] = linalg.generic {{.*}} ins(%[[K]], %[[IG]]#1, %[[IG]]#2, %[[E]], %[[DK0]], %[[G]] :
+// CHECK: %[[DE:.*]] = linalg.generic {{.*}} ins(%[[K]], %[[IG]]#1, %[[G]] :
+// CHECK: %[[DG:.*]] = linalg.generic {{.*}} ins(%[[K]], %[[IG]]#1, %[[E]], %[[G]] : {{.*}}) outs(%[[IG]]#0 : tensor<1x8x2x4xf32>)
+// CHECK: return %[[DQ]], %[[DK]], %{{.*}}, %[[DG]], %[[DE]], %{{.*}}
+func.func @gated_deltanet2_read_key(%q: !qk, %k: !qk, %v: !v, %g: !qk, %e: !qk, %w: !v,
+                                    %do: !v) -> (!qk, !qk, !v, !qk, !qk, !v) {
+  %dq, %dk, %dv, %dg, %de, %dw = la.attention_grad gated_deltanet2
+      %q, %k, %v g(%g : !qk) erase(%e : !qk) write(%w : !v) d_o(%do : !v) {erase_read_key}
+      : !qk, !qk, !v -> !qk, !qk, !v, !qk, !qk, !v
+  return %dq, %dk, %dv, %dg, %de, %dw : !qk, !qk, !v, !qk, !qk, !v
+}

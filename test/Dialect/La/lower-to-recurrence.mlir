@@ -224,3 +224,26 @@ func.func @decayed_deltanet_value_head_beta(
       -> tensor<1x8x4x32xf32>
   return %o : tensor<1x8x4x32xf32>
 }
+
+// -----
+
+// erase_read_key: (I - k (e * k)^T) Diag(alpha) = Diag(alpha) - k (alpha * e * k)^T,
+// so a = e * (alpha * k) and b = k (in f32).
+// CHECK-LABEL: func.func @gated_deltanet2_read_key
+// CHECK-SAME: (%[[Q:[^:]*]]: {{.*}}, %[[K:[^:]*]]: {{.*}}, %[[V:[^:]*]]: {{.*}}, %[[G:[^:]*]]: {{.*}}, %[[E:[^:]*]]: {{.*}}, %[[W:[^:]*]]: {{.*}})
+// CHECK: %[[AK:.*]] = linalg.generic {{.*}} ins(%[[K]], %[[G]] :
+// CHECK: math.exp
+// CHECK: %[[A:.*]] = linalg.generic {{.*}} ins(%[[E]], %[[AK]] :
+// CHECK: %[[B:.*]] = linalg.generic {{.*}} ins(%[[K]] : tensor<1x8x2x4xf32>) outs(%{{.*}} : tensor<1x8x2x4xf32>)
+// CHECK: %[[WV:.*]] = linalg.generic {{.*}} ins(%[[W]], %[[V]] :
+// CHECK: la.recurrence decay(channel) low_rank(general) %[[Q]], %[[K]], %[[WV]] g(%[[G]] : tensor<1x8x2x4xf32>) a(%[[A]] : tensor<1x8x2x4xf32>) b(%[[B]] : tensor<1x8x2x4xf32>)
+func.func @gated_deltanet2_read_key(
+    %q: tensor<1x8x2x4xf32>, %k: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>,
+    %g: tensor<1x8x2x4xf32>, %e: tensor<1x8x2x4xf32>, %w: tensor<1x8x2x6xf32>)
+    -> tensor<1x8x2x6xf32> {
+  %o = la.attention gated_deltanet2 %q, %k, %v g(%g : tensor<1x8x2x4xf32>)
+      erase(%e : tensor<1x8x2x4xf32>) write(%w : tensor<1x8x2x6xf32>) {erase_read_key}
+      : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32>
+      -> tensor<1x8x2x6xf32>
+  return %o : tensor<1x8x2x6xf32>
+}

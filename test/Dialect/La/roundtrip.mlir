@@ -197,6 +197,23 @@ func.func @gated_deltanet2(%q: !qk, %k: !qk, %v: !v, %g: !qk, %e: !qk, %w: !v) -
 
 // -----
 
+// The erase gate on the read key (flash-linear-attention's Gated DeltaNet-2),
+// with the gates per value head.
+!qk = tensor<1x8x2x4xf32>
+!hvk = tensor<1x8x4x4xf32>
+!v = tensor<1x8x4x6xf32>
+
+// CHECK-LABEL: func.func @gated_deltanet2_read_key
+// CHECK: la.attention gated_deltanet2 %{{.*}}, %{{.*}}, %{{.*}} g(%{{.*}} : tensor<1x8x4x4xf32>) erase(%{{.*}} : tensor<1x8x4x4xf32>) write(%{{.*}} : tensor<1x8x4x6xf32>) {erase_read_key}
+// GENERIC-LABEL: sym_name = "gated_deltanet2_read_key"
+// GENERIC: erase_read_key
+func.func @gated_deltanet2_read_key(%q: !qk, %k: !qk, %v: !v, %g: !hvk, %e: !hvk, %w: !v) -> !v {
+  %o = la.attention gated_deltanet2 %q, %k, %v g(%g : !hvk) erase(%e : !hvk) write(%w : !v) {erase_read_key} : !qk, !qk, !v -> !v
+  return %o : !v
+}
+
+// -----
+
 // The task mapping of la-fuse-recurrence's forall.
 // CHECK-LABEL: func.func @task_mapping
 // CHECK: } {mapping = [#la.task<0>, #la.task<1>]}

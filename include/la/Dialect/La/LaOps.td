@@ -70,7 +70,12 @@ def La_AttentionOp : La_Op<"attention", [Pure, AttrSizedOperandSegments]> {
     `z_t = alpha_t * z_{t-1} + k_t`; `eps` defaults to 1e-6),
     `allow_neg_eigval` (delta rule only, flash-linear-attention's convention:
     beta is multiplied by 2, so beta in (0, 1) becomes (0, 2) and the
-    transition `I - beta k k^T` may have a negative eigenvalue).
+    transition `I - beta k k^T` may have a negative eigenvalue),
+    `erase_read_key` (erase_write rule only: the erase gate multiplies the
+    key the state is read with instead of the key it writes,
+    `S_t = (I - k_t (e_t * k_t)^T) Diag(exp(g_t)) S_{t-1} + k_t (w_t * v_t)^T`,
+    flash-linear-attention's `chunk_gdn2`; without it
+    `(I - (e_t * k_t) k_t^T)`: the two agree when `e_t` is constant over K).
 
     Example:
 
@@ -99,7 +104,8 @@ def La_AttentionOp : La_Op<"attention", [Pure, AttrSizedOperandSegments]> {
     UnitAttr:$normalizer,
     OptionalAttr<F32Attr>:$eps,
     UnitAttr:$qk_l2norm,
-    UnitAttr:$allow_neg_eigval
+    UnitAttr:$allow_neg_eigval,
+    UnitAttr:$erase_read_key
   );
   let results = (outs La_FloatTensor:$o, Optional<La_F32Tensor>:$final_state);
 
@@ -143,7 +149,9 @@ def La_AttentionGradOp : La_Op<"attention_grad", [
       values `write * v`): `dk += alpha * da + erase * db`,
       `derase = k * db`, `dwrite = v * dvalues`, `dv = write * dvalues`, and
       `alpha * k * da` added to the log-gate's gradient (summed over K for a
-      scalar gate).
+      scalar gate); with `erase_read_key` (`a = alpha * erase * k`, `b = k`):
+      `dk += alpha * erase * da + db`, `derase = alpha * k * da`, and
+      `alpha * erase * k * da` to the log-gate's gradient.
 
     Operands: those of `la.attention`, then `d_o` (`[B,T,HV,V]`, the element
     type of `v`) and optionally `d_final_state` (`[N,HV,K,V]`, f32).
@@ -188,6 +196,7 @@ def La_AttentionGradOp : La_Op<"attention_grad", [
     OptionalAttr<F32Attr>:$eps,
     UnitAttr:$qk_l2norm,
     UnitAttr:$allow_neg_eigval,
+    UnitAttr:$erase_read_key,
     DefaultValuedAttr<I64Attr, "64">:$checkpoint
   );
   let results = (outs

@@ -411,6 +411,9 @@ static LogicalResult verifyAttentionOperands(OpT op, Value o,
   if (!delta && op.getAllowNegEigval())
     return op.emitOpError(
         "'allow_neg_eigval' is only valid with the delta rule");
+  if (!eraseWrite && op.getEraseReadKey())
+    return op.emitOpError(
+        "'erase_read_key' is only valid with the erase_write rule");
   return verifySignature(op, sig);
 }
 

@@ -200,7 +200,7 @@ LaDeriveBackwardPass::differentiate(Operation *op, OpBuilder &b,
         attention.getLogDecayAttr(), attention.getScaleAttr(),
         attention.getNormalizerAttr(), attention.getEpsAttr(),
         attention.getQkL2normAttr(), attention.getAllowNegEigvalAttr(),
-        b.getI64IntegerAttr(checkpoint));
+        attention.getEraseReadKeyAttr(), b.getI64IntegerAttr(checkpoint));
     accumulate(attention.getQ(), grad.getDq());
     accumulate(attention.getK(), grad.getDk());
     accumulate(attention.getV(), grad.getDv());

@@ -119,6 +119,8 @@ struct CanonicalOperands {
   DenseF32ArrayAttr logDecay;
   LowRank lowRank;
   int64_t group = 1;
+  // The erase gate on the key the state is read with (erase_read_key).
+  bool eraseReadKey = false;
 };
 } // namespace
 
@@ -173,9 +175,21 @@ static EraseWriteParts buildEraseWrite(OpBuilder &b, Location loc,
                           return mulExtended(nb, l, args[0], args[1]);
                         });
   };
-  Value erase = product(c.erase, k, keySizes);
+  if (!c.eraseReadKey) {
+    // (I - (e * k) k^T) Diag(alpha) = Diag(alpha) - (e * k) (alpha * k)^T.
+    Value erase = product(c.erase, k, keySizes);
+    Value values = product(write, v, mixedSizes(b, loc, v));
+    return {a, erase, values};
+  }
+  // (I - k (e * k)^T) Diag(alpha) = Diag(alpha) - k (alpha * e * k)^T.
+  Value readKey = product(c.erase, a, keySizes);
+  Value writeKey = buildGeneric(
+      b, loc, ValueRange{k}, emptyTensor(b, loc, keySizes, f32), {id, id}, 4, 0,
+      [](OpBuilder &nb, Location l, ValueRange args) {
+        return extendToF32(nb, l, args[0]);
+      });
   Value values = product(write, v, mixedSizes(b, loc, v));
-  return {a, erase, values};
+  return {readKey, writeKey, values};
 }
 
 /// Value heads per key head when any of g, beta and erase is given per
@@ -228,6 +242,7 @@ static CanonicalOperands buildCanonicalOperands(OpBuilder &b, Location loc,
   c.beta = op.getBeta();
   c.erase = op.getErase();
   c.group = perValueHeadGroup(op);
+  c.eraseReadKey = op.getEraseReadKey();
   if (c.group > 1) {
     int64_t valueHeads = op.getV().getType().getDimSize(2);
     c.q = toValueHeads(b, loc, c.q, c.group, valueHeads);
@@ -408,7 +423,9 @@ struct AttentionGradToRecurrenceGrad : OpRewritePattern<AttentionGradOp> {
     Value dg = grad.getDg(), dbeta = grad.getDbeta(), derase, dwrite;
     AffineMap id = rewriter.getMultiDimIdentityMap(4);
     if (op.getUpdate() == UpdateRule::EraseWrite) {
-      // a = alpha * k and b = erase * k: both feed dk, and alpha the gate.
+      // a = alpha * k and b = erase * k (erase_read_key: a = alpha * erase *
+      // k and b = k): both feed dk, erase and alpha the gate.
+      bool readKey = c.eraseReadKey;
       SmallVector<Value> inputs = {c.k, grad.getDa(), grad.getDb(), c.erase,
                                    dk};
       SmallVector<AffineMap> maps = {id, id, id, id, id};
@@ -425,29 +442,66 @@ struct AttentionGradToRecurrenceGrad : OpRewritePattern<AttentionGradOp> {
           emptyTensor(rewriter, loc, mixedSizes(rewriter, loc, dk), f32), maps,
           4, 0, [&](OpBuilder &nb, Location l, ValueRange args) {
             Value alpha = alphaOf(nb, l, args);
+            if (readKey) {
+              Value alphaErase =
+                  mulF(nb, l, alpha, extendToF32(nb, l, args[3]));
+              Value fromA = mulF(nb, l, alphaErase, args[1]);
+              return addF(nb, l, args[4], addF(nb, l, fromA, args[2]));
+            }
             Value fromA = mulF(nb, l, alpha, args[1]);
             Value fromB = mulExtended(nb, l, args[3], args[2]);
             return addF(nb, l, args[4], addF(nb, l, fromA, fromB));
           });
-      derase = buildGeneric(
-          rewriter, loc, ValueRange{c.k, grad.getDb()},
-          emptyTensor(rewriter, loc, mixedSizes(rewriter, loc, c.k), f32),
-          {id, id, id}, 4, 0, [](OpBuilder &nb, Location l, ValueRange args) {
-            return mulExtended(nb, l, args[0], args[1]);
-          });
-      // d(log alpha) += alpha * k * da, summed over K for a scalar gate.
+      if (readKey) {
+        // derase = alpha * k * da.
+        SmallVector<Value> eraseInputs = {c.k, grad.getDa()};
+        SmallVector<AffineMap> eraseMaps = {id, id};
+        addGateInput(rewriter, loc, c, eraseInputs, eraseMaps);
+        eraseMaps.push_back(id);
+        bool eraseGated = eraseInputs.size() > 2;
+        derase = buildGeneric(
+            rewriter, loc, eraseInputs,
+            emptyTensor(rewriter, loc, mixedSizes(rewriter, loc, c.k), f32),
+            eraseMaps, 4, 0, [&](OpBuilder &nb, Location l, ValueRange args) {
+              Value term = mulExtended(nb, l, args[0], args[1]);
+              if (!eraseGated)
+                return term;
+              Value alpha =
+                  math::ExpOp::create(nb, l, extendToF32(nb, l, args[2]));
+              return mulF(nb, l, alpha, term);
+            });
+      } else {
+        derase = buildGeneric(
+            rewriter, loc, ValueRange{c.k, grad.getDb()},
+            emptyTensor(rewriter, loc, mixedSizes(rewriter, loc, c.k), f32),
+            {id, id, id}, 4, 0, [](OpBuilder &nb, Location l, ValueRange args) {
+              return mulExtended(nb, l, args[0], args[1]);
+            });
+      }
+      // d(log alpha) += a * da (alpha * k * da, or alpha * erase * k * da
+      // with erase_read_key), summed over K for a scalar gate.
       if (dg) {
         bool scalar = op.getGate() == GateKind::Scalar;
         AffineMap gateMap = scalar ? dimMap(ctx, 4, {0, 1, 2}) : id;
+        SmallVector<Value> gateInputs = {c.k, grad.getDa()};
+        SmallVector<AffineMap> gateMaps = {id, id};
+        if (readKey) {
+          gateInputs.push_back(c.erase);
+          gateMaps.push_back(id);
+        }
+        gateInputs.push_back(c.g);
+        gateMaps.append({gateMap, gateMap});
+        unsigned gateArg = gateInputs.size() - 1;
         dg = buildGeneric(
-            rewriter, loc, ValueRange{c.k, grad.getDa(), c.g}, dg,
-            {id, id, gateMap, gateMap}, scalar ? 3 : 4, scalar ? 1 : 0,
-            [](OpBuilder &nb, Location l, ValueRange args) {
+            rewriter, loc, gateInputs, dg, gateMaps, scalar ? 3 : 4,
+            scalar ? 1 : 0, [&](OpBuilder &nb, Location l, ValueRange args) {
               Value alpha =
-                  math::ExpOp::create(nb, l, extendToF32(nb, l, args[2]));
+                  math::ExpOp::create(nb, l, extendToF32(nb, l, args[gateArg]));
               Value term =
                   mulF(nb, l, alpha, mulExtended(nb, l, args[0], args[1]));
-              return addF(nb, l, args[3], term);
+              if (readKey)
+                term = mulF(nb, l, term, extendToF32(nb, l, args[2]));
+              return addF(nb, l, args[gateArg + 1], term);
             });
       }
       // values = write * v.
