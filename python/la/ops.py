@@ -38,6 +38,7 @@ import hashlib
 import inspect
 import itertools
 import json
+import logging
 import math
 import os
 import platform
@@ -468,6 +469,11 @@ def _prepare(variant, q, k, v, g=None, beta=None, *, erase=None, write=None,
 # truncated or foreign library, a missing symbol, bad JSON, a directory, a
 # FIFO or symlink, an unreadable file) is discarded and compiled again.
 
+#: compiles that take longer than this (seconds) are logged as warnings on
+#: the ``la`` logger (every compile is logged at INFO).
+COMPILE_LOG_SECONDS = 1.0
+_log = logging.getLogger("la")
+
 _lock = threading.RLock()
 _kernels = {}
 _stats = {"hits": 0, "misses": 0, "disk_hits": 0, "compiles": 0, "discarded": 0,
@@ -616,6 +622,15 @@ def _disk_key(text, pipeline, clang):
 
 def _sha256(data):
     return hashlib.sha256(data).hexdigest()
+
+
+def _log_compile(call, seconds):
+    """Logs one compile: a warning past COMPILE_LOG_SECONDS (a new shape in
+    a loop recompiles: the kernels are compiled per shape), INFO otherwise."""
+    shapes = ", ".join("x".join(str(d) for d in np.shape(a)) for a in call.inputs)
+    level = logging.WARNING if seconds > COMPILE_LOG_SECONDS else logging.INFO
+    _log.log(level, "la: compiled %s (inputs %s; %s) in %.2f s; cached for these shapes",
+             call.entry, shapes, call.pipeline, seconds)
 
 
 def _describe(call, key):
@@ -909,7 +924,9 @@ def _kernel(call):
                 meta = dict(expected, so_size=len(data), so_sha256=_sha256(data))
                 _store(so_path, meta_path, data, meta)
                 _stats["compiles"] += 1
-                _stats["compile_seconds"] += time.perf_counter() - start
+                seconds = time.perf_counter() - start
+                _stats["compile_seconds"] += seconds
+                _log_compile(call, seconds)
         _kernels[key] = kernel
         return kernel
 

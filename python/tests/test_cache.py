@@ -442,3 +442,20 @@ def test_two_processes_compile_once(empty_cache, tmp_path):
     assert sum(i["discarded"] for i in infos) == 0, infos
     assert not _leftovers(empty_cache)
     assert len([n for n in os.listdir(empty_cache) if n.endswith(".so")]) == 1
+
+
+def test_compiles_are_logged(tmp_path, monkeypatch, caplog):
+    """Every compile is logged on the ``la`` logger, as a warning past
+    COMPILE_LOG_SECONDS (here 0: every compile); a cached call logs nothing."""
+    import logging
+    monkeypatch.setenv("LA_CACHE_DIR", str(tmp_path))
+    la.clear_cache()
+    monkeypatch.setattr(la.ops, "COMPILE_LOG_SECONDS", 0.0)
+    x = np.ones((1, 3, 1, 4), np.float32)
+    with caplog.at_level(logging.INFO, logger="la"):
+        la.linear_attention(x, x, x)
+        la.linear_attention(x, x, x)
+    records = [r for r in caplog.records if r.name == "la"]
+    assert len(records) == 1 and records[0].levelno == logging.WARNING
+    assert "compiled attention (inputs 1x3x1x4, 1x3x1x4, 1x3x1x4;" in records[0].getMessage()
+    la.clear_cache()
