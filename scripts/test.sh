@@ -13,6 +13,12 @@ if [ "${LA_SKIP_TORCH:-0}" != 1 ] && ! "${PYTHON:-python3}" -c "import torch" 2>
   echo "test.sh: installing torch with pip (for the autograd tests)"
   "${PYTHON:-python3}" -m pip install -q torch
 fi
+# ONNX and onnxruntime for la.onnx's tests (they skip without onnx).
+if [ "${LA_SKIP_TORCH:-0}" != 1 ] && ! "${PYTHON:-python3}" -c "import onnx, onnxruntime" 2>/dev/null; then
+  echo "test.sh: installing onnx and onnxruntime with pip (for la.onnx's tests)"
+  "${PYTHON:-python3}" -m pip install -q "onnx>=1.22" onnxruntime || \
+    echo "test.sh: onnx not installed; la.onnx's tests skip"
+fi
 # fla's naive reference code for la.fla's tests (fla-core without its
 # dependencies: the naive files load by path with torch and einops).
 if [ "${LA_SKIP_TORCH:-0}" != 1 ] && ! "${PYTHON:-python3}" -c \

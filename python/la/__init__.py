@@ -10,6 +10,9 @@
   differentiated through autograd by a gradient kernel the compiler derives
   (``la-derive-backward``), and ``la.attention_backward`` returns every
   gradient for NumPy inputs;
+* ``la.onnx`` (``import la.onnx``): ONNX's LinearAttention models imported
+  into la's MLIR and run (docs/onnx.md); ``la.nn`` (``import la.nn``): fla's
+  GLA, Gated DeltaNet and KDA layers (docs/torch.md);
 * ``la.fla``: flash-linear-attention 0.6.0's ``chunk_*`` /
   ``fused_recurrent_*`` op API on la's kernels (docs/fla.md);
 * ``la.ir``: the compiler from Python (Context, Module, PassManager,

@@ -35,8 +35,9 @@ def test_there_are_blocks():
 
 @pytest.mark.parametrize("code", BLOCKS)
 def test_block_runs(code, tmp_path):
-    if re.search(r"^import torch", code, re.M):
-        pytest.importorskip("torch")
+    for module in ("torch", "onnx"):
+        if re.search(rf"^import {module}\b", code, re.M):
+            pytest.importorskip(module)
     env = dict(os.environ, PYTHONPATH=_PYTHON_DIR + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=900)
