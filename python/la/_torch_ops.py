@@ -18,12 +18,13 @@ import sys
 
 import numpy as np
 
+#: the inputs with a gradient, in the order of attention_backward's results.
+from .ops import _DIFFERENTIABLE as DIFFERENTIABLE
+
 #: the inputs that are tensors, in the operators' argument order.
 TENSOR_INPUTS = ("q", "k", "v", "g", "beta", "erase", "write", "initial_state",
                  "cu_seqlens", "log_decay")
 
-#: the inputs with a gradient, in the order of attention_backward's results.
-DIFFERENTIABLE = ("q", "k", "v", "g", "beta", "erase", "write", "initial_state")
 
 _OPTIONS = ("scale", "output_final_state", "normalize", "eps", "qk_l2norm",
             "allow_neg_eigval", "chunk_size", "sequential", "dtype", "num_threads",

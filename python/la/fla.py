@@ -421,15 +421,10 @@ def _kda(q, k, v, g, beta, *, A_log, dt_bias, scale, initial_state, output_final
                 chunk_size=chunk_size)
 
 
-def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
-              use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False,
-              use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False, safe_gate=False,
-              lower_bound=None, disable_recompute=False, return_intermediate_states=False,
-              state_v_first=False, cu_seqlens=None, cu_seqlens_cpu=None, cp_context=None,
-              use_graph=False, max_num_seqs=None, **kwargs):
-    """fla.ops.kda.chunk_kda: channel log gate ``g [B, T, HV, K]`` and
-    ``beta [B, T, HV]`` (or per key head); ``A_log [HV]`` and
-    ``dt_bias [HV * K]`` as keywords with ``use_gate_in_kernel``."""
+def _chunk_gate_options(kwargs, use_gate_in_kernel, safe_gate, lower_bound,
+                        return_intermediate_states, cp_context):
+    """The checks chunk_kda and chunk_gdn2 share; their ``A_log`` and
+    ``dt_bias``, which fla reads from the keywords."""
     if return_intermediate_states:
         raise _unsupported("return_intermediate_states")
     if cp_context is not None:
@@ -441,6 +436,20 @@ def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_sta
                              "(or a lower_bound)")
         if safe_gate and (lower_bound is None or not -5 <= lower_bound < 0):
             raise ValueError(f"safe_gate needs a lower_bound in [-5, 0), got {lower_bound!r}")
+    return A_log, dt_bias
+
+
+def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
+              use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False,
+              use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False, safe_gate=False,
+              lower_bound=None, disable_recompute=False, return_intermediate_states=False,
+              state_v_first=False, cu_seqlens=None, cu_seqlens_cpu=None, cp_context=None,
+              use_graph=False, max_num_seqs=None, **kwargs):
+    """fla.ops.kda.chunk_kda: channel log gate ``g [B, T, HV, K]`` and
+    ``beta [B, T, HV]`` (or per key head); ``A_log [HV]`` and
+    ``dt_bias [HV * K]`` as keywords with ``use_gate_in_kernel``."""
+    A_log, dt_bias = _chunk_gate_options(kwargs, use_gate_in_kernel, safe_gate, lower_bound,
+                                         return_intermediate_states, cp_context)
     return _kda(q, k, v, g, beta, A_log=A_log, dt_bias=dt_bias, scale=scale,
                 initial_state=initial_state, output_final_state=output_final_state,
                 use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
@@ -498,17 +507,8 @@ def chunk_gdn2(q, k, v, g, b, w, scale=None, initial_state=None, output_final_st
     S_{t-1} + k_t (w_t * v_t)^T`` with the erase gate ``b [B, T, H, K]`` on
     the key the state is read with and the write gate ``w [B, T, HV, V]``;
     KDA's gate options (``A_log``, ``dt_bias`` as keywords)."""
-    if return_intermediate_states:
-        raise _unsupported("return_intermediate_states")
-    if cp_context is not None:
-        raise _unsupported("cp_context (context parallelism)")
-    A_log, dt_bias = kwargs.get("A_log"), kwargs.get("dt_bias")
-    if use_gate_in_kernel:
-        if A_log is None and lower_bound is None:
-            raise ValueError("A_log must be provided when use_gate_in_kernel=True "
-                             "(or a lower_bound)")
-        if safe_gate and (lower_bound is None or not -5 <= lower_bound < 0):
-            raise ValueError(f"safe_gate needs a lower_bound in [-5, 0), got {lower_bound!r}")
+    A_log, dt_bias = _chunk_gate_options(kwargs, use_gate_in_kernel, safe_gate, lower_bound,
+                                         return_intermediate_states, cp_context)
     return _gdn2(q, k, v, g, b, w, A_log=A_log, dt_bias=dt_bias, scale=scale,
                  initial_state=initial_state, output_final_state=output_final_state,
                  use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
