@@ -14,7 +14,7 @@ here with torch (or NumPy) operations before the kernel, so ``A_log`` and
 ``dt_bias`` get gradients through autograd; they are not fused into la's
 kernel yet. What la cannot express raises :class:`la.LaError` with the
 reason (never a silently different result): a value-side gate ``gv``,
-``reverse=True``, per-value-channel beta ``[B, T, HV, V]``, an initial
+per-value-channel beta ``[B, T, HV, V]``, an initial
 normaliser state for linear attention, context parallelism. Gated
 DeltaNet-2 (``chunk_gdn2``) runs la's erase_write rule with
 ``erase_read_key``: fla's erase gate acts on the key the state is read
@@ -102,11 +102,6 @@ def _unsupported(what):
     return LaError(f"la.fla: {what} is not supported by la yet")
 
 
-def _check_reverse(reverse):
-    if reverse:
-        raise _unsupported("reverse=True (the recurrence run backward in time)")
-
-
 def _check_scale(scale):
     if scale is not None and not (isinstance(scale, (int, float, np.floating, np.integer))
                                   and not isinstance(scale, bool) and scale > 0):
@@ -118,16 +113,41 @@ def _chunk_size(kwargs, default=64):
     return int(kwargs.get("chunk_size", default))
 
 
+def _flip(x, axis):
+    """x reversed along ``axis`` (torch: keeps autograd)."""
+    if x is None:
+        return None
+    if _torch_module(x) is not None:
+        return x.flip(axis)
+    return np.ascontiguousarray(np.flip(np.asarray(x), axis))
+
+
 def _run(variant, q, k, v, g=None, beta=None, *, scale, initial_state, output_final_state,
-         state_v_first=False, cu_seqlens=None, qk_l2norm=False, chunk_size=64, **options):
-    """la.attention with fla's state layout option."""
+         state_v_first=False, cu_seqlens=None, qk_l2norm=False, chunk_size=64,
+         reverse=False, **options):
+    """la.attention with fla's state layout option and ``reverse``: the
+    recurrence run from the last token to the first (every sequence's
+    tokens, and the packed sequences, reversed; exact, since fla's reverse
+    decay between tokens t < s is ``g_t + ... + g_{s-1}``, the forward
+    decay of the reversed sequence)."""
     _check_scale(scale)
     if state_v_first:
         initial_state = _transpose_state(initial_state)
+    if reverse:
+        q, k, v, g, beta = (_flip(x, 1) for x in (q, k, v, g, beta))
+        if cu_seqlens is not None:
+            # Sequence n of [a, b) becomes sequence N-1-n of [T-b, T-a).
+            T = np.shape(q)[1]
+            cu_seqlens = T - _flip(cu_seqlens, 0)
+            initial_state = _flip(initial_state, 0)
     o, state = ops.attention(variant, q, k, v, g, beta, scale=scale,
                              initial_state=initial_state,
                              output_final_state=output_final_state, cu_seqlens=cu_seqlens,
                              qk_l2norm=qk_l2norm, chunk_size=chunk_size, **options)
+    if reverse:
+        o = _flip(o, 1)
+        if cu_seqlens is not None:
+            state = _flip(state, 0)
     if state_v_first:
         state = _transpose_state(state)
     return o, state
@@ -138,7 +158,7 @@ def _run(variant, q, k, v, g=None, beta=None, *, scale, initial_state, output_fi
 # --------------------------------------------------------------------------
 
 def _linear_attn(q, k, v, scale, initial_state, output_final_state, normalize, cu_seqlens,
-                 chunk_size):
+                 chunk_size, reverse=False):
     if normalize and isinstance(initial_state, tuple):
         kv_state, z_state = initial_state
         if z_state is not None:
@@ -148,7 +168,7 @@ def _linear_attn(q, k, v, scale, initial_state, output_final_state, normalize, c
     o, state = _run("linear", q, k, v, scale=scale, initial_state=initial_state,
                     output_final_state=output_final_state, cu_seqlens=cu_seqlens,
                     normalize=bool(normalize), eps=LINEAR_ATTN_EPS if normalize else None,
-                    chunk_size=chunk_size)
+                    chunk_size=chunk_size, reverse=reverse)
     if not normalize:
         return o, state
     # fla returns the normaliser's state, sum_t k_t per sequence ([N, 1, H, K],
@@ -181,10 +201,10 @@ def fused_recurrent_linear_attn(q, k, v, scale=None, initial_state=None,
                                 output_final_state=False, reverse=False, normalize=False,
                                 cu_seqlens=None):
     """fla.ops.linear_attn.fused_recurrent_linear_attn (``normalize``
-    defaults to False here, as in fla)."""
-    _check_reverse(reverse)
+    defaults to False here, as in fla; ``reverse`` runs from the last token,
+    the normaliser's sums too)."""
     return _linear_attn(q, k, v, scale, initial_state, output_final_state, normalize,
-                        cu_seqlens, 64)
+                        cu_seqlens, 64, reverse=bool(reverse))
 
 
 # --------------------------------------------------------------------------
@@ -208,17 +228,17 @@ def fused_recurrent_retention(q, k, v, scale=None, initial_state=None,
                               output_final_state=False, reverse=False, state_v_first=False,
                               cu_seqlens=None, **kwargs):
     """fla.ops.retention.fused_recurrent_retention."""
-    _check_reverse(reverse)
     return _run("retention", q, k, v, scale=scale, initial_state=initial_state,
                 output_final_state=output_final_state, state_v_first=state_v_first,
-                cu_seqlens=cu_seqlens, log_decay=_retention_decay(np.shape(q)[2]))
+                cu_seqlens=cu_seqlens, log_decay=_retention_decay(np.shape(q)[2]),
+                reverse=bool(reverse))
 
 
 def _simple_gla(q, k, v, g, g_gamma, scale, initial_state, output_final_state, state_v_first,
-                cu_seqlens, chunk_size):
+                cu_seqlens, chunk_size, reverse=False):
     common = dict(scale=scale, initial_state=initial_state,
                   output_final_state=output_final_state, state_v_first=state_v_first,
-                  cu_seqlens=cu_seqlens, chunk_size=chunk_size)
+                  cu_seqlens=cu_seqlens, chunk_size=chunk_size, reverse=reverse)
     if g is None and g_gamma is None:
         return _run("linear", q, k, v, **common)
     if g is None:
@@ -246,9 +266,8 @@ def fused_recurrent_simple_gla(q, k, v, g=None, g_gamma=None, scale=None, initia
                                output_final_state=False, reverse=False, state_v_first=False,
                                cu_seqlens=None, **kwargs):
     """fla.ops.simple_gla.fused_recurrent_simple_gla."""
-    _check_reverse(reverse)
     return _simple_gla(q, k, v, g, g_gamma, scale, initial_state, output_final_state,
-                       state_v_first, cu_seqlens, 64)
+                       state_v_first, cu_seqlens, 64, reverse=bool(reverse))
 
 
 # --------------------------------------------------------------------------
@@ -268,13 +287,12 @@ def fused_recurrent_gla(q, k, v, gk=None, gv=None, scale=None, initial_state=Non
                         cu_seqlens=None, **kwargs):
     """fla.ops.gla.fused_recurrent_gla: key-side gate ``gk [B, T, H, K]``
     (``gv``, a value-side gate, raises LaError)."""
-    _check_reverse(reverse)
     if gv is not None:
         raise _unsupported("gv (a gate on the value side of the state)")
     variant = "linear" if gk is None else "gla"
     return _run(variant, q, k, v, gk, scale=scale, initial_state=initial_state,
                 output_final_state=output_final_state, state_v_first=state_v_first,
-                cu_seqlens=cu_seqlens)
+                cu_seqlens=cu_seqlens, reverse=bool(reverse))
 
 
 # --------------------------------------------------------------------------
