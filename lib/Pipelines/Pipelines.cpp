@@ -52,6 +52,9 @@ void mlir::la::buildBufferizationPipeline(OpPassManager &pm,
   bufferization::BufferResultsToOutParamsPassOptions outParamsOptions;
   outParamsOptions.modifyPublicFunctions = true;
   outParamsOptions.hoistStaticAllocs = true;
+  // Dynamic results too (any B and T): the caller's buffer, which has the
+  // result's shape, replaces the allocation instead of receiving a copy.
+  outParamsOptions.hoistDynamicAllocs = true;
   pm.addPass(
       bufferization::createBufferResultsToOutParamsPass(outParamsOptions));
   pm.addPass(createCSEPass());
@@ -141,6 +144,13 @@ void mlir::la::buildLowerToCPUPipeline(OpPassManager &pm,
     LaChunkPassOptions chunkOptions;
     chunkOptions.chunkSize = options.chunkSize;
     pm.addPass(createLaChunkPass(chunkOptions));
+  } else if (options.parallel) {
+    // Token loops, one per (batch, value head) task, the tasks on the
+    // threads.
+    LaFuseRecurrencePassOptions taskOptions;
+    taskOptions.threads = options.threads;
+    taskOptions.chunk = false;
+    pm.addPass(createLaFuseRecurrencePass(taskOptions));
   }
   bool tile = options.tile;
   ConvertLaToLinalgPassOptions linalgOptions;
@@ -192,6 +202,10 @@ void mlir::la::buildGPUScheduleOnTensorsPipeline(
   fuseOptions.valueTile = options.valueTile;
   // la-tile-for-gpu stages the inputs into shared memory instead.
   fuseOptions.packInputs = false;
+  // One chunk loop per task, which la-tile-for-gpu maps (a static T that is
+  // not a multiple of the chunk size is padded outside the tasks, which
+  // la-map-to-gpu reports).
+  fuseOptions.peelTail = false;
   pm.addPass(createLaFuseRecurrencePass(fuseOptions));
   // What does not fuse (cu_seqlens) is chunked, and la-map-to-gpu reports
   // the work it leaves outside the tasks.

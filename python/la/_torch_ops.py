@@ -95,9 +95,11 @@ def _fake_forward(*args):
     if q.dim() != 4 or v.dim() != 4:
         raise ValueError(f"q and v must be 4-D ([B, T, H, K], [B, T, HV, V]), got "
                          f"{tuple(q.shape)} and {tuple(v.shape)}")
-    B, T, _, K = q.shape
+    B, T, HQ, K = q.shape
     HV, V = v.shape[2], v.shape[3]
-    o = q.new_empty((B, T, HV, V), dtype=_output_dtype(torch, q, a["dtype"]))
+    # Grouped query heads (more heads in q than in k): o has q's heads.
+    heads = HQ if a["k"].dim() == 4 and HQ != a["k"].shape[2] else HV
+    o = q.new_empty((B, T, heads, V), dtype=_output_dtype(torch, q, a["dtype"]))
     if not a["output_final_state"]:
         return o, q.new_empty((0,), dtype=torch.float32)
     N = B if a["cu_seqlens"] is None else a["cu_seqlens"].shape[0] - 1

@@ -12,9 +12,10 @@ ONNX's update rules map onto la's variants: ``linear`` -> ``linear``,
 (``[B, T, Hkv * dk]``), ``delta`` -> ``deltanet``, ``gated_delta`` ->
 ``gated_deltanet`` or ``kda``; ``beta`` ``[B, T, 1]`` is broadcast over the
 heads; ``past_state``/``present_state`` are the initial and final state;
-``scale = 0`` is ``dk ** -0.5``. Not yet: grouped query heads
-(``q_num_heads > kv_num_heads``, ONNX's direction of head sharing) and
-other ops in the graph raise :class:`la.LaError`.
+``scale = 0`` is ``dk ** -0.5``. Grouped query heads (``q_num_heads`` a
+multiple of ``kv_num_heads``, ONNX's direction of head sharing) are
+``la.attention``'s grouped query heads (q with more heads than k and v).
+Other ops in the graph raise :class:`la.LaError`.
 """
 
 import argparse
@@ -67,9 +68,6 @@ class _Node:
         if self.hq <= 0 or self.hkv <= 0 or self.hq % self.hkv:
             raise LaError(f"node {node.name!r}: q_num_heads ({self.hq}) must be a positive "
                           f"multiple of kv_num_heads ({self.hkv})")
-        if self.hq != self.hkv:
-            raise LaError(f"node {node.name!r}: grouped query heads (q_num_heads {self.hq} > "
-                          f"kv_num_heads {self.hkv}) are not supported by la yet")
         self.scale = float(attrs.get("scale", 0.0))
         names = list(node.input) + [""] * (6 - len(node.input))
         self.query, self.key, self.value, self.past, self.decay, self.beta = names[:6]
@@ -241,8 +239,9 @@ def to_mlir(model):
                 raise LaError(f"node {n.name!r}: past_state must be f32")
             groups.append(f"initial_state({ssa[n.past]} : {st})")
         o4 = fresh()
+        o4t = _type([B, T, n.hq, n.dv], elem)
         results = [o4]
-        types = [vt]
+        types = [o4t]
         if n.present:
             state = fresh()
             results.append(state)
@@ -253,7 +252,7 @@ def to_mlir(model):
                      f"{vt} -> {', '.join(types)}")
         out = fresh()
         ot = _type([B, T, n.hq * n.dv], elem)
-        lines.append(f"  {out} = tensor.collapse_shape {o4} [[0], [1], [2, 3]] : {vt} into {ot}")
+        lines.append(f"  {out} = tensor.collapse_shape {o4} [[0], [1], [2, 3]] : {o4t} into {ot}")
         ssa[n.output], result_types[n.output] = out, ot
         if n.present:
             ssa[n.present], result_types[n.present] = state, st

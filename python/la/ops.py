@@ -12,15 +12,24 @@ The functions follow flash-linear-attention's conventions:
 * ``initial_state`` / final state ``[N, HV, K, V]`` float32, N = B or the
   number of packed sequences given by ``cu_seqlens`` (then B == 1);
 * every function returns ``(o, final_state)``, ``o : [B, T, HV, V]`` and
-  ``final_state`` None unless ``output_final_state=True``.
+  ``final_state`` None unless ``output_final_state=True``;
+* q may have more heads than k (``HQ``, a multiple of H, with HV == H:
+  ONNX's grouped query heads, head ``h`` reading the state of key and value
+  head ``h // (HQ // H)``); o is then ``[B, T, HQ, V]``.
 
 Each call builds the MLIR of one ``la.attention`` function for the inputs'
-shapes and dtype (:func:`la.runner.attention_mlir`), lowers it with the
+heads, sizes and dtype (:func:`la.runner.attention_mlir`; the batch, the
+length and the number of sequences are dynamic), lowers it with the
 ``la-lower-to-cpu`` pipeline through the C API (:mod:`la.ir`), compiles the
-LLVM IR with clang into a shared library and calls it with ctypes. Kernels are
-cached in memory (per process) and on disk (``$LA_CACHE_DIR``, default
-``$XDG_CACHE_HOME/la`` or ``~/.cache/la``): a second call with the same shapes,
-dtype and options does not recompile; see :func:`cache_info`.
+LLVM IR with clang into a shared library and calls it with ctypes. So one
+kernel serves every B, T and ``cu_seqlens``; calls whose sequences are all
+shorter than ``chunk_size`` (decoding) take a kernel with the smallest power
+of two chunk size that holds them (at most log2(chunk_size) more kernels).
+Kernels are cached in memory (per process) and on disk
+(``$LA_CACHE_DIR``, default ``$XDG_CACHE_HOME/la`` or ``~/.cache/la``): a
+second call with the same heads, sizes, dtype and options does not
+recompile; see :func:`cache_info`. The backward (:func:`attention_backward`,
+autograd) is still compiled per shape.
 
 dtypes: q, k, v are float32 or float16 (NumPy or torch), or bf16 (torch
 ``bfloat16`` tensors; NumPy: ``dtype="bf16"`` rounds float inputs to bf16 and
@@ -80,7 +89,7 @@ __all__ = [
 
 #: bump when the generated library's calling convention, the key or the disk
 #: cache's layout (library, sidecar, lock) changes.
-_FORMAT_VERSION = 2
+_FORMAT_VERSION = 3
 _ENTRY = "attention"
 _CLANG_FLAGS = ("-O3", "-march=native", "-shared", "-fPIC", "-Wno-override-module")
 _LLVM_LIB = "/usr/lib/llvm-22/lib"
@@ -310,8 +319,12 @@ def _prepare(variant, q, k, v, g=None, beta=None, *, erase=None, write=None,
     qa, ka, va = (arrays[n][0] for n in ("q", "k", "v"))
     if qa.ndim != 4:
         raise ValueError(f"q must be 4-D [B, T, H, K], got shape {tuple(qa.shape)}")
-    B, T, H, K = qa.shape
-    if ka.shape != qa.shape:
+    B, T, HQ, K = qa.shape
+    H = HQ
+    if ka.ndim == 4 and ka.shape != qa.shape and ka.shape[:2] == (B, T) and \
+            ka.shape[3] == K and 0 < ka.shape[2] < HQ and HQ % ka.shape[2] == 0:
+        H = ka.shape[2]  # grouped query heads: HQ query heads over H key heads
+    elif ka.shape != qa.shape:
         raise _shape_error("k", f"[B, T, H, K] = {(B, T, H, K)} (the shape of q)", ka.shape)
     if va.ndim != 4 or va.shape[:2] != (B, T):
         raise _shape_error("v", f"[B, T, HV, V] with B={B}, T={T}", va.shape)
@@ -322,6 +335,9 @@ def _prepare(variant, q, k, v, g=None, beta=None, *, erase=None, write=None,
     if HV % H != 0:
         raise ValueError(f"v has HV={HV} value heads, which is not a multiple of the "
                          f"H={H} key heads of q and k")
+    if HQ != H and HV != H:
+        raise ValueError(f"q has HQ={HQ} heads over H={H} key heads (grouped query heads), "
+                         f"which needs v with HV = H = {H} heads, got HV={HV}")
 
     kinds = {n: arrays[n][1] for n in ("q", "k", "v")}
     compute = _compute_dtype(dtype)
@@ -426,26 +442,39 @@ def _prepare(variant, q, k, v, g=None, beta=None, *, erase=None, write=None,
                 or not math.isfinite(float(scale)):
             raise ValueError(f"scale must be a finite real number or None, got {scale!r}")
 
-    text = runner.attention_mlir(
-        variant, B, T, H, K, V, HV, dtype=compute,
-        has_initial_state=initial_state is not None,
-        output_final_state=bool(output_final_state),
-        cu_seqlens_len=None if cu is None else cu.size,
-        qk_l2norm=bool(qk_l2norm), normalizer=bool(normalize), scale=scale, eps=eps,
-        log_decay=log_decay, allow_neg_eigval=bool(allow_neg_eigval),
-        value_head_operands=tuple(value_heads), erase_read_key=bool(erase_read_key),
-        name=_ENTRY)
+    def mlir(dynamic):
+        return runner.attention_mlir(
+            variant, B, T, H, K, V, HV, dtype=compute,
+            has_initial_state=initial_state is not None,
+            output_final_state=bool(output_final_state),
+            cu_seqlens_len=None if cu is None else cu.size,
+            qk_l2norm=bool(qk_l2norm), normalizer=bool(normalize), scale=scale, eps=eps,
+            log_decay=log_decay, allow_neg_eigval=bool(allow_neg_eigval),
+            value_head_operands=tuple(value_heads), erase_read_key=bool(erase_read_key),
+            dynamic=dynamic, HQ=HQ, name=_ENTRY)
+
+    # The forward kernel takes any batch, length and number of sequences
+    # (one compile per variant, heads, sizes, dtype and options). Sequences
+    # shorter than a chunk (decoding) take the kernel of the power of two
+    # of chunk sizes that holds them, since its chunk is padded to full size.
+    chunk_size = int(chunk_size)
+    longest = T if cu is None else int(np.diff(cu).max(initial=1))
+    kernel_chunk = chunk_size
+    if longest < chunk_size <= _MAX_CHUNK_SIZE:  # (a larger one: the pipeline says so)
+        kernel_chunk = min(chunk_size, 1 << (max(longest, 1) - 1).bit_length())
     o_np = {"f32": np.float32, "f16": np.float16, "bf16": np.uint16}[compute]
-    outputs = [((B, T, HV, V), o_np)]
+    outputs = [((B, T, HQ if HQ != H else HV, V), o_np)]
     if output_final_state:
         outputs.append(((N, HV, K, V), np.float32))
-    return _Call(text=text, pipeline=_pipeline(int(chunk_size), bool(sequential), threads),
+    return _Call(text=mlir(dynamic=True),
+                 pipeline=_pipeline(kernel_chunk, bool(sequential), threads),
+                 static_text=mlir(dynamic=False),
                  inputs=inputs, input_names=names, outputs=outputs, entry=_ENTRY,
                  dims=(B, T, H, K, HV, V, N),
                  dtype=compute, torch_out=torch_out,
                  numpy_bf16=(np.asarray(q).dtype if not torch_out and
                              kinds["q"] == "bf16" else None),
-                 chunk_size=int(chunk_size), sequential=bool(sequential), threads=threads)
+                 chunk_size=chunk_size, sequential=bool(sequential), threads=threads)
 
 
 # --------------------------------------------------------------------------
@@ -468,6 +497,9 @@ def _prepare(variant, q, k, v, g=None, beta=None, *, erase=None, write=None,
 # ``la_kernel_key``), checked after loading. Any entry that fails a check (a
 # truncated or foreign library, a missing symbol, bad JSON, a directory, a
 # FIFO or symlink, an unreadable file) is discarded and compiled again.
+
+#: the largest chunk size la-lower-to-cpu takes (kMaxChunkSize).
+_MAX_CHUNK_SIZE = 65536
 
 #: compiles that take longer than this (seconds) are logged as warnings on
 #: the ``la`` logger (every compile is logged at INFO).
@@ -625,12 +657,11 @@ def _sha256(data):
 
 
 def _log_compile(call, seconds):
-    """Logs one compile: a warning past COMPILE_LOG_SECONDS (a new shape in
-    a loop recompiles: the kernels are compiled per shape), INFO otherwise."""
+    """Logs one compile: a warning past COMPILE_LOG_SECONDS, INFO otherwise."""
     shapes = ", ".join("x".join(str(d) for d in np.shape(a)) for a in call.inputs)
     level = logging.WARNING if seconds > COMPILE_LOG_SECONDS else logging.INFO
-    _log.log(level, "la: compiled %s (inputs %s; %s) in %.2f s; cached for these shapes",
-             call.entry, shapes, call.pipeline, seconds)
+    _log.log(level, "la: compiled %s (first inputs %s; %s) in %.2f s", call.entry, shapes,
+             call.pipeline, seconds)
 
 
 def _describe(call, key):
@@ -643,9 +674,9 @@ def _describe(call, key):
         "key_symbol": _KEY_SYMBOL,
         "mlir_sha256": _sha256(call.text.encode()),
         "pipeline": call.pipeline,
-        "inputs": [[[int(d) for d in np.shape(a)], np.asarray(a).dtype.str]
-                   for a in call.inputs],
-        "outputs": [[[int(d) for d in shape], np.dtype(dt).str] for shape, dt in call.outputs],
+        # Ranks and dtypes: the forward kernels take any B, T and N.
+        "inputs": [[np.ndim(a), np.asarray(a).dtype.str] for a in call.inputs],
+        "outputs": [[len(shape), np.dtype(dt).str] for shape, dt in call.outputs],
     }
 
 
@@ -1034,8 +1065,9 @@ def _backward_call(call, do, d_final_state):
     if do is None:
         raise ValueError("do, the gradient of o [B, T, HV, V], is required")
     do_arr, kind = _qkv_array("do", do)
-    if do_arr.shape != (B, T, HV, V):
-        raise _shape_error("do", f"[B, T, HV, V] = {(B, T, HV, V)} (the shape of o)",
+    o_shape = call.outputs[0][0]
+    if do_arr.shape != o_shape:
+        raise _shape_error("do", f"[B, T, HV, V] = {o_shape} (the shape of o)",
                            do_arr.shape)
     inputs = list(call.inputs) + [_to_compute("do", do_arr, kind, call.dtype)]
     if len(call.outputs) > 1:
@@ -1049,7 +1081,9 @@ def _backward_call(call, do, d_final_state):
     names = [n for n in call.input_names if n in _DIFFERENTIABLE]
     outputs = [(np.shape(a), np.float32)
                for a, n in zip(call.inputs, call.input_names) if n in _DIFFERENTIABLE]
-    return _Call(text=call.text,
+    # The backward is compiled for the call's shapes: la-expand-recurrence-grad
+    # reverses time with static index maps.
+    return _Call(text=call.static_text,
                  pipeline=_backward_pipeline(call.chunk_size, call.sequential, call.threads),
                  inputs=inputs, outputs=outputs, entry=_ENTRY + "_grad", grad_names=names,
                  torch_out=call.torch_out, threads=call.threads)

@@ -144,7 +144,9 @@ def _float_literal(x):
 
 
 def _tensor(shape, elt):
-    return "tensor<" + "x".join(str(int(d)) for d in shape) + "x" + elt + ">"
+    """A tensor type; None in ``shape`` is a dynamic size (``?``)."""
+    return "tensor<" + "x".join("?" if d is None else str(int(d)) for d in shape) + \
+        "x" + elt + ">"
 
 
 def attention_mlir(
@@ -168,6 +170,8 @@ def attention_mlir(
     allow_neg_eigval=False,
     value_head_operands=(),
     erase_read_key=False,
+    dynamic=False,
+    HQ=None,
     name="attention",
 ):
     """MLIR text of one function ``@name`` holding one ``la.attention``.
@@ -183,6 +187,13 @@ def attention_mlir(
     ``value_head_operands`` names those of g, beta and erase given per value
     head (``HV`` in place of ``H``). ``erase_read_key`` (erase_write
     variants) puts the erase gate on the key the state is read with.
+    ``HQ`` (a multiple of ``H``, with ``HV == H``) gives q more heads than
+    k: ONNX's grouped query heads, each group of ``HQ / H`` query heads
+    reading one key and value head's state; o then has ``HQ`` heads.
+    ``dynamic`` leaves the batch, the time axis, the number of states and
+    the length of ``cu_seqlens`` dynamic (``?``), so that one function
+    serves any of them (B, T and ``cu_seqlens_len`` are then only checked;
+    B stays 1 with ``cu_seqlens``).
     ``log_decay`` ([H] values) is required by the fixed-gate variants
     (retention, decayed_deltanet, decayed_deltanet2); None there means
     RetNet's schedule rounded to f32. ``scale``/``eps`` None leave the op's
@@ -192,6 +203,10 @@ def attention_mlir(
         raise ValueError(f"unknown variant {variant!r}; expected one of {tuple(VARIANTS)}")
     dtype = _check_dtype(dtype)
     HV = H if HV is None else HV
+    HQ = H if HQ is None else HQ
+    if HQ != H and (HQ % H or HV != H):
+        raise ValueError(f"HQ={HQ} query heads must be a multiple of H={H}, with HV == H "
+                         f"(got HV={HV})")
     update, gate = VARIANTS[variant]
     if cu_seqlens_len is not None:
         if isinstance(cu_seqlens_len, (bool, np.bool_)) or \
@@ -208,6 +223,10 @@ def attention_mlir(
     if normalizer and update != "additive":
         raise ValueError(f"normalizer is only supported by additive variants, not {variant!r}")
 
+    if dynamic:
+        # With cu_seqlens the batch is 1 by contract; it stays static.
+        T = N = None
+        B = 1 if cu_seqlens_len is not None else None
     s_t = _tensor((N, HV, K, V), "f32")
     # q, k, v in `dtype`; the gates, beta, erase and write always f32.
     args, groups = [], []
@@ -217,12 +236,15 @@ def attention_mlir(
         args.append((operand, t))
         if operand not in ("q", "k", "v"):
             groups.append(f"{operand}(%{operand} : {t})")
-    qk_t, v_t = args[0][1], args[2][1]
+    if HQ != H:
+        args[0] = ("q", _tensor((B, T, HQ, K), dtype))
+    q_t, k_t, v_t = args[0][1], args[1][1], args[2][1]
+    o_t = v_t if HQ == H else _tensor((B, T, HQ, V), dtype)
     if has_initial_state:
         args.append(("s0", s_t))
         groups.append(f"initial_state(%s0 : {s_t})")
     if cu_seqlens_len is not None:
-        cu_t = _tensor((cu_seqlens_len,), "i32")
+        cu_t = _tensor((None if dynamic else cu_seqlens_len,), "i32")
         args.append(("cu", cu_t))
         groups.append(f"cu_seqlens(%cu : {cu_t})")
 
@@ -253,7 +275,7 @@ def attention_mlir(
             raise ValueError(f"erase_read_key needs the erase_write rule, not {variant!r}")
         attrs.append("erase_read_key")
 
-    results = [("o", v_t)] + ([("s", s_t)] if output_final_state else [])
+    results = [("o", o_t)] + ([("s", s_t)] if output_final_state else [])
     result_types = ", ".join(t for _, t in results)
     result_names = ", ".join("%" + n for n, _ in results)
     signature = ",\n    ".join(f"%{n}: {t}" for n, t in args)
@@ -263,7 +285,7 @@ def attention_mlir(
         op += "\n      " + " ".join(groups)
     if attrs:
         op += " {" + ", ".join(attrs) + "}"
-    op += f"\n      : {qk_t}, {qk_t}, {v_t} -> {result_types}"
+    op += f"\n      : {q_t}, {k_t}, {v_t} -> {result_types}"
     return (
         f"func.func @{name}(\n    {signature})\n    -> {op_results} {{\n"
         f"  {result_names} = {op}\n"

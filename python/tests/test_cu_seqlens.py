@@ -185,7 +185,7 @@ def test_valid_offsets_accepted_as_int32(dtype):
     np.testing.assert_array_equal(prepared["cu_seqlens"], VALID_CU)
     text = la.lower(la.gla, inputs["q"], inputs["k"], inputs["v"], inputs["g"],
                     cu_seqlens=cu, stage="attention")
-    assert "cu_seqlens(%cu : tensor<4xi32>)" in text
+    assert "cu_seqlens(%cu : tensor<?xi32>)" in text  # any number of sequences
 
 
 def _valid(variant):

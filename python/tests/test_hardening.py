@@ -200,8 +200,9 @@ def test_crash_reproducer(tmp_path):
     """A failing pipeline writes a reproducer (the module and the pipeline)."""
     # T = 40 is not a multiple of the chunk size: la-lower-to-gpu fails.
     inputs = _inputs("gla", T=40)
-    module = ir.Module.parse(la.lower(la.linear_attention, inputs["q"], inputs["k"],
-                                      inputs["v"], stage="attention"))
+    B, T, H, K = inputs["q"].shape
+    module = ir.Module.parse(la.runner.attention_mlir("linear", B, T, H, K,
+                                                      inputs["v"].shape[3]))
     reproducer = tmp_path / "repro.mlir"
     with pytest.raises(la.LaError, match="runs outside the attention's GPU tasks"):
         ir.PassManager.parse("builtin.module(la-lower-to-gpu{chunk-size=16})").run(

@@ -51,11 +51,11 @@ def _model(rule, decay=None, beta=None, past=True, hq=H, hkv=H, scale=None):
     return model
 
 
-def _feeds(decay, beta, seed, hkv=H):
+def _feeds(decay, beta, seed, hkv=H, hq=H):
     rng = np.random.default_rng(seed)
     k = rng.standard_normal((B, T, hkv, DK))
     k /= np.linalg.norm(k, axis=-1, keepdims=True)  # the delta rules want unit keys
-    feeds = dict(q=rng.standard_normal((B, T, H * DK)), k=k.reshape(B, T, hkv * DK),
+    feeds = dict(q=rng.standard_normal((B, T, hq * DK)), k=k.reshape(B, T, hkv * DK),
                  v=rng.standard_normal((B, T, hkv * DV)),
                  s0=rng.standard_normal((B, hkv, DK, DV)))
     if decay:
@@ -88,6 +88,32 @@ def test_run_matches_onnx_reference_and_onnxruntime(rule, decay, beta):
         assert rel_rms(want, out) <= 1e-5
 
 
+@pytest.mark.parametrize("hq, hkv", [(4, 2), (4, 1)], ids=["gqa", "mqa"])
+@pytest.mark.parametrize("rule, decay, beta", [CASES[0], CASES[2], CASES[5], CASES[6]])
+def test_grouped_query_heads(rule, decay, beta, hq, hkv):
+    """q_num_heads > kv_num_heads: each group of query heads reads its key and
+    value head's state (ONNX's GQA; multi-query attention with one kv head),
+    against onnx.reference and onnxruntime."""
+    model = _model(rule, decay, beta, hq=hq, hkv=hkv)
+    feeds = _feeds(decay, beta, seed=hq + hkv, hkv=hkv, hq=hq)
+    expected = ReferenceEvaluator(model).run(None, feeds)
+    got = laonnx.run(model, feeds)
+    assert [x.shape for x in got] == [x.shape for x in expected]
+    assert got[0].shape == (B, T, hq * DV) and got[1].shape == (B, hkv, DK, DV)
+    for want, out in zip(expected, got):
+        assert rel_rms(want, out) <= 1e-5
+    try:
+        import onnxruntime
+    except ImportError:
+        return
+    try:
+        session = onnxruntime.InferenceSession(model.SerializeToString())
+    except Exception as error:  # an onnxruntime without this function's GQA
+        pytest.skip(f"onnxruntime cannot run the model: {error}")
+    for want, out in zip(session.run(None, feeds), got):
+        assert rel_rms(want, out) <= 1e-5
+
+
 def test_without_past_state_and_explicit_scale():
     model = _model("gated_delta", "scalar", "head", past=False, scale=0.5)
     feeds = _feeds("scalar", "head", seed=3)
@@ -97,12 +123,14 @@ def test_without_past_state_and_explicit_scale():
         assert rel_rms(want, out) <= 1e-5
 
 
-@pytest.mark.parametrize("rule, decay, beta", [CASES[2], CASES[4]])
-def test_imported_mlir_runs_in_la_run(rule, decay, beta, tmp_path):
+@pytest.mark.parametrize("rule, decay, beta, hq", [CASES[2] + (H,), CASES[4] + (H,),
+                                                   CASES[5] + (2 * H,)])
+def test_imported_mlir_runs_in_la_run(rule, decay, beta, hq, tmp_path):
     """The MLIR of the model (la.onnx.to_mlir, as `python -m la.onnx`
-    writes it) compiled and run by la-run on the same inputs."""
-    model = _model(rule, decay, beta)
-    feeds = _feeds(decay, beta, seed=5)
+    writes it) compiled and run by la-run on the same inputs (the last case
+    with grouped query heads)."""
+    model = _model(rule, decay, beta, hq=hq)
+    feeds = _feeds(decay, beta, seed=5, hq=hq)
     path = tmp_path / "model.onnx"
     onnx.save(model, str(path))
     mlir = tmp_path / "model.mlir"
@@ -125,8 +153,9 @@ def test_imported_mlir_runs_in_la_run(rule, decay, beta, tmp_path):
 
 
 def test_errors(tmp_path):
-    with pytest.raises(la.LaError, match="grouped query heads .* not supported by la yet"):
-        laonnx.to_mlir(_model("linear", hq=4, hkv=2))
+    with pytest.raises(la.LaError, match=r"q_num_heads \(3\) must be a positive multiple "
+                                         r"of kv_num_heads \(2\)"):
+        laonnx.to_mlir(_model("linear", hq=3, hkv=2))
     relu = helper.make_graph(
         [helper.make_node("Relu", ["x"], ["y"], name="r")], "g",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2])],

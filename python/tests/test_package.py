@@ -285,6 +285,54 @@ def test_memory_cache_does_not_recompile():
     np.testing.assert_array_equal(o1, o3)
 
 
+def test_one_kernel_for_any_batch_and_length():
+    """The forward's kernel has a dynamic B, T and number of sequences: other
+    B and T (multiples of the chunk or not; cu_seqlens of any count, in the
+    kernel that takes them) reuse it and stay correct; sequences shorter than a chunk take the kernel of
+    the smallest power-of-two chunk that holds them."""
+    la.clear_cache()
+    cases = [(1, 13, None), (3, 40, None), (2, 8, None), (1, 57, [0, 20, 21, 57]),
+             (1, 30, [0, 9, 30])]
+    for B, T, cu in cases:
+        d = lt.make_inputs("gated_deltanet", B, T, 2, 8, 8, seed=T, gate_scale=1 / 16,
+                           cu_seqlens=cu)
+        o, s = la.gated_delta_rule(d["q"], d["k"], d["v"], d["g"], d["beta"], chunk_size=8,
+                                   cu_seqlens=d.get("cu_seqlens"), output_final_state=True)
+        ref_o, ref_s = lt.reference_for("gated_deltanet", d)
+        assert lt.rel_rms(ref_o, o) < 1e-5 and lt.rel_rms(ref_s, s) < 1e-5, (B, T, cu)
+    # One kernel without cu_seqlens and one with it (an operand more).
+    info = la.cache_info()
+    assert (info["compiles"] + info["disk_hits"], info["hits"]) == (2, len(cases) - 2), info
+    # Short sequences: chunk 4 holds 3 tokens (and packed ones of at most 4),
+    # chunk 1 one token; each such kernel again serves any B.
+    for B, T, cu, chunk in ((2, 3, None, 4), (1, 7, [0, 4, 7], 4), (5, 1, None, 1),
+                            (1, 3, [0, 1, 2, 3], 1)):
+        d = lt.make_inputs("gated_deltanet", B, T, 2, 8, 8, seed=B + T, gate_scale=1 / 16,
+                           cu_seqlens=cu)
+        call = la.ops._prepare("gated_deltanet", d["q"], d["k"], d["v"], d["g"], d["beta"],
+                            chunk_size=8, cu_seqlens=d.get("cu_seqlens"))
+        assert f"chunk-size={chunk} " in call.pipeline, call.pipeline
+        o, _ = la.gated_delta_rule(d["q"], d["k"], d["v"], d["g"], d["beta"], chunk_size=8,
+                                   cu_seqlens=d.get("cu_seqlens"))
+        assert lt.rel_rms(lt.reference_for("gated_deltanet", d)[0], o) < 1e-5, (B, T, cu)
+    info = la.cache_info()
+    assert info["compiles"] + info["disk_hits"] == 6, info
+
+
+def test_token_loops_on_threads():
+    """sequential=True on two threads runs one token loop per (batch, head)
+    task in an OpenMP region: the numbers of one thread (to rounding: the
+    task's loop is vectorised over its own slices)."""
+    d = lt.make_inputs("kda", 2, 11, 2, 8, 8, seed=3, gate_scale=1 / 16)
+    args = (d["q"], d["k"], d["v"], d["g"], d["beta"])
+    one, s1 = la.kda(*args, sequential=True, output_final_state=True, num_threads=1)
+    two, s2 = la.kda(*args, sequential=True, output_final_state=True, num_threads=2)
+    assert lt.rel_rms(one, two) < 1e-6 and lt.rel_rms(s1, s2) < 1e-6
+    assert "__kmpc_fork_call" in la.lower(la.kda, *args, stage="llvm-ir", sequential=True,
+                                          num_threads=2)
+    assert lt.rel_rms(lt.reference_for("kda", d)[0], one) < 1e-5
+
+
 _CHILD = textwrap.dedent("""
     import json, sys
     import numpy as np

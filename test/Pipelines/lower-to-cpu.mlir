@@ -3,6 +3,7 @@
 // RUN: la-opt %s --pass-pipeline="builtin.module(la-lower-to-cpu{chunk-size=16})" | FileCheck %s
 // RUN: not la-opt %s -la-lower-to-cpu=chunk-size=0 2>&1 | FileCheck %s --check-prefix=BADCHUNK
 // RUN: la-opt %s -la-lower-to-cpu=parallel | FileCheck %s --check-prefix=OMP
+// RUN: la-opt %s -la-lower-to-cpu="sequential=1 parallel=1 threads=2" | FileCheck %s --check-prefix=SEQOMP
 // RUN: la-opt %s -la-lower-to-cpu=tile=false | FileCheck %s --check-prefix=SCALAR
 // RUN: la-opt %s -la-lower-to-cpu="chunk-size=16 gate-block=4" -mlir-print-ir-after=convert-la-to-linalg -o /dev/null 2>&1 | FileCheck %s --check-prefix=GB4
 // RUN: la-opt %s -la-lower-to-cpu="chunk-size=16 gate-block=0" -mlir-print-ir-after=convert-la-to-linalg -o /dev/null 2>&1 | FileCheck %s --check-prefix=GB0
@@ -41,6 +42,14 @@
 // OMP: omp.wsloop
 // OMP: omp.loop_nest
 // OMP-NOT: scf.parallel
+
+// The token loops on threads: one loop per (batch, value head) task
+// (la-fuse-recurrence{chunk=0}), the tasks in an OpenMP region.
+// SEQOMP-LABEL: llvm.func @gla(
+// SEQOMP: omp.parallel
+// SEQOMP: omp.wsloop
+// SEQOMP: llvm.intr.fma({{.*}}) : (vector<8xf32>, vector<8xf32>, vector<8xf32>) -> vector<8xf32>
+// SEQOMP: llvm.return
 
 // gate-block and gate-spread-limit (default 32) reach
 // convert-la-to-linalg: a run-time choice between the one-product form and

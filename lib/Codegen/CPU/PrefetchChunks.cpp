@@ -164,15 +164,16 @@ static std::optional<int64_t> chunkRowsOf(scf::ForOp loop, Value index) {
 }
 
 /// The slice of `input` that an access at `indices` inside `loop` reads per
-/// iteration, if `input` is a static, read-only view of a function argument
-/// defined outside the loop and exactly one index is the induction variable.
-/// `vectorDims` are the dimensions a vector access spans from its index.
+/// iteration, if `input` is a read-only view of a function argument defined
+/// outside the loop, exactly one index is the induction variable, and the
+/// dimensions read whole are static (the chunk's dimension and those at a
+/// fixed index may be dynamic: a dynamic T). `vectorDims` are the dimensions
+/// a vector access spans from its index.
 static std::optional<ChunkSlice> chunkSliceOf(scf::ForOp loop, Value input,
                                               ValueRange indices,
                                               ArrayRef<unsigned> vectorDims) {
   auto type = dyn_cast<MemRefType>(input.getType());
-  if (!type || !type.hasStaticShape() ||
-      loop->isAncestor(input.getParentBlock()->getParentOp()))
+  if (!type || loop->isAncestor(input.getParentBlock()->getParentOp()))
     return std::nullopt;
   Value root = viewRoot(input);
   auto argument = dyn_cast<BlockArgument>(root);
@@ -194,6 +195,10 @@ static std::optional<ChunkSlice> chunkSliceOf(scf::ForOp loop, Value input,
   }
   if (slice.chunkDim < 0)
     return std::nullopt;
+  for (auto [d, fixed] : llvm::enumerate(slice.fixedIndices))
+    if (!fixed && static_cast<int64_t>(d) != slice.chunkDim &&
+        type.isDynamicDim(d))
+      return std::nullopt;
   return slice;
 }
 

@@ -7,6 +7,8 @@
 // RUN: not la-opt %s -split-input-file -la-fuse-recurrence="value-tile=-1" 2>&1 | FileCheck %s --check-prefix=BADVT
 // RUN: not la-opt %s -split-input-file -la-fuse-recurrence="threads=-2" 2>&1 | FileCheck %s --check-prefix=BADTHREADS
 // RUN: la-opt %s -split-input-file -la-fuse-recurrence="chunk-size=16 threads=2 pack-inputs=true" | FileCheck %s --check-prefix=PACK
+// RUN: la-opt %s -split-input-file -la-fuse-recurrence="chunk-size=16 threads=2 pack-inputs=0 peel-tail=0" | FileCheck %s --check-prefix=PAD
+// RUN: la-opt %s -split-input-file -la-fuse-recurrence="threads=2 chunk=0" | FileCheck %s --check-prefix=TASKS
 
 // BADMODE: for the --mode option: Cannot find option named 'sometimes'!
 // BADCHUNK: la-fuse-recurrence: 'chunk-size' must be in [1, 65536], got 0
@@ -20,54 +22,106 @@
 // VT-LABEL: func.func @gla
 // VT: scf.forall (%[[B:.*]], %[[H:.*]], %[[T:.*]]) in (1, 2, 2) shared_outs(%[[OUT:.*]] = %{{.*}}, %[[FIN:.*]] = %{{.*}})
 // VT: %[[COL:.*]] = affine.apply #{{.*}}(%[[T]])
-// VT: %[[TASK:.*]] = tensor.extract_slice %[[OUT]][%[[B]], 0, %[[H]], %[[COL]]] [1, 48, 1, 4]
-// VT: scf.for {{.*}} iter_args(%{{.*}} = %[[TASK]], %{{.*}} = %{{.*}}) -> (tensor<1x48x1x4xf32>, tensor<1x1x4x4xf32>)
-// VT: tensor.extract_slice %{{.*}}[%[[B]], %{{.*}}, %[[H]], %{{.*}}] [1, 16, 1, 4]
+// VT: %[[TASK:.*]] = tensor.extract_slice %[[OUT]][%[[B]], 0, %[[H]], %[[COL]]] [1, 40, 1, 4]
+// VT: scf.for {{.*}} iter_args(%{{.*}} = %[[TASK]], %{{.*}} = %{{.*}}) -> (tensor<1x40x1x4xf32>, tensor<1x1x4x4xf32>)
+// VT: tensor.extract_slice %{{.*}}[%[[B]], %{{.*}}, %[[H]], %{{.*}}] [1, %{{.*}}, 1, 4]
 // VT: scf.forall.in_parallel
-// VT: tensor.parallel_insert_slice %{{.*}} into %[[OUT]][%[[B]], 0, %[[H]], %[[COL]]] [1, 48, 1, 4]
+// VT: tensor.parallel_insert_slice %{{.*}} into %[[OUT]][%[[B]], 0, %[[H]], %[[COL]]] [1, 40, 1, 4]
 // VT: tensor.parallel_insert_slice %{{.*}} into %[[FIN]][%[[B]], %[[H]], 0, %[[COL]]] [1, 1, 4, 4]
 // VT: mapping = [#la.task<0>, #la.task<1>, #la.task<2>]
 
 // Two (batch, value head) tasks and two threads: fused. The recurrence is
-// tiled by upstream tiling: T = 40 is first padded to 48 (three chunks of
-// 16) with zero tokens; an scf.forall over (batch, value head), mapped to
-// #la.task, holds an scf.for over tokens in steps of 16 that carries the
+// tiled by upstream tiling: an scf.forall over (batch, value head), mapped
+// to #la.task, holds an scf.for over tokens in steps of 16 that carries the
 // [1,1,K,V] state (the recurrence's accumulator); each chunk is decomposed
-// into the level-2 ops on one chunk of one head, [1,1,C,1,...].
+// into the level-2 ops on one chunk of one head, [1,1,C,1,...]. T = 40 is
+// not a multiple of 16: the last, partial chunk is peeled into a loop of
+// its own, so the main loop's chunks have 16 tokens and the tail's 8 (both
+// static; nothing is padded).
 // CHECK-LABEL: func.func @gla
 // CHECK-SAME: (%[[Q:[^:]*]]: {{.*}}, %[[K:[^:]*]]: {{.*}}, %[[V:[^:]*]]: {{.*}}, %[[G:[^:]*]]: tensor<1x40x2x4xf32>)
-// CHECK: %[[QP:.*]] = tensor.pad %[[Q]] low[0, 0, 0, 0] high[0, 8, 0, 0]
-// CHECK: %[[GP:.*]] = tensor.pad %[[G]] low[0, 0, 0, 0] high[0, 8, 0, 0]
-// CHECK: %[[RES:.*]]:2 = scf.forall (%[[B:.*]], %[[H:.*]]) in (1, 2) shared_outs(%[[OUT:.*]] = %{{.*}}, %[[FIN:.*]] = %{{.*}}) -> (tensor<1x48x2x8xf32>, tensor<1x2x4x8xf32>)
-// CHECK: %[[TASK:.*]] = tensor.extract_slice %[[OUT]][%[[B]], 0, %[[H]], 0] [1, 48, 1, 8]
-// CHECK: %[[LOOP:.*]]:2 = scf.for %[[N:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[O:.*]] = %[[TASK]], %[[S:.*]] = %{{.*}}) -> (tensor<1x48x1x8xf32>, tensor<1x1x4x8xf32>)
-// CHECK: %[[QN:.*]] = tensor.extract_slice %[[QP]][%[[B]], %[[N]], %[[H]], 0] [1, 16, 1, 4]
-// CHECK: %[[GN:.*]] = tensor.extract_slice %[[GP]][%[[B]], %[[N]], %[[H]], 0] [1, 16, 1, 4]
-// CHECK: %[[QC:.*]] = tensor.expand_shape %[[QN]] {{.*}} into tensor<1x1x16x1x4xf32>
-// CHECK: %[[GC:.*]] = tensor.expand_shape %[[GN]] {{.*}} into tensor<1x1x16x1x4xf32>
+// CHECK-NOT: tensor.pad
+// CHECK: %[[RES:.*]]:2 = scf.forall (%[[B:.*]], %[[H:.*]]) in (1, 2) shared_outs(%[[OUT:.*]] = %{{.*}}, %[[FIN:.*]] = %{{.*}}) -> (tensor<1x40x2x8xf32>, tensor<1x2x4x8xf32>)
+// CHECK: %[[TASK:.*]] = tensor.extract_slice %[[OUT]][%[[B]], 0, %[[H]], 0] [1, 40, 1, 8]
+// CHECK: %[[LOOP:.*]]:2 = scf.for %[[N:.*]] = %{{.*}} to %[[C32:.*]] step %[[C16:.*]] iter_args(%[[O:.*]] = %[[TASK]], %[[S:.*]] = %{{.*}}) -> (tensor<1x40x1x8xf32>, tensor<1x1x4x8xf32>)
+// CHECK: %[[QN:.*]] = tensor.extract_slice %[[Q]][%[[B]], %[[N]], %[[H]], 0] [1, %[[C16]], 1, 4]
+// CHECK: %[[GN:.*]] = tensor.extract_slice %[[G]][%[[B]], %[[N]], %[[H]], 0] [1, %[[C16]], 1, 4]
+// CHECK: %[[QS:.*]] = tensor.cast %[[QN]] : tensor<1x?x1x4xf32> to tensor<1x16x1x4xf32>
+// CHECK: %[[GS:.*]] = tensor.cast %[[GN]] : tensor<1x?x1x4xf32> to tensor<1x16x1x4xf32>
+// CHECK: %[[QC:.*]] = tensor.expand_shape %[[QS]] {{.*}} into tensor<1x1x16x1x4xf32>
+// CHECK: %[[GC:.*]] = tensor.expand_shape %[[GS]] {{.*}} into tensor<1x1x16x1x4xf32>
 // CHECK: %[[CUM:.*]] = la.chunk_cumsum %[[GC]] : tensor<1x1x16x1x4xf32> -> tensor<1x1x16x1x4xf32>
 // CHECK: %[[STATES:.*]], %[[NEXT:.*]] = la.chunk_state_scan %{{.*}}, %{{.*}} gates(%[[CUM]] : {{.*}}) initial_state(%[[S]] : tensor<1x1x4x8xf32>)
 // CHECK: %[[INTRA:.*]] = la.chunk_intra %[[QC]]
 // CHECK: %[[ON:.*]] = la.chunk_inter %[[QC]], %[[STATES]], %[[INTRA]]
 // CHECK: %[[OT:.*]] = tensor.collapse_shape %[[ON]] {{.*}} into tensor<1x16x1x8xf32>
-// CHECK: %[[OW:.*]] = tensor.insert_slice %[[OT]] into %[[O]][0, %[[N]], 0, 0] [1, 16, 1, 8]
+// CHECK: %[[OD:.*]] = tensor.cast %[[OT]]
+// CHECK: %[[OW:.*]] = tensor.insert_slice %[[OD]] into %[[O]][0, %[[N]], 0, 0] [1, %[[C16]], 1, 8]
 // CHECK: scf.yield %[[OW]], %[[NEXT]]
 // CHECK: } {la.fused_chunk_loop}
+// CHECK: %[[TAIL:.*]]:2 = scf.for %[[M:.*]] = %[[C32]] to %{{.*}} step %[[C16]] iter_args(%{{.*}} = %[[LOOP]]#0, %{{.*}} = %[[LOOP]]#1)
+// CHECK: %[[QT:.*]] = tensor.extract_slice %[[Q]][%[[B]], %[[M]], %[[H]], 0]
+// CHECK: tensor.cast %[[QT]] : tensor<1x?x1x4xf32> to tensor<1x8x1x4xf32>
+// CHECK: la.chunk_cumsum %{{.*}} : tensor<1x1x8x1x4xf32> -> tensor<1x1x8x1x4xf32>
 // CHECK: scf.forall.in_parallel
-// CHECK: tensor.parallel_insert_slice %[[LOOP]]#0 into %[[OUT]][%[[B]], 0, %[[H]], 0] [1, 48, 1, 8]
-// CHECK: tensor.parallel_insert_slice %[[LOOP]]#1 into %[[FIN]][%[[B]], %[[H]], 0, 0] [1, 1, 4, 8]
+// CHECK: tensor.parallel_insert_slice %[[TAIL]]#0 into %[[OUT]][%[[B]], 0, %[[H]], 0] [1, 40, 1, 8]
+// CHECK: tensor.parallel_insert_slice %[[TAIL]]#1 into %[[FIN]][%[[B]], %[[H]], 0, 0] [1, 1, 4, 8]
 // CHECK: mapping = [#la.task<0>, #la.task<1>]
-// CHECK: %[[OUTPUT:.*]] = tensor.extract_slice %[[RES]]#0[0, 0, 0, 0] [1, 40, 2, 8]
-// CHECK: return %[[OUTPUT]], %[[RES]]#1
+// CHECK: return %[[RES]]#0, %[[RES]]#1
+
+// peel-tail=0 (the GPU pipeline's form): T = 40 is first padded to 48
+// (three chunks of 16) with zero tokens; an scf.forall over (batch, value head), mapped to
+// #la.task, holds an scf.for over tokens in steps of 16 that carries the
+// [1,1,K,V] state (the recurrence's accumulator); each chunk is decomposed
+// into the level-2 ops on one chunk of one head, [1,1,C,1,...].
+// PAD-LABEL: func.func @gla
+// PAD-SAME: (%[[Q:[^:]*]]: {{.*}}, %[[K:[^:]*]]: {{.*}}, %[[V:[^:]*]]: {{.*}}, %[[G:[^:]*]]: tensor<1x40x2x4xf32>)
+// PAD: %[[QP:.*]] = tensor.pad %[[Q]] low[0, 0, 0, 0] high[0, 8, 0, 0]
+// PAD: %[[GP:.*]] = tensor.pad %[[G]] low[0, 0, 0, 0] high[0, 8, 0, 0]
+// PAD: %[[RES:.*]]:2 = scf.forall (%[[B:.*]], %[[H:.*]]) in (1, 2) shared_outs(%[[OUT:.*]] = %{{.*}}, %[[FIN:.*]] = %{{.*}}) -> (tensor<1x48x2x8xf32>, tensor<1x2x4x8xf32>)
+// PAD: %[[TASK:.*]] = tensor.extract_slice %[[OUT]][%[[B]], 0, %[[H]], 0] [1, 48, 1, 8]
+// PAD: %[[LOOP:.*]]:2 = scf.for %[[N:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[O:.*]] = %[[TASK]], %[[S:.*]] = %{{.*}}) -> (tensor<1x48x1x8xf32>, tensor<1x1x4x8xf32>)
+// PAD: %[[QN:.*]] = tensor.extract_slice %[[QP]][%[[B]], %[[N]], %[[H]], 0] [1, 16, 1, 4]
+// PAD: %[[GN:.*]] = tensor.extract_slice %[[GP]][%[[B]], %[[N]], %[[H]], 0] [1, 16, 1, 4]
+// PAD: %[[QC:.*]] = tensor.expand_shape %[[QN]] {{.*}} into tensor<1x1x16x1x4xf32>
+// PAD: %[[GC:.*]] = tensor.expand_shape %[[GN]] {{.*}} into tensor<1x1x16x1x4xf32>
+// PAD: %[[CUM:.*]] = la.chunk_cumsum %[[GC]] : tensor<1x1x16x1x4xf32> -> tensor<1x1x16x1x4xf32>
+// PAD: %[[STATES:.*]], %[[NEXT:.*]] = la.chunk_state_scan %{{.*}}, %{{.*}} gates(%[[CUM]] : {{.*}}) initial_state(%[[S]] : tensor<1x1x4x8xf32>)
+// PAD: %[[INTRA:.*]] = la.chunk_intra %[[QC]]
+// PAD: %[[ON:.*]] = la.chunk_inter %[[QC]], %[[STATES]], %[[INTRA]]
+// PAD: %[[OT:.*]] = tensor.collapse_shape %[[ON]] {{.*}} into tensor<1x16x1x8xf32>
+// PAD: %[[OW:.*]] = tensor.insert_slice %[[OT]] into %[[O]][0, %[[N]], 0, 0] [1, 16, 1, 8]
+// PAD: scf.yield %[[OW]], %[[NEXT]]
+// PAD: } {la.fused_chunk_loop}
+// PAD: scf.forall.in_parallel
+// PAD: tensor.parallel_insert_slice %[[LOOP]]#0 into %[[OUT]][%[[B]], 0, %[[H]], 0] [1, 48, 1, 8]
+// PAD: tensor.parallel_insert_slice %[[LOOP]]#1 into %[[FIN]][%[[B]], %[[H]], 0, 0] [1, 1, 4, 8]
+// PAD: mapping = [#la.task<0>, #la.task<1>]
+// PAD: %[[OUTPUT:.*]] = tensor.extract_slice %[[RES]]#0[0, 0, 0, 0] [1, 40, 2, 8]
+// PAD: return %[[OUTPUT]], %[[RES]]#1
+
+// chunk=0 (the token loops' threads): the same tasks, each holding one
+// recurrence over all of its tokens; nothing is chunked.
+// TASKS-LABEL: func.func @gla
+// TASKS-SAME: (%[[Q:[^:]*]]: tensor<1x40x2x4xf32>
+// TASKS: scf.forall (%[[B:.*]], %[[H:.*]]) in (1, 2) shared_outs(%[[OUT:.*]] = %{{.*}}, %[[FIN:.*]] = %{{.*}})
+// TASKS-NOT: scf.for
+// TASKS: %[[QT:.*]] = tensor.extract_slice %[[Q]][%[[B]], 0, %[[H]], 0] [1, 40, 1, 4]
+// TASKS: %[[O:.*]], %[[S:.*]] = la.recurrence decay(channel) low_rank(none) %[[QT]], {{.*}} -> tensor<1x40x1x8xf32>, tensor<1x1x4x8xf32>
+// TASKS-NOT: la.chunk_
+// TASKS: tensor.parallel_insert_slice %[[O]] into %[[OUT]][%[[B]], 0, %[[H]], 0] [1, 40, 1, 8]
+// TASKS: tensor.parallel_insert_slice %[[S]] into %[[FIN]][%[[B]], %[[H]], 0, 0] [1, 1, 4, 8]
+// TASKS: mapping = [#la.task<0>, #la.task<1>]
 
 // With pack-inputs each chunk's slice of an input is copied into a compact
 // tensor, which the chunk's ops read instead of the strided slice.
 // PACK-LABEL: func.func @gla
 // PACK: scf.for %[[N:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args
-// PACK: %[[QN:.*]] = tensor.extract_slice %{{.*}}[%{{.*}}, %[[N]], %{{.*}}, 0] [1, 16, 1, 4]
-// PACK: %[[QE:.*]] = tensor.empty() : tensor<1x16x1x4xf32>
-// PACK: %[[QP:.*]] = linalg.copy ins(%[[QN]] : tensor<1x16x1x4xf32>) outs(%[[QE]] : tensor<1x16x1x4xf32>)
-// PACK: %[[QC:.*]] = tensor.expand_shape %[[QP]]
+// PACK: %[[QN:.*]] = tensor.extract_slice %{{.*}}[%{{.*}}, %[[N]], %{{.*}}, 0] [1, %[[C16:.*]], 1, 4]
+// PACK: %[[QE:.*]] = tensor.empty(%[[C16]]) : tensor<1x?x1x4xf32>
+// PACK: %[[QP:.*]] = linalg.copy ins(%[[QN]] : tensor<1x?x1x4xf32>) outs(%[[QE]] : tensor<1x?x1x4xf32>)
+// PACK: %[[QS:.*]] = tensor.cast %[[QP]] : tensor<1x?x1x4xf32> to tensor<1x16x1x4xf32>
+// PACK: %[[QC:.*]] = tensor.expand_shape %[[QS]]
 // PACK: la.chunk_intra %[[QC]]
 // PACK: la.chunk_inter %[[QC]]
 // PACK: } {la.fused_chunk_loop}
@@ -238,4 +292,39 @@ func.func @rmsnorm_gate(%q: tensor<1x32x2x4xf32>, %k: tensor<1x32x2x4xf32>,
     linalg.yield %res : f32
   } -> tensor<1x32x2x8xf32>
   return %r : tensor<1x32x2x8xf32>
+}
+
+// -----
+
+// A dynamic batch and T: one task per (batch, value head) (a dynamic batch
+// is taken to give every thread a task: fused); the main chunk loop runs
+// up to T rounded down to a multiple of 16, its chunks cast to static
+// [1,16,1,...] shapes, and the peeled tail's chunk of fewer than 16 tokens
+// is padded to 16 (its largest size, 15, rounded up to a size la-tile's
+// tiles divide) by the decomposition.
+// CHECK-LABEL: func.func @dynamic
+// CHECK-SAME: (%[[Q:[^:]*]]: tensor<?x?x2x4xf32>, %{{[^:]*}}: tensor<?x?x2x4xf32>, %[[V:[^:]*]]: tensor<?x?x2x4xf32>
+// CHECK: %[[T:.*]] = tensor.dim %[[V]], %c1 : tensor<?x?x2x4xf32>
+// CHECK: scf.forall
+// CHECK: %[[MAIN:.*]] = affine.apply #{{.*}}()[%{{.*}}, %[[T]], %{{.*}}]
+// CHECK: %[[LOOP:.*]]:2 = scf.for %{{.*}} = %{{.*}} to %[[MAIN]] step %[[C16:[^ ]*]]
+// CHECK-NOT: tensor.pad
+// CHECK: tensor.cast %{{.*}} : tensor<1x?x1x4xf32> to tensor<1x16x1x4xf32>
+// CHECK: la.chunk_intra {{.*}} : tensor<1x1x16x1x4xf32>
+// CHECK: } {la.fused_chunk_loop}
+// CHECK: scf.for %{{.*}} = %[[MAIN]] to %[[T]] step %[[C16]] iter_args(%{{.*}} = %[[LOOP]]#0, %{{.*}} = %[[LOOP]]#1)
+// CHECK: tensor.pad
+// CHECK: la.chunk_intra {{.*}} : tensor<1x1x16x1x4xf32>
+// CHECK: scf.forall.in_parallel
+func.func @dynamic(%q: tensor<?x?x2x4xf32>, %k: tensor<?x?x2x4xf32>, %v: tensor<?x?x2x4xf32>, %g: tensor<?x?x2xf32>) -> tensor<?x?x2x4xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %b = tensor.dim %q, %c0 : tensor<?x?x2x4xf32>
+  %t = tensor.dim %q, %c1 : tensor<?x?x2x4xf32>
+  %oi0 = tensor.empty(%b, %t) : tensor<?x?x2x4xf32>
+  %zero = arith.constant 0.0 : f32
+  %s00 = tensor.empty(%b) : tensor<?x2x4x4xf32>
+  %s0 = linalg.fill ins(%zero : f32) outs(%s00 : tensor<?x2x4x4xf32>) -> tensor<?x2x4x4xf32>
+  %o, %s = la.recurrence decay(scalar) low_rank(none) %q, %k, %v g(%g : tensor<?x?x2xf32>) outs(%oi0, %s0 : tensor<?x?x2x4xf32>, tensor<?x2x4x4xf32>) {scale = 0.5 : f32} : tensor<?x?x2x4xf32>, tensor<?x?x2x4xf32>, tensor<?x?x2x4xf32> -> tensor<?x?x2x4xf32>, tensor<?x2x4x4xf32>
+  return %o : tensor<?x?x2x4xf32>
 }

@@ -528,3 +528,35 @@ func.func @erase_read_key_without_erase(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x
   %o = la.attention deltanet %q, %q, %v beta(%b : tensor<1x8x2xf32>) {erase_read_key} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
   return
 }
+
+// -----
+
+func.func @query_heads_not_a_multiple(%q: tensor<1x8x3x4xf32>, %k: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>) {
+  // expected-error @+1 {{expects the query heads (3) to be a multiple of the key heads (H = 2)}}
+  %o = la.attention linear %q, %k, %v : tensor<1x8x3x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x3x6xf32>
+  return
+}
+
+// -----
+
+func.func @query_groups_with_value_groups(%q: tensor<1x8x4x4xf32>, %k: tensor<1x8x2x4xf32>, %v: tensor<1x8x4x6xf32>) {
+  // expected-error @+1 {{expects grouped query heads (4 query heads over H = 2 key heads) to share value heads with the keys (HV = H), got HV = 4}}
+  %o = la.attention linear %q, %k, %v : tensor<1x8x4x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x4x6xf32> -> tensor<1x8x4x6xf32>
+  return
+}
+
+// -----
+
+func.func @query_groups_output_heads(%q: tensor<1x8x4x4xf32>, %k: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>) {
+  // expected-error @+1 {{expects 'o' of shape [1,8,4,6] [B,T,HQ,V] (HQ query heads), got [1,8,2,6]}}
+  %o = la.attention linear %q, %k, %v : tensor<1x8x4x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  return
+}
+
+// -----
+
+func.func @query_groups_in_recurrence(%q: tensor<1x8x4x4xf32>, %k: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>, %oi: tensor<1x8x2x6xf32>, %s: tensor<1x2x4x6xf32>) {
+  // expected-error @+1 {{expects 'k' of shape [1,8,4,4] [B,T,H,K] like 'q', got [1,8,2,4]}}
+  %o, %f = la.recurrence decay(none) low_rank(none) %q, %k, %v outs(%oi, %s : tensor<1x8x2x6xf32>, tensor<1x2x4x6xf32>) {scale = 0.5 : f32} : tensor<1x8x4x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>, tensor<1x2x4x6xf32>
+  return
+}

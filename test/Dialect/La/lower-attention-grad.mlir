@@ -131,3 +131,39 @@ func.func @gated_deltanet2_read_key(%q: !qk, %k: !qk, %v: !v, %g: !qk, %e: !qk, 
       : !qk, !qk, !v -> !qk, !qk, !v, !qk, !qk, !v
   return %dq, %dk, %dv, %dg, %de, %dw : !qk, !qk, !v, !qk, !qk, !v
 }
+
+// -----
+
+// Grouped query heads: the gradient of the op repeated per query head.
+// d_final_state goes to the first state of each group (a strided insert
+// into zeros: the other states of a group are not read), and the gradients
+// of the repeated k, v, g and initial state are summed over each group
+// (split [.., 2, 2, ..] and reduced).
+// CHECK-LABEL: func.func @grouped_query_heads
+// CHECK-SAME: (%[[Q:[^:]*]]: {{.*}}, %[[K:[^:]*]]: {{.*}}, %[[V:[^:]*]]: {{.*}}, %[[G:[^:]*]]: {{.*}}, %[[S0:[^:]*]]: {{.*}}, %[[DO:[^:]*]]: {{.*}}, %[[DS:[^:]*]]: {{.*}})
+// CHECK: %[[ZERO:.*]] = linalg.fill {{.*}} -> tensor<1x4x4x6xf32>
+// CHECK: %[[DSR:.*]] = tensor.insert_slice %[[DS]] into %[[ZERO]][0, 0, 0, 0] [1, 2, 4, 6] [1, 2, 1, 1]
+// CHECK: %[[DQ:[^,]*]], %[[DK:[^,]*]], %[[DV:[^,]*]], %[[DS0:[^,]*]], %[[DG:.*]] = la.recurrence_grad decay(scalar) low_rank(none) %[[Q]], {{.*}} d_final_state(%[[DSR]] : tensor<1x4x4x6xf32>)
+// CHECK: %[[DKS:.*]] = tensor.expand_shape %[[DK]] {{.*}} into tensor<1x8x2x2x4xf32>
+// CHECK: %[[DKG:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%[[DKS]] : tensor<1x8x2x2x4xf32>) outs(%{{.*}} : tensor<1x8x2x4xf32>)
+// CHECK: %[[DVS:.*]] = tensor.expand_shape %[[DV]]
+// CHECK: %[[DVG:.*]] = linalg.generic {{.*}} ins(%[[DVS]] : tensor<1x8x2x2x6xf32>)
+// CHECK: %[[DGS:.*]] = tensor.expand_shape %[[DG]]
+// CHECK: %[[DGG:.*]] = linalg.generic {{.*}} ins(%[[DGS]] : tensor<1x8x2x2xf32>)
+// CHECK: %[[DSS:.*]] = tensor.expand_shape %[[DS0]]
+// CHECK: %[[DSG:.*]] = linalg.generic {{.*}} ins(%[[DSS]] : tensor<1x2x2x4x6xf32>)
+// CHECK: return %[[DQ]], %[[DKG]], %[[DVG]], %[[DGG]], %[[DSG]]
+func.func @grouped_query_heads(%q: tensor<1x8x4x4xf32>, %k: tensor<1x8x2x4xf32>,
+    %v: tensor<1x8x2x6xf32>, %g: tensor<1x8x2xf32>, %s0: tensor<1x2x4x6xf32>,
+    %do: tensor<1x8x4x6xf32>, %ds: tensor<1x2x4x6xf32>)
+    -> (tensor<1x8x4x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32>,
+        tensor<1x8x2xf32>, tensor<1x2x4x6xf32>) {
+  %dq, %dk, %dv, %dg, %ds0 = la.attention_grad mamba2 %q, %k, %v
+      g(%g : tensor<1x8x2xf32>) initial_state(%s0 : tensor<1x2x4x6xf32>)
+      d_o(%do : tensor<1x8x4x6xf32>) d_final_state(%ds : tensor<1x2x4x6xf32>)
+      : tensor<1x8x4x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32>
+      -> tensor<1x8x4x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32>,
+         tensor<1x8x2xf32>, tensor<1x2x4x6xf32>
+  return %dq, %dk, %dv, %dg, %ds0 : tensor<1x8x4x4xf32>, tensor<1x8x2x4xf32>,
+      tensor<1x8x2x6xf32>, tensor<1x8x2xf32>, tensor<1x2x4x6xf32>
+}

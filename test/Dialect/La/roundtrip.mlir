@@ -224,3 +224,22 @@ func.func @task_mapping(%t: tensor<2x3xf32>) -> tensor<2x3xf32> {
   } {mapping = [#la.task<0>, #la.task<1>]}
   return %r : tensor<2x3xf32>
 }
+
+// -----
+
+// Grouped query heads (ONNX's direction): q has 4 heads over k's and v's 2;
+// o has q's heads, the states k's.
+// CHECK-LABEL: func.func @grouped_query_heads
+// CHECK: %[[O:.*]], %[[S:.*]] = la.attention gated_deltanet %{{.*}}, %{{.*}}, %{{.*}} g(%{{.*}} : tensor<1x8x2xf32>) beta(%{{.*}} : tensor<1x8x2xf32>) : tensor<1x8x4x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x4x6xf32>, tensor<1x2x4x6xf32>
+// CHECK: return %[[O]], %[[S]]
+// GENERIC-LABEL: sym_name = "grouped_query_heads"
+// GENERIC: "la.attention"
+func.func @grouped_query_heads(%q: tensor<1x8x4x4xf32>, %k: tensor<1x8x2x4xf32>,
+    %v: tensor<1x8x2x6xf32>, %g: tensor<1x8x2xf32>, %b: tensor<1x8x2xf32>)
+    -> (tensor<1x8x4x6xf32>, tensor<1x2x4x6xf32>) {
+  %o, %s = la.attention gated_deltanet %q, %k, %v g(%g : tensor<1x8x2xf32>)
+      beta(%b : tensor<1x8x2xf32>)
+      : tensor<1x8x4x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32>
+      -> tensor<1x8x4x6xf32>, tensor<1x2x4x6xf32>
+  return %o, %s : tensor<1x8x4x6xf32>, tensor<1x2x4x6xf32>
+}

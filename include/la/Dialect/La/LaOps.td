@@ -60,9 +60,17 @@ def La_AttentionOp : La_Op<"attention", [Pure, AttrSizedOperandSegments]> {
     sequences when `cu_seqlens : [N+1]` (i32 offsets, B = 1) packs several
     variable-length sequences into one.
 
-    Results: `o : [B,T,HV,V]` in the input element type,
-    `o_t = S_t^T (scale * q_t)`, and optionally the f32 final state
-    `[N,HV,K,V]`.
+    Grouped query heads (ONNX's LinearAttention, the opposite direction):
+    `q : [B,T,HQ,K]` may have a multiple HQ of k's H heads when `v` has
+    `HV = H`: query head `h` reads the state of key and value head
+    `h / (HQ/H)`, and `o` has HQ heads. `la-lower-to-recurrence` repeats k,
+    v, the gates, beta, erase, write and the state per query head (the
+    states of a group are computed alike: G times the state work) and takes
+    the final state of each group's first head.
+
+    Results: `o : [B,T,HV,V]` (`[B,T,HQ,V]` with grouped query heads) in
+    the input element type, `o_t = S_t^T (scale * q_t)`, and optionally
+    the f32 final state `[N,HV,K,V]`.
 
     Attributes: `scale` (default `K^-0.5`), `qk_l2norm` (normalise q and k
     over K, `x / sqrt(sum(x^2) + 1e-6)`, before anything else), `normalizer`

@@ -52,12 +52,17 @@ bool shouldFuse(RecurrenceOp op, FusionMode mode, int64_t threads,
 /// shouldFuse says so; with `fuseProducers`, the structured ops that compute
 /// its operands (and nothing else) are computed per chunk inside the loop.
 /// With `packInputs` each chunk of the other inputs is copied into a compact
-/// tensor first.
+/// tensor first. With `peelTail` a last, partial chunk (T not a multiple of
+/// the chunk size) is peeled off the chunk loop; otherwise a static T is
+/// padded and a dynamic T's partial chunk is padded in the loop. Without
+/// `chunk` the recurrence is only tiled into tasks, each task's recurrence
+/// left whole (for the token loop).
 void populateFuseRecurrencePatterns(RewritePatternSet &patterns,
                                     int64_t chunkSize, FusionMode mode,
                                     int64_t threads, bool fuseProducers = true,
                                     int64_t valueTile = 0,
-                                    bool packInputs = true);
+                                    bool packInputs = true,
+                                    bool peelTail = true, bool chunk = true);
 
 #define GEN_PASS_REGISTRATION
 #include "la/Dialect/La/LaPasses.h.inc"

@@ -184,15 +184,20 @@ def LaFuseRecurrencePass : Pass<"la-fuse-recurrence"> {
     `[1,1,C,1,...]` slices, so the output is formed while the state is in
     cache and no per-chunk state is written to memory. Grouped value heads
     read their key head inside the task, so the ops see `H = HV = 1`. A
-    static T that is not a multiple of the chunk size is first padded with
-    zero tokens (which leave the state unchanged); a dynamic T gets partial
-    last chunks, which the decomposition pads. The chunk loop is marked
+    T that is not a multiple of the chunk size (or a dynamic T) leaves a
+    last, partial chunk: with `peel-tail` (the default) it is peeled off the
+    chunk loop (`scf::peelForLoopAndSimplifyBounds`) so that every chunk of
+    the main loop has static shapes and only the tail chunk is padded by
+    its decomposition (zero tokens leave the state unchanged); without it a
+    static T is first padded as a whole and a dynamic T's partial chunk is
+    padded inside the loop (the GPU path's form). The chunk loop is marked
     `la.fused_chunk_loop` for `la-prefetch-chunks`. Each task reads its tile
     of the initial state from the input and writes its final state into a
     fresh tensor.
 
     Cost rule (`mode=auto`): fused when `B * HV >= threads` (`threads=0`:
-    the machine's hardware threads; a dynamic B counts as 1), because then
+    the machine's hardware threads; a dynamic B is taken to be enough),
+    because then
     the (batch, head) tasks alone keep every thread busy. Otherwise the
     recurrence is left for `la-chunk`, whose materialised states let the
     intra-chunk and output ops also run in parallel over chunks.
@@ -232,6 +237,12 @@ def LaFuseRecurrencePass : Pass<"la-fuse-recurrence"> {
     tile that does not divide a static V is ignored (the whole V is one
     tile).
 
+    Tasks only (`chunk=false`, what `la-lower-to-cpu{sequential=1}` runs on
+    more than one thread): the recurrence is tiled into the same tasks under
+    the same cost rule, and each task's recurrence is left whole, so that
+    `convert-la-to-linalg` lowers it into a token loop per task and the
+    tasks run in parallel (decoding on several threads).
+
     Packed inputs (`pack-inputs`): each chunk's slice of an input that is
     read from `[B, T, H, D]` memory is first copied (`linalg.copy`) into a
     compact `[1, C, 1, D]` tensor. In the input the slice's C rows are a
@@ -270,7 +281,12 @@ def LaFuseRecurrencePass : Pass<"la-fuse-recurrence"> {
     Option<"valueTile", "value-tile", "int64_t", "0",
            "value columns per task (0: all of V; must divide V)">,
     Option<"packInputs", "pack-inputs", "bool", "true",
-           "copy each chunk of the (unfused) inputs into a compact tensor">
+           "copy each chunk of the (unfused) inputs into a compact tensor">,
+    Option<"peelTail", "peel-tail", "bool", "true",
+           "peel a last, partial chunk off the chunk loop (else pad)">,
+    Option<"chunk", "chunk", "bool", "true",
+           "chunk each task's recurrence (false: only the tasks, each "
+           "recurrence left whole for the token loop)">
   ];
 }
 

@@ -88,6 +88,9 @@ struct RecurrenceSignature {
   bool normalizer;
   // Level 0 takes g, beta and erase per key head or per value head.
   bool perValueHeadGates = false;
+  // Level 0 takes more query heads than key heads (ONNX's grouped query
+  // heads), each group sharing a key and value head.
+  bool queryGroups = false;
 };
 
 /// Static dims of the problem, ShapedType::kDynamic where unknown.
@@ -159,7 +162,31 @@ static LogicalResult verifySignature(Operation *op,
   ArrayRef<int64_t> vShape = vType.getShape();
   ProblemDims d{qShape[0], qShape[1], qShape[2],
                 qShape[3], vShape[2], vShape[3]};
-  if (failed(verifyShape(op, sig.k, "k", qShape, "[B,T,H,K] like 'q'")))
+  // The heads of the output: the value heads, or with grouped query heads
+  // the query heads.
+  int64_t outputHeads = d.valueHeads;
+  auto kType = cast<RankedTensorType>(sig.k.getType());
+  int64_t queryHeads = qShape[2];
+  if (sig.queryGroups && kType.getRank() == 4 &&
+      !ShapedType::isDynamic(queryHeads) &&
+      !ShapedType::isDynamic(kType.getDimSize(2)) &&
+      queryHeads != kType.getDimSize(2)) {
+    d.heads = kType.getDimSize(2);
+    if (d.heads == 0 || queryHeads % d.heads != 0)
+      return op->emitOpError()
+             << "expects the query heads (" << queryHeads
+             << ") to be a multiple of the key heads (H = " << d.heads << ")";
+    if (!compatible(d.valueHeads, d.heads))
+      return op->emitOpError()
+             << "expects grouped query heads (" << queryHeads
+             << " query heads over H = " << d.heads
+             << " key heads) to share value heads with the keys (HV = H), "
+                "got HV = "
+             << d.valueHeads;
+    outputHeads = queryHeads;
+  }
+  if (failed(verifyShape(op, sig.k, "k", {d.batch, d.time, d.heads, d.keyDim},
+                         "[B,T,H,K] like 'q'")))
     return failure();
   if (!compatible(vShape[0], d.batch) || !compatible(vShape[1], d.time))
     return op->emitOpError()
@@ -274,9 +301,10 @@ static LogicalResult verifySignature(Operation *op,
                          stateLayout)))
     return failure();
 
-  if (failed(verifyShape(op, sig.o, sig.oName,
-                         {d.batch, d.time, d.valueHeads, d.valueDim},
-                         "[B,T,HV,V]")))
+  if (failed(verifyShape(
+          op, sig.o, sig.oName, {d.batch, d.time, outputHeads, d.valueDim},
+          outputHeads == d.valueHeads ? "[B,T,HV,V]"
+                                      : "[B,T,HQ,V] (HQ query heads)")))
     return failure();
 
   // Attributes.
@@ -390,12 +418,15 @@ static LogicalResult verifyAttentionOperands(OpT op, Value o,
   if (op.getUpdate() != UpdateRule::Additive && op.getNormalizer())
     return op.emitOpError("'normalizer' is only valid with the additive rule");
   if (op.getErase() && qType.getRank() == 4 &&
+      op.getK().getType().getRank() == 4 &&
       op.getV().getType().getRank() == 4) {
-    ArrayRef<int64_t> qShape = qType.getShape();
-    ProblemDims d{qShape[0],
-                  qShape[1],
-                  qShape[2],
-                  qShape[3],
+    // Per key head: the heads of k (fewer than q's with grouped query
+    // heads).
+    ArrayRef<int64_t> kShape = op.getK().getType().getShape();
+    ProblemDims d{kShape[0],
+                  kShape[1],
+                  kShape[2],
+                  kShape[3],
                   op.getV().getType().getDimSize(2),
                   0};
     if (failed(verifyShape(
@@ -421,6 +452,7 @@ LogicalResult AttentionOp::verify() {
   float scale = getQ().getType().getRank() == 4 ? getEffectiveScale() : 1.0f;
   RecurrenceSignature sig = getSignature(*this, scale);
   sig.perValueHeadGates = true;
+  sig.queryGroups = true;
   return verifyAttentionOperands(*this, getO(), sig);
 }
 
@@ -470,6 +502,7 @@ LogicalResult AttentionGradOp::verify() {
   float scale = getQ().getType().getRank() == 4 ? getEffectiveScale() : 1.0f;
   RecurrenceSignature sig = getGradientSignature(*this, scale);
   sig.perValueHeadGates = true;
+  sig.queryGroups = true;
   if (failed(verifyAttentionOperands(*this, getDO(), sig)))
     return failure();
 

@@ -23,6 +23,10 @@
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Interfaces/ValueBoundsOpInterface.h"
 
+#include "llvm/Support/MathExtras.h"
+
+#include <algorithm>
+
 using namespace mlir;
 using namespace mlir::la;
 
@@ -38,29 +42,54 @@ struct RecurrenceDecomposition
     if (op.getGate() == GateKind::Fixed || op.getNormalizer() ||
         op.getCuSeqlens())
       return failure();
-    // One chunk of all the tokens; a dynamic T (a partial tile) is padded to
-    // its bound with zero tokens, which leave the state unchanged (k = 0,
-    // beta = a = b = 0, log-gate 0), so the chunk has a static size.
+    // One chunk of all the tokens. A dynamic T known to be a constant (a
+    // full tile of a peeled loop) is cast to it; otherwise (a partial tile)
+    // it is padded to its bound with zero tokens, which leave the state
+    // unchanged (k = 0, beta = a = b = 0, log-gate 0). Either way the chunk
+    // has a static size, rounded up to a multiple of 16 (a power of two
+    // below 16) by padding: the sizes la-tile's register tiles and the WY
+    // blocks divide (a 63-row chunk would run as scalar loops).
     int64_t tokens = op.getQ().getType().getDimSize(1);
-    bool padded = ShapedType::isDynamic(tokens);
-    if (padded) {
-      FailureOr<int64_t> bound = ValueBoundsConstraintSet::computeConstantBound(
-          presburger::BoundType::UB, {op.getQ(), 1}, /*stopCondition=*/nullptr,
-          /*closedUB=*/true);
-      if (failed(bound))
-        return failure();
-      tokens = *bound;
+    bool padded = false, exactSize = false;
+    if (ShapedType::isDynamic(tokens)) {
+      FailureOr<int64_t> exact = ValueBoundsConstraintSet::computeConstantBound(
+          presburger::BoundType::EQ, {op.getQ(), 1});
+      if (succeeded(exact)) {
+        exactSize = true;
+        tokens = *exact;
+      } else {
+        FailureOr<int64_t> bound =
+            ValueBoundsConstraintSet::computeConstantBound(
+                presburger::BoundType::UB, {op.getQ(), 1},
+                /*stopCondition=*/nullptr, /*closedUB=*/true);
+        if (failed(bound))
+          return failure();
+        padded = true;
+        tokens = *bound;
+      }
+      int64_t tileable =
+          tokens >= 16 ? static_cast<int64_t>(llvm::alignTo(tokens, 16))
+                       : static_cast<int64_t>(
+                             llvm::PowerOf2Ceil(std::max<int64_t>(tokens, 1)));
+      if (tileable != tokens) {
+        padded = true;
+        exactSize = false;
+        tokens = tileable;
+      }
     }
     if (tokens < 1 || tokens > kMaxChunkSize)
       return failure();
     Location loc = op.getLoc();
     OpFoldResult time = tensor::getMixedSize(b, loc, op.getQ(), 1);
     auto padTime = [&](Value x) -> Value {
-      if (!x || !padded)
+      if (!x || (!padded && !exactSize))
         return x;
       auto type = cast<RankedTensorType>(x.getType());
       SmallVector<int64_t> shape(type.getShape());
       shape[1] = tokens;
+      if (exactSize)
+        return tensor::CastOp::create(
+            b, loc, RankedTensorType::get(shape, type.getElementType()), x);
       SmallVector<OpFoldResult> low(type.getRank(), b.getIndexAttr(0));
       SmallVector<OpFoldResult> high = low;
       AffineExpr t = b.getAffineSymbolExpr(0);

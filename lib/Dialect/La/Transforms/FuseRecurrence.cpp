@@ -21,6 +21,7 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/SCF/Transforms/TileUsingInterface.h"
+#include "mlir/Dialect/SCF/Transforms/Transforms.h"
 #include "mlir/Dialect/SCF/Utils/Utils.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Tensor/Transforms/Transforms.h"
@@ -69,12 +70,16 @@ bool mlir::la::shouldFuse(RecurrenceOp op, FusionMode mode, int64_t threads,
     return false;
   if (mode == FusionMode::Fused)
     return true;
-  // One task per (batch, value head); a dynamic batch counts as one.
+  // One task per (batch, value head). A dynamic batch is taken to give
+  // every thread a task (a kernel compiled for any B serves training
+  // batches; one that meets fewer tasks than threads runs, on fewer threads).
   int64_t batch = op.getV().getType().getDimSize(0);
   int64_t valueHeads = op.getV().getType().getDimSize(2);
   if (ShapedType::isDynamic(valueHeads))
     return false;
-  int64_t tasks = valueHeads * (ShapedType::isDynamic(batch) ? 1 : batch);
+  if (ShapedType::isDynamic(batch))
+    return true;
+  int64_t tasks = valueHeads * batch;
   if (int64_t columns = valueColumnsPerTask(op, valueTile))
     tasks *= op.getV().getType().getDimSize(3) / columns;
   return tasks >= threads;
@@ -514,10 +519,10 @@ void packInputSlices(RewriterBase &rewriter, RecurrenceOp chunk) {
 struct FuseRecurrence : OpRewritePattern<RecurrenceOp> {
   FuseRecurrence(MLIRContext *ctx, int64_t chunkSize, FusionMode mode,
                  int64_t threads, bool fuseProducers, int64_t valueTile,
-                 bool packInputs)
+                 bool packInputs, bool peelTail, bool chunk)
       : OpRewritePattern(ctx), requestedChunkSize(chunkSize), mode(mode),
         threads(threads), fuseProducers(fuseProducers), valueTile(valueTile),
-        packInputs(packInputs) {}
+        packInputs(packInputs), peelTail(peelTail), chunk(chunk) {}
 
   LogicalResult matchAndRewrite(RecurrenceOp op,
                                 PatternRewriter &rewriter) const override {
@@ -528,6 +533,10 @@ struct FuseRecurrence : OpRewritePattern<RecurrenceOp> {
     if (op.getK().getType().isDynamicDim(2) ||
         op.getV().getType().isDynamicDim(2))
       return rewriter.notifyMatchFailure(op, "needs static H and HV");
+    if (auto parent = op->getParentOfType<scf::ForallOp>())
+      if (std::optional<ArrayAttr> mapping = parent.getMapping())
+        if (llvm::any_of(*mapping, llvm::IsaPred<TaskMappingAttr>))
+          return rewriter.notifyMatchFailure(op, "already a task");
     int64_t chunkSize = chunkSizeFor(requestedChunkSize, op.getQ());
     int64_t columns = valueColumnsPerTask(op, valueTile);
     bool valueTiles = columns && columns < op.getV().getType().getDimSize(3);
@@ -535,11 +544,12 @@ struct FuseRecurrence : OpRewritePattern<RecurrenceOp> {
     bool staticTime = !ShapedType::isDynamic(tokens);
     // Neighbours fuse into chunks of a T that needs no padding.
     bool fuseNeighbours =
-        fuseProducers && staticTime && tokens % chunkSize == 0;
+        chunk && fuseProducers && staticTime && tokens % chunkSize == 0;
     SmallVector<linalg::LinalgOp> consumers;
     if (fuseNeighbours && !valueTiles)
       consumers = collectFusibleConsumers(rewriter, op, op.getO());
-    if (staticTime && tokens % chunkSize != 0)
+    bool partialChunk = !staticTime || tokens % chunkSize != 0;
+    if (chunk && staticTime && partialChunk && !peelTail)
       op = padTime(rewriter, op,
                    llvm::divideCeil(tokens, chunkSize) * chunkSize);
     rewriter.setInsertionPoint(op);
@@ -572,6 +582,13 @@ struct FuseRecurrence : OpRewritePattern<RecurrenceOp> {
       if (failed(normalized))
         return forall.emitOpError("could not be normalized");
       forall = *normalized;
+    }
+    if (!chunk) {
+      // Tasks only: each task's recurrence is left whole (for the token
+      // loop of convert-la-to-linalg).
+      fuseFilledInits(rewriter, forall);
+      readInitsOutsideTasks(rewriter, forall);
+      return success();
     }
 
     // Chunks: an scf.for over T that carries the state, each chunk's
@@ -609,18 +626,30 @@ struct FuseRecurrence : OpRewritePattern<RecurrenceOp> {
     dropUnreadTileResults(rewriter, tasksLoop,
                           cast<scf::ForOp>(loops.back().getOperation()));
 
-    if (packInputs)
-      packInputSlices(rewriter, chunk);
-    // Each chunk is the chunk program (its decomposition).
-    rewriter.setInsertionPoint(chunk);
-    FailureOr<SmallVector<Value>> program =
-        cast<linalg::AggregatedOpInterface>(chunk.getOperation())
-            .decomposeOperation(rewriter);
-    if (failed(program))
-      return chunk.emitOpError("could not be decomposed into the chunk "
-                               "program");
-    rewriter.replaceOp(chunk, *program);
-    Operation *chunkLoop = loops.back().getOperation();
+    // A dynamic T: the last, partial chunk is peeled off, so that every
+    // chunk of the main loop has C tokens (static shapes, no padding) and
+    // only the tail pads its chunk.
+    auto chunkLoop = cast<scf::ForOp>(loops.back().getOperation());
+    SmallVector<RecurrenceOp> chunkOps = {chunk};
+    scf::ForOp tailLoop;
+    if (peelTail && partialChunk &&
+        succeeded(
+            scf::peelForLoopAndSimplifyBounds(rewriter, chunkLoop, tailLoop)) &&
+        tailLoop)
+      tailLoop.walk([&](RecurrenceOp tail) { chunkOps.push_back(tail); });
+    for (RecurrenceOp chunkOp : chunkOps) {
+      if (packInputs)
+        packInputSlices(rewriter, chunkOp);
+      // Each chunk is the chunk program (its decomposition).
+      rewriter.setInsertionPoint(chunkOp);
+      FailureOr<SmallVector<Value>> program =
+          cast<linalg::AggregatedOpInterface>(chunkOp.getOperation())
+              .decomposeOperation(rewriter);
+      if (failed(program))
+        return chunkOp.emitOpError("could not be decomposed into the chunk "
+                                   "program");
+      rewriter.replaceOp(chunkOp, *program);
+    }
     getLaDialect(chunkLoop).getFusedChunkLoopAttrHelper().setAttr(
         chunkLoop, rewriter.getUnitAttr());
     return success();
@@ -632,6 +661,8 @@ struct FuseRecurrence : OpRewritePattern<RecurrenceOp> {
   bool fuseProducers;
   int64_t valueTile;
   bool packInputs;
+  bool peelTail;
+  bool chunk;
 };
 
 struct LaFuseRecurrencePass
@@ -664,7 +695,8 @@ struct LaFuseRecurrencePass
       return signalPassFailure();
     }
     populateFuseRecurrencePatterns(patterns, chunkSize, mode, threadCount,
-                                   fuseProducers, valueTile, packInputs);
+                                   fuseProducers, valueTile, packInputs,
+                                   peelTail, chunk);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
   }
@@ -673,9 +705,11 @@ struct LaFuseRecurrencePass
 
 void mlir::la::populateFuseRecurrencePatterns(
     RewritePatternSet &patterns, int64_t chunkSize, FusionMode mode,
-    int64_t threads, bool fuseProducers, int64_t valueTile, bool packInputs) {
+    int64_t threads, bool fuseProducers, int64_t valueTile, bool packInputs,
+    bool peelTail, bool chunk) {
   patterns.add<FuseRecurrence>(patterns.getContext(), chunkSize, mode, threads,
-                               fuseProducers, valueTile, packInputs);
+                               fuseProducers, valueTile, packInputs, peelTail,
+                               chunk);
   // A chunk's slice of a task's slice is one slice of the input (what a
   // GPU block stages, what a CPU prefetch follows).
   tensor::populateMergeConsecutiveInsertExtractSlicePatterns(patterns);

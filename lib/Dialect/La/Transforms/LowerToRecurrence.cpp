@@ -9,6 +9,7 @@
 #include "la/Dialect/La/LaPasses.h"
 #include "la/Dialect/La/LaUtils.h"
 
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -273,13 +274,163 @@ static CanonicalOperands buildCanonicalOperands(OpBuilder &b, Location loc,
   return c;
 }
 
+/// Query heads per key head (ONNX's grouped query heads: q has G times the
+/// heads of k, and k, v, the gates and the state are per key head), or 1.
+template <typename OpT> static int64_t queryGroup(OpT op) {
+  int64_t queryHeads = op.getQ().getType().getDimSize(2);
+  int64_t heads = op.getK().getType().getDimSize(2);
+  if (ShapedType::isDynamic(queryHeads) || ShapedType::isDynamic(heads) ||
+      heads == 0 || queryHeads == heads)
+    return 1;
+  return queryHeads / heads;
+}
+
+/// The op of `op` (a clone) with k, v, the gates, beta, erase, write, the
+/// initial state and `log_decay` repeated per query head, so that every
+/// head of q reads a state of its own. The G states of a group are
+/// computed alike from the same inputs: G times the state work of one
+/// (a recurrence whose queries share a state would not repeat it).
+template <typename OpT>
+static OpT repeatPerQueryHead(PatternRewriter &rewriter, OpT op,
+                              int64_t group) {
+  Location loc = op.getLoc();
+  auto repeat = [&](Value x, unsigned dim) {
+    return x ? repeatHeads(rewriter, loc, x, dim, group) : x;
+  };
+  Value k = repeat(op.getK(), 2), v = repeat(op.getV(), 2);
+  Value g = repeat(op.getG(), 2), beta = repeat(op.getBeta(), 2);
+  Value erase = repeat(op.getErase(), 2), write = repeat(op.getWrite(), 2);
+  Value state = repeat(op.getInitialState(), 1);
+  auto repeated = cast<OpT>(rewriter.clone(*op));
+  repeated.getKMutable().assign(k);
+  repeated.getVMutable().assign(v);
+  if (g)
+    repeated.getGMutable().assign(g);
+  if (beta)
+    repeated.getBetaMutable().assign(beta);
+  if (erase)
+    repeated.getEraseMutable().assign(erase);
+  if (write)
+    repeated.getWriteMutable().assign(write);
+  if (state)
+    repeated.getInitialStateMutable().assign(state);
+  if (DenseF32ArrayAttr logDecay = op.getLogDecayAttr()) {
+    SmallVector<float> values;
+    for (float decay : logDecay.asArrayRef())
+      values.append(group, decay);
+    repeated.setLogDecayAttr(rewriter.getDenseF32ArrayAttr(values));
+  }
+  return repeated;
+}
+
+/// [N,H*G,K,V] -> [N,H,K,V]: the first state of each group of G.
+static Value firstOfGroups(OpBuilder &b, Location loc, Value states,
+                           int64_t group) {
+  SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, states);
+  sizes[1] = affine::makeComposedFoldedAffineApply(
+      b, loc, b.getAffineSymbolExpr(0).floorDiv(group), {sizes[1]});
+  SmallVector<OpFoldResult> offsets(4, b.getIndexAttr(0));
+  SmallVector<OpFoldResult> strides(4, b.getIndexAttr(1));
+  strides[1] = b.getIndexAttr(group);
+  return tensor::ExtractSliceOp::create(b, loc, states, offsets, sizes,
+                                        strides);
+}
+
 namespace {
+/// Grouped query heads become one query head per state (see
+/// repeatPerQueryHead): the final state is the first of each group.
+struct ExpandQueryGroups : OpRewritePattern<AttentionOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(AttentionOp op,
+                                PatternRewriter &rewriter) const override {
+    int64_t group = queryGroup(op);
+    if (group == 1)
+      return rewriter.notifyMatchFailure(op, "no grouped query heads");
+    Location loc = op.getLoc();
+    AttentionOp repeated = repeatPerQueryHead(rewriter, op, group);
+    SmallVector<Value> results = {repeated.getO()};
+    if (Value finalState = repeated.getFinalState()) {
+      SmallVector<int64_t> shape(op.getFinalState().getType().getShape());
+      shape[1] = op.getQ().getType().getDimSize(2);
+      finalState.setType(RankedTensorType::get(shape, rewriter.getF32Type()));
+      results.push_back(firstOfGroups(rewriter, loc, finalState, group));
+    }
+    replaceWithCasts(rewriter, op, results);
+    return success();
+  }
+};
+
+/// The gradient of grouped query heads: the gradient of the repeated op,
+/// d_final_state given to the first state of each group (the others are
+/// not read), and the repeated inputs' gradients summed over each group.
+struct ExpandQueryGroupsGrad : OpRewritePattern<AttentionGradOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(AttentionGradOp op,
+                                PatternRewriter &rewriter) const override {
+    int64_t group = queryGroup(op);
+    if (group == 1)
+      return rewriter.notifyMatchFailure(op, "no grouped query heads");
+    Location loc = op.getLoc();
+    // Built before the repeated op (a clone placed here) that uses it.
+    Value scattered;
+    if (Value dFinal = op.getDFinalState()) {
+      SmallVector<OpFoldResult> sizes = mixedSizes(rewriter, loc, dFinal);
+      SmallVector<OpFoldResult> wide = sizes;
+      wide[1] = mixedSizes(rewriter, loc, op.getQ())[2];
+      // One op per statement: argument order is unspecified in C++, and
+      // the IR must not depend on the compiler.
+      Value zero = constantF32(rewriter, loc, 0.0f);
+      Value empty = emptyTensor(rewriter, loc, wide, rewriter.getF32Type());
+      Value zeros = linalg::FillOp::create(rewriter, loc, ValueRange{zero},
+                                           ValueRange{empty})
+                        .getResult(0);
+      SmallVector<OpFoldResult> offsets(4, rewriter.getIndexAttr(0));
+      SmallVector<OpFoldResult> strides(4, rewriter.getIndexAttr(1));
+      strides[1] = rewriter.getIndexAttr(group);
+      scattered = tensor::InsertSliceOp::create(rewriter, loc, dFinal, zeros,
+                                                offsets, sizes, strides);
+    }
+    AttentionGradOp repeated = repeatPerQueryHead(rewriter, op, group);
+    if (scattered)
+      repeated.getDFinalStateMutable().assign(scattered);
+    // The repeated inputs' gradients: [.., H*G, ..] results, summed back.
+    SmallVector<Value> results = {repeated.getDq()};
+    Value inputs[] = {op.getK(),           op.getV(),     op.getG(),
+                      op.getBeta(),        op.getErase(), op.getWrite(),
+                      op.getInitialState()};
+    Value gradients[] = {repeated.getDk(),           repeated.getDv(),
+                         repeated.getDg(),           repeated.getDbeta(),
+                         repeated.getDerase(),       repeated.getDwrite(),
+                         repeated.getDInitialState()};
+    for (auto [index, pair] : llvm::enumerate(llvm::zip(inputs, gradients))) {
+      auto [input, gradient] = pair;
+      if (!input)
+        continue;
+      unsigned headDim = index == 6 ? 1 : 2;
+      auto inputType = cast<RankedTensorType>(input.getType());
+      SmallVector<int64_t> shape(inputType.getShape());
+      if (!ShapedType::isDynamic(shape[headDim]))
+        shape[headDim] *= group;
+      gradient.setType(RankedTensorType::get(shape, rewriter.getF32Type()));
+      results.push_back(sumGroups(rewriter, loc, gradient, headDim,
+                                  mixedSizes(rewriter, loc, input)[headDim],
+                                  group));
+    }
+    replaceWithCasts(rewriter, op, results);
+    return success();
+  }
+};
+
 struct AttentionToRecurrence : OpRewritePattern<AttentionOp> {
   AttentionToRecurrence(MLIRContext *ctx, double l2normEps)
       : OpRewritePattern(ctx), l2normEps(l2normEps) {}
 
   LogicalResult matchAndRewrite(AttentionOp op,
                                 PatternRewriter &rewriter) const override {
+    if (queryGroup(op) > 1)
+      return rewriter.notifyMatchFailure(op, "expand the query groups first");
     Location loc = op.getLoc();
     MLIRContext *ctx = op.getContext();
     CanonicalOperands c = buildCanonicalOperands(rewriter, loc, op, l2normEps);
@@ -392,6 +543,8 @@ struct AttentionGradToRecurrenceGrad : OpRewritePattern<AttentionGradOp> {
 
   LogicalResult matchAndRewrite(AttentionGradOp op,
                                 PatternRewriter &rewriter) const override {
+    if (queryGroup(op) > 1)
+      return rewriter.notifyMatchFailure(op, "expand the query groups first");
     Location loc = op.getLoc();
     MLIRContext *ctx = op.getContext();
     Type f32 = rewriter.getF32Type();
@@ -564,4 +717,6 @@ void mlir::la::populateLowerToRecurrencePatterns(RewritePatternSet &patterns,
                                                  double l2normEps) {
   patterns.add<AttentionToRecurrence, AttentionGradToRecurrenceGrad>(
       patterns.getContext(), l2normEps);
+  patterns.add<ExpandQueryGroups, ExpandQueryGroupsGrad>(patterns.getContext(),
+                                                         /*benefit=*/2);
 }
