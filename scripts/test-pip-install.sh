@@ -23,5 +23,9 @@ ref_o, ref_s = reference.gla(q, k, v, g)
 err = np.sqrt(np.mean((ref_o - o) ** 2) / np.mean(ref_o ** 2))
 assert la.__file__.startswith(__import__("sys").prefix), la.__file__
 assert err < 1e-5, err
+# la.gpu's runtime library is in the wheel too (next to the package).
+from la import cuda
+runtime = cuda.library_path()
+assert runtime and runtime.startswith(__import__("sys").prefix), runtime
 print(f"pip-installed la: gla rel_rms {err:.2e} ({la.__file__})")
 PY
