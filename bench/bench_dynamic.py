@@ -4,7 +4,7 @@ against kernels compiled for one shape, in one process.
 
 A program, not a test. For each variant and shape it prepares one call of
 ``la.ops`` (the kernel with a dynamic B and T that the package runs) and the
-same call compiled from the static MLIR of that shape (``call.static_text``,
+same call compiled from the static MLIR of that shape (``call.static_text()``,
 what the package compiled before), checks that both give the same output,
 then times them in turn (``--repeat`` calls each, alternating) and prints
 the medians and their ratio (dynamic / static: 1.0 is no loss).
@@ -43,7 +43,7 @@ def _calls(variant, shape, threads):
     dynamic = ops._prepare(variant, inputs["q"], inputs["k"], inputs["v"], **extra,
                            num_threads=threads)
     static = copy.copy(dynamic)
-    static.text = dynamic.static_text
+    static.text = dynamic.static_text()
     return dynamic, static
 
 

@@ -468,7 +468,8 @@ def _prepare(variant, q, k, v, g=None, beta=None, *, erase=None, write=None,
         outputs.append(((N, HV, K, V), np.float32))
     return _Call(text=mlir(dynamic=True),
                  pipeline=_pipeline(kernel_chunk, bool(sequential), threads),
-                 static_text=mlir(dynamic=False),
+                 # The backward's static MLIR, built only when it is needed.
+                 static_text=lambda: mlir(dynamic=False),
                  inputs=inputs, input_names=names, outputs=outputs, entry=_ENTRY,
                  dims=(B, T, H, K, HV, V, N),
                  dtype=compute, torch_out=torch_out,
@@ -1083,7 +1084,7 @@ def _backward_call(call, do, d_final_state):
                for a, n in zip(call.inputs, call.input_names) if n in _DIFFERENTIABLE]
     # The backward is compiled for the call's shapes: la-expand-recurrence-grad
     # reverses time with static index maps.
-    return _Call(text=call.static_text,
+    return _Call(text=call.static_text(),
                  pipeline=_backward_pipeline(call.chunk_size, call.sequential, call.threads),
                  inputs=inputs, outputs=outputs, entry=_ENTRY + "_grad", grad_names=names,
                  torch_out=call.torch_out, threads=call.threads)
