@@ -18,7 +18,7 @@ A program, not a test. For each variant and shape it prints:
   torch backend, forward + ``backward()``) over la's forward + backward
   (target >= 5); torch runs on ``--threads`` threads;
 * which program la's backward is: ``chunked`` (la-expand-recurrence-grad:
-  the adjoint as three chunked recurrences; scalar or no decay, no delta
+  the adjoint as three chunked recurrences; a diagonal decay (scalar, channel-wise or none), no delta
   rule) or ``tokens`` (the checkpointed token loops every other variant
   still gets).
 
@@ -45,7 +45,7 @@ DEFAULT_VARIANTS = ("gla", "gated_deltanet", "kda", "mamba2", "retention")
 FULL_SHAPES = ((1, 4096, 8, 128, 128), (2, 8192, 4, 128, 128))
 QUICK_SHAPES = ((1, 512, 4, 64, 64),)
 #: variants whose gradient la-expand-recurrence-grad chunks
-CHUNKED_BACKWARD = ("linear", "retention", "mamba2")
+CHUNKED_BACKWARD = ("linear", "retention", "mamba2", "gla")
 
 
 def parse_args(argv=None):

@@ -314,14 +314,18 @@ def _check_low_rank(a, b, B, T, H, K):
 
 
 def dplr_recurrence(
-    q, k, v, log_alpha=None, a=None, b=None, scale=None, initial_state=None, cu_seqlens=None
+    q, k, v, log_alpha=None, a=None, b=None, scale=None, initial_state=None, cu_seqlens=None,
+    log_value_gate=None,
 ):
-    """``S_t = (Diag(alpha_t) - b_t a_t^T) S_{t-1} + k_t v_t^T``, ``o_t = S_t^T (scale q_t)``.
+    """``S_t = (Diag(alpha_t) - b_t a_t^T) S_{t-1} Diag(gamma_t) + k_t v_t^T``,
+    ``o_t = S_t^T (scale q_t)``.
 
     ``alpha_t = exp(log_alpha_t)`` with ``log_alpha : [B, T, H, K]`` (None means
-    alpha = 1); ``a, b : [B, T, H, K]``, both given or both None (None means no
-    low-rank term). Grouped value heads, ``initial_state`` and ``cu_seqlens``
-    follow the same conventions as :func:`recurrence`.
+    alpha = 1); ``gamma_t = exp(log_value_gate_t)`` with ``log_value_gate :
+    [B, T, HV, V]`` (fla's ``gv``; None means gamma = 1); ``a, b : [B, T, H,
+    K]``, both given or both None (None means no low-rank term). Grouped value
+    heads, ``initial_state`` and ``cu_seqlens`` follow the same conventions as
+    :func:`recurrence`.
 
     The delta rule is the special case ``alpha = exp(g)``, ``b = beta k``,
     ``a = exp(g) * k`` with write key ``beta k``.
@@ -334,6 +338,9 @@ def dplr_recurrence(
         _check_shape(log_alpha, (B, T, H, K), "log_alpha", "[B, T, H, K]")
     a, b = _check_low_rank(a, b, B, T, H, K)
     low_rank = a is not None
+    if log_value_gate is not None:
+        log_value_gate = _f64(log_value_gate, "log_value_gate")
+        _check_shape(log_value_gate, (B, T, HV, V), "log_value_gate", "[B, T, HV, V]")
     scale = _check_scale(scale, K)
     seqs = _sequences(cu_seqlens, B, T)
     N = len(seqs)
@@ -352,6 +359,8 @@ def dplr_recurrence(
                 S_new = alpha_t[:, None] * S                 # Diag(alpha) S
                 if low_rank:
                     S_new = S_new - np.outer(b[bi, t, h], a[bi, t, h] @ S)  # - b (a^T S)
+                if log_value_gate is not None:
+                    S_new = S_new * np.exp(log_value_gate[bi, t, hv])[None, :]
                 S = S_new + np.outer(k[bi, t, h], v[bi, t, hv])
                 o[bi, t, hv] = S.T @ q[bi, t, h]
             final_state[n, hv] = S

@@ -219,6 +219,8 @@ CASES = [
     ("deltanet2", 1, 8, 1, 2, 4, 4, 4, {}),
     ("mamba2", 2, 1, 2, 4, 4, 4, 16, {}),                     # T = 1
     ("linear", 2, 65, 2, 4, 8, 8, 16, {"qk_l2norm": True}),   # T = 4 C + 1
+    ("gla", 2, 37, 2, 4, 8, 6, 8, {}),                        # channel gate, GQA
+    ("gla", 1, 32, 2, 2, 8, 8, 8, {"gate_scale": 30.0, "gate_min": -30.0}),
 ]
 _MAKE_KEYS = ("gate_scale", "gate_min", "cu_seqlens")
 

@@ -419,26 +419,32 @@ static Value gatesWithinSpread(OpBuilder &b, Location loc, Value xGates,
 /// factors are bounded only by how far the gates stray from R, which the
 /// caller checks at run time. Returns x~ [B,NC,C,H,K] and y~^T [B,NC,H,K,C]
 /// (the score column j last: the vector dimension of the product).
+/// value * exp(R - G) (`towardReference`) or value * exp(G - R) per element
+/// of value [B,NC,C,H,K] with its cumulative gates G and the reference row
+/// R [B,NC,H,K], in f32. Loops (b,n,i,h,kk).
+static Value scaleRows(OpBuilder &b, Location loc, Value value, Value rowGates,
+                       Value reference, bool towardReference) {
+  MLIRContext *ctx = b.getContext();
+  AffineMap rows = dimMap(ctx, 5, {0, 1, 2, 3, 4});
+  return buildGeneric(
+      b, loc, ValueRange{value, rowGates, reference},
+      emptyTensor(b, loc, mixedSizes(b, loc, value), b.getF32Type()),
+      {rows, rows, dimMap(ctx, 5, {0, 1, 3, 4}), rows}, 5, 0,
+      [&](OpBuilder &nb, Location l, ValueRange args) {
+        Value gate = extendToF32(nb, l, args[1]);
+        Value diff = towardReference
+                         ? arith::SubFOp::create(nb, l, args[2], gate)
+                         : arith::SubFOp::create(nb, l, gate, args[2]);
+        Value x = extendToF32(nb, l, args[0]);
+        return mulF(nb, l, x, math::ExpOp::create(nb, l, diff));
+      });
+}
+
 static std::pair<Value, Value>
 buildReferenceRowOperands(OpBuilder &b, Location loc, Value x, Value y,
                           Value xGates, Value gates, Value reference) {
-  MLIRContext *ctx = b.getContext();
-  Type f32 = b.getF32Type();
-  // value * exp(sign * (rowGates - R)) per element. Loops (b,n,i,h,kk).
-  AffineMap rows = dimMap(ctx, 5, {0, 1, 2, 3, 4});
   auto scaleRows = [&](Value value, Value rowGates, bool towardReference) {
-    return buildGeneric(
-        b, loc, ValueRange{value, rowGates, reference},
-        emptyTensor(b, loc, mixedSizes(b, loc, value), f32),
-        {rows, rows, dimMap(ctx, 5, {0, 1, 3, 4}), rows}, 5, 0,
-        [&](OpBuilder &nb, Location l, ValueRange args) {
-          Value gate = extendToF32(nb, l, args[1]);
-          Value diff = towardReference
-                           ? arith::SubFOp::create(nb, l, args[2], gate)
-                           : arith::SubFOp::create(nb, l, gate, args[2]);
-          Value x = extendToF32(nb, l, args[0]);
-          return mulF(nb, l, x, math::ExpOp::create(nb, l, diff));
-        });
+    return ::scaleRows(b, loc, value, rowGates, reference, towardReference);
   };
   // x~ = x exp(X - R).
   Value scaledX = scaleRows(x, xGates, /*towardReference=*/false);
@@ -715,6 +721,81 @@ static Value applyScores(OpBuilder &b, Location loc, Value scores, Value x,
   });
 }
 
+/// O[b,n,i,hv,vv] = sum_j M[b,n,hv/group,i,j] x[b,n,j,hv,vv]
+///                    exp(C[b,n,i,hv,vv] - C[b,n,j,hv,vv])
+/// for value-side cumulative gates C [B,NC,C,HV,V]: the decay depends on the
+/// output column, so it cannot be folded into M. Where every gate of a chunk
+/// lies within `spreadLimit` of its first row R (checked at run time), it
+/// is one product of pre-scaled rows, exp(C_i - R) (M (x exp(R - C_j)));
+/// elsewhere every term takes an exponential. Both are guarded against
+/// non-finite rows of x like applyScores.
+static Value applyValueGatedScores(OpBuilder &b, Location loc, Value scores,
+                                   Value x, Value valueGates, int64_t group,
+                                   double spreadLimit) {
+  MLIRContext *ctx = b.getContext();
+  SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, x);
+  AffineMap id = b.getMultiDimIdentityMap(5);
+  // One exponential per term. Loops (b,n,i,hv,vv,j).
+  auto perTerm = [&](OpBuilder &pb) {
+    return guardedCausalProduct(pb, loc, x, /*rowDim=*/2, [&](Value finiteX) {
+      Value product = buildGeneric(
+          pb, loc, ValueRange{scores, finiteX, valueGates, valueGates},
+          zeroTensor(pb, loc, sizes),
+          {dimMap(ctx, 6, {0, 1, -4, 2, 5}, group),
+           dimMap(ctx, 6, {0, 1, 5, 3, 4}), dimMap(ctx, 6, {0, 1, 2, 3, 4}),
+           dimMap(ctx, 6, {0, 1, 5, 3, 4}), dimMap(ctx, 6, {0, 1, 2, 3, 4})},
+          5, 1, [&](OpBuilder &nb, Location l, ValueRange args) {
+            Value term = mulF(nb, l, args[0], extendToF32(nb, l, args[1]));
+            Value diff = arith::SubFOp::create(nb, l, args[2], args[3]);
+            term = mulF(nb, l, term, safeDecay(nb, l, diff));
+            // Masked terms are dropped, not multiplied by a zero score: a
+            // later token's non-finite gate must not reach row i.
+            Value keep = causal(nb, l, 2, 5);
+            Value kept = arith::SelectOp::create(nb, l, keep, term,
+                                                 constantF32(nb, l, 0.0f));
+            return addF(nb, l, args[4], kept);
+          });
+      markLowerTriangular(product, /*row=*/2, /*column=*/5);
+      return product;
+    });
+  };
+  if (spreadLimit <= 0)
+    return perTerm(b);
+
+  Value reference =
+      extractUnitSlice(b, loc, valueGates, 2, b.getIndexAttr(0)); // [B,NC,HV,V]
+  Value withinSpread =
+      gatesWithinSpread(b, loc, valueGates, valueGates, reference, spreadLimit);
+  Value scaledX =
+      scaleRows(b, loc, x, valueGates, reference, /*towardReference=*/true);
+  auto resultType = RankedTensorType::get(staticShape(sizes), b.getF32Type());
+  auto choice = scf::IfOp::create(b, loc, TypeRange{resultType}, withinSpread,
+                                  /*withElseRegion=*/true);
+  auto yieldResult = [&](Value result) {
+    if (result.getType() != resultType)
+      result = tensor::CastOp::create(b, loc, resultType, result);
+    scf::YieldOp::create(b, loc, result);
+  };
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(choice.thenBlock());
+  Value product =
+      applyScores(b, loc, scores, scaledX, zeroTensor(b, loc, sizes), group);
+  // exp(C_i - R) <= 1: the cumulative gates fall along the chunk.
+  Value rescaled =
+      buildGeneric(b, loc, ValueRange{product, valueGates, reference},
+                   emptyTensor(b, loc, sizes, b.getF32Type()),
+                   {id, id, dimMap(ctx, 5, {0, 1, 3, 4}), id}, 5, 0,
+                   [&](OpBuilder &nb, Location l, ValueRange args) {
+                     Value diff =
+                         arith::SubFOp::create(nb, l, args[1], args[2]);
+                     return mulF(nb, l, args[0], safeDecay(nb, l, diff));
+                   });
+  yieldResult(rescaled);
+  b.setInsertionPointToStart(choice.elseBlock());
+  yieldResult(perTerm(b));
+  return choice.getResult(0);
+}
+
 struct ChunkIntraToLinalg : OpRewritePattern<ChunkIntraOp> {
   ChunkIntraToLinalg(MLIRContext *ctx, ChannelGateProducts gateProducts)
       : OpRewritePattern(ctx), gateProducts(gateProducts) {}
@@ -734,6 +815,16 @@ struct ChunkIntraToLinalg : OpRewritePattern<ChunkIntraOp> {
                       /*strict=*/false, gateProducts);
       return applyScores(rewriter, loc, scores, values, init, *group);
     };
+    if (Value valueGates = op.getValueGates()) {
+      Value scores =
+          buildScores(rewriter, loc, op.getQ(), op.getK(), op.getGates(),
+                      /*rowScale=*/Value(), op.getScale().convertToFloat(),
+                      /*strict=*/false, gateProducts);
+      rewriter.replaceOp(op, applyValueGatedScores(
+                                 rewriter, loc, scores, op.getV(), valueGates,
+                                 *group, gateProducts.spreadLimit));
+      return success();
+    }
     Value result = addPair(
         op.getK(), op.getV(),
         zeroTensor(rewriter, loc, mixedSizes(rewriter, loc, op.getV())));
@@ -849,6 +940,29 @@ struct ChunkStateScanToLinalg : OpRewritePattern<ChunkStateScanOp> {
               });
         };
       }
+      // Value-side gates: S <- S exp(C_C) and V <- V exp(C_C - C). Loops
+      // (b,hv,kk,vv) and (b,j,hv,vv).
+      if (Value valueGates = op.getValueGates()) {
+        Value c = extractUnitSlice(b, l, valueGates, 1, n); // [B,C,HV,V]
+        Value last = extractUnitSlice(b, l, c, 1, lastRow); // [B,HV,V]
+        decayed = buildGeneric(
+            b, l, ValueRange{decayed, last}, emptyTensor(b, l, stateSizes, f32),
+            {dimMap(ctx, 4, {0, 1, 2, 3}), dimMap(ctx, 4, {0, 1, 3}),
+             dimMap(ctx, 4, {0, 1, 2, 3})},
+            4, 0, [&](OpBuilder &nb, Location nl, ValueRange args) {
+              return mulF(nb, nl, args[0], safeDecay(nb, nl, args[1]));
+            });
+        values = buildGeneric(
+            b, l, ValueRange{values, c, last},
+            emptyTensor(b, l, mixedSizes(b, l, values), f32),
+            {dimMap(ctx, 4, {0, 1, 2, 3}), dimMap(ctx, 4, {0, 1, 2, 3}),
+             dimMap(ctx, 4, {0, 2, 3}), dimMap(ctx, 4, {0, 1, 2, 3})},
+            4, 0, [&](OpBuilder &nb, Location nl, ValueRange args) {
+              Value diff = arith::SubFOp::create(nb, nl, args[2], args[1]);
+              Value x = extendToF32(nb, nl, args[0]);
+              return mulF(nb, nl, x, safeDecay(nb, nl, diff));
+            });
+      }
       // S += (K2 w)^T V2 for the uncorrected extra pair.
       if (Value extraKeys = op.getExtraKeys()) {
         Value weighedKeys = weigh(extractUnitSlice(b, l, extraKeys, 1, n));
@@ -865,7 +979,7 @@ struct ChunkStateScanToLinalg : OpRewritePattern<ChunkStateScanOp> {
     // the caller's initial state must not change, so that starts from a
     // copy. (With a gate the decay writes a new tensor first.)
     Value state = op.getInitialState();
-    if (state && !gates)
+    if (state && !gates && !op.getValueGates())
       state = bufferization::AllocTensorOp::create(
           rewriter, loc, cast<RankedTensorType>(state.getType()),
           /*dynamicSizes=*/ValueRange{}, /*copy=*/state);
@@ -1245,14 +1359,29 @@ struct ChunkInterToLinalg : OpRewritePattern<ChunkInterOp> {
           return value;
         });
 
-    // O = intra + Q'^T S_n. Loops (b,n,i,hv,vv,kk).
+    // O = intra + Q'^T S_n. Loops (b,n,i,hv,vv,kk). With value-side gates C
+    // the product is formed on its own and added as exp(C) Q'^T S_n.
+    Value valueGates = op.getValueGates();
     Value sum = buildGeneric(
-        rewriter, loc, ValueRange{scaledQueries, op.getStates()}, op.getIntra(),
+        rewriter, loc, ValueRange{scaledQueries, op.getStates()},
+        valueGates ? zeroTensor(rewriter, loc,
+                                mixedSizes(rewriter, loc, op.getIntra()))
+                   : op.getIntra(),
         {dimMap(ctx, 6, {0, 1, 2, -4, 5}, *group),
          dimMap(ctx, 6, {0, 1, 3, 5, 4}), dimMap(ctx, 6, {0, 1, 2, 3, 4})},
         5, 1, [&](OpBuilder &b, Location l, ValueRange args) -> Value {
           return addF(b, l, args[2], mulF(b, l, args[0], args[1]));
         });
+    if (valueGates) {
+      AffineMap id = rewriter.getMultiDimIdentityMap(5);
+      sum = buildGeneric(
+          rewriter, loc, ValueRange{sum, valueGates}, op.getIntra(),
+          {id, id, id}, 5, 0,
+          [&](OpBuilder &b, Location l, ValueRange args) -> Value {
+            return addF(b, l, args[2],
+                        mulF(b, l, args[0], safeDecay(b, l, args[1])));
+          });
+    }
     Type outputElementType = op.getResult().getType().getElementType();
     if (!outputElementType.isF32()) {
       AffineMap id = rewriter.getMultiDimIdentityMap(5);

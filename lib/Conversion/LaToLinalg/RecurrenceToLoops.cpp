@@ -33,6 +33,7 @@ std::pair<Value, Value> TokenStepBuilder::build(OpBuilder &b, Location loc,
   Value k = extractUnitSlice(b, loc, in.k, 1, t);
   Value v = extractUnitSlice(b, loc, in.v, 1, t);
   Value g = in.g ? extractUnitSlice(b, loc, in.g, 1, t) : Value();
+  Value gv = in.gv ? extractUnitSlice(b, loc, in.gv, 1, t) : Value();
   SmallVector<OpFoldResult> stateSizes = mixedSizes(b, loc, state);
   Type f32 = b.getF32Type();
   AffineMap stateMap = dimMap(ctx, 4, {0, 1, 2, 3});
@@ -42,15 +43,20 @@ std::pair<Value, Value> TokenStepBuilder::build(OpBuilder &b, Location loc,
   Value next;
   switch (in.lowRank) {
   case LowRank::None: {
-    // S = alpha * S + k v^T.
+    // S = alpha * S * exp(gv) + k v^T.
     SmallVector<Value> inputs = {state, k, v};
     SmallVector<AffineMap> maps = {stateMap, keyMap, valueMap};
     appendGate(g, inputs, maps);
+    if (gv) {
+      inputs.push_back(gv);
+      maps.push_back(valueMap);
+    }
     maps.push_back(stateMap);
     next =
         buildGeneric(b, loc, inputs, emptyTensor(b, loc, stateSizes, f32), maps,
                      4, 0, [&](OpBuilder &nb, Location l, ValueRange a) {
                        Value s = decay(nb, l, a[0], g ? a[3] : Value());
+                       s = decay(nb, l, s, gv ? a[g ? 4 : 3] : Value());
                        Value kv = mulExtended(nb, l, a[1], a[2]);
                        return addF(nb, l, s, kv);
                      });
@@ -176,8 +182,9 @@ struct RecurrenceToLoops : OpRewritePattern<RecurrenceOp> {
     if (ShapedType::isDynamic(heads) || ShapedType::isDynamic(valueHeads))
       return rewriter.notifyMatchFailure(op, "needs static H and HV");
     Location loc = op.getLoc();
-    TokenStepBuilder step(RecurrenceInputs::of(op), valueHeads / heads,
-                          op.getContext());
+    RecurrenceInputs inputs = RecurrenceInputs::of(op);
+    inputs.gv = op.getGv();
+    TokenStepBuilder step(inputs, valueHeads / heads, op.getContext());
     Type outputElementType = op.getO().getType().getElementType();
     SmallVector<OpFoldResult> outputSizes =
         mixedSizes(rewriter, loc, op.getV());

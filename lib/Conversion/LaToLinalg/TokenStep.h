@@ -14,12 +14,14 @@ namespace mlir {
 namespace la {
 
 /// The inputs of a recurrence, as la.recurrence and la.recurrence_grad name
-/// them. A `fixed` gate must have been made a `scalar` one with `g`.
+/// them. A `fixed` gate must have been made a `scalar` one with `g`. `gv`
+/// (la.recurrence's value-side gate) is set by the caller that has one.
 struct RecurrenceInputs {
   Value q, k, v, g, beta, a, b;
   GateKind gate;
   LowRank lowRank;
   float scale;
+  Value gv = Value();
 
   template <typename OpT> static RecurrenceInputs of(OpT op) {
     return {op.getQ(),       op.getK(),

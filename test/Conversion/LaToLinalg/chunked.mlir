@@ -308,3 +308,65 @@ func.func @scan_corrected(%k: tensor<1x2x16x1x4xf32>, %u: tensor<1x2x16x1x8xf32>
   %states, %final, %corrected = la.chunk_state_scan %k, %u correction(%w : tensor<1x2x16x1x4xf32>) : tensor<1x2x16x1x4xf32>, tensor<1x2x16x1x8xf32> -> tensor<1x2x1x4x8xf32>, tensor<1x1x4x8xf32>, tensor<1x2x16x1x8xf32>
   return %states, %final, %corrected : tensor<1x2x1x4x8xf32>, tensor<1x1x4x8xf32>, tensor<1x2x16x1x8xf32>
 }
+
+// -----
+
+// Value-side gates C: the decay exp(C_i - C_j) depends on the output column,
+// so it is applied in the product with the values. Without a spread limit
+// every term takes an exponential (masked terms are selected away); with
+// one, chunks whose gates stay near their first row R take one product of
+// v exp(R - C), rescaled by exp(C - R).
+// CHECK-DAG: #[[VG_SCORES:.*]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d3, d2, d5)>
+// CHECK-DAG: #[[VG_ROWJ:.*]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d5, d3, d4)>
+// CHECK-DAG: #[[VG_ROWI:.*]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2, d3, d4)>
+// CHECK-LABEL: func.func @intra_value_gates
+// CHECK-SAME: (%{{[^:]*}}: {{.*}}, %{{[^:]*}}: {{.*}}, %{{[^:]*}}: {{.*}}, %[[C:[^:]*]]: tensor<1x1x16x1x8xf32>)
+// CHECK-NOT: scf.if
+// CHECK: linalg.generic {indexing_maps = [#[[VG_SCORES]], #[[VG_ROWJ]], #[[VG_ROWI]], #[[VG_ROWJ]], #[[VG_ROWI]]], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%{{.*}}, %{{.*}}, %[[C]], %[[C]] : {{.*}}) {{.*}} attrs = {la.lower_triangular = array<i64: 2, 5>}
+// CHECK: arith.subf
+// CHECK: arith.minimumf
+// CHECK: math.exp
+// CHECK: arith.cmpi ule
+// CHECK: arith.select
+// SPREAD-LABEL: func.func @intra_value_gates
+// SPREAD-SAME: (%{{[^:]*}}: {{.*}}, %{{[^:]*}}: {{.*}}, %[[V:[^:]*]]: {{.*}}, %[[C:[^:]*]]: tensor<1x1x16x1x8xf32>)
+// SPREAD: %[[REF:.*]] = tensor.extract_slice %[[C]][0, 0, 0, 0, 0] [1, 1, 1, 1, 8]
+// SPREAD: %[[SCALED:.*]] = linalg.generic {{.*}} ins(%[[V]], %[[C]], %[[REF]] :
+// SPREAD: scf.if
+// SPREAD: %[[PLAIN:.*]] = linalg.generic {{.*}} attrs = {la.lower_triangular = array<i64: 2, 5>}
+// SPREAD-NOT: math.exp
+// SPREAD: linalg.generic {{.*}} ins(%{{.*}}, %[[C]], %[[REF]] :
+// SPREAD: math.exp
+// SPREAD: } else {
+// SPREAD: linalg.generic {{.*}} ins(%{{.*}}, %{{.*}}, %[[C]], %[[C]] :
+func.func @intra_value_gates(%q: tensor<1x1x16x1x4xf32>, %k: tensor<1x1x16x1x4xf32>, %v: tensor<1x1x16x1x8xf32>, %c: tensor<1x1x16x1x8xf32>) -> tensor<1x1x16x1x8xf32> {
+  %o = la.chunk_intra %q, %k, %v value_gates(%c : tensor<1x1x16x1x8xf32>) {scale = 0.5 : f32} : tensor<1x1x16x1x4xf32>, tensor<1x1x16x1x4xf32>, tensor<1x1x16x1x8xf32> -> tensor<1x1x16x1x8xf32>
+  return %o : tensor<1x1x16x1x8xf32>
+}
+
+// -----
+
+// The scan with value-side gates: the state decays by exp(C_C) per value
+// column and the values by exp(C_C - C); chunk_inter adds exp(C) times the
+// state's part to the intra part.
+// CHECK-DAG: #[[VS_STATE:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+// CHECK-DAG: #[[VS_LAST:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>
+// CHECK-LABEL: func.func @scan_inter_value_gates
+// CHECK-SAME: (%[[Q:[^:]*]]: {{.*}}, %[[K:[^:]*]]: {{.*}}, %[[V:[^:]*]]: {{.*}}, %[[C:[^:]*]]: {{.*}}, %[[I:[^:]*]]: {{.*}})
+// CHECK: scf.for
+// CHECK: %[[CN:.*]] = tensor.extract_slice %[[C]]
+// CHECK: %[[CL:.*]] = tensor.extract_slice %[[CN]]
+// CHECK: linalg.generic {indexing_maps = [#[[VS_STATE]], #[[VS_LAST]], #[[VS_STATE]]], {{.*}} ins(%{{.*}}, %[[CL]] :
+// CHECK: math.exp
+// CHECK: linalg.generic {{.*}} ins(%{{.*}}, %[[CN]], %[[CL]] :
+// CHECK: math.exp
+// CHECK: scf.yield
+// CHECK: %[[INTER:.*]] = linalg.generic {{.*}} ins(%{{.*}}, %{{.*}} : tensor<1x2x16x1x4xf32>, tensor<1x2x1x4x8xf32>) outs(%{{.*}} : tensor<1x2x16x1x8xf32>)
+// CHECK: %[[SUM:.*]] = linalg.generic {{.*}} ins(%[[INTER]], %[[C]] : {{.*}}) outs(%[[I]] :
+// CHECK: math.exp
+// CHECK: return %[[SUM]]
+func.func @scan_inter_value_gates(%q: tensor<1x2x16x1x4xf32>, %k: tensor<1x2x16x1x4xf32>, %v: tensor<1x2x16x1x8xf32>, %c: tensor<1x2x16x1x8xf32>, %intra: tensor<1x2x16x1x8xf32>) -> tensor<1x2x16x1x8xf32> {
+  %states, %final = la.chunk_state_scan %k, %v value_gates(%c : tensor<1x2x16x1x8xf32>) : tensor<1x2x16x1x4xf32>, tensor<1x2x16x1x8xf32> -> tensor<1x2x1x4x8xf32>, tensor<1x1x4x8xf32>
+  %o = la.chunk_inter %q, %states, %intra value_gates(%c : tensor<1x2x16x1x8xf32>) {scale = 0.5 : f32} : tensor<1x2x16x1x4xf32>, tensor<1x2x1x4x8xf32>, tensor<1x2x16x1x8xf32> -> tensor<1x2x16x1x8xf32>
+  return %o : tensor<1x2x16x1x8xf32>
+}

@@ -158,3 +158,18 @@ func.func @general(%q: tensor<1x16x1x4xf32>, %k: tensor<1x16x1x4xf32>, %v: tenso
   %o, %fs6 = la.recurrence decay(channel) low_rank(general) %q, %k, %v g(%g : tensor<1x16x1x4xf32>) a(%a : tensor<1x16x1x4xf32>) b(%b : tensor<1x16x1x4xf32>) outs(%oi6, %zs6 : tensor<1x16x1x4xf32>, tensor<1x1x4x4xf32>) {scale = 0.5 : f32} : tensor<1x16x1x4xf32>, tensor<1x16x1x4xf32>, tensor<1x16x1x4xf32> -> tensor<1x16x1x4xf32>, tensor<1x1x4x4xf32>
   return %o : tensor<1x16x1x4xf32>
 }
+
+// -----
+
+// A value-side gate: its own cumulative sums, passed to the scan, the intra
+// and the inter products.
+// CHECK-LABEL: func.func @value_gate
+// CHECK: %[[C:.*]] = la.chunk_cumsum %{{.*}} : tensor<1x3x16x2x8xf32> -> tensor<1x3x16x2x8xf32>
+// CHECK: %[[S:.*]], %{{.*}} = la.chunk_state_scan %{{.*}}, %{{.*}} value_gates(%[[C]] : tensor<1x3x16x2x8xf32>) initial_state
+// CHECK: %[[I:.*]] = la.chunk_intra %{{.*}}, %{{.*}}, %{{.*}} value_gates(%[[C]] : tensor<1x3x16x2x8xf32>)
+// CHECK: la.chunk_inter %{{.*}}, %[[S]], %[[I]] value_gates(%[[C]] : tensor<1x3x16x2x8xf32>)
+func.func @value_gate(%q: tensor<1x40x2x16xf32>, %k: tensor<1x40x2x16xf32>, %v: tensor<1x40x2x8xf32>, %gv: tensor<1x40x2x8xf32>, %s0: tensor<1x2x16x8xf32>) -> (tensor<1x40x2x8xf32>, tensor<1x2x16x8xf32>) {
+  %o0 = tensor.empty() : tensor<1x40x2x8xf32>
+  %o, %s = la.recurrence decay(none) low_rank(none) %q, %k, %v gv(%gv : tensor<1x40x2x8xf32>) outs(%o0, %s0 : tensor<1x40x2x8xf32>, tensor<1x2x16x8xf32>) {scale = 0.25 : f32} : tensor<1x40x2x16xf32>, tensor<1x40x2x16xf32>, tensor<1x40x2x8xf32> -> tensor<1x40x2x8xf32>, tensor<1x2x16x8xf32>
+  return %o, %s : tensor<1x40x2x8xf32>, tensor<1x2x16x8xf32>
+}

@@ -250,7 +250,7 @@ func.func @scan_extra_keys(%k: tensor<1x2x16x2x4xf32>, %v: tensor<1x2x16x2x8xf32
 
 func.func @intra_extra_keys_without_values(%q: tensor<1x2x16x2x4xf32>, %v: tensor<1x2x16x2x8xf32>) {
   // expected-error @+1 {{expects 'extra' keys and values together}}
-  %0 = "la.chunk_intra"(%q, %q, %v, %q) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 1, 0>, scale = 1.0 : f32}> : (tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x8xf32>, tensor<1x2x16x2x4xf32>) -> tensor<1x2x16x2x8xf32>
+  %0 = "la.chunk_intra"(%q, %q, %v, %q) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 1, 0>, scale = 1.0 : f32}> : (tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x8xf32>, tensor<1x2x16x2x4xf32>) -> tensor<1x2x16x2x8xf32>
   return
 }
 
@@ -267,5 +267,37 @@ func.func @wy_a_shape(%k: tensor<1x2x16x2x4xf32>, %v: tensor<1x2x16x2x8xf32>) {
 func.func @wy_prev_shape(%k: tensor<1x2x16x2x4xf32>, %v: tensor<1x2x16x2x8xf32>, %g: tensor<1x2x16x2xf32>, %p: tensor<1x2x16x2x4xf32>) {
   // expected-error @+1 {{expects 'prev_gates' of rank 4 like 'gates', got rank 5}}
   %w, %u = la.chunk_wy %k, %v a(%k : tensor<1x2x16x2x4xf32>) b(%k : tensor<1x2x16x2x4xf32>) gates(%g : tensor<1x2x16x2xf32>) prev_gates(%p : tensor<1x2x16x2x4xf32>) : tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x8xf32> -> tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x8xf32>
+  return
+}
+
+// -----
+
+func.func @intra_value_gates_shape(%q: tensor<1x2x16x2x4xf32>, %v: tensor<1x2x16x2x8xf32>) {
+  // expected-error @+1 {{expects 'value_gates' of shape [1,2,16,2,8] [B,NC,C,HV,V], got [1,2,16,2,4]}}
+  %0 = la.chunk_intra %q, %q, %v value_gates(%q : tensor<1x2x16x2x4xf32>) {scale = 1.0 : f32} : tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x8xf32> -> tensor<1x2x16x2x8xf32>
+  return
+}
+
+// -----
+
+func.func @intra_value_gates_extra(%q: tensor<1x2x16x2x4xf32>, %v: tensor<1x2x16x2x8xf32>) {
+  // expected-error @+1 {{'value_gates' is not valid with an 'extra' pair}}
+  %0 = la.chunk_intra %q, %q, %v value_gates(%v : tensor<1x2x16x2x8xf32>) extra(%q, %v : tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x8xf32>) {scale = 1.0 : f32} : tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x8xf32> -> tensor<1x2x16x2x8xf32>
+  return
+}
+
+// -----
+
+func.func @scan_value_gates_correction(%k: tensor<1x2x16x2x4xf32>, %v: tensor<1x2x16x2x8xf32>) {
+  // expected-error @+1 {{'value_gates' is not valid with a 'correction' or an 'extra' pair}}
+  %0:3 = la.chunk_state_scan %k, %v value_gates(%v : tensor<1x2x16x2x8xf32>) correction(%k : tensor<1x2x16x2x4xf32>) : tensor<1x2x16x2x4xf32>, tensor<1x2x16x2x8xf32> -> tensor<1x2x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x16x2x8xf32>
+  return
+}
+
+// -----
+
+func.func @inter_value_gates_shape(%q: tensor<1x2x16x2x4xf32>, %s: tensor<1x2x2x4x8xf32>, %i: tensor<1x2x16x2x8xf32>, %c: tensor<1x2x16x2x4xf32>) {
+  // expected-error @+1 {{expects 'value_gates' of shape [1,2,16,2,8] [B,NC,C,HV,V], got [1,2,16,2,4]}}
+  %0 = la.chunk_inter %q, %s, %i value_gates(%c : tensor<1x2x16x2x4xf32>) {scale = 1.0 : f32} : tensor<1x2x16x2x4xf32>, tensor<1x2x2x4x8xf32>, tensor<1x2x16x2x8xf32> -> tensor<1x2x16x2x8xf32>
   return
 }

@@ -55,3 +55,18 @@ func.func @general_chunked(%k: tensor<1x2x16x1x4xf32>, %v: tensor<1x2x16x1x8xf32
   %intra = la.chunk_intra %k, %k, %corrected gates(%cum : tensor<1x2x16x1x4xf32>) extra(%k, %v : tensor<1x2x16x1x4xf32>, tensor<1x2x16x1x8xf32>) {scale = 1.0 : f32} : tensor<1x2x16x1x4xf32>, tensor<1x2x16x1x4xf32>, tensor<1x2x16x1x8xf32> -> tensor<1x2x16x1x8xf32>
   return %intra : tensor<1x2x16x1x8xf32>
 }
+
+// -----
+
+// Value-side gates on the intra product, the scan and the inter product.
+// CHECK-LABEL: func.func @value_gates
+// CHECK-SAME: (%{{[^:]*}}: {{.*}}, %{{[^:]*}}: {{.*}}, %[[C:[^:]*]]: tensor<1x2x16x1x8xf32>)
+// CHECK: %[[S:.*]], %{{.*}} = la.chunk_state_scan %{{.*}}, %{{.*}} value_gates(%[[C]] : tensor<1x2x16x1x8xf32>) :
+// CHECK: %[[I:.*]] = la.chunk_intra %{{.*}}, %{{.*}}, %{{.*}} value_gates(%[[C]] : tensor<1x2x16x1x8xf32>) {scale = 5.000000e-01 : f32}
+// CHECK: la.chunk_inter %{{.*}}, %[[S]], %[[I]] value_gates(%[[C]] : tensor<1x2x16x1x8xf32>) {scale = 5.000000e-01 : f32}
+func.func @value_gates(%k: tensor<1x2x16x1x4xf32>, %v: tensor<1x2x16x1x8xf32>, %c: tensor<1x2x16x1x8xf32>) -> tensor<1x2x16x1x8xf32> {
+  %states, %final = la.chunk_state_scan %k, %v value_gates(%c : tensor<1x2x16x1x8xf32>) : tensor<1x2x16x1x4xf32>, tensor<1x2x16x1x8xf32> -> tensor<1x2x1x4x8xf32>, tensor<1x1x4x8xf32>
+  %intra = la.chunk_intra %k, %k, %v value_gates(%c : tensor<1x2x16x1x8xf32>) {scale = 0.5 : f32} : tensor<1x2x16x1x4xf32>, tensor<1x2x16x1x4xf32>, tensor<1x2x16x1x8xf32> -> tensor<1x2x16x1x8xf32>
+  %o = la.chunk_inter %k, %states, %intra value_gates(%c : tensor<1x2x16x1x8xf32>) {scale = 0.5 : f32} : tensor<1x2x16x1x4xf32>, tensor<1x2x1x4x8xf32>, tensor<1x2x16x1x8xf32> -> tensor<1x2x16x1x8xf32>
+  return %o : tensor<1x2x16x1x8xf32>
+}

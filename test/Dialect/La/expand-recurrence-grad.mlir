@@ -78,8 +78,54 @@ func.func @retention(%q: !qk, %k: !qk, %v: !v, %s0: !s, %do: !v) -> (!qk, !qk, !
 
 // -----
 
-// A channel-wise gate, the delta rule and packed sequences keep the
-// gradient op (convert-la-to-linalg lowers it to token loops).
+// A channel-wise gate (GLA) with grouped value heads: it decays the K side
+// of the state, which is the value side of the transposed recurrences, so
+// dq and dk take it as their value-side gate `gv` (widened to the value
+// heads; dk's shifted by one token and reversed) while dv's recurrence keeps
+// it as a channel gate. dS_0 is G_0 times alpha_0 per key channel, and the
+// gate gradient stays per channel: q * dq - k * dk summed from the end, plus
+// S_T * dS_T summed over V only.
+!qk = tensor<1x8x2x4xf32>
+!v = tensor<1x8x4x6xf32>
+!s = tensor<1x4x4x6xf32>
+
+// CHECK-DAG: #[[CWIDEN:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2 floordiv 2, d3)>
+// CHECK-DAG: #[[CREVWIDEN:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, -d1 + 7, d2 floordiv 2, d3)>
+// CHECK-DAG: #[[CID:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+// CHECK-DAG: #[[CFIRST:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1 floordiv 2, d2)>
+// CHECK-DAG: #[[CROWS:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+// CHECK-LABEL: func.func @gla
+// CHECK-SAME: (%[[Q:[^:]*]]: {{.*}}, %[[K:[^:]*]]: {{.*}}, %[[V:[^:]*]]: {{.*}}, %[[G:[^:]*]]: {{.*}}, %[[S0:[^:]*]]: {{.*}}, %[[DO:[^:]*]]: {{.*}}, %[[DSF:[^:]*]]: {{.*}})
+// CHECK: %[[LATER:.*]] = tensor.extract_slice %[[G]][0, 1, 0, 0] [1, 7, 2, 4] [1, 1, 1, 1]
+// CHECK: %[[SHIFTED:.*]] = tensor.pad %[[LATER]] low[0, 0, 0, 0] high[0, 1, 0, 0]
+// CHECK: %[[GW:.*]] = linalg.generic {indexing_maps = [#[[CWIDEN]], {{.*}}]{{.*}} ins(%[[G]] :
+// CHECK: %[[O1:.*]], %[[SFT:.*]] = la.recurrence decay(none) low_rank(none) %{{.*}}, %{{.*}}, %{{.*}} gv(%[[GW]] : tensor<1x8x4x4xf32>) outs(%{{.*}}, %{{.*}} : tensor<1x8x4x4xf32>, tensor<1x4x6x4xf32>) {scale = 5.000000e-01 : f32}
+// CHECK: %[[DQ:.*]] = linalg.generic {{.*}} ins(%{{.*}} : tensor<1x8x2x2x4xf32>)
+// CHECK: %[[O2:.*]], %[[G0:.*]] = la.recurrence decay(channel) low_rank(none) {{.*}} g(%{{.*}} : tensor<1x8x2x4xf32>) outs(%{{.*}}, %[[DSF]] : tensor<1x8x4x6xf32>, tensor<1x4x4x6xf32>) {scale = 1.000000e+00 : f32}
+// CHECK: %[[G0GATE:.*]] = tensor.extract_slice %[[G]][0, 0, 0, 0] [1, 1, 2, 4]
+// CHECK: %[[DS0:.*]] = linalg.generic {indexing_maps = [#[[CFIRST]], {{.*}}]{{.*}} ins(%[[G0GATE]], %[[G0]] :
+// CHECK: %[[GRW:.*]] = linalg.generic {indexing_maps = [#[[CREVWIDEN]], {{.*}}]{{.*}} ins(%[[SHIFTED]] :
+// CHECK: %[[O3:.*]], %{{.*}} = la.recurrence decay(none) low_rank(none) {{.*}} gv(%[[GRW]] : tensor<1x8x4x4xf32>) {{.*}} -> tensor<1x8x4x4xf32>, tensor<1x4x6x4xf32>
+// CHECK: %[[DK:.*]] = linalg.generic {{.*}} ins(%{{.*}} : tensor<1x8x2x2x4xf32>)
+// CHECK: %[[DC:.*]] = linalg.generic {indexing_maps = [#[[CID]], #[[CID]], #[[CID]], #[[CID]], #[[CID]]], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%[[Q]], %[[DQ]], %[[K]], %[[DK]] :
+// CHECK: arith.subf
+// CHECK: %[[FINAL:.*]] = linalg.generic {indexing_maps = [{{.*}}, #[[CID]], #[[CROWS]]], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%[[SFT]], %[[DSF]] :
+// CHECK: %[[SUMS:.*]]:2 = scf.for {{.*}} -> (tensor<1x2x4xf32>, tensor<1x8x2x4xf32>)
+// CHECK: %[[DG:.*]] = linalg.generic {{.*}} ins(%[[SUMS]]#1, %{{.*}} : tensor<1x8x2x4xf32>, tensor<1x2x4xf32>)
+// CHECK: return %[[DQ]], %[[DK]], %{{.*}}, %[[DS0]], %[[DG]]
+func.func @gla(%q: !qk, %k: !qk, %v: !v, %g: !qk, %s0: !s, %do: !v,
+               %dsf: !s) -> (!qk, !qk, !v, !s, !qk) {
+  %dq, %dk, %dv, %ds0, %dg = la.recurrence_grad decay(channel) low_rank(none)
+      %q, %k, %v g(%g : !qk) initial_state(%s0 : !s) d_o(%do : !v)
+      d_final_state(%dsf : !s) {scale = 0.5 : f32}
+      : !qk, !qk, !v -> !qk, !qk, !v, !s, !qk
+  return %dq, %dk, %dv, %ds0, %dg : !qk, !qk, !v, !s, !qk
+}
+
+// -----
+
+// The delta rule and packed sequences keep the gradient op
+// (convert-la-to-linalg lowers it to token loops).
 !qk = tensor<1x8x2x4xf32>
 !v = tensor<1x8x2x6xf32>
 !h = tensor<1x8x2xf32>
@@ -87,20 +133,16 @@ func.func @retention(%q: !qk, %k: !qk, %v: !v, %s0: !s, %do: !v) -> (!qk, !qk, !
 !s2 = tensor<2x2x4x6xf32>
 
 // CHECK-LABEL: func.func @kept
-// CHECK: la.recurrence_grad decay(channel) low_rank(none)
 // CHECK: la.recurrence_grad decay(none) low_rank(delta)
 // CHECK: la.recurrence_grad decay(none) low_rank(none) {{.*}} cu_seqlens
 // CHECK-NOT: la.recurrence decay
-func.func @kept(%q: !qk, %k: !qk, %v: !v, %g: !qk, %beta: !h, %s0: !s,
-                %s2: !s2, %cu: tensor<3xi32>, %do: !v) -> (!qk, !qk, !qk) {
-  %a:5 = la.recurrence_grad decay(channel) low_rank(none) %q, %k, %v
-      g(%g : !qk) initial_state(%s0 : !s) d_o(%do : !v) {scale = 0.5 : f32}
-      : !qk, !qk, !v -> !qk, !qk, !v, !s, !qk
+func.func @kept(%q: !qk, %k: !qk, %v: !v, %beta: !h, %s0: !s,
+                %s2: !s2, %cu: tensor<3xi32>, %do: !v) -> (!qk, !qk) {
   %b:5 = la.recurrence_grad decay(none) low_rank(delta) %q, %k, %v
       beta(%beta : !h) initial_state(%s0 : !s) d_o(%do : !v) {scale = 0.5 : f32}
       : !qk, !qk, !v -> !qk, !qk, !v, !s, !h
   %c:4 = la.recurrence_grad decay(none) low_rank(none) %q, %k, %v
       cu_seqlens(%cu : tensor<3xi32>) initial_state(%s2 : !s2) d_o(%do : !v)
       {scale = 0.5 : f32} : !qk, !qk, !v -> !qk, !qk, !v, !s2
-  return %a#0, %b#0, %c#0 : !qk, !qk, !qk
+  return %b#0, %c#0 : !qk, !qk
 }

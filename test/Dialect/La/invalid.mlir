@@ -417,6 +417,36 @@ func.func @recurrence_delta_normalizer(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2
 
 // -----
 
+func.func @recurrence_value_gate_delta(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>, %b: tensor<1x8x2xf32>) {
+  %oi = tensor.empty() : tensor<1x8x2x6xf32>
+  %zs = arith.constant dense<0.0> : tensor<1x2x4x6xf32>
+  // expected-error @+1 {{'gv' (the value-side gate) is only valid without a low-rank part and without the normaliser}}
+  %o, %fs = la.recurrence decay(none) low_rank(delta) %q, %q, %v gv(%v : tensor<1x8x2x6xf32>) beta(%b : tensor<1x8x2xf32>) outs(%oi, %zs : tensor<1x8x2x6xf32>, tensor<1x2x4x6xf32>) {scale = 1.0 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>, tensor<1x2x4x6xf32>
+  return
+}
+
+// -----
+
+func.func @recurrence_value_gate_normalizer(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>) {
+  %oi = tensor.empty() : tensor<1x8x2x6xf32>
+  %zs = arith.constant dense<0.0> : tensor<1x2x4x6xf32>
+  // expected-error @+1 {{'gv' (the value-side gate) is only valid without a low-rank part and without the normaliser}}
+  %o, %fs = la.recurrence decay(none) low_rank(none) %q, %q, %v gv(%v : tensor<1x8x2x6xf32>) outs(%oi, %zs : tensor<1x8x2x6xf32>, tensor<1x2x4x6xf32>) {normalizer, scale = 1.0 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>, tensor<1x2x4x6xf32>
+  return
+}
+
+// -----
+
+func.func @recurrence_value_gate_shape(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>) {
+  %oi = tensor.empty() : tensor<1x8x2x6xf32>
+  %zs = arith.constant dense<0.0> : tensor<1x2x4x6xf32>
+  // expected-error @+1 {{expects 'gv' of shape [1,8,2,6] [B,T,HV,V] like 'v', got [1,8,2,4]}}
+  %o, %fs = la.recurrence decay(none) low_rank(none) %q, %q, %v gv(%q : tensor<1x8x2x4xf32>) outs(%oi, %zs : tensor<1x8x2x6xf32>, tensor<1x2x4x6xf32>) {scale = 1.0 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>, tensor<1x2x4x6xf32>
+  return
+}
+
+// -----
+
 func.func @recurrence_nan_scale(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>) {
   %oi10 = tensor.empty() : tensor<1x8x2x6xf32>
   %zs10 = arith.constant dense<0.0> : tensor<1x2x4x6xf32>

@@ -267,7 +267,12 @@ def La_RecurrenceOp : La_Op<"recurrence", [
 
     The diagonal `alpha_t = exp(g_t)` is given by `gate`: `none` (alpha = 1),
     `fixed` (the per-head attribute `log_decay`), `scalar` (`g : [B,T,H]`) or
-    `channel` (`g : [B,T,H,K]`). The low-rank part is given by `low_rank`:
+    `channel` (`g : [B,T,H,K]`). An optional value-side gate
+    `gv : [B,T,HV,V]` (log space, like `g`) decays the state's columns too,
+    `S_t = Diag(alpha_t) S_{t-1} Diag(exp(gv_t)) + k_t v_t^T` (fla's `gv`;
+    the adjoint of a channel-gated recurrence has its gate on this side);
+    it is valid only without a low-rank part and without the normaliser.
+    The low-rank part is given by `low_rank`:
 
     * `none`: no low-rank part, `w_t = k_t`;
     * `delta`: the delta-rule structure, stored compactly so that the chunking
@@ -314,6 +319,7 @@ def La_RecurrenceOp : La_Op<"recurrence", [
     La_FloatTensor:$k,
     La_FloatTensor:$v,
     Optional<La_FloatTensor>:$g,
+    Optional<La_FloatTensor>:$gv,
     Optional<La_FloatTensor>:$beta,
     Optional<La_FloatTensor>:$a,
     Optional<La_FloatTensor>:$b,
@@ -333,6 +339,7 @@ def La_RecurrenceOp : La_Op<"recurrence", [
     `low_rank` `(` custom<EnumKeyword>($low_rank) `)`
     $q `,` $k `,` $v
     (`g` `(` $g^ `:` type($g) `)`)?
+    (`gv` `(` $gv^ `:` type($gv) `)`)?
     (`beta` `(` $beta^ `:` type($beta) `)`)?
     (`a` `(` $a^ `:` type($a) `)`)?
     (`b` `(` $b^ `:` type($b) `)`)?
@@ -519,16 +526,21 @@ def La_ChunkIntraOp : La_ChunkOp<"chunk_intra", [AttrSizedOperandSegments]> {
     are used, so an overflow there never becomes NaN. The result is the f32
     intra-chunk output `[B,NC,C,HV,V]`. An optional second key/value pair
     `extra(k2, v2)` adds the same product of `k2` and `v2` (the general
-    low-rank form writes two rank-one terms per token).
+    low-rank form writes two rank-one terms per token). With
+    `value_gates` C `[B,NC,C,HV,V]` (cumulative, like `gates`), `v_j` is
+    decayed per value channel as well, by `exp(C_i - C_j)`; not with an
+    extra pair.
   }];
   let arguments = (ins La_FloatTensor:$q, La_FloatTensor:$k,
                        La_FloatTensor:$v, Optional<La_F32Tensor>:$gates,
+                       Optional<La_F32Tensor>:$value_gates,
                        Optional<La_FloatTensor>:$extra_keys,
                        Optional<La_FloatTensor>:$extra_values,
                        F32Attr:$scale);
   let results = (outs La_F32Tensor:$result);
   let assemblyFormat = [{
     $q `,` $k `,` $v (`gates` `(` $gates^ `:` type($gates) `)`)?
+    (`value_gates` `(` $value_gates^ `:` type($value_gates) `)`)?
     (`extra` `(` $extra_keys^ `,` $extra_values `:` type($extra_keys) `,`
       type($extra_values) `)`)? attr-dict
     `:` type($q) `,` type($k) `,` type($v) `->` type($result)
@@ -610,10 +622,14 @@ def La_ChunkStateScanOp : La_ChunkOp<"chunk_state_scan",
     state entering the chunk; they are returned as a third result
     `[B,NC,C,HV,V]` (f32) for `la.chunk_intra`. An optional uncorrected pair
     `extra(k2, v2)` adds `(K2_n * exp(G_C - G))^T V2_n` to every update (the
-    general low-rank form).
+    general low-rank form). With `value_gates` C (cumulative,
+    `[B,NC,C,HV,V]`) the update is
+    `S_{n+1} = exp(G_C) S_n exp(C_C) + (K_n * exp(G_C - G))^T (V_n * exp(C_C - C))`
+    (not with a correction or an extra pair).
   }];
   let arguments = (ins La_FloatTensor:$k, La_FloatTensor:$v,
                        Optional<La_F32Tensor>:$gates,
+                       Optional<La_F32Tensor>:$value_gates,
                        Optional<La_F32Tensor>:$initial_state,
                        Optional<La_F32Tensor>:$correction,
                        Optional<La_FloatTensor>:$extra_keys,
@@ -622,6 +638,7 @@ def La_ChunkStateScanOp : La_ChunkOp<"chunk_state_scan",
                       Optional<La_F32Tensor>:$corrected);
   let assemblyFormat = [{
     $k `,` $v (`gates` `(` $gates^ `:` type($gates) `)`)?
+    (`value_gates` `(` $value_gates^ `:` type($value_gates) `)`)?
     (`initial_state` `(` $initial_state^ `:` type($initial_state) `)`)?
     (`correction` `(` $correction^ `:` type($correction) `)`)?
     (`extra` `(` $extra_keys^ `,` $extra_values `:` type($extra_keys) `,`
@@ -631,20 +648,23 @@ def La_ChunkStateScanOp : La_ChunkOp<"chunk_state_scan",
   let hasVerifier = 1;
 }
 
-def La_ChunkInterOp : La_ChunkOp<"chunk_inter"> {
+def La_ChunkInterOp : La_ChunkOp<"chunk_inter", [AttrSizedOperandSegments]> {
   let summary = "the inter-chunk output (Q * exp(G)) S_n plus the intra part";
   let description = [{
     `O[i] = scale * (q_i * exp(G_i))^T S_n + intra[i]` per chunk n and value
     head, where `S_n` is the state entering the chunk and `intra` the result
     of `la.chunk_intra`. The result `[B,NC,C,HV,V]` has the output element
-    type; the sum is formed in f32.
+    type; the sum is formed in f32. With `value_gates` C the state's part is
+    decayed per value channel as well: `exp(C_i) * (scale (q_i * exp(G_i))^T S_n)`.
   }];
   let arguments = (ins La_FloatTensor:$q, La_F32Tensor:$states,
                        La_F32Tensor:$intra, Optional<La_F32Tensor>:$gates,
+                       Optional<La_F32Tensor>:$value_gates,
                        F32Attr:$scale);
   let results = (outs La_FloatTensor:$result);
   let assemblyFormat = [{
     $q `,` $states `,` $intra (`gates` `(` $gates^ `:` type($gates) `)`)?
+    (`value_gates` `(` $value_gates^ `:` type($value_gates) `)`)?
     attr-dict `:` type($q) `,` type($states) `,` type($intra) `->`
     type($result)
   }];

@@ -120,7 +120,7 @@ Value zeroState(OpBuilder &b, Location loc, Value q, Value v, Value cuSeqlens);
 /// rebuild one with a few parts changed. `oInit` and `initialState` are its
 /// inits.
 struct RecurrenceParts {
-  Value q, k, v, g, beta, a, b, cuSeqlens, oInit, initialState;
+  Value q, k, v, g, gv, beta, a, b, cuSeqlens, oInit, initialState;
   GateKind gate;
   std::optional<SmallVector<float>> logDecay;
   LowRank lowRank;

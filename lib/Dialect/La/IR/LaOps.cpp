@@ -596,9 +596,16 @@ LogicalResult RecurrenceOp::verify() {
     return failure();
   if (getNormalizer() && getLowRank() != LowRank::None)
     return emitOpError("'normalizer' is only valid without a low-rank part");
+  if (getGv() && (getLowRank() != LowRank::None || getNormalizer()))
+    return emitOpError("'gv' (the value-side gate) is only valid without a "
+                       "low-rank part and without the normaliser");
 
   if (failed(verifySignature(*this,
                              getSignature(*this, getScale().convertToFloat()))))
+    return failure();
+  if (Value gv = getGv();
+      gv && failed(verifyShape(*this, gv, "gv", getV().getType().getShape(),
+                               "[B,T,HV,V] like 'v'")))
     return failure();
   ArrayRef<int64_t> qShape = getQ().getType().getShape();
   for (auto [value, name] : {std::pair{getA(), "a"}, std::pair{getB(), "b"}})
@@ -723,6 +730,16 @@ static LogicalResult verifyChunkedGates(Operation *op, Value gates,
                      "[B,NC,C,H,K] for a channel-wise gate");
 }
 
+/// Cumulative value-side gates are [B,NC,C,HV,V].
+static LogicalResult verifyChunkedValueGates(Operation *op, Value valueGates,
+                                             const ChunkDims &d) {
+  if (!valueGates)
+    return success();
+  return verifyShape(op, valueGates, "value_gates",
+                     {d.batch, d.chunks, d.chunkSize, d.valueHeads, d.valueDim},
+                     "[B,NC,C,HV,V]");
+}
+
 static LogicalResult verifyScale(Operation *op, APFloat scale) {
   float value = scale.convertToFloat();
   if (!std::isfinite(value) || value <= 0.0f)
@@ -765,10 +782,13 @@ LogicalResult ChunkIntraOp::verify() {
   if (failed(verifyShape(*this, getQ(), "q", getK().getType().getShape(),
                          "[B,NC,C,H,K] like 'k'")) ||
       failed(verifyChunkedGates(*this, getGates(), *d)) ||
+      failed(verifyChunkedValueGates(*this, getValueGates(), *d)) ||
       failed(verifyScale(*this, getScale())) ||
       failed(verifyExtraPair(*this, getExtraKeys(), getExtraValues(), getK(),
                              getV())))
     return failure();
+  if (getValueGates() && getExtraKeys())
+    return emitOpError("'value_gates' is not valid with an 'extra' pair");
   return verifyShape(
       *this, getResult(), "result",
       {d->batch, d->chunks, d->chunkSize, d->valueHeads, d->valueDim},
@@ -826,8 +846,12 @@ LogicalResult ChunkStateScanOp::verify() {
       verifyChunkedKeyValue(*this, getK(), "k", getV(), "v");
   if (failed(d))
     return failure();
-  if (failed(verifyChunkedGates(*this, getGates(), *d)))
+  if (failed(verifyChunkedGates(*this, getGates(), *d)) ||
+      failed(verifyChunkedValueGates(*this, getValueGates(), *d)))
     return failure();
+  if (getValueGates() && (getCorrection() || getExtraKeys()))
+    return emitOpError(
+        "'value_gates' is not valid with a 'correction' or an 'extra' pair");
   SmallVector<int64_t> finalShape = {d->batch, d->valueHeads, d->keyDim,
                                      d->valueDim};
   if (getInitialState() &&
@@ -863,6 +887,7 @@ LogicalResult ChunkInterOp::verify() {
   if (failed(d))
     return failure();
   if (failed(verifyChunkedGates(*this, getGates(), *d)) ||
+      failed(verifyChunkedValueGates(*this, getValueGates(), *d)) ||
       failed(verifyScale(*this, getScale())) ||
       failed(verifyShape(
           *this, getStates(), "states",

@@ -192,6 +192,7 @@ static FailureOr<TilingResult> buildTile(OpBuilder &b, RecurrenceOp op,
       slice(b, loc, op.getV(), valueOffsets, valueSizes),
       channelGate ? slice(b, loc, g, keyOffsets, keySizes)
                   : slice(b, loc, g, headOffsets, headSizes),
+      slice(b, loc, op.getGv(), valueOffsets, valueSizes),
       slice(b, loc, op.getBeta(), headOffsets, headSizes),
       slice(b, loc, op.getA(), keyOffsets, keySizes),
       slice(b, loc, op.getB(), keyOffsets, keySizes),
@@ -200,9 +201,9 @@ static FailureOr<TilingResult> buildTile(OpBuilder &b, RecurrenceOp op,
       slice(b, loc, op.getInitialState(), stateOffsets, stateSizes)};
 
   auto tiled = RecurrenceOp::create(
-      b, loc, slices[8].getType(), slices[9].getType(), slices[0], slices[1],
+      b, loc, slices[9].getType(), slices[10].getType(), slices[0], slices[1],
       slices[2], slices[3], slices[4], slices[5], slices[6], slices[7],
-      ValueRange{slices[8], slices[9]}, op.getGateAttr(),
+      slices[8], ValueRange{slices[9], slices[10]}, op.getGateAttr(),
       tile->logDecay ? b.getDenseF32ArrayAttr(*tile->logDecay)
                      : DenseF32ArrayAttr(),
       op.getLowRankAttr(), op.getScaleAttr(), op.getNormalizerAttr(),

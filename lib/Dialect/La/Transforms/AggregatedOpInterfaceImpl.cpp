@@ -104,8 +104,8 @@ struct RecurrenceDecomposition
     ChunkedProgramBuilder program(b, loc, tokens);
     ChunkedProgramBuilder::Result result = program.build(
         {padTime(op.getQ()), padTime(op.getK()), padTime(op.getV()),
-         padTime(op.getG()), padTime(op.getBeta()), padTime(op.getA()),
-         padTime(op.getB()), op.getNonZeroInitialState()},
+         padTime(op.getG()), padTime(op.getGv()), padTime(op.getBeta()),
+         padTime(op.getA()), padTime(op.getB()), op.getNonZeroInitialState()},
         op.getScale().convertToFloat(), op.getO().getType().getElementType());
     Value output = result.output;
     if (padded) {

@@ -46,8 +46,8 @@ struct ChunkRecurrence : OpRewritePattern<RecurrenceOp> {
     if (!op.getCuSeqlens()) {
       ChunkedProgramBuilder program(rewriter, loc, chunkSize);
       ChunkedProgramBuilder::Result result = program.build(
-          {op.getQ(), op.getK(), op.getV(), op.getG(), op.getBeta(), op.getA(),
-           op.getB(), op.getNonZeroInitialState()},
+          {op.getQ(), op.getK(), op.getV(), op.getG(), op.getGv(), op.getBeta(),
+           op.getA(), op.getB(), op.getNonZeroInitialState()},
           scale, outputElementType);
       replaceWithCasts(rewriter, op, {result.output, result.finalState});
       return success();
@@ -92,8 +92,8 @@ struct ChunkRecurrence : OpRewritePattern<RecurrenceOp> {
           ChunkedProgramBuilder program(b, l, chunkSize);
           ChunkedProgramBuilder::Result result = program.build(
               {slice(op.getQ()), slice(op.getK()), slice(op.getV()),
-               slice(op.getG()), slice(op.getBeta()), slice(op.getA()),
-               slice(op.getB()), initialState},
+               slice(op.getG()), slice(op.getGv()), slice(op.getBeta()),
+               slice(op.getA()), slice(op.getB()), initialState},
               scale, outputElementType);
           Value output =
               insertAt(b, l, result.output, iterArgs[0], /*dim=*/1, start);

@@ -33,10 +33,11 @@ ChunkedProgramBuilder::Result
 ChunkedProgramBuilder::build(const Inputs &in, float scale,
                              Type outputElementType) {
   prepare(tensor::getMixedSize(b, loc, in.q, 1));
-  Result result = buildChunked(
-      {chunkify(in.q), chunkify(in.k), chunkify(in.v), chunkify(in.g),
-       chunkify(in.beta), chunkify(in.a), chunkify(in.b), in.initialState},
-      scale, outputElementType);
+  Result result =
+      buildChunked({chunkify(in.q), chunkify(in.k), chunkify(in.v),
+                    chunkify(in.g), chunkify(in.gv), chunkify(in.beta),
+                    chunkify(in.a), chunkify(in.b), in.initialState},
+                   scale, outputElementType);
   return {unchunkify(result.output), result.finalState};
 }
 
@@ -53,6 +54,13 @@ ChunkedProgramBuilder::buildChunked(const Inputs &in, float scale,
     if (in.a)
       prevGates = ChunkCumsumOp::create(b, loc, gType, gc,
                                         /*exclusive=*/true);
+  }
+  Value valueGates;
+  if (in.gv) {
+    auto gvType = RankedTensorType::get(
+        cast<RankedTensorType>(in.gv.getType()).getShape(), b.getF32Type());
+    valueGates = ChunkCumsumOp::create(b, loc, gvType, in.gv,
+                                       /*exclusive=*/false);
   }
   FloatAttr scaleAttr = b.getF32FloatAttr(scale);
 
@@ -92,15 +100,16 @@ ChunkedProgramBuilder::buildChunked(const Inputs &in, float scale,
   if (correction)
     scanTypes.push_back(intraType);
   auto scan = ChunkStateScanOp::create(b, loc, scanTypes, keys, values, gates,
-                                       in.initialState, correction, extraKeys,
-                                       extraValues);
+                                       valueGates, in.initialState, correction,
+                                       extraKeys, extraValues);
   if (correction)
     values = scan.getCorrected();
-  Value intra = ChunkIntraOp::create(b, loc, intraType, qc, keys, values, gates,
-                                     extraKeys, extraValues, scaleAttr);
+  Value intra =
+      ChunkIntraOp::create(b, loc, intraType, qc, keys, values, gates,
+                           valueGates, extraKeys, extraValues, scaleAttr);
   Value outputChunks = ChunkInterOp::create(
       b, loc, RankedTensorType::get(vShape, outputElementType), qc,
-      scan.getStates(), intra, gates, scaleAttr);
+      scan.getStates(), intra, gates, valueGates, scaleAttr);
   return {outputChunks, scan.getFinalState()};
 }
 

@@ -37,7 +37,7 @@ public:
   /// [B,T,H,K] (the general low-rank form) or neither, initialState :
   /// [B,HV,K,V] or null.
   struct Inputs {
-    Value q, k, v, g, beta, a, b, initialState;
+    Value q, k, v, g, gv, beta, a, b, initialState;
   };
 
   /// Sets the number of chunks and the padding for `time` tokens.

@@ -213,6 +213,9 @@ LaDeriveBackwardPass::differentiate(Operation *op, OpBuilder &b,
   }
 
   auto recurrence = cast<RecurrenceOp>(op);
+  if (recurrence.getGv())
+    return recurrence.emitOpError(
+        "with a value-side gate 'gv' cannot be differentiated yet");
   Value dO = adjoints.lookup(recurrence.getO());
   Value dFinal = adjoints.lookup(recurrence.getFinalState());
   if (!dO && !dFinal)

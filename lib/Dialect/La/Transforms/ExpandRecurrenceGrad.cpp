@@ -1,22 +1,24 @@
 //===- ExpandRecurrenceGrad.cpp - the adjoint as la.recurrence ops --------===//
 //
-// The adjoint of a recurrence with a scalar decay is three recurrences of the
-// same kind, two of them run backward in time, so the forward's chunking,
-// fusion and tiling apply to the backward unchanged. For
-// `S_t = alpha_t S_{t-1} + k_t v_t^T`, `o_t = S_t^T (s q_t)` and
-// `G_t = dL/dS_t = alpha_{t+1} G_{t+1} + s q_t do_t^T`:
+// The adjoint of a recurrence with a diagonal decay is three recurrences of
+// the same kind, two of them run backward in time, so the forward's
+// chunking, fusion and tiling apply to the backward unchanged. For
+// `S_t = Diag(alpha_t) S_{t-1} + k_t v_t^T`, `o_t = S_t^T (s q_t)` and
+// `G_t = dL/dS_t = Diag(alpha_{t+1}) G_{t+1} + s q_t do_t^T`:
 //
 //   dq_t = s S_t do_t      S^T in forward time: keys v, values k, query do
 //   dv_t = G_t^T k_t       G in reverse time:  keys s q, values do, query k
 //   dk_t = G_t v_t         G^T in reverse time: keys do, values s q, query v
-//   dg_t = sum_{u >= t} (q_u . dq_u - k_u . dk_u) + <S_T, dS_T>
-//   dS_0 = alpha_0 G_0
+//   dg_t = sum_{u >= t} (q_u * dq_u - k_u * dk_u) + rowsum(S_T * dS_T)
+//   dS_0 = Diag(alpha_0) G_0
 //
 // (the gate sum follows from o and S_T depending on the gates only through
-// exp(c_u - c_t) with c the cumulative log-gates). A channel-wise gate would
-// decay the output side of the transposed recurrences, and the delta rule's
-// adjoint needs the K-side products `S^T k` and `G v`: neither is an
-// la.recurrence, so those keep the token loops of convert-la-to-linalg.
+// exp(c_u - c_t) with c the cumulative log-gates; for a scalar gate the
+// products are summed over K). A channel-wise gate decays the K side of S,
+// which is the value side of the transposed recurrences: their gate is
+// la.recurrence's `gv`. The delta rule's adjoint needs the K-side products
+// `S^T k` and `G v`, which no la.recurrence computes, so it keeps the token
+// loops of convert-la-to-linalg.
 //
 //===----------------------------------------------------------------------===//
 
@@ -92,23 +94,29 @@ struct AdjointBuilder {
     return la::sumGroups(b, loc, x, headDim, b.getIndexAttr(heads), group);
   }
 
-  /// `la.recurrence` with a scalar gate (or none) from `state`; its inits
-  /// are an f32 output and the state.
-  RecurrenceOp recurrence(Value q, Value k, Value v, Value gate, Value state,
-                          float scale) {
+  /// `la.recurrence` with a key-side gate `gate` (scalar [B,T,H] or channel
+  /// [B,T,H,K]) and a value-side gate `valueGate`, each optional, from
+  /// `state`; its inits are an f32 output and the state.
+  RecurrenceOp recurrence(Value q, Value k, Value v, Value gate,
+                          Value valueGate, Value state, float scale) {
     SmallVector<OpFoldResult> oSizes = mixedSizes(b, loc, v);
     oSizes[3] = mixedSizes(b, loc, state)[3];
     Value oInit = emptyTensor(b, loc, oSizes, b.getF32Type());
-    GateKind kind = gate ? GateKind::Scalar : GateKind::None;
+    GateKind kind = GateKind::None;
+    if (gate)
+      kind = cast<RankedTensorType>(gate.getType()).getRank() == 4
+                 ? GateKind::Channel
+                 : GateKind::Scalar;
     return RecurrenceOp::create(
-        b, loc, oInit.getType(), state.getType(), q, k, v, gate, Value(),
-        Value(), Value(), Value(), ValueRange{oInit, state},
+        b, loc, oInit.getType(), state.getType(), q, k, v, gate, valueGate,
+        Value(), Value(), Value(), Value(), ValueRange{oInit, state},
         GateKindAttr::get(ctx, kind), DenseF32ArrayAttr(),
         LowRankAttr::get(ctx, LowRank::None), b.getF32FloatAttr(scale),
         UnitAttr(), FloatAttr());
   }
 
-  /// `sum_{u >= t} x_u` along T of x : [B,T,H] (a loop over tokens).
+  /// `sum_{u >= t} x_u` along T of x : [B,T,H] or [B,T,H,K] (a loop over
+  /// tokens).
   Value reverseCumsum(Value x) {
     Value zero = arith::ConstantIndexOp::create(b, loc, 0);
     Value one = arith::ConstantIndexOp::create(b, loc, 1);
@@ -116,7 +124,8 @@ struct AdjointBuilder {
     SmallVector<OpFoldResult> rowSizes = mixedSizes(b, loc, x);
     rowSizes.erase(rowSizes.begin() + 1);
     Value output = emptyTensor(b, loc, mixedSizes(b, loc, x), b.getF32Type());
-    AffineMap id = b.getMultiDimIdentityMap(2);
+    unsigned rowRank = rowSizes.size();
+    AffineMap id = b.getMultiDimIdentityMap(rowRank);
     auto loop = scf::ForOp::create(
         b, loc, zero, count, one,
         ValueRange{zeroTensor(b, loc, rowSizes), output},
@@ -125,8 +134,8 @@ struct AdjointBuilder {
           Value t = arith::SubIOp::create(nb, l, last, r);
           Value row = extractUnitSlice(nb, l, x, 1, t);
           Value sum =
-              buildGeneric(nb, l, ValueRange{row}, args[0], {id, id}, 2, 0,
-                           [](OpBuilder &ib, Location il, ValueRange a) {
+              buildGeneric(nb, l, ValueRange{row}, args[0], {id, id}, rowRank,
+                           0, [](OpBuilder &ib, Location il, ValueRange a) {
                              return addF(ib, il, a[1], a[0]);
                            });
           Value written = insertAt(nb, l, sum, args[1], 1, t);
@@ -136,20 +145,21 @@ struct AdjointBuilder {
   }
 };
 
-/// la.recurrence_grad with no or a scalar (or fixed) decay, no low-rank
-/// part, no normaliser (la-simplify-recurrence rewrites it first) and no
-/// cu_seqlens, static T, H and HV -> three la.recurrence ops and
-/// element-wise products.
+/// la.recurrence_grad with no, a scalar (or fixed) or a channel-wise decay,
+/// no low-rank part, no normaliser (la-simplify-recurrence rewrites it
+/// first) and no cu_seqlens, static T, H and HV -> three la.recurrence ops
+/// and element-wise products.
 struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
   using OpRewritePattern::OpRewritePattern;
 
   LogicalResult matchAndRewrite(RecurrenceGradOp op,
                                 PatternRewriter &rewriter) const override {
     if (op.getLowRank() != LowRank::None || op.getNormalizer() ||
-        op.getCuSeqlens() || op.getGate() == GateKind::Channel)
+        op.getCuSeqlens())
       return rewriter.notifyMatchFailure(
-          op, "only scalar or no decay without low-rank part, normaliser or "
+          op, "only a diagonal decay without low-rank part, normaliser or "
               "cu_seqlens");
+    bool channel = op.getGate() == GateKind::Channel;
     RankedTensorType qType = op.getQ().getType();
     RankedTensorType vType = op.getV().getType();
     int64_t time = qType.getDimSize(1), heads = qType.getDimSize(2),
@@ -178,8 +188,9 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
     } else if (gate) {
       Value later = sliceDim(rewriter, loc, gate, 1, rewriter.getIndexAttr(1),
                              rewriter.getIndexAttr(time - 1));
-      SmallVector<OpFoldResult> low(3, rewriter.getIndexAttr(0));
-      SmallVector<OpFoldResult> high(3, rewriter.getIndexAttr(0));
+      unsigned gateRank = cast<RankedTensorType>(gate.getType()).getRank();
+      SmallVector<OpFoldResult> low(gateRank, rewriter.getIndexAttr(0));
+      SmallVector<OpFoldResult> high(gateRank, rewriter.getIndexAttr(0));
       high[1] = rewriter.getIndexAttr(1);
       shiftedGate =
           tensor::PadOp::create(rewriter, loc, Type(), later, low, high,
@@ -195,10 +206,12 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
     Value dO = a.remap(op.getDO(), false, false);
     Value forwardKeys = a.remap(op.getV(), false, false);
     Value forwardValues = a.remap(op.getK(), false, /*widen=*/true);
+    // A channel gate decays the K side: the values of this recurrence.
     Value forwardGate = gate ? a.remap(gate, false, true) : Value();
     Value forwardState = a.transpose(op.getInitialState());
-    RecurrenceOp forward = a.recurrence(dO, forwardKeys, forwardValues,
-                                        forwardGate, forwardState, scale);
+    RecurrenceOp forward = a.recurrence(
+        dO, forwardKeys, forwardValues, channel ? Value() : forwardGate,
+        channel ? forwardGate : Value(), forwardState, scale);
     Value dq = a.sumGroups(forward.getO(), 2);
 
     // dv and dS_0: G in reverse time.
@@ -207,8 +220,9 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
     Value reversedKeys = a.remap(op.getQ(), true, false);
     Value reversedGate =
         shiftedGate ? a.remap(shiftedGate, true, false) : Value();
-    RecurrenceOp adjoint = a.recurrence(reversedQueries, reversedKeys,
-                                        reversedDO, reversedGate, dFinal, 1.0f);
+    RecurrenceOp adjoint =
+        a.recurrence(reversedQueries, reversedKeys, reversedDO, reversedGate,
+                     /*valueGate=*/Value(), dFinal, 1.0f);
     Value dv = a.remap(adjoint.getO(), true, false);
     Value dInitial = adjoint.getFinalState();
     if (gate) {
@@ -218,7 +232,9 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
       dInitial = buildGeneric(
           rewriter, loc, ValueRange{first, dInitial},
           emptyTensor(rewriter, loc, mixedSizes(rewriter, loc, dInitial), f32),
-          {dimMap(ctx, 4, {0, -2}, a.group), rewriter.getMultiDimIdentityMap(4),
+          {channel ? dimMap(ctx, 4, {0, -2, 2}, a.group)
+                   : dimMap(ctx, 4, {0, -2}, a.group),
+           rewriter.getMultiDimIdentityMap(4),
            rewriter.getMultiDimIdentityMap(4)},
           4, 0, [](OpBuilder &nb, Location l, ValueRange args) {
             Value alpha =
@@ -236,45 +252,52 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
     Value transposedState = a.transpose(dFinal);
     RecurrenceOp transposed =
         a.recurrence(transposedQueries, transposedKeys, transposedValues,
-                     transposedGate, transposedState, 1.0f);
+                     channel ? Value() : transposedGate,
+                     channel ? transposedGate : Value(), transposedState, 1.0f);
     Value dk = a.sumGroups(a.remap(transposed.getO(), true, false), 2);
 
     SmallVector<Value> results = {dq, dk, dv, dInitial};
     if (op.getG()) {
-      // dc_t = q_t . dq_t - k_t . dk_t, and the final state's <S_T, dS_T>
-      // (S_T^T is the forward's final state) on the last token.
+      // dc_t = q_t * dq_t - k_t * dk_t, and the final state's S_T * dS_T
+      // summed over V (S_T^T is the forward's final state) on the last
+      // token; both summed over K as well for a scalar gate.
       AffineMap id = rewriter.getMultiDimIdentityMap(4);
-      AffineMap row = dimMap(ctx, 4, {0, 1, 2});
+      AffineMap row = channel ? id : dimMap(ctx, 4, {0, 1, 2});
       SmallVector<OpFoldResult> rowSizes = mixedSizes(rewriter, loc, op.getQ());
-      rowSizes.pop_back();
+      if (!channel)
+        rowSizes.pop_back();
+      unsigned rowRank = rowSizes.size();
       Value dc = buildGeneric(
           rewriter, loc, ValueRange{op.getQ(), dq, op.getK(), dk},
-          zeroTensor(rewriter, loc, rowSizes), {id, id, id, id, row}, 3, 1,
-          [](OpBuilder &nb, Location l, ValueRange args) {
+          zeroTensor(rewriter, loc, rowSizes), {id, id, id, id, row}, rowRank,
+          4 - rowRank, [](OpBuilder &nb, Location l, ValueRange args) {
             Value fromQ = mulF(nb, l, extendToF32(nb, l, args[0]), args[1]);
             Value fromK = mulF(nb, l, extendToF32(nb, l, args[2]), args[3]);
             return addF(nb, l, args[4],
                         arith::SubFOp::create(nb, l, fromQ, fromK));
           });
       SmallVector<OpFoldResult> headSizes = mixedSizes(rewriter, loc, dFinal);
-      headSizes.resize(2);
+      headSizes.resize(channel ? 3 : 2);
       Value finalTerm = buildGeneric(
           rewriter, loc, ValueRange{forward.getFinalState(), dFinal},
           zeroTensor(rewriter, loc, headSizes),
-          {dimMap(ctx, 4, {0, 1, 3, 2}), id, dimMap(ctx, 4, {0, 1})}, 2, 2,
+          {dimMap(ctx, 4, {0, 1, 3, 2}), id,
+           channel ? dimMap(ctx, 4, {0, 1, 2}) : dimMap(ctx, 4, {0, 1})},
+          headSizes.size(), 4 - headSizes.size(),
           [](OpBuilder &nb, Location l, ValueRange args) {
             return addF(nb, l, args[2], mulF(nb, l, args[0], args[1]));
           });
       finalTerm = a.sumGroups(finalTerm, 1);
       Value sums = a.reverseCumsum(dc);
-      Value dg =
-          buildGeneric(rewriter, loc, ValueRange{sums, finalTerm},
-                       emptyTensor(rewriter, loc, rowSizes, f32),
-                       {dimMap(ctx, 3, {0, 1, 2}), dimMap(ctx, 3, {0, 2}),
-                        dimMap(ctx, 3, {0, 1, 2})},
-                       3, 0, [](OpBuilder &nb, Location l, ValueRange args) {
-                         return addF(nb, l, args[0], args[1]);
-                       });
+      AffineMap rowId = rewriter.getMultiDimIdentityMap(rowRank);
+      Value dg = buildGeneric(
+          rewriter, loc, ValueRange{sums, finalTerm},
+          emptyTensor(rewriter, loc, rowSizes, f32),
+          {rowId, channel ? dimMap(ctx, 4, {0, 2, 3}) : dimMap(ctx, 3, {0, 2}),
+           rowId},
+          rowRank, 0, [](OpBuilder &nb, Location l, ValueRange args) {
+            return addF(nb, l, args[0], args[1]);
+          });
       results.push_back(dg);
     }
     replaceWithCasts(rewriter, op, results);

@@ -96,8 +96,8 @@ collectFusibleProducers(RecurrenceOp consumer) {
   SmallVector<Operation *> candidates;
   SmallVector<Value> worklist = {consumer.getQ(), consumer.getK(),
                                  consumer.getV()};
-  for (Value x :
-       {consumer.getG(), consumer.getBeta(), consumer.getA(), consumer.getB()})
+  for (Value x : {consumer.getG(), consumer.getGv(), consumer.getBeta(),
+                  consumer.getA(), consumer.getB()})
     if (x)
       worklist.push_back(x);
   while (!worklist.empty()) {
@@ -180,8 +180,8 @@ static RecurrenceOp padTime(RewriterBase &rewriter, RecurrenceOp op,
         rewriter, loc, RankedTensorType::get(shape, type.getElementType()), x,
         low, high, zero);
   };
-  for (Value *x : {&parts.q, &parts.k, &parts.v, &parts.g, &parts.beta,
-                   &parts.a, &parts.b})
+  for (Value *x : {&parts.q, &parts.k, &parts.v, &parts.g, &parts.gv,
+                   &parts.beta, &parts.a, &parts.b})
     *x = pad(*x);
   // The output's init is not read: an empty one of the padded shape.
   SmallVector<OpFoldResult> outputSizes =

@@ -453,7 +453,7 @@ struct AttentionToRecurrence : OpRewritePattern<AttentionOp> {
     }
     auto recurrence = RecurrenceOp::create(
         rewriter, loc, oInit.getType(), state.getType(), q, k, values, c.g,
-        beta, a, b, op.getCuSeqlens(), ValueRange{oInit, state},
+        /*gv=*/Value(), beta, a, b, op.getCuSeqlens(), ValueRange{oInit, state},
         op.getGateAttr(), c.logDecay, LowRankAttr::get(ctx, lowRank),
         rewriter.getF32FloatAttr(op.getEffectiveScale()),
         op.getNormalizerAttr(), eps);

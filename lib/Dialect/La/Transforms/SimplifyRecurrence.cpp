@@ -186,9 +186,10 @@ struct NormalizerGradToValueColumn : OpRewritePattern<RecurrenceGradOp> {
         emptyTensor(rewriter, loc, mixedSizes(rewriter, loc, values), f32);
     auto forward = RecurrenceOp::create(
         rewriter, loc, oInit.getType(), state.getType(), op.getQ(), op.getK(),
-        values, op.getG(), /*beta=*/Value(), /*a=*/Value(), /*b=*/Value(),
-        op.getCuSeqlens(), ValueRange{oInit, state}, op.getGateAttr(),
-        op.getLogDecayAttr(), op.getLowRankAttr(), op.getScaleAttr(),
+        values, op.getG(), /*gv=*/Value(), /*beta=*/Value(), /*a=*/Value(),
+        /*b=*/Value(), op.getCuSeqlens(), ValueRange{oInit, state},
+        op.getGateAttr(), op.getLogDecayAttr(), op.getLowRankAttr(),
+        op.getScaleAttr(),
         /*normalizer=*/nullptr, /*eps=*/nullptr);
     auto [numerator, denominator] =
         splitNormalized(rewriter, loc, forward.getO(), op.getV());

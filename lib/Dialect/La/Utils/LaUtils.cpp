@@ -192,6 +192,7 @@ RecurrenceParts RecurrenceParts::of(RecurrenceOp op) {
   parts.k = op.getK();
   parts.v = op.getV();
   parts.g = op.getG();
+  parts.gv = op.getGv();
   parts.beta = op.getBeta();
   parts.a = op.getA();
   parts.b = op.getB();
@@ -234,8 +235,8 @@ RecurrenceOp RecurrenceParts::build(OpBuilder &builder, Location loc) const {
   if (logDecay)
     decayAttr = builder.getDenseF32ArrayAttr(*logDecay);
   return RecurrenceOp::create(
-      builder, loc, oInit.getType(), initialState.getType(), q, k, v, g, beta,
-      a, b, cuSeqlens, ValueRange{oInit, initialState},
+      builder, loc, oInit.getType(), initialState.getType(), q, k, v, g, gv,
+      beta, a, b, cuSeqlens, ValueRange{oInit, initialState},
       GateKindAttr::get(ctx, gate), decayAttr, LowRankAttr::get(ctx, lowRank),
       builder.getF32FloatAttr(scale),
       normalizer ? builder.getUnitAttr() : UnitAttr(),
