@@ -315,7 +315,7 @@ def _check_low_rank(a, b, B, T, H, K):
 
 def dplr_recurrence(
     q, k, v, log_alpha=None, a=None, b=None, scale=None, initial_state=None, cu_seqlens=None,
-    log_value_gate=None,
+    log_value_gate=None, reverse=False,
 ):
     """``S_t = (Diag(alpha_t) - b_t a_t^T) S_{t-1} Diag(gamma_t) + k_t v_t^T``,
     ``o_t = S_t^T (scale q_t)``.
@@ -325,7 +325,8 @@ def dplr_recurrence(
     [B, T, HV, V]`` (fla's ``gv``; None means gamma = 1); ``a, b : [B, T, H,
     K]``, both given or both None (None means no low-rank term). Grouped value
     heads, ``initial_state`` and ``cu_seqlens`` follow the same conventions as
-    :func:`recurrence`.
+    :func:`recurrence`. With ``reverse`` each sequence runs from its last
+    token to its first (``S_t`` follows ``S_{t+1}``).
 
     The delta rule is the special case ``alpha = exp(g)``, ``b = beta k``,
     ``a = exp(g) * k`` with write key ``beta k``.
@@ -354,7 +355,7 @@ def dplr_recurrence(
         for hv in range(HV):
             h = hv // group
             S = s0[n, hv].copy()
-            for t in range(start, end):
+            for t in (range(end - 1, start - 1, -1) if reverse else range(start, end)):
                 alpha_t = np.exp(log_alpha[bi, t, h])
                 S_new = alpha_t[:, None] * S                 # Diag(alpha) S
                 if low_rank:

@@ -197,7 +197,14 @@ struct RecurrenceToLoops : OpRewritePattern<RecurrenceOp> {
                         Value state, Value output) {
       return scf::ForOp::create(
           b, l, begin, end, one, ValueRange{state, output},
-          [&](OpBuilder &nb, Location nl, Value t, ValueRange iterArgs) {
+          [&](OpBuilder &nb, Location nl, Value r, ValueRange iterArgs) {
+            // A reverse recurrence visits begin + end - 1 - r.
+            Value t = r;
+            if (op.getReverse()) {
+              Value sum = arith::AddIOp::create(nb, nl, begin, end);
+              Value last = arith::SubIOp::create(nb, nl, sum, one);
+              t = arith::SubIOp::create(nb, nl, last, r);
+            }
             auto [next, outRow] = step.build(nb, nl, iterArgs[0], t);
             Value written = insertRow(nb, nl, outRow, iterArgs[1], t);
             scf::YieldOp::create(nb, nl, ValueRange{next, written});

@@ -85,3 +85,23 @@ func.func @attention_left(%q: tensor<1x4x1x4xf32>) -> tensor<1x4x1x4xf32> {
   %o = la.attention linear %q, %q, %q : tensor<1x4x1x4xf32>, tensor<1x4x1x4xf32>, tensor<1x4x1x4xf32> -> tensor<1x4x1x4xf32>
   return %o : tensor<1x4x1x4xf32>
 }
+
+// -----
+
+// A reverse recurrence: iteration r of the token loop is token
+// begin + end - 1 - r (7 - r here).
+// CHECK-LABEL: func.func @reverse_tokens
+// CHECK-SAME: (%[[Q:[^:]*]]: {{.*}}, %{{[^:]*}}: {{.*}}, %{{[^:]*}}: {{.*}})
+// CHECK-DAG: %[[C1:.*]] = arith.constant 1 : index
+// CHECK-DAG: %[[C8:.*]] = arith.constant 8 : index
+// CHECK-DAG: %[[C0:.*]] = arith.constant 0 : index
+// CHECK: scf.for %[[R:.*]] = %[[C0]] to %[[C8]] step %[[C1]]
+// CHECK: %[[SUM:.*]] = arith.addi %[[C0]], %[[C8]] : index
+// CHECK: %[[LAST:.*]] = arith.subi %[[SUM]], %[[C1]] : index
+// CHECK: %[[T:.*]] = arith.subi %[[LAST]], %[[R]] : index
+// CHECK: tensor.extract_slice %[[Q]][0, %[[T]], 0, 0] [1, 1, 1, 4]
+func.func @reverse_tokens(%q: tensor<1x8x1x4xf32>, %v: tensor<1x8x1x4xf32>, %s0: tensor<1x1x4x4xf32>) -> (tensor<1x8x1x4xf32>, tensor<1x1x4x4xf32>) {
+  %oi = tensor.empty() : tensor<1x8x1x4xf32>
+  %o, %s = la.recurrence decay(none) low_rank(none) %q, %q, %v outs(%oi, %s0 : tensor<1x8x1x4xf32>, tensor<1x1x4x4xf32>) {reverse, scale = 1.0 : f32} : tensor<1x8x1x4xf32>, tensor<1x8x1x4xf32>, tensor<1x8x1x4xf32> -> tensor<1x8x1x4xf32>, tensor<1x1x4x4xf32>
+  return %o, %s : tensor<1x8x1x4xf32>, tensor<1x1x4x4xf32>
+}

@@ -173,3 +173,21 @@ func.func @value_gate(%q: tensor<1x40x2x16xf32>, %k: tensor<1x40x2x16xf32>, %v: 
   %o, %s = la.recurrence decay(none) low_rank(none) %q, %k, %v gv(%gv : tensor<1x40x2x8xf32>) outs(%o0, %s0 : tensor<1x40x2x8xf32>, tensor<1x2x16x8xf32>) {scale = 0.25 : f32} : tensor<1x40x2x16xf32>, tensor<1x40x2x16xf32>, tensor<1x40x2x8xf32> -> tensor<1x40x2x8xf32>, tensor<1x2x16x8xf32>
   return %o, %s : tensor<1x40x2x8xf32>, tensor<1x2x16x8xf32>
 }
+
+// -----
+
+// A reverse recurrence: the forward chunk program on the tokens flipped in
+// time, its output flipped back.
+// CHECK-DAG: #[[RFLIP:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, -d1 + 39, d2, d3)>
+// CHECK-LABEL: func.func @reverse
+// CHECK-SAME: (%[[Q:[^:]*]]: {{.*}}, %{{[^:]*}}: {{.*}}, %{{[^:]*}}: {{.*}}, %{{[^:]*}}: {{.*}})
+// CHECK: %[[QF:.*]] = linalg.generic {indexing_maps = [#[[RFLIP]], {{.*}}]{{.*}} ins(%[[Q]] : tensor<1x40x2x16xf32>)
+// CHECK: la.chunk_inter
+// CHECK: %[[O:.*]] = tensor.extract_slice
+// CHECK: %[[OF:.*]] = linalg.generic {indexing_maps = [#[[RFLIP]], {{.*}}]{{.*}} ins(%[[O]] : tensor<1x40x2x8xf32>)
+// CHECK: return %[[OF]]
+func.func @reverse(%q: tensor<1x40x2x16xf32>, %k: tensor<1x40x2x16xf32>, %v: tensor<1x40x2x8xf32>, %s0: tensor<1x2x16x8xf32>) -> (tensor<1x40x2x8xf32>, tensor<1x2x16x8xf32>) {
+  %o0 = tensor.empty() : tensor<1x40x2x8xf32>
+  %o, %s = la.recurrence decay(none) low_rank(none) %q, %k, %v outs(%o0, %s0 : tensor<1x40x2x8xf32>, tensor<1x2x16x8xf32>) {reverse, scale = 0.25 : f32} : tensor<1x40x2x16xf32>, tensor<1x40x2x16xf32>, tensor<1x40x2x8xf32> -> tensor<1x40x2x8xf32>, tensor<1x2x16x8xf32>
+  return %o, %s : tensor<1x40x2x8xf32>, tensor<1x2x16x8xf32>
+}

@@ -77,3 +77,46 @@ module attributes {transform.with_named_sequence} {
     transform.yield
   }
 }
+
+// -----
+
+// A reverse recurrence tiled by 16 over T = 40: the tile loop runs in
+// processing order and each tile reads the tokens [40 - t - n, 40 - t); the
+// last, partial tile is padded before its tokens, each chunk is flipped in
+// time (T - 1 - t) for the forward chunk program, and its output flipped
+// back and sliced from the padding on.
+// CHECK-DAG: #[[SIZE:.*]] = affine_map<(d0) -> (-d0 + 40, 16)>
+// CHECK-DAG: #[[START:.*]] = affine_map<()[s0, s1] -> (-s0 - s1 + 40)>
+// CHECK-DAG: #[[PAD:.*]] = affine_map<()[s0] -> (-s0 + 16)>
+// CHECK-DAG: #[[FLIP:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, -d1 + 15, d2, d3)>
+// CHECK-LABEL: func.func @reverse_time_loop
+// CHECK-SAME: (%[[Q:[^:]*]]: {{.*}}, %[[K:[^:]*]]: {{.*}}, %[[V:[^:]*]]: {{.*}}, %[[G:[^:]*]]: {{.*}}, %[[S0:[^:]*]]: {{.*}})
+// CHECK: %[[RES:.*]]:2 = scf.for %[[T:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[OA:.*]] = %{{.*}}, %[[SA:.*]] = %[[S0]])
+// CHECK: %[[N:.*]] = affine.min #[[SIZE]](%[[T]])
+// CHECK: %[[FIRST:.*]] = affine.apply #[[START]]()[%[[T]], %[[N]]]
+// CHECK: %[[QS:.*]] = tensor.extract_slice %[[Q]][0, %[[FIRST]], 0, 0] [1, %[[N]], 2, 8]
+// CHECK: %[[LOW:.*]] = affine.apply #[[PAD]]()[%[[N]]]
+// CHECK: %[[QP:.*]] = tensor.pad %[[QS]] low[0, %[[LOW]], 0, 0] high[0, 0, 0, 0]
+// CHECK: %[[QF:.*]] = linalg.generic {indexing_maps = [#[[FLIP]], {{.*}}]{{.*}} ins(%[[QP]] : tensor<1x16x2x8xf32>)
+// CHECK: la.chunk_state_scan {{.*}} initial_state(%[[SA]] : tensor<1x2x8x16xf32>)
+// CHECK: %[[OUT:.*]] = la.chunk_inter
+// CHECK: %[[OC:.*]] = tensor.collapse_shape %[[OUT]]
+// CHECK: %[[OF:.*]] = linalg.generic {indexing_maps = [#[[FLIP]], {{.*}}]{{.*}} ins(%[[OC]] : tensor<1x16x2x16xf32>)
+// CHECK: %[[OS:.*]] = tensor.extract_slice %[[OF]][0, %[[LOW]], 0, 0] [1, %[[N]], 2, 16]
+// CHECK: %[[OW:.*]] = tensor.insert_slice %[[OS]] into %[[OA]][0, %[[FIRST]], 0, 0] [1, %[[N]], 2, 16]
+// CHECK: scf.yield %[[OW]], %{{.*}}
+// CHECK: return %[[RES]]#0, %[[RES]]#1
+func.func @reverse_time_loop(%q: tensor<1x40x2x8xf32>, %k: tensor<1x40x2x8xf32>, %v: tensor<1x40x2x16xf32>, %g: tensor<1x40x2xf32>, %s0: tensor<1x2x8x16xf32>) -> (tensor<1x40x2x16xf32>, tensor<1x2x8x16xf32>) {
+  %oi = tensor.empty() : tensor<1x40x2x16xf32>
+  %o, %s = la.recurrence decay(scalar) low_rank(none) %q, %k, %v g(%g : tensor<1x40x2xf32>) outs(%oi, %s0 : tensor<1x40x2x16xf32>, tensor<1x2x8x16xf32>) {reverse, scale = 0.5 : f32} : tensor<1x40x2x8xf32>, tensor<1x40x2x8xf32>, tensor<1x40x2x16xf32> -> tensor<1x40x2x16xf32>, tensor<1x2x8x16xf32>
+  return %o, %s : tensor<1x40x2x16xf32>, tensor<1x2x8x16xf32>
+}
+
+module attributes {transform.with_named_sequence} {
+  transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {
+    %r = transform.structured.match ops{["la.recurrence"]} in %root : (!transform.any_op) -> !transform.any_op
+    %tiled, %loop = transform.structured.tile_using_for %r tile_sizes [0, 16] : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    %decomposed = transform.la.decompose %tiled : (!transform.any_op) -> !transform.any_op
+    transform.yield
+  }
+}

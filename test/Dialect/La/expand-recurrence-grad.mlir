@@ -3,11 +3,12 @@
 // A scalar decay with grouped value heads (HV = 2 H), T = 8: the adjoint is
 // three la.recurrence ops. dq: S^T in forward time (keys v, values k widened
 // to the value heads, query do, the initial state transposed), summed over
-// each key head's value heads. dv: G in reverse time (keys q, values
-// scale * do, query k, the gates shifted by one token, from dS_T); its
-// final state times alpha_0 is dS_0. dk: G^T in reverse time (keys do,
-// values scale * q widened, query v, from dS_T transposed). dg: a reverse
-// running sum of q . dq - k . dk plus <S_T, dS_T>.
+// each key head's value heads. dv: G, a `reverse` recurrence (keys q, values
+// scale * do, query k, the gates shifted by one token, from dS_T); its final
+// state times alpha_0 is dS_0. dk: G^T, reverse too (keys do, values
+// scale * q widened, query v, from dS_T transposed). f32 operands that need
+// no widening or scaling are used as they are. dg: a reverse running sum of
+// q . dq - k . dk plus <S_T, dS_T>.
 !qk = tensor<1x8x2x4xf32>
 !v = tensor<1x8x4x6xf32>
 !h = tensor<1x8x2xf32>
@@ -15,29 +16,23 @@
 
 // CHECK-DAG: #[[WIDEN:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2 floordiv 2, d3)>
 // CHECK-DAG: #[[SWAP:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d3, d2)>
-// CHECK-DAG: #[[REV:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, -d1 + 7, d2, d3)>
-// CHECK-DAG: #[[REVGATE:.*]] = affine_map<(d0, d1, d2) -> (d0, -d1 + 7, d2)>
 // CHECK-LABEL: func.func @mamba2
 // CHECK-SAME: (%[[Q:[^:]*]]: {{.*}}, %[[K:[^:]*]]: {{.*}}, %[[V:[^:]*]]: {{.*}}, %[[G:[^:]*]]: {{.*}}, %[[S0:[^:]*]]: {{.*}}, %[[DO:[^:]*]]: {{.*}}, %[[DSF:[^:]*]]: {{.*}})
 // CHECK: %[[LATER:.*]] = tensor.extract_slice %[[G]][0, 1, 0] [1, 7, 2] [1, 1, 1]
 // CHECK: %[[SHIFTED:.*]] = tensor.pad %[[LATER]] low[0, 0, 0] high[0, 1, 0]
 // CHECK: %[[KW:.*]] = linalg.generic {indexing_maps = [#[[WIDEN]], {{.*}}]{{.*}} ins(%[[K]] :
 // CHECK: %[[S0T:.*]] = linalg.generic {indexing_maps = [#[[SWAP]], {{.*}}]{{.*}} ins(%[[S0]] :
-// CHECK: %[[O1:.*]], %[[SFT:.*]] = la.recurrence decay(scalar) low_rank(none) %{{.*}}, %{{.*}}, %[[KW]] g(%{{.*}} : tensor<1x8x4xf32>) outs(%{{.*}}, %[[S0T]] : tensor<1x8x4x4xf32>, tensor<1x4x6x4xf32>) {scale = 5.000000e-01 : f32}
+// CHECK: %[[O1:.*]], %[[SFT:.*]] = la.recurrence decay(scalar) low_rank(none) %[[DO]], %[[V]], %[[KW]] g(%{{.*}} : tensor<1x8x4xf32>) outs(%{{.*}}, %[[S0T]] : tensor<1x8x4x4xf32>, tensor<1x4x6x4xf32>) {scale = 5.000000e-01 : f32}
 // CHECK: %[[DQ:.*]] = linalg.generic {{.*}} ins(%{{.*}} : tensor<1x8x2x2x4xf32>)
-// CHECK: %[[RDO:.*]] = linalg.generic {indexing_maps = [#[[REV]], {{.*}}]{{.*}} ins(%[[DO]] :
+// CHECK: %[[SDO:.*]] = linalg.generic {{.*}} ins(%[[DO]] :
 // CHECK: arith.mulf
-// CHECK: %[[RK:.*]] = linalg.generic {indexing_maps = [#[[REV]], {{.*}}]{{.*}} ins(%[[K]] :
-// CHECK: %[[RQ:.*]] = linalg.generic {indexing_maps = [#[[REV]], {{.*}}]{{.*}} ins(%[[Q]] :
-// CHECK: %[[RG:.*]] = linalg.generic {indexing_maps = [#[[REVGATE]], {{.*}}]{{.*}} ins(%[[SHIFTED]] :
-// CHECK: %[[O2:.*]], %[[G0:.*]] = la.recurrence decay(scalar) low_rank(none) %[[RK]], %[[RQ]], %[[RDO]] g(%[[RG]] : tensor<1x8x2xf32>) outs(%{{.*}}, %[[DSF]] : tensor<1x8x4x6xf32>, tensor<1x4x4x6xf32>) {scale = 1.000000e+00 : f32}
-// CHECK: %[[DV:.*]] = linalg.generic {indexing_maps = [#[[REV]], {{.*}}]{{.*}} ins(%[[O2]] :
+// CHECK: %[[DV:.*]], %[[G0:.*]] = la.recurrence decay(scalar) low_rank(none) %[[K]], %[[Q]], %[[SDO]] g(%[[SHIFTED]] : tensor<1x8x2xf32>) outs(%{{.*}}, %[[DSF]] : tensor<1x8x4x6xf32>, tensor<1x4x4x6xf32>) {reverse, scale = 1.000000e+00 : f32}
 // CHECK: %[[G0GATE:.*]] = tensor.extract_slice %[[G]][0, 0, 0] [1, 1, 2]
 // CHECK: %[[DS0:.*]] = linalg.generic {{.*}} ins(%[[G0GATE]], %[[G0]] :
 // CHECK: math.exp
-// CHECK: %[[O3:.*]], %{{.*}} = la.recurrence decay(scalar) low_rank(none) {{.*}} -> tensor<1x8x4x4xf32>, tensor<1x4x6x4xf32>
-// CHECK: %[[RO3:.*]] = linalg.generic {indexing_maps = [#[[REV]], {{.*}}]{{.*}} ins(%[[O3]] :
-// CHECK: %[[SPLIT:.*]] = tensor.expand_shape %[[RO3]]
+// CHECK: %[[QW:.*]] = linalg.generic {indexing_maps = [#[[WIDEN]], {{.*}}]{{.*}} ins(%[[Q]] :
+// CHECK: %[[O3:.*]], %{{.*}} = la.recurrence decay(scalar) low_rank(none) %[[V]], %[[DO]], %[[QW]] {{.*}} {reverse, scale = 1.000000e+00 : f32} {{.*}} -> tensor<1x8x4x4xf32>, tensor<1x4x6x4xf32>
+// CHECK: %[[SPLIT:.*]] = tensor.expand_shape %[[O3]]
 // CHECK: %[[DK:.*]] = linalg.generic {{.*}} ins(%[[SPLIT]] :
 // CHECK: %[[DC:.*]] = linalg.generic {{.*}} ins(%[[Q]], %[[DQ]], %[[K]], %[[DK]] :
 // CHECK: arith.subf
@@ -81,8 +76,8 @@ func.func @retention(%q: !qk, %k: !qk, %v: !v, %s0: !s, %do: !v) -> (!qk, !qk, !
 // A channel-wise gate (GLA) with grouped value heads: it decays the K side
 // of the state, which is the value side of the transposed recurrences, so
 // dq and dk take it as their value-side gate `gv` (widened to the value
-// heads; dk's shifted by one token and reversed) while dv's recurrence keeps
-// it as a channel gate. dS_0 is G_0 times alpha_0 per key channel, and the
+// heads; dk's shifted by one token) while dv's recurrence keeps it as a
+// channel gate. dS_0 is G_0 times alpha_0 per key channel, and the
 // gate gradient stays per channel: q * dq - k * dk summed from the end, plus
 // S_T * dS_T summed over V only.
 !qk = tensor<1x8x2x4xf32>
@@ -90,7 +85,6 @@ func.func @retention(%q: !qk, %k: !qk, %v: !v, %s0: !s, %do: !v) -> (!qk, !qk, !
 !s = tensor<1x4x4x6xf32>
 
 // CHECK-DAG: #[[CWIDEN:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2 floordiv 2, d3)>
-// CHECK-DAG: #[[CREVWIDEN:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, -d1 + 7, d2 floordiv 2, d3)>
 // CHECK-DAG: #[[CID:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
 // CHECK-DAG: #[[CFIRST:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1 floordiv 2, d2)>
 // CHECK-DAG: #[[CROWS:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
@@ -99,20 +93,20 @@ func.func @retention(%q: !qk, %k: !qk, %v: !v, %s0: !s, %do: !v) -> (!qk, !qk, !
 // CHECK: %[[LATER:.*]] = tensor.extract_slice %[[G]][0, 1, 0, 0] [1, 7, 2, 4] [1, 1, 1, 1]
 // CHECK: %[[SHIFTED:.*]] = tensor.pad %[[LATER]] low[0, 0, 0, 0] high[0, 1, 0, 0]
 // CHECK: %[[GW:.*]] = linalg.generic {indexing_maps = [#[[CWIDEN]], {{.*}}]{{.*}} ins(%[[G]] :
-// CHECK: %[[O1:.*]], %[[SFT:.*]] = la.recurrence decay(none) low_rank(none) %{{.*}}, %{{.*}}, %{{.*}} gv(%[[GW]] : tensor<1x8x4x4xf32>) outs(%{{.*}}, %{{.*}} : tensor<1x8x4x4xf32>, tensor<1x4x6x4xf32>) {scale = 5.000000e-01 : f32}
+// CHECK: %[[O1:.*]], %[[SFT:.*]] = la.recurrence decay(none) low_rank(none) %[[DO]], %[[V]], %{{.*}} gv(%[[GW]] : tensor<1x8x4x4xf32>) outs(%{{.*}}, %{{.*}} : tensor<1x8x4x4xf32>, tensor<1x4x6x4xf32>) {scale = 5.000000e-01 : f32}
 // CHECK: %[[DQ:.*]] = linalg.generic {{.*}} ins(%{{.*}} : tensor<1x8x2x2x4xf32>)
-// CHECK: %[[O2:.*]], %[[G0:.*]] = la.recurrence decay(channel) low_rank(none) {{.*}} g(%{{.*}} : tensor<1x8x2x4xf32>) outs(%{{.*}}, %[[DSF]] : tensor<1x8x4x6xf32>, tensor<1x4x4x6xf32>) {scale = 1.000000e+00 : f32}
+// CHECK: %[[DV:.*]], %[[G0:.*]] = la.recurrence decay(channel) low_rank(none) %[[K]], %[[Q]], %{{.*}} g(%[[SHIFTED]] : tensor<1x8x2x4xf32>) outs(%{{.*}}, %[[DSF]] : tensor<1x8x4x6xf32>, tensor<1x4x4x6xf32>) {reverse, scale = 1.000000e+00 : f32}
 // CHECK: %[[G0GATE:.*]] = tensor.extract_slice %[[G]][0, 0, 0, 0] [1, 1, 2, 4]
 // CHECK: %[[DS0:.*]] = linalg.generic {indexing_maps = [#[[CFIRST]], {{.*}}]{{.*}} ins(%[[G0GATE]], %[[G0]] :
-// CHECK: %[[GRW:.*]] = linalg.generic {indexing_maps = [#[[CREVWIDEN]], {{.*}}]{{.*}} ins(%[[SHIFTED]] :
-// CHECK: %[[O3:.*]], %{{.*}} = la.recurrence decay(none) low_rank(none) {{.*}} gv(%[[GRW]] : tensor<1x8x4x4xf32>) {{.*}} -> tensor<1x8x4x4xf32>, tensor<1x4x6x4xf32>
+// CHECK: %[[GRW:.*]] = linalg.generic {indexing_maps = [#[[CWIDEN]], {{.*}}]{{.*}} ins(%[[SHIFTED]] :
+// CHECK: %[[O3:.*]], %{{.*}} = la.recurrence decay(none) low_rank(none) %[[V]], %[[DO]], %{{.*}} gv(%[[GRW]] : tensor<1x8x4x4xf32>) {{.*}} {reverse, scale = 1.000000e+00 : f32} {{.*}} -> tensor<1x8x4x4xf32>, tensor<1x4x6x4xf32>
 // CHECK: %[[DK:.*]] = linalg.generic {{.*}} ins(%{{.*}} : tensor<1x8x2x2x4xf32>)
 // CHECK: %[[DC:.*]] = linalg.generic {indexing_maps = [#[[CID]], #[[CID]], #[[CID]], #[[CID]], #[[CID]]], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%[[Q]], %[[DQ]], %[[K]], %[[DK]] :
 // CHECK: arith.subf
 // CHECK: %[[FINAL:.*]] = linalg.generic {indexing_maps = [{{.*}}, #[[CID]], #[[CROWS]]], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%[[SFT]], %[[DSF]] :
 // CHECK: %[[SUMS:.*]]:2 = scf.for {{.*}} -> (tensor<1x2x4xf32>, tensor<1x8x2x4xf32>)
 // CHECK: %[[DG:.*]] = linalg.generic {{.*}} ins(%[[SUMS]]#1, %{{.*}} : tensor<1x8x2x4xf32>, tensor<1x2x4xf32>)
-// CHECK: return %[[DQ]], %[[DK]], %{{.*}}, %[[DS0]], %[[DG]]
+// CHECK: return %[[DQ]], %[[DK]], %[[DV]], %[[DS0]], %[[DG]]
 func.func @gla(%q: !qk, %k: !qk, %v: !v, %g: !qk, %s0: !s, %do: !v,
                %dsf: !s) -> (!qk, !qk, !v, !s, !qk) {
   %dq, %dk, %dv, %ds0, %dg = la.recurrence_grad decay(channel) low_rank(none)

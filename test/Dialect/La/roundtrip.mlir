@@ -261,3 +261,20 @@ func.func @recurrence_value_gate(%q: !qk, %k: !qk, %v: !v, %g: !qk, %gv: !v) -> 
   %o, %s = la.recurrence decay(channel) low_rank(none) %q, %k, %v g(%g : !qk) gv(%gv : !v) outs(%oi, %zs : !v, tensor<1x2x4x6xf32>) {scale = 1.0 : f32} : !qk, !qk, !v -> !v, tensor<1x2x4x6xf32>
   return %o : !v
 }
+
+// -----
+
+!qk = tensor<1x8x2x4xf32>
+!v = tensor<1x8x2x6xf32>
+
+// CHECK-LABEL: func.func @recurrence_reverse
+// CHECK: la.recurrence decay(none) low_rank(none) {{.*}} {reverse, scale = 1.000000e+00 : f32}
+// GENERIC-LABEL: sym_name = "recurrence_reverse"
+// GENERIC: "la.recurrence"
+// GENERIC-SAME: reverse
+func.func @recurrence_reverse(%q: !qk, %k: !qk, %v: !v) -> !v {
+  %oi = tensor.empty() : !v
+  %zs = arith.constant dense<0.0> : tensor<1x2x4x6xf32>
+  %o, %s = la.recurrence decay(none) low_rank(none) %q, %k, %v outs(%oi, %zs : !v, tensor<1x2x4x6xf32>) {reverse, scale = 1.0 : f32} : !qk, !qk, !v -> !v, tensor<1x2x4x6xf32>
+  return %o : !v
+}

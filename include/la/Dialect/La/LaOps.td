@@ -272,7 +272,11 @@ def La_RecurrenceOp : La_Op<"recurrence", [
     `S_t = Diag(alpha_t) S_{t-1} Diag(exp(gv_t)) + k_t v_t^T` (fla's `gv`;
     the adjoint of a channel-gated recurrence has its gate on this side);
     it is valid only without a low-rank part and without the normaliser.
-    The low-rank part is given by `low_rank`:
+    With `reverse` the recurrence runs backward in time: token t follows
+    token t + 1, `S_t = A_t S_{t+1} + w_t v_t^T` from `S_T = S_0` the init
+    (per sequence with `cu_seqlens`), and the final state is the one after
+    the first token (the adjoint recurrences of the backward are of this
+    kind). The low-rank part is given by `low_rank`:
 
     * `none`: no low-rank part, `w_t = k_t`;
     * `delta`: the delta-rule structure, stored compactly so that the chunking
@@ -294,7 +298,8 @@ def La_RecurrenceOp : La_Op<"recurrence", [
     level-0 variant lowers to this op (`la-lower-to-recurrence`).
 
     The iteration domain is (B, T, HV, V): B, HV and V are parallel, T is a
-    reduction whose accumulator is the state. The op implements
+    reduction whose accumulator is the state, in the order the tokens are
+    processed (with `reverse`, iteration t is token T - 1 - t). The op implements
     `TilingInterface`: a tile over T is the recurrence over those tokens
     whose initial state is the state carried from the tiles before it, so
     `scf::tileUsingSCF` (or `transform.structured.tile_using_for`) tiles it
@@ -330,7 +335,8 @@ def La_RecurrenceOp : La_Op<"recurrence", [
     La_LowRankAttr:$low_rank,
     F32Attr:$scale,
     UnitAttr:$normalizer,
-    OptionalAttr<F32Attr>:$eps
+    OptionalAttr<F32Attr>:$eps,
+    UnitAttr:$reverse
   );
   let results = (outs La_FloatTensor:$o, La_F32Tensor:$final_state);
 

@@ -107,6 +107,10 @@ Value sumGroups(OpBuilder &b, Location loc, Value x, unsigned headDim,
 Value repeatHeads(OpBuilder &b, Location loc, Value x, unsigned headDim,
                   int64_t group);
 
+/// `x` [B,T,...] with its time axis (dim 1) reversed, in its element type:
+/// an affine map `T - 1 - t` when T is static, a gather otherwise.
+Value flipTime(OpBuilder &b, Location loc, Value x);
+
 /// A fixed per-head decay `logDecay` ([H]) as a scalar log-gate tensor
 /// [B,T,H] (f32) for the q : [B,T,H,K] it applies to.
 Value broadcastLogDecay(OpBuilder &b, Location loc, ArrayRef<float> logDecay,
@@ -127,6 +131,7 @@ struct RecurrenceParts {
   float scale;
   bool normalizer;
   std::optional<float> eps;
+  bool reverse = false;
 
   static RecurrenceParts of(RecurrenceOp op);
   /// Builds the op; its result types are its inits' types.

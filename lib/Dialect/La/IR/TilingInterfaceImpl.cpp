@@ -5,7 +5,9 @@
 // the state. A tile is the recurrence on slices of the operands; its state
 // init is the slice of the state that the enclosing loop carries, so a loop
 // over T tiles (scf::tileUsingSCF, `transform.structured.tile_using_for`)
-// runs the recurrence chunk after chunk.
+// runs the recurrence chunk after chunk. T is in processing order: for a
+// `reverse` recurrence, the iteration tile [t, t + n) is the tokens
+// [T - t - n, T - t), so the loop still carries the state forward.
 //
 //===----------------------------------------------------------------------===//
 
@@ -57,6 +59,14 @@ static FailureOr<RecurrenceTile> computeTile(OpBuilder &b, RecurrenceOp op,
   tile.batch[1] = sizes[kBatch];
   tile.time[0] = offsets[kTime];
   tile.time[1] = sizes[kTime];
+  if (op.getReverse()) {
+    AffineExpr time, offset, size;
+    bindSymbols(b.getContext(), time, offset, size);
+    tile.time[0] = affine::makeComposedFoldedAffineApply(
+        b, loc, time - offset - size,
+        {tensor::getMixedSize(b, loc, op.getV(), 1), offsets[kTime],
+         sizes[kTime]});
+  }
   tile.valueHead[0] = offsets[kValueHead];
   tile.valueHead[1] = sizes[kValueHead];
   tile.valueColumn[0] = offsets[kValueColumn];
@@ -207,7 +217,7 @@ static FailureOr<TilingResult> buildTile(OpBuilder &b, RecurrenceOp op,
       tile->logDecay ? b.getDenseF32ArrayAttr(*tile->logDecay)
                      : DenseF32ArrayAttr(),
       op.getLowRankAttr(), op.getScaleAttr(), op.getNormalizerAttr(),
-      op.getEpsAttr());
+      op.getEpsAttr(), op.getReverseAttr());
   SmallVector<Operation *> generatedSlices;
   for (Value value : slices)
     if (value && value.getDefiningOp<tensor::ExtractSliceOp>())
@@ -230,6 +240,16 @@ LogicalResult RecurrenceOp::getResultTilePosition(
   if (resultNumber == 0) {
     resultOffsets.assign(offsets.begin(), offsets.end());
     resultSizes.assign(sizes.begin(), sizes.end());
+    // The output rows are tokens, which a reverse recurrence visits from
+    // the end.
+    if (getReverse()) {
+      AffineExpr time, offset, size;
+      bindSymbols(b.getContext(), time, offset, size);
+      resultOffsets[kTime] = affine::makeComposedFoldedAffineApply(
+          b, getLoc(), time - offset - size,
+          {tensor::getMixedSize(b, getLoc(), getV(), 1), offsets[kTime],
+           sizes[kTime]});
+    }
     return success();
   }
   FailureOr<RecurrenceTile> tile =

@@ -81,25 +81,34 @@ struct RecurrenceDecomposition
       return failure();
     Location loc = op.getLoc();
     OpFoldResult time = tensor::getMixedSize(b, loc, op.getQ(), 1);
+    // A reverse recurrence is the forward one on its tokens flipped: the
+    // padding goes before them, so that the flip puts it after.
+    bool reverse = op.getReverse();
     auto padTime = [&](Value x) -> Value {
-      if (!x || (!padded && !exactSize))
+      if (!x)
         return x;
+      if (!padded && !exactSize)
+        return reverse ? flipTime(b, loc, x) : x;
       auto type = cast<RankedTensorType>(x.getType());
       SmallVector<int64_t> shape(type.getShape());
       shape[1] = tokens;
-      if (exactSize)
-        return tensor::CastOp::create(
+      Value fixed;
+      if (exactSize) {
+        fixed = tensor::CastOp::create(
             b, loc, RankedTensorType::get(shape, type.getElementType()), x);
-      SmallVector<OpFoldResult> low(type.getRank(), b.getIndexAttr(0));
-      SmallVector<OpFoldResult> high = low;
-      AffineExpr t = b.getAffineSymbolExpr(0);
-      high[1] =
-          affine::makeComposedFoldedAffineApply(b, loc, tokens - t, {time});
-      Value zero = arith::ConstantOp::create(
-          b, loc, b.getZeroAttr(type.getElementType()));
-      return tensor::PadOp::create(
-          b, loc, RankedTensorType::get(shape, type.getElementType()), x, low,
-          high, zero);
+      } else {
+        SmallVector<OpFoldResult> low(type.getRank(), b.getIndexAttr(0));
+        SmallVector<OpFoldResult> high = low;
+        AffineExpr t = b.getAffineSymbolExpr(0);
+        (reverse ? low : high)[1] =
+            affine::makeComposedFoldedAffineApply(b, loc, tokens - t, {time});
+        Value zero = arith::ConstantOp::create(
+            b, loc, b.getZeroAttr(type.getElementType()));
+        fixed = tensor::PadOp::create(
+            b, loc, RankedTensorType::get(shape, type.getElementType()), x, low,
+            high, zero);
+      }
+      return reverse ? flipTime(b, loc, fixed) : fixed;
     };
     ChunkedProgramBuilder program(b, loc, tokens);
     ChunkedProgramBuilder::Result result = program.build(
@@ -108,12 +117,20 @@ struct RecurrenceDecomposition
          padTime(op.getA()), padTime(op.getB()), op.getNonZeroInitialState()},
         op.getScale().convertToFloat(), op.getO().getType().getElementType());
     Value output = result.output;
+    if (reverse)
+      output = flipTime(b, loc, output);
     if (padded) {
       SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, output);
       sizes[1] = time;
+      SmallVector<OpFoldResult> offsets(4, b.getIndexAttr(0));
+      if (reverse) {
+        AffineExpr t = b.getAffineSymbolExpr(0);
+        offsets[1] =
+            affine::makeComposedFoldedAffineApply(b, loc, tokens - t, {time});
+      }
       output = tensor::ExtractSliceOp::create(
-          b, loc, output, SmallVector<OpFoldResult>(4, b.getIndexAttr(0)),
-          sizes, SmallVector<OpFoldResult>(4, b.getIndexAttr(1)));
+          b, loc, output, offsets, sizes,
+          SmallVector<OpFoldResult>(4, b.getIndexAttr(1)));
     }
     SmallVector<Value> values = {output, result.finalState};
     for (auto [value, type] : llvm::zip(values, op->getResultTypes()))

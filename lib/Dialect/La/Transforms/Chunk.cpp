@@ -43,13 +43,22 @@ struct ChunkRecurrence : OpRewritePattern<RecurrenceOp> {
     float scale = op.getScale().convertToFloat();
     Type outputElementType = op.getO().getType().getElementType();
 
+    // A reverse recurrence is the forward one on its tokens flipped.
+    bool reverse = op.getReverse();
+    auto flip = [&](OpBuilder &b, Location l, Value x) -> Value {
+      return x && reverse ? flipTime(b, l, x) : x;
+    };
     if (!op.getCuSeqlens()) {
       ChunkedProgramBuilder program(rewriter, loc, chunkSize);
       ChunkedProgramBuilder::Result result = program.build(
-          {op.getQ(), op.getK(), op.getV(), op.getG(), op.getGv(), op.getBeta(),
-           op.getA(), op.getB(), op.getNonZeroInitialState()},
+          {flip(rewriter, loc, op.getQ()), flip(rewriter, loc, op.getK()),
+           flip(rewriter, loc, op.getV()), flip(rewriter, loc, op.getG()),
+           flip(rewriter, loc, op.getGv()), flip(rewriter, loc, op.getBeta()),
+           flip(rewriter, loc, op.getA()), flip(rewriter, loc, op.getB()),
+           op.getNonZeroInitialState()},
           scale, outputElementType);
-      replaceWithCasts(rewriter, op, {result.output, result.finalState});
+      Value output = flip(rewriter, loc, result.output);
+      replaceWithCasts(rewriter, op, {output, result.finalState});
       return success();
     }
 
@@ -84,7 +93,8 @@ struct ChunkRecurrence : OpRewritePattern<RecurrenceOp> {
           Value start = bounds.first, end = bounds.second;
           Value length = arith::SubIOp::create(b, l, end, start);
           auto slice = [&](Value x) -> Value {
-            return x ? sliceDim(b, l, x, 1, start, length) : Value();
+            return x ? flip(b, l, sliceDim(b, l, x, 1, start, length))
+                     : Value();
           };
           Value initialState;
           if (Value state = op.getNonZeroInitialState())
@@ -95,8 +105,8 @@ struct ChunkRecurrence : OpRewritePattern<RecurrenceOp> {
                slice(op.getG()), slice(op.getGv()), slice(op.getBeta()),
                slice(op.getA()), slice(op.getB()), initialState},
               scale, outputElementType);
-          Value output =
-              insertAt(b, l, result.output, iterArgs[0], /*dim=*/1, start);
+          Value output = insertAt(b, l, flip(b, l, result.output), iterArgs[0],
+                                  /*dim=*/1, start);
           Value finalState =
               insertAt(b, l, result.finalState, iterArgs[1], /*dim=*/0, n);
           scf::YieldOp::create(b, l, ValueRange{output, finalState});

@@ -213,9 +213,10 @@ LaDeriveBackwardPass::differentiate(Operation *op, OpBuilder &b,
   }
 
   auto recurrence = cast<RecurrenceOp>(op);
-  if (recurrence.getGv())
+  if (recurrence.getGv() || recurrence.getReverse())
     return recurrence.emitOpError(
-        "with a value-side gate 'gv' cannot be differentiated yet");
+        "with a value-side gate 'gv' or 'reverse' cannot be differentiated "
+        "yet");
   Value dO = adjoints.lookup(recurrence.getO());
   Value dFinal = adjoints.lookup(recurrence.getFinalState());
   if (!dO && !dFinal)

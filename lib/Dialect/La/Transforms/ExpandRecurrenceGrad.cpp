@@ -52,11 +52,14 @@ struct AdjointBuilder {
   MLIRContext *ctx;
   int64_t time, heads, group;
 
-  /// `x` : [B,T,H,...] (rank 3 or 4) as an f32 tensor whose time axis is
-  /// reversed (`reverse`), whose head axis is widened to the value heads
-  /// (`widen`: head hv reads hv floordiv group), and scaled by `scale`.
-  Value remap(Value x, bool reverse, bool widen, float scale = 1.0f) {
+  /// `x` : [B,T,H,...] (rank 3 or 4) as an f32 tensor whose head axis is
+  /// widened to the value heads (`widen`: head hv reads hv floordiv group),
+  /// scaled by `scale`; `x` itself when that changes nothing.
+  Value remap(Value x, bool widen, float scale = 1.0f) {
     auto type = cast<RankedTensorType>(x.getType());
+    if (type.getElementType().isF32() && (!widen || group == 1) &&
+        scale == 1.0f)
+      return x;
     unsigned rank = type.getRank();
     SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, x);
     if (widen)
@@ -64,8 +67,6 @@ struct AdjointBuilder {
     SmallVector<AffineExpr> exprs;
     for (unsigned d = 0; d < rank; ++d)
       exprs.push_back(getAffineDimExpr(d, ctx));
-    if (reverse)
-      exprs[1] = getAffineConstantExpr(time - 1, ctx) - exprs[1];
     if (widen)
       exprs[2] = exprs[2].floorDiv(group);
     AffineMap input = AffineMap::get(rank, 0, exprs, ctx);
@@ -98,7 +99,8 @@ struct AdjointBuilder {
   /// [B,T,H,K]) and a value-side gate `valueGate`, each optional, from
   /// `state`; its inits are an f32 output and the state.
   RecurrenceOp recurrence(Value q, Value k, Value v, Value gate,
-                          Value valueGate, Value state, float scale) {
+                          Value valueGate, Value state, float scale,
+                          bool reverse) {
     SmallVector<OpFoldResult> oSizes = mixedSizes(b, loc, v);
     oSizes[3] = mixedSizes(b, loc, state)[3];
     Value oInit = emptyTensor(b, loc, oSizes, b.getF32Type());
@@ -112,7 +114,7 @@ struct AdjointBuilder {
         Value(), Value(), Value(), Value(), ValueRange{oInit, state},
         GateKindAttr::get(ctx, kind), DenseF32ArrayAttr(),
         LowRankAttr::get(ctx, LowRank::None), b.getF32FloatAttr(scale),
-        UnitAttr(), FloatAttr());
+        UnitAttr(), FloatAttr(), reverse ? b.getUnitAttr() : UnitAttr());
   }
 
   /// `sum_{u >= t} x_u` along T of x : [B,T,H] or [B,T,H,K] (a loop over
@@ -179,7 +181,7 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
       gate = broadcastLogDecay(rewriter, loc, *op.getLogDecay(), op.getQ());
     if (gate &&
         !cast<RankedTensorType>(gate.getType()).getElementType().isF32())
-      gate = a.remap(gate, false, false);
+      gate = a.remap(gate, false);
     // G_t decays by alpha_{t+1}: the gates shifted one token earlier (none
     // after the last token), for the recurrences in reverse time.
     Value shiftedGate;
@@ -203,27 +205,24 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
 
     // dq: S^T in forward time. (Each operand is built in its own statement:
     // la's IR must not depend on the host compiler's argument order.)
-    Value dO = a.remap(op.getDO(), false, false);
-    Value forwardKeys = a.remap(op.getV(), false, false);
-    Value forwardValues = a.remap(op.getK(), false, /*widen=*/true);
+    Value dO = a.remap(op.getDO(), false);
+    Value values = a.remap(op.getV(), false);
+    Value forwardValues = a.remap(op.getK(), /*widen=*/true);
     // A channel gate decays the K side: the values of this recurrence.
-    Value forwardGate = gate ? a.remap(gate, false, true) : Value();
+    Value forwardGate = gate ? a.remap(gate, true) : Value();
     Value forwardState = a.transpose(op.getInitialState());
-    RecurrenceOp forward = a.recurrence(
-        dO, forwardKeys, forwardValues, channel ? Value() : forwardGate,
-        channel ? forwardGate : Value(), forwardState, scale);
+    RecurrenceOp forward =
+        a.recurrence(dO, values, forwardValues, channel ? Value() : forwardGate,
+                     channel ? forwardGate : Value(), forwardState, scale,
+                     /*reverse=*/false);
     Value dq = a.sumGroups(forward.getO(), 2);
 
-    // dv and dS_0: G in reverse time.
-    Value reversedDO = a.remap(op.getDO(), true, false, scale);
-    Value reversedQueries = a.remap(op.getK(), true, false);
-    Value reversedKeys = a.remap(op.getQ(), true, false);
-    Value reversedGate =
-        shiftedGate ? a.remap(shiftedGate, true, false) : Value();
+    // dv and dS_0: G in reverse time (q and k share an element type).
+    Value scaledDO = a.remap(op.getDO(), false, scale);
     RecurrenceOp adjoint =
-        a.recurrence(reversedQueries, reversedKeys, reversedDO, reversedGate,
-                     /*valueGate=*/Value(), dFinal, 1.0f);
-    Value dv = a.remap(adjoint.getO(), true, false);
+        a.recurrence(op.getK(), op.getQ(), scaledDO, shiftedGate,
+                     /*valueGate=*/Value(), dFinal, 1.0f, /*reverse=*/true);
+    Value dv = adjoint.getO();
     Value dInitial = adjoint.getFinalState();
     if (gate) {
       // dS_0 = alpha_0 G_0.
@@ -244,17 +243,14 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
     }
 
     // dk: G^T in reverse time.
-    Value transposedQueries = a.remap(op.getV(), true, false);
-    Value transposedKeys = a.remap(op.getDO(), true, false);
-    Value transposedValues = a.remap(op.getQ(), true, true, scale);
-    Value transposedGate =
-        shiftedGate ? a.remap(shiftedGate, true, true) : Value();
+    Value transposedValues = a.remap(op.getQ(), true, scale);
+    Value transposedGate = shiftedGate ? a.remap(shiftedGate, true) : Value();
     Value transposedState = a.transpose(dFinal);
-    RecurrenceOp transposed =
-        a.recurrence(transposedQueries, transposedKeys, transposedValues,
-                     channel ? Value() : transposedGate,
-                     channel ? transposedGate : Value(), transposedState, 1.0f);
-    Value dk = a.sumGroups(a.remap(transposed.getO(), true, false), 2);
+    RecurrenceOp transposed = a.recurrence(
+        values, dO, transposedValues, channel ? Value() : transposedGate,
+        channel ? transposedGate : Value(), transposedState, 1.0f,
+        /*reverse=*/true);
+    Value dk = a.sumGroups(transposed.getO(), 2);
 
     SmallVector<Value> results = {dq, dk, dv, dInitial};
     if (op.getG()) {

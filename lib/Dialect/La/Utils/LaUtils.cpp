@@ -3,6 +3,7 @@
 #include "la/Dialect/La/LaUtils.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 
@@ -205,6 +206,7 @@ RecurrenceParts RecurrenceParts::of(RecurrenceOp op) {
   parts.lowRank = op.getLowRank();
   parts.scale = op.getScale().convertToFloat();
   parts.normalizer = op.getNormalizer();
+  parts.reverse = op.getReverse();
   if (std::optional<APFloat> eps = op.getEps())
     parts.eps = eps->convertToFloat();
   return parts;
@@ -240,7 +242,8 @@ RecurrenceOp RecurrenceParts::build(OpBuilder &builder, Location loc) const {
       GateKindAttr::get(ctx, gate), decayAttr, LowRankAttr::get(ctx, lowRank),
       builder.getF32FloatAttr(scale),
       normalizer ? builder.getUnitAttr() : UnitAttr(),
-      eps ? builder.getF32FloatAttr(*eps) : FloatAttr());
+      eps ? builder.getF32FloatAttr(*eps) : FloatAttr(),
+      reverse ? builder.getUnitAttr() : UnitAttr());
 }
 
 Value mlir::la::sumGroups(OpBuilder &b, Location loc, Value x, unsigned headDim,
@@ -328,4 +331,36 @@ Value mlir::la::broadcastLogDecay(OpBuilder &b, Location loc,
                       emptyTensor(b, loc, sizes, b.getF32Type()),
                       {dimMap(ctx, 3, {2}), dimMap(ctx, 3, {0, 1, 2})}, 3, 0,
                       [](OpBuilder &, Location, ValueRange a) { return a[0]; });
+}
+
+Value mlir::la::flipTime(OpBuilder &b, Location loc, Value x) {
+  auto type = cast<RankedTensorType>(x.getType());
+  unsigned rank = type.getRank();
+  MLIRContext *ctx = b.getContext();
+  Value init =
+      emptyTensor(b, loc, mixedSizes(b, loc, x), type.getElementType());
+  AffineMap id = b.getMultiDimIdentityMap(rank);
+  int64_t time = type.getDimSize(1);
+  if (!ShapedType::isDynamic(time)) {
+    SmallVector<AffineExpr> exprs(id.getResults());
+    exprs[1] = getAffineConstantExpr(time - 1, ctx) - exprs[1];
+    return buildGeneric(
+        b, loc, ValueRange{x}, init, {AffineMap::get(rank, 0, exprs, ctx), id},
+        rank, 0,
+        [](OpBuilder &, Location, ValueRange args) { return args[0]; });
+  }
+  // A dynamic T: each element reads x at T - 1 - t.
+  // One op per statement: argument evaluation order is the compiler's.
+  Value tokens = tensor::DimOp::create(b, loc, x, 1);
+  Value one = arith::ConstantIndexOp::create(b, loc, 1);
+  Value last = arith::SubIOp::create(b, loc, tokens, one);
+  return buildGeneric(b, loc, ValueRange{}, init, {id}, rank, 0,
+                      [&](OpBuilder &nb, Location l, ValueRange) -> Value {
+                        SmallVector<Value> indices;
+                        for (unsigned d = 0; d < rank; ++d)
+                          indices.push_back(linalg::IndexOp::create(nb, l, d));
+                        indices[1] =
+                            arith::SubIOp::create(nb, l, last, indices[1]);
+                        return tensor::ExtractOp::create(nb, l, x, indices);
+                      });
 }

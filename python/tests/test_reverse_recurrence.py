@@ -1,0 +1,144 @@
+"""`la.recurrence {reverse}`: the recurrence run backward in time (the
+adjoint recurrences of the backward are of this kind), through the fused
+schedule (the T tiles visit the tokens from the end, each chunk is the
+forward chunk program on its tokens flipped), the materialised one
+(`la-chunk`), packed sequences, the GPU schedule and emulator, and the token
+loops, against the fp64 reference run backward."""
+
+import numpy as np
+import pytest
+
+from la import reference
+from la import testing as lt
+
+from test_value_gate import _inputs, _la_run, _type
+
+
+def _mlir(B, T, H, HV, K, V, *, gate, value_gate=False, delta=False, N=None,
+          dynamic=False):
+    qk, vt = _type((B, T, H, K)), _type((B, T, HV, V))
+    dyn_qk = _type((B, "?", H, K)) if dynamic else qk
+    dyn_vt = _type((B, "?", HV, V)) if dynamic else vt
+    ht = _type((B, T, H))
+    st = _type((N or B, HV, K, V))
+    args = [f"%q: {qk}", f"%k: {qk}", f"%v: {vt}"]
+    operands = ""
+    gate_type = {"channel": qk, "scalar": ht}.get(gate)
+    if gate_type:
+        args.append(f"%g: {gate_type}")
+        operands += f"g(%g : {gate_type if not dynamic else gate_type.replace(f'x{T}x', 'x?x')}) "
+    if value_gate:
+        args.append(f"%gv: {vt}")
+        operands += f"gv(%gv : {dyn_vt}) "
+    if delta:
+        args.append(f"%beta: {ht}")
+        operands += f"beta(%beta : {_type((B, '?', H)) if dynamic else ht}) "
+    args.append(f"%s0: {st}")
+    if N:
+        args.append(f"%cu: {_type((N + 1,), 'i32')}")
+        operands += f"cu_seqlens(%cu : {_type((N + 1,), 'i32')}) "
+    casts = ""
+    if dynamic:
+        names = ["q", "k", "v"] + (["g"] if gate_type else []) + (["gv"] if value_gate else []) \
+            + (["beta"] if delta else [])
+        for arg in args:
+            name, ty = arg[1:].split(": ")
+            if name in names:
+                casts += f"  %{name}_d = tensor.cast %{name} : {ty} to {ty.replace(f'x{T}x', 'x?x')}\n"
+        for name in names:
+            operands = operands.replace(f"(%{name} :", f"(%{name}_d :")
+    q_, k_, v_ = ("%q_d", "%k_d", "%v_d") if dynamic else ("%q", "%k", "%v")
+    return (
+        f"func.func @f({', '.join(args)}) -> ({vt}, {st}) {{\n{casts}"
+        f"  %o0 = tensor.empty() : {vt}\n"
+        + (f"  %o0_d = tensor.cast %o0 : {vt} to {dyn_vt}\n" if dynamic else "")
+        + f"  %o, %s = la.recurrence decay({gate or 'none'}) "
+        f"low_rank({'delta' if delta else 'none'}) {q_}, {k_}, {v_} {operands}"
+        f"outs({'%o0_d' if dynamic else '%o0'}, %s0 : {dyn_vt}, {st}) "
+        f"{{reverse, scale = 0.25 : f32}} : {dyn_qk}, {dyn_qk}, {dyn_vt} -> {dyn_vt}, {st}\n"
+        + (f"  %o_s = tensor.cast %o : {dyn_vt} to {vt}\n" if dynamic else "")
+        + f"  return {'%o_s' if dynamic else '%o'}, %s : {vt}, {st}\n}}\n"
+    )
+
+
+def _case(B, T, H, HV, K, V, N, gate, value_gate, delta, seed):
+    q, k, v, g, gv, s0 = _inputs(B, T, H, HV, K, V, N, seed=seed)
+    rng = np.random.default_rng(seed + 1)
+    if gate == "scalar":
+        g = g[..., 0].copy()
+    beta = rng.uniform(0.1, 0.9, (B, T, H)).astype(np.float32)
+    args = [q, k, v] + ([g] if gate else []) + ([gv] if value_gate else []) \
+        + ([beta] if delta else []) + [s0]
+    log_alpha = None
+    if gate == "channel":
+        log_alpha = g
+    elif gate == "scalar":
+        log_alpha = np.repeat(g[..., None], K, axis=-1)
+    low_rank = {}
+    if delta:
+        # The delta rule as the general form: b = beta k, a = alpha k, w = beta k.
+        alpha = np.exp(log_alpha) if log_alpha is not None else np.ones_like(k)
+        low_rank = {"a": alpha * k, "b": beta[..., None] * k}
+    return args, dict(log_alpha=log_alpha, log_value_gate=gv if value_gate else None,
+                      initial_state=s0, **low_rank), (q, k, v, beta)
+
+
+CASES = [
+    # (gate, value_gate, delta)
+    (None, False, False),
+    ("scalar", False, False),
+    ("channel", False, False),
+    (None, True, False),
+    ("channel", False, True),
+]
+
+
+@pytest.mark.parametrize("gate,value_gate,delta", CASES)
+@pytest.mark.parametrize("options", [
+    {"chunk": 16}, {"chunk": 16, "extra": ("--fuse=fused",)},
+    {"chunk": 16, "extra": ("--fuse=materialized",)}, {"sequential": True},
+], ids=["auto", "fused", "materialized", "tokens"])
+def test_reverse(gate, value_gate, delta, options):
+    B, T, H, HV, K, V = 2, 45, 2, 4, 16, 8
+    args, ref_args, (q, k, v, beta) = _case(B, T, H, HV, K, V, B, gate, value_gate, delta, 4)
+    w = beta[..., None] * k if delta else k
+    ref_o, ref_s = reference.dplr_recurrence(q, w, v, scale=0.25, reverse=True, **ref_args)
+    o, s = _la_run(_mlir(B, T, H, HV, K, V, gate=gate, value_gate=value_gate, delta=delta),
+                   args, 2, **options)
+    assert lt.rel_rms(ref_o, o) <= 1e-5
+    assert lt.rel_rms(ref_s, s) <= 1e-5
+
+
+@pytest.mark.parametrize("sequential", [False, True])
+def test_reverse_packed_sequences(sequential):
+    B, T, H, HV, K, V, N = 1, 70, 1, 2, 16, 8, 3
+    args, ref_args, (q, k, v, _) = _case(B, T, H, HV, K, V, N, "channel", False, False, 6)
+    cu = np.array([0, 9, 40, 70], dtype=np.int32)
+    ref_o, ref_s = reference.dplr_recurrence(q, k, v, scale=0.25, cu_seqlens=cu,
+                                             reverse=True, **ref_args)
+    o, s = _la_run(_mlir(B, T, H, HV, K, V, gate="channel", N=N), args + [cu], 2,
+                   chunk=16, sequential=sequential)
+    assert lt.rel_rms(ref_o, o) <= 1e-5
+    assert lt.rel_rms(ref_s, s) <= 1e-5
+
+
+def test_reverse_dynamic_time():
+    B, T, H, HV, K, V = 1, 37, 2, 2, 16, 8
+    args, ref_args, (q, k, v, _) = _case(B, T, H, HV, K, V, B, "channel", False, False, 8)
+    ref_o, ref_s = reference.dplr_recurrence(q, k, v, scale=0.25, reverse=True, **ref_args)
+    mlir = _mlir(B, T, H, HV, K, V, gate="channel", dynamic=True)
+    for options in ({"chunk": 16}, {"chunk": 16, "extra": ("--fuse=materialized",)}):
+        o, s = _la_run(mlir, args, 2, **options)
+        assert lt.rel_rms(ref_o, o) <= 1e-5
+        assert lt.rel_rms(ref_s, s) <= 1e-5
+
+
+@pytest.mark.parametrize("extra", [("--gpu-schedule",), ("--target=gpu-emulator",)],
+                         ids=["gpu-schedule", "gpu-emulator"])
+def test_reverse_gpu_schedules(extra):
+    B, T, H, HV, K, V = 1, 64, 2, 2, 16, 16
+    args, ref_args, (q, k, v, _) = _case(B, T, H, HV, K, V, B, "channel", False, False, 10)
+    ref_o, ref_s = reference.dplr_recurrence(q, k, v, scale=0.25, reverse=True, **ref_args)
+    o, s = _la_run(_mlir(B, T, H, HV, K, V, gate="channel"), args, 2, chunk=16, extra=extra)
+    assert lt.rel_rms(ref_o, o) <= 1e-5
+    assert lt.rel_rms(ref_s, s) <= 1e-5
