@@ -221,6 +221,8 @@ CASES = [
     ("linear", 2, 65, 2, 4, 8, 8, 16, {"qk_l2norm": True}),   # T = 4 C + 1
     ("gla", 2, 37, 2, 4, 8, 6, 8, {}),                        # channel gate, GQA
     ("gla", 1, 32, 2, 2, 8, 8, 8, {"gate_scale": 30.0, "gate_min": -30.0}),
+    ("gla", 1, 40, 2, 4, 8, 6, 8, {"cu_seqlens": [0, 13, 13, 29, 40]}),
+    ("mamba2", 1, 23, 2, 2, 4, 4, 4, {"cu_seqlens": [0, 1, 23]}),
 ]
 _MAKE_KEYS = ("gate_scale", "gate_min", "cu_seqlens")
 

@@ -152,3 +152,13 @@ def test_packed_sequences_with_an_empty_one(low_rank, gate):
     _check(low_rank, gate, B=1, T=19, cu_seqlens=[0, 5, 5, 19], checkpoint=4)
 
 
+@pytest.mark.parametrize("gate", ["none", "fixed", "scalar", "channel"])
+@pytest.mark.parametrize("cu_seqlens", [[0, 5, 5, 19], [0, 1, 18, 19], [0, 19]],
+                         ids=["empty", "single-token", "one"])
+def test_packed_sequences_chunked(gate, cu_seqlens):
+    # No low-rank part: la-expand-recurrence-grad chunks the gradient per
+    # sequence (the gates shifted within each sequence, the gate gradient
+    # summed from each sequence's end, dS_0 from its first token's gate).
+    _check("none", gate, B=1, T=19, cu_seqlens=cu_seqlens)
+
+

@@ -118,25 +118,55 @@ func.func @gla(%q: !qk, %k: !qk, %v: !v, %g: !qk, %s0: !s, %do: !v,
 
 // -----
 
-// The delta rule and packed sequences keep the gradient op
-// (convert-la-to-linalg lowers it to token loops).
+// Packed sequences: the three recurrences take cu_seqlens; the shifted
+// gates are zeroed at every non-empty sequence's last token (no decay
+// across a sequence's end), dS_0 takes each sequence's first gate, and the
+// gate gradient sums each sequence from its end, starting from that
+// sequence's <S_T, dS_T>.
+!qk = tensor<1x8x2x4xf32>
+!v = tensor<1x8x2x6xf32>
+!h = tensor<1x8x2xf32>
+!s2 = tensor<2x2x4x6xf32>
+
+// CHECK-LABEL: func.func @packed
+// CHECK-SAME: (%[[Q:[^:]*]]: {{.*}}, %[[K:[^:]*]]: {{.*}}, %[[V:[^:]*]]: {{.*}}, %[[G:[^:]*]]: {{.*}}, %[[S0:[^:]*]]: {{.*}}, %[[CU:[^:]*]]: {{.*}}, %[[DO:[^:]*]]: {{.*}}, %[[DSF:[^:]*]]: {{.*}})
+// CHECK: %[[PADDED:.*]] = tensor.pad
+// CHECK: %[[SHIFTED:.*]] = scf.for {{.*}} iter_args(%[[ACC:.*]] = %[[PADDED]]) -> (tensor<1x8x2xf32>)
+// CHECK: scf.if
+// CHECK: tensor.insert_slice %{{.*}} into %[[ACC]][0, %{{.*}}, 0] [1, 1, 2]
+// CHECK: la.recurrence decay(scalar) low_rank(none) %[[DO]], %[[V]], %[[K]] g(%[[G]] : tensor<1x8x2xf32>) cu_seqlens(%[[CU]] : tensor<3xi32>) outs({{.*}}) {scale = 5.000000e-01 : f32}
+// CHECK: %[[DV:.*]], %[[G0:.*]] = la.recurrence decay(scalar) low_rank(none) %[[K]], %[[Q]], %{{.*}} g(%[[SHIFTED]] : tensor<1x8x2xf32>) cu_seqlens(%[[CU]] : tensor<3xi32>) outs(%{{.*}}, %[[DSF]] : {{.*}}) {reverse, scale = 1.000000e+00 : f32}
+// CHECK: %[[FIRST:.*]] = scf.for {{.*}} -> (tensor<2x2xf32>)
+// CHECK: %[[DS0:.*]] = linalg.generic {{.*}} ins(%[[FIRST]], %[[G0]] :
+// CHECK: la.recurrence decay(scalar) low_rank(none) %[[V]], %[[DO]], %{{.*}} g(%[[SHIFTED]] : tensor<1x8x2xf32>) cu_seqlens(%[[CU]] : tensor<3xi32>) {{.*}} {reverse, scale = 1.000000e+00 : f32}
+// CHECK: %[[DG:.*]] = scf.for {{.*}} -> (tensor<1x8x2xf32>)
+// CHECK: scf.if
+// CHECK: scf.for
+// CHECK: return %{{.*}}, %{{.*}}, %[[DV]], %[[DS0]], %[[DG]]
+func.func @packed(%q: !qk, %k: !qk, %v: !v, %g: !h, %s2: !s2, %cu: tensor<3xi32>,
+                  %do: !v, %dsf: !s2) -> (!qk, !qk, !v, !s2, !h) {
+  %r:5 = la.recurrence_grad decay(scalar) low_rank(none) %q, %k, %v g(%g : !h)
+      cu_seqlens(%cu : tensor<3xi32>) initial_state(%s2 : !s2) d_o(%do : !v)
+      d_final_state(%dsf : !s2) {scale = 0.5 : f32}
+      : !qk, !qk, !v -> !qk, !qk, !v, !s2, !h
+  return %r#0, %r#1, %r#2, %r#3, %r#4 : !qk, !qk, !v, !s2, !h
+}
+
+// -----
+
+// The delta rule keeps the gradient op (convert-la-to-linalg lowers it to
+// token loops).
 !qk = tensor<1x8x2x4xf32>
 !v = tensor<1x8x2x6xf32>
 !h = tensor<1x8x2xf32>
 !s = tensor<1x2x4x6xf32>
-!s2 = tensor<2x2x4x6xf32>
 
 // CHECK-LABEL: func.func @kept
 // CHECK: la.recurrence_grad decay(none) low_rank(delta)
-// CHECK: la.recurrence_grad decay(none) low_rank(none) {{.*}} cu_seqlens
 // CHECK-NOT: la.recurrence decay
-func.func @kept(%q: !qk, %k: !qk, %v: !v, %beta: !h, %s0: !s,
-                %s2: !s2, %cu: tensor<3xi32>, %do: !v) -> (!qk, !qk) {
+func.func @kept(%q: !qk, %k: !qk, %v: !v, %beta: !h, %s0: !s, %do: !v) -> !qk {
   %b:5 = la.recurrence_grad decay(none) low_rank(delta) %q, %k, %v
       beta(%beta : !h) initial_state(%s0 : !s) d_o(%do : !v) {scale = 0.5 : f32}
       : !qk, !qk, !v -> !qk, !qk, !v, !s, !h
-  %c:4 = la.recurrence_grad decay(none) low_rank(none) %q, %k, %v
-      cu_seqlens(%cu : tensor<3xi32>) initial_state(%s2 : !s2) d_o(%do : !v)
-      {scale = 0.5 : f32} : !qk, !qk, !v -> !qk, !qk, !v, !s2
-  return %b#0, %c#0 : !qk, !qk
+  return %b#0 : !qk
 }

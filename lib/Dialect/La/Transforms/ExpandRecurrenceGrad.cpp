@@ -51,6 +51,8 @@ struct AdjointBuilder {
   Location loc;
   MLIRContext *ctx;
   int64_t time, heads, group;
+  /// Packed sequences (B = 1), or null.
+  Value cuSeqlens;
 
   /// `x` : [B,T,H,...] (rank 3 or 4) as an f32 tensor whose head axis is
   /// widened to the value heads (`widen`: head hv reads hv floordiv group),
@@ -111,7 +113,7 @@ struct AdjointBuilder {
                  : GateKind::Scalar;
     return RecurrenceOp::create(
         b, loc, oInit.getType(), state.getType(), q, k, v, gate, valueGate,
-        Value(), Value(), Value(), Value(), ValueRange{oInit, state},
+        Value(), Value(), Value(), cuSeqlens, ValueRange{oInit, state},
         GateKindAttr::get(ctx, kind), DenseF32ArrayAttr(),
         LowRankAttr::get(ctx, LowRank::None), b.getF32FloatAttr(scale),
         UnitAttr(), FloatAttr(), reverse ? b.getUnitAttr() : UnitAttr());
@@ -145,22 +147,132 @@ struct AdjointBuilder {
         });
     return loop.getResult(1);
   }
+
+  /// An scf.for over the packed sequences with `inits`; `body` gets the
+  /// sequence's bounds (clamped to [0, T]) and index, and the loop values.
+  scf::ForOp
+  forEachSequence(ValueRange inits,
+                  function_ref<SmallVector<Value>(OpBuilder &, Location, Value,
+                                                  Value, Value, ValueRange)>
+                      body) {
+    Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+    Value one = arith::ConstantIndexOp::create(b, loc, 1);
+    Value offsets = tensor::DimOp::create(b, loc, cuSeqlens, 0);
+    Value count = arith::SubIOp::create(b, loc, offsets, one);
+    return scf::ForOp::create(
+        b, loc, zero, count, one, inits,
+        [&](OpBuilder &nb, Location l, Value n, ValueRange args) {
+          Value tokens = arith::ConstantIndexOp::create(nb, l, time);
+          std::pair<Value, Value> bounds =
+              extractSequenceBounds(nb, l, cuSeqlens, n, tokens);
+          scf::YieldOp::create(
+              nb, l, body(nb, l, bounds.first, bounds.second, n, args));
+        });
+  }
+
+  /// `x` [1,T,...] with `then(start, end, acc)` applied to non-empty
+  /// sequences only (an scf.if in the sequence loop).
+  Value forNonEmptySequences(
+      Value x,
+      function_ref<Value(OpBuilder &, Location, Value, Value, Value, Value)>
+          then) {
+    return forEachSequence(
+               ValueRange{x},
+               [&](OpBuilder &nb, Location l, Value start, Value end, Value n,
+                   ValueRange args) -> SmallVector<Value> {
+                 Value nonEmpty = arith::CmpIOp::create(
+                     nb, l, arith::CmpIPredicate::ult, start, end);
+                 auto choice = scf::IfOp::create(
+                     nb, l, TypeRange{args[0].getType()}, nonEmpty,
+                     /*withElseRegion=*/true);
+                 OpBuilder::InsertionGuard guard(nb);
+                 nb.setInsertionPointToStart(choice.thenBlock());
+                 scf::YieldOp::create(nb, l,
+                                      then(nb, l, start, end, n, args[0]));
+                 nb.setInsertionPointToStart(choice.elseBlock());
+                 scf::YieldOp::create(nb, l, args[0]);
+                 return {choice.getResult(0)};
+               })
+        .getResult(0);
+  }
+
+  /// The gates [1,T,H(,K)] with the last token of every sequence set to 0:
+  /// G_t of a sequence's last token is its final state's cotangent, not
+  /// decayed by the next sequence's first gate.
+  Value zeroLastTokens(Value gates) {
+    SmallVector<OpFoldResult> rowSizes = mixedSizes(b, loc, gates);
+    rowSizes[1] = b.getIndexAttr(1);
+    return forNonEmptySequences(gates, [&](OpBuilder &nb, Location l, Value,
+                                           Value end, Value, Value acc) {
+      Value one = arith::ConstantIndexOp::create(nb, l, 1);
+      Value last = arith::SubIOp::create(nb, l, end, one);
+      Value row = zeroTensor(nb, l, rowSizes);
+      return insertAt(nb, l, row, acc, 1, last);
+    });
+  }
+
+  /// The gates [1,T,H(,K)] at every sequence's first token, [N,H(,K)]
+  /// (0 for an empty sequence, whose state no token decays).
+  Value firstGates(Value gates, OpFoldResult numSequences) {
+    SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, gates);
+    sizes.erase(sizes.begin());
+    sizes[0] = numSequences;
+    return forNonEmptySequences(
+        zeroTensor(b, loc, sizes),
+        [&](OpBuilder &nb, Location l, Value start, Value, Value n, Value acc) {
+          Value row = sliceDim(nb, l, gates, 1, start, nb.getIndexAttr(1));
+          Value first = extractUnitSlice(nb, l, row, 0, nb.getIndexAttr(0));
+          return insertAt(nb, l, first, acc, 0, n);
+        });
+  }
+
+  /// Per sequence, `init[n] + sum_{u >= t} x_u` over its tokens t, for x
+  /// [1,T,H(,K)] and init [N,H(,K)]; 0 outside every sequence.
+  Value reverseCumsumPerSequence(Value x, Value init) {
+    SmallVector<OpFoldResult> rowSizes = mixedSizes(b, loc, x);
+    rowSizes.erase(rowSizes.begin() + 1);
+    unsigned rowRank = rowSizes.size();
+    AffineMap id = b.getMultiDimIdentityMap(rowRank);
+    Value output = zeroTensor(b, loc, mixedSizes(b, loc, x));
+    return forNonEmptySequences(output, [&](OpBuilder &nb, Location l,
+                                            Value start, Value end, Value n,
+                                            Value acc) {
+      Value zero = arith::ConstantIndexOp::create(nb, l, 0);
+      Value one = arith::ConstantIndexOp::create(nb, l, 1);
+      Value length = arith::SubIOp::create(nb, l, end, start);
+      Value last = arith::SubIOp::create(nb, l, end, one);
+      // init[n] as a row [1,H(,K)].
+      Value initRow = sliceDim(nb, l, init, 0, n, nb.getIndexAttr(1));
+      auto loop = scf::ForOp::create(
+          nb, l, zero, length, one, ValueRange{initRow, acc},
+          [&](OpBuilder &ib, Location il, Value r, ValueRange args) {
+            Value t = arith::SubIOp::create(ib, il, last, r);
+            Value row = extractUnitSlice(ib, il, x, 1, t);
+            Value sum = buildGeneric(
+                ib, il, ValueRange{row}, args[0], {id, id}, rowRank, 0,
+                [](OpBuilder &sb, Location sl, ValueRange a) {
+                  return addF(sb, sl, a[1], a[0]);
+                });
+            Value written = insertAt(ib, il, sum, args[1], 1, t);
+            scf::YieldOp::create(ib, il, ValueRange{sum, written});
+          });
+      return loop.getResult(1);
+    });
+  }
 };
 
 /// la.recurrence_grad with no, a scalar (or fixed) or a channel-wise decay,
-/// no low-rank part, no normaliser (la-simplify-recurrence rewrites it
-/// first) and no cu_seqlens, static T, H and HV -> three la.recurrence ops
-/// and element-wise products.
+/// no low-rank part and no normaliser (la-simplify-recurrence rewrites it
+/// first), static T, H and HV (B = 1 with cu_seqlens) -> three
+/// la.recurrence ops and element-wise products.
 struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
   using OpRewritePattern::OpRewritePattern;
 
   LogicalResult matchAndRewrite(RecurrenceGradOp op,
                                 PatternRewriter &rewriter) const override {
-    if (op.getLowRank() != LowRank::None || op.getNormalizer() ||
-        op.getCuSeqlens())
+    if (op.getLowRank() != LowRank::None || op.getNormalizer())
       return rewriter.notifyMatchFailure(
-          op, "only a diagonal decay without low-rank part, normaliser or "
-              "cu_seqlens");
+          op, "only a diagonal decay without low-rank part or normaliser");
     bool channel = op.getGate() == GateKind::Channel;
     RankedTensorType qType = op.getQ().getType();
     RankedTensorType vType = op.getV().getType();
@@ -171,7 +283,11 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
       return rewriter.notifyMatchFailure(op, "needs static T, H and HV");
     Location loc = op.getLoc();
     MLIRContext *ctx = op.getContext();
-    AdjointBuilder a{rewriter, loc, ctx, time, heads, valueHeads / heads};
+    Value cuSeqlens = op.getCuSeqlens();
+    if (cuSeqlens && qType.getDimSize(0) != 1)
+      return rewriter.notifyMatchFailure(op, "needs B = 1 with cu_seqlens");
+    AdjointBuilder a{rewriter,           loc,      ctx, time, heads,
+                     valueHeads / heads, cuSeqlens};
     float scale = op.getScale().convertToFloat();
     Type f32 = rewriter.getF32Type();
 
@@ -197,6 +313,9 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
       shiftedGate =
           tensor::PadOp::create(rewriter, loc, Type(), later, low, high,
                                 constantF32(rewriter, loc, 0.0f));
+      // Packed sequences: no decay across a sequence's end.
+      if (cuSeqlens)
+        shiftedGate = a.zeroLastTokens(shiftedGate);
     }
     Value dFinal = op.getDFinalState();
     if (!dFinal)
@@ -225,9 +344,12 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
     Value dv = adjoint.getO();
     Value dInitial = adjoint.getFinalState();
     if (gate) {
-      // dS_0 = alpha_0 G_0.
-      Value first =
-          extractUnitSlice(rewriter, loc, gate, 1, rewriter.getIndexAttr(0));
+      // dS_0 = alpha_0 G_0 (per sequence: alpha at its first token).
+      Value first = cuSeqlens
+                        ? a.firstGates(gate, tensor::getMixedSize(rewriter, loc,
+                                                                  dFinal, 0))
+                        : extractUnitSlice(rewriter, loc, gate, 1,
+                                           rewriter.getIndexAttr(0));
       dInitial = buildGeneric(
           rewriter, loc, ValueRange{first, dInitial},
           emptyTensor(rewriter, loc, mixedSizes(rewriter, loc, dInitial), f32),
@@ -284,6 +406,12 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
             return addF(nb, l, args[2], mulF(nb, l, args[0], args[1]));
           });
       finalTerm = a.sumGroups(finalTerm, 1);
+      if (cuSeqlens) {
+        // Each sequence's own sum, from its final state's term.
+        results.push_back(a.reverseCumsumPerSequence(dc, finalTerm));
+        replaceWithCasts(rewriter, op, results);
+        return success();
+      }
       Value sums = a.reverseCumsum(dc);
       AffineMap rowId = rewriter.getMultiDimIdentityMap(rowRank);
       Value dg = buildGeneric(
