@@ -206,6 +206,9 @@ void mlir::la::buildGPUScheduleOnTensorsPipeline(
   // not a multiple of the chunk size is padded outside the tasks, which
   // la-map-to-gpu reports).
   fuseOptions.peelTail = false;
+  // Packed sequences have run-time lengths, which the GPU's tasks do not
+  // take: la-chunk lowers them.
+  fuseOptions.splitSequences = false;
   pm.addPass(createLaFuseRecurrencePass(fuseOptions));
   // What does not fuse (cu_seqlens) is chunked, and la-map-to-gpu reports
   // the work it leaves outside the tasks.

@@ -170,10 +170,32 @@ func.func @grouped_delta(%q: tensor<2x16x2x4xf32>, %k: tensor<2x16x2x4xf32>, %v:
 
 // -----
 
-// Packed sequences are always left to la-chunk.
+// Packed sequences: an scf.for over the sequences, each the recurrence of
+// one sequence (its tokens [start, end) as a dynamic T, its row of the
+// initial state) fused like any other: (batch, head) tasks, a chunk loop
+// and its peeled tail. Tokens outside every sequence stay zero. With fewer
+// tasks than threads (FEW) or materialized (MAT), la-chunk takes it whole.
 // CHECK-LABEL: func.func @varlen
-// CHECK-NOT: scf.forall
-// CHECK: la.recurrence
+// CHECK-SAME: (%[[Q:[^:]*]]: {{.*}}, %{{[^:]*}}: {{.*}}, %{{[^:]*}}: {{.*}}, %[[CU:[^:]*]]: tensor<4xi32>)
+// CHECK: %[[ZERO:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<1x50x2x4xf32>)
+// CHECK: %[[SEQ:.*]]:2 = scf.for %[[N:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[OA:.*]] = %[[ZERO]], %[[SA:.*]] = %{{.*}})
+// CHECK: tensor.extract %[[CU]][%[[N]]]
+// CHECK: scf.forall (%{{.*}}, %{{.*}}) in (1, 2) {{.*}} -> (tensor<1x?x2x4xf32>, tensor<1x2x4x4xf32>)
+// CHECK: scf.for
+// CHECK: tensor.extract_slice %[[Q]][%{{.*}}, %{{.*}}, %{{.*}}, 0] [1, %{{.*}}, 1, 4]
+// CHECK: la.chunk_state_scan
+// CHECK: scf.for
+// CHECK: la.chunk_state_scan
+// CHECK: %[[OW:.*]] = tensor.insert_slice %{{.*}} into %[[OA]][0, %{{.*}}, 0, 0] [1, %{{.*}}, 2, 4]
+// CHECK: %[[SW:.*]] = tensor.insert_slice %{{.*}} into %[[SA]][%[[N]], 0, 0, 0] [1, 2, 4, 4]
+// CHECK: scf.yield %[[OW]], %[[SW]]
+// CHECK: return %[[SEQ]]#0
+// FEW-LABEL: func.func @varlen
+// FEW-NOT: scf.forall
+// FEW: la.recurrence {{.*}} cu_seqlens
+// MAT-LABEL: func.func @varlen
+// MAT-NOT: scf.forall
+// MAT: la.recurrence {{.*}} cu_seqlens
 func.func @varlen(%q: tensor<1x50x2x4xf32>, %k: tensor<1x50x2x4xf32>, %v: tensor<1x50x2x4xf32>, %cu: tensor<4xi32>) -> tensor<1x50x2x4xf32> {
   %oi2 = tensor.empty() : tensor<1x50x2x4xf32>
   %zs2 = arith.constant dense<0.0> : tensor<3x2x4x4xf32>

@@ -56,13 +56,16 @@ bool shouldFuse(RecurrenceOp op, FusionMode mode, int64_t threads,
 /// the chunk size) is peeled off the chunk loop; otherwise a static T is
 /// padded and a dynamic T's partial chunk is padded in the loop. Without
 /// `chunk` the recurrence is only tiled into tasks, each task's recurrence
-/// left whole (for the token loop).
+/// left whole (for the token loop). With `splitSequences` (and `chunk`) a
+/// recurrence over packed sequences becomes an scf.for over them, each a
+/// recurrence that these patterns fuse.
 void populateFuseRecurrencePatterns(RewritePatternSet &patterns,
                                     int64_t chunkSize, FusionMode mode,
                                     int64_t threads, bool fuseProducers = true,
                                     int64_t valueTile = 0,
                                     bool packInputs = true,
-                                    bool peelTail = true, bool chunk = true);
+                                    bool peelTail = true, bool chunk = true,
+                                    bool splitSequences = true);
 
 #define GEN_PASS_REGISTRATION
 #include "la/Dialect/La/LaPasses.h.inc"

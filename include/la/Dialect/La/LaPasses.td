@@ -201,8 +201,13 @@ def LaFuseRecurrencePass : Pass<"la-fuse-recurrence"> {
     the (batch, head) tasks alone keep every thread busy. Otherwise the
     recurrence is left for `la-chunk`, whose materialised states let the
     intra-chunk and output ops also run in parallel over chunks.
-    `mode=fused` or `mode=materialized` forces either. Recurrences with
-    `cu_seqlens` are always left for `la-chunk`.
+    `mode=fused` or `mode=materialized` forces either. A recurrence with
+    `cu_seqlens` is split (`split-sequences`, with `chunk`) into an
+    `scf.for` over its sequences whose body is the recurrence of one
+    sequence (B = 1, a dynamic T: its slices of the inputs and of the
+    initial state), when the cost rule would fuse that one; the output's
+    tokens outside every sequence are zero. Otherwise it is left for
+    `la-chunk`.
 
     Producers (`fuse-producers`, on by default): an operand computed by a
     structured op on tensors (a `linalg.generic` feature map, a gate
@@ -286,7 +291,11 @@ def LaFuseRecurrencePass : Pass<"la-fuse-recurrence"> {
            "peel a last, partial chunk off the chunk loop (else pad)">,
     Option<"chunk", "chunk", "bool", "true",
            "chunk each task's recurrence (false: only the tasks, each "
-           "recurrence left whole for the token loop)">
+           "recurrence left whole for the token loop)">,
+    Option<"splitSequences", "split-sequences", "bool", "true",
+           "with chunk: split a recurrence over packed sequences "
+           "(cu_seqlens) into an scf.for over the sequences, each one a "
+           "recurrence (of dynamic T) that fuses like any other">
   ];
 }
 

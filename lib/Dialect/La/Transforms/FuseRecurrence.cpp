@@ -665,6 +665,92 @@ struct FuseRecurrence : OpRewritePattern<RecurrenceOp> {
   bool chunk;
 };
 
+/// A recurrence over packed sequences -> an scf.for over the sequences, each
+/// the recurrence of one sequence (B = 1, its tokens [start, end) as a
+/// dynamic T, its row of the initial state), so that FuseRecurrence chunks
+/// it like any recurrence instead of la-chunk's whole-sequence program.
+struct SplitPackedSequences : OpRewritePattern<RecurrenceOp> {
+  SplitPackedSequences(MLIRContext *ctx, FusionMode mode, int64_t threads,
+                       int64_t valueTile)
+      : OpRewritePattern(ctx), mode(mode), threads(threads),
+        valueTile(valueTile) {}
+
+  LogicalResult matchAndRewrite(RecurrenceOp op,
+                                PatternRewriter &rewriter) const override {
+    Value cuSeqlens = op.getCuSeqlens();
+    if (!cuSeqlens)
+      return rewriter.notifyMatchFailure(op, "no packed sequences");
+    if (op.getGate() == GateKind::Fixed || op.getNormalizer())
+      return rewriter.notifyMatchFailure(op, "simplify the recurrence first");
+    // Would the cost rule fuse one sequence's recurrence (B = 1)?
+    int64_t valueHeads = op.getV().getType().getDimSize(2);
+    if (mode == FusionMode::Materialized || ShapedType::isDynamic(valueHeads))
+      return rewriter.notifyMatchFailure(op, "left to la-chunk");
+    int64_t tasks = valueHeads;
+    if (int64_t columns = valueColumnsPerTask(op, valueTile))
+      tasks *= op.getV().getType().getDimSize(3) / columns;
+    if (mode != FusionMode::Fused && tasks < threads)
+      return rewriter.notifyMatchFailure(op, "too few tasks per sequence");
+
+    Location loc = op.getLoc();
+    RecurrenceParts parts = RecurrenceParts::of(op);
+    Type outputType = op.getO().getType().getElementType();
+    SmallVector<OpFoldResult> outputSizes =
+        mixedSizes(rewriter, loc, op.getOInit());
+    // Tokens outside every sequence stay zero.
+    Value outputInit =
+        filledTensor(rewriter, loc, outputSizes, outputType, 0.0);
+    Value finalInit = emptyTensor(
+        rewriter, loc, mixedSizes(rewriter, loc, op.getInitialState()),
+        rewriter.getF32Type());
+    Value zero = arith::ConstantIndexOp::create(rewriter, loc, 0);
+    Value one = arith::ConstantIndexOp::create(rewriter, loc, 1);
+    Value offsets = tensor::DimOp::create(rewriter, loc, cuSeqlens, 0);
+    Value numSequences = arith::SubIOp::create(rewriter, loc, offsets, one);
+    Value tokens = tensor::DimOp::create(rewriter, loc, op.getQ(), 1);
+    Value initialState = op.getNonZeroInitialState();
+    auto loop = scf::ForOp::create(
+        rewriter, loc, zero, numSequences, one,
+        ValueRange{outputInit, finalInit},
+        [&](OpBuilder &b, Location l, Value n, ValueRange iterArgs) {
+          std::pair<Value, Value> bounds =
+              extractSequenceBounds(b, l, cuSeqlens, n, tokens);
+          Value start = bounds.first;
+          Value length = arith::SubIOp::create(b, l, bounds.second, start);
+          RecurrenceParts sequence = parts;
+          sequence.cuSeqlens = Value();
+          for (Value *x :
+               {&sequence.q, &sequence.k, &sequence.v, &sequence.g,
+                &sequence.gv, &sequence.beta, &sequence.a, &sequence.b})
+            if (*x)
+              *x = sliceDim(b, l, *x, 1, start, length);
+          SmallVector<OpFoldResult> sizes = mixedSizes(b, l, sequence.v);
+          sequence.oInit = emptyTensor(b, l, sizes, outputType);
+          if (initialState) {
+            sequence.initialState =
+                sliceDim(b, l, initialState, 0, n, b.getIndexAttr(1));
+          } else {
+            SmallVector<OpFoldResult> stateSizes =
+                mixedSizes(b, l, op.getInitialState());
+            stateSizes[0] = b.getIndexAttr(1);
+            sequence.initialState = zeroTensor(b, l, stateSizes);
+          }
+          RecurrenceOp recurrence = sequence.build(b, l);
+          Value output =
+              insertAt(b, l, recurrence.getO(), iterArgs[0], 1, start);
+          Value finalState =
+              insertAt(b, l, recurrence.getFinalState(), iterArgs[1], 0, n);
+          scf::YieldOp::create(b, l, ValueRange{output, finalState});
+        });
+    replaceWithCasts(rewriter, op, {loop.getResult(0), loop.getResult(1)});
+    return success();
+  }
+
+  FusionMode mode;
+  int64_t threads;
+  int64_t valueTile;
+};
+
 struct LaFuseRecurrencePass
     : la::impl::LaFuseRecurrencePassBase<LaFuseRecurrencePass> {
   using Base::Base;
@@ -696,7 +782,7 @@ struct LaFuseRecurrencePass
     }
     populateFuseRecurrencePatterns(patterns, chunkSize, mode, threadCount,
                                    fuseProducers, valueTile, packInputs,
-                                   peelTail, chunk);
+                                   peelTail, chunk, splitSequences);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
   }
@@ -706,10 +792,13 @@ struct LaFuseRecurrencePass
 void mlir::la::populateFuseRecurrencePatterns(
     RewritePatternSet &patterns, int64_t chunkSize, FusionMode mode,
     int64_t threads, bool fuseProducers, int64_t valueTile, bool packInputs,
-    bool peelTail, bool chunk) {
+    bool peelTail, bool chunk, bool splitSequences) {
   patterns.add<FuseRecurrence>(patterns.getContext(), chunkSize, mode, threads,
                                fuseProducers, valueTile, packInputs, peelTail,
                                chunk);
+  if (chunk && splitSequences)
+    patterns.add<SplitPackedSequences>(patterns.getContext(), mode, threads,
+                                       valueTile);
   // A chunk's slice of a task's slice is one slice of the input (what a
   // GPU block stages, what a CPU prefetch follows).
   tensor::populateMergeConsecutiveInsertExtractSlicePatterns(patterns);
