@@ -20,8 +20,9 @@ def _type(shape, element="f32"):
     return "tensor<" + "x".join(str(d) for d in shape) + "x" + element + ">"
 
 
-def _la_run(mlir, args, n_results, *, chunk=16, sequential=False):
-    """Runs the only function of `mlir` on `args` (name -> array, in order)."""
+def _la_run(mlir, args, n_results, *, chunk=16, sequential=False, extra=()):
+    """Runs the only function of `mlir` on `args` (name -> array, in order),
+    with la-run's options `extra` after the schedule's."""
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "f.mlir")
         with open(path, "w") as f:
@@ -34,6 +35,7 @@ def _la_run(mlir, args, n_results, *, chunk=16, sequential=False):
         outputs = [os.path.join(tmp, f"out{i}.npy") for i in range(n_results)]
         command += [f"--output={o}" for o in outputs]
         command += ["--sequential"] if sequential else [f"--chunk-size={chunk}"]
+        command += list(extra)
         result = subprocess.run(command, capture_output=True, text=True)
         assert result.returncode == 0, result.stderr
         return [np.load(o) for o in outputs]

@@ -5,41 +5,16 @@ product: one pre-scaled product where a chunk's gates stay near its first
 row, an exponential per term elsewhere) and the token loops, against the
 fp64 reference."""
 
-import os
-import subprocess
-import tempfile
-
 import numpy as np
 import pytest
 
 from la import reference, runner
 from la import testing as lt
 
+from test_low_rank_general import _la_run, _type
+
 LA_RUN = runner.find_la_run()
 pytestmark = pytest.mark.skipif(LA_RUN is None, reason="la-run is not built")
-
-
-def _type(shape, element="f32"):
-    return "tensor<" + "x".join(str(d) for d in shape) + "x" + element + ">"
-
-
-def _la_run(mlir, args, n_results, *, chunk=16, sequential=False, extra=()):
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "f.mlir")
-        with open(path, "w") as f:
-            f.write(mlir)
-        command = [LA_RUN, path]
-        for index, array in enumerate(args):
-            file = os.path.join(tmp, f"in{index}.npy")
-            np.save(file, array)
-            command.append(f"--input={file}")
-        outputs = [os.path.join(tmp, f"out{i}.npy") for i in range(n_results)]
-        command += [f"--output={o}" for o in outputs]
-        command += ["--sequential"] if sequential else [f"--chunk-size={chunk}"]
-        command += list(extra)
-        result = subprocess.run(command, capture_output=True, text=True)
-        assert result.returncode == 0, result.stderr
-        return [np.load(o) for o in outputs]
 
 
 def _mlir(B, T, H, HV, K, V, key_gate, N=None):

@@ -456,6 +456,27 @@ buildReferenceRowOperands(OpBuilder &b, Location loc, Value x, Value y,
   return {scaledX, scaledYT};
 }
 
+/// An scf.if on `condition` yielding a tensor of `type` from each branch's
+/// builder (cast to `type` where a dynamic size is typed differently).
+static Value buildChoice(OpBuilder &b, Location loc, RankedTensorType type,
+                         Value condition,
+                         function_ref<Value(OpBuilder &)> thenBuilder,
+                         function_ref<Value(OpBuilder &)> elseBuilder) {
+  auto choice = scf::IfOp::create(b, loc, TypeRange{type}, condition,
+                                  /*withElseRegion=*/true);
+  auto yield = [&](Value result) {
+    if (result.getType() != type)
+      result = tensor::CastOp::create(b, loc, type, result);
+    scf::YieldOp::create(b, loc, result);
+  };
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(choice.thenBlock());
+  yield(thenBuilder(b));
+  b.setInsertionPointToStart(choice.elseBlock());
+  yield(elseBuilder(b));
+  return choice.getResult(0);
+}
+
 /// P[b,n,h,i,j] = sum_kk x[b,n,i,h,kk] yT[b,n,h,kk,j] into `init`, for
 /// causally masked scores: the entries j > i are never read. yT is y read
 /// as [B,NC,H,K,C], so that the score column j is the contiguous (vector)
@@ -532,22 +553,13 @@ static Value buildScores(OpBuilder &b, Location loc, Value x, Value y,
         buildReferenceRowOperands(b, loc, x, y, xGates, gates, reference);
     auto scoreType =
         RankedTensorType::get(staticShape(scoreSizes), b.getF32Type());
-    auto choice = scf::IfOp::create(b, loc, TypeRange{scoreType}, withinSpread,
-                                    /*withElseRegion=*/true);
-    // Both forms have the score sizes; a dynamic size may be typed
-    // differently.
-    auto yieldScores = [&](Value product) {
-      if (product.getType() != scoreType)
-        product = tensor::CastOp::create(b, loc, scoreType, product);
-      scf::YieldOp::create(b, loc, product);
-    };
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(choice.thenBlock());
-    yieldScores(buildRowProduct(b, loc, scaledX, scaledYT,
-                                zeroTensor(b, loc, scoreSizes)));
-    b.setInsertionPointToStart(choice.elseBlock());
-    yieldScores(buildProduct(b));
-    scores = choice.getResult(0);
+    scores = buildChoice(
+        b, loc, scoreType, withinSpread,
+        [&](OpBuilder &pb) {
+          return buildRowProduct(pb, loc, scaledX, scaledYT,
+                                 zeroTensor(pb, loc, scoreSizes));
+        },
+        buildProduct);
   } else {
     scores = buildProduct(b);
   }
@@ -769,31 +781,20 @@ static Value applyValueGatedScores(OpBuilder &b, Location loc, Value scores,
   Value scaledX =
       scaleRows(b, loc, x, valueGates, reference, /*towardReference=*/true);
   auto resultType = RankedTensorType::get(staticShape(sizes), b.getF32Type());
-  auto choice = scf::IfOp::create(b, loc, TypeRange{resultType}, withinSpread,
-                                  /*withElseRegion=*/true);
-  auto yieldResult = [&](Value result) {
-    if (result.getType() != resultType)
-      result = tensor::CastOp::create(b, loc, resultType, result);
-    scf::YieldOp::create(b, loc, result);
+  auto onePass = [&](OpBuilder &pb) {
+    Value product = applyScores(pb, loc, scores, scaledX,
+                                zeroTensor(pb, loc, sizes), group);
+    // exp(C_i - R) <= 1: the cumulative gates fall along the chunk.
+    return buildGeneric(pb, loc, ValueRange{product, valueGates, reference},
+                        emptyTensor(pb, loc, sizes, pb.getF32Type()),
+                        {id, id, dimMap(ctx, 5, {0, 1, 3, 4}), id}, 5, 0,
+                        [&](OpBuilder &nb, Location l, ValueRange args) {
+                          Value diff =
+                              arith::SubFOp::create(nb, l, args[1], args[2]);
+                          return mulF(nb, l, args[0], safeDecay(nb, l, diff));
+                        });
   };
-  OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToStart(choice.thenBlock());
-  Value product =
-      applyScores(b, loc, scores, scaledX, zeroTensor(b, loc, sizes), group);
-  // exp(C_i - R) <= 1: the cumulative gates fall along the chunk.
-  Value rescaled =
-      buildGeneric(b, loc, ValueRange{product, valueGates, reference},
-                   emptyTensor(b, loc, sizes, b.getF32Type()),
-                   {id, id, dimMap(ctx, 5, {0, 1, 3, 4}), id}, 5, 0,
-                   [&](OpBuilder &nb, Location l, ValueRange args) {
-                     Value diff =
-                         arith::SubFOp::create(nb, l, args[1], args[2]);
-                     return mulF(nb, l, args[0], safeDecay(nb, l, diff));
-                   });
-  yieldResult(rescaled);
-  b.setInsertionPointToStart(choice.elseBlock());
-  yieldResult(perTerm(b));
-  return choice.getResult(0);
+  return buildChoice(b, loc, resultType, withinSpread, onePass, perTerm);
 }
 
 struct ChunkIntraToLinalg : OpRewritePattern<ChunkIntraOp> {
