@@ -81,27 +81,32 @@ def LaDeriveBackwardPass : Pass<"la-derive-backward", "::mlir::ModuleOp"> {
 def LaExpandRecurrenceGradPass : Pass<"la-expand-recurrence-grad"> {
   let summary = "Rewrite la.recurrence_grad into adjoint la.recurrence ops";
   let description = [{
-    The adjoint of a recurrence whose decay is scalar (no gate, `fixed` or
-    `scalar`) and that has no low-rank part is again such a recurrence, run
-    backward in time: with `G_t = dL/dS_t = alpha_{t+1} G_{t+1} +
+    The adjoint of a recurrence whose decay is diagonal (no gate, `fixed`,
+    `scalar` or `channel`) and that has no low-rank part is again such a
+    recurrence, run backward in time: with `G_t = dL/dS_t =
+    Diag(alpha_{t+1}) G_{t+1} +
     s q_t do_t^T`, `dv_t = G_t^T k_t` is the output of `G` queried by k,
     `dk_t = G_t v_t` that of `G^T` queried by v, and `dq_t = s S_t do_t`
     that of `S^T` (forward time) queried by do; the decay's gradient is
     `dg_t = sum_{u >= t} (q_u . dq_u - k_u . dk_u) + <S_T, dS_T>` and
-    `dS_0 = alpha_0 G_0`. This pass rewrites such an `la.recurrence_grad`
-    into those three `la.recurrence` ops on time-reversed (and, for grouped
-    value heads, widened) copies of the inputs, so that `la-fuse-recurrence`
+    `dS_0 = alpha_0 G_0` (per channel for a channel-wise gate, which
+    decays the value side of `S^T` and `G^T`: their `gv`). This pass
+    rewrites such an `la.recurrence_grad` into those three `la.recurrence`
+    ops, `G` and `G^T` with `reverse`, on the inputs (copied only where
+    scaled, converted to f32 or widened to the value heads), with
+    `cu_seqlens` when the gradient has it (the shifted gates stop at each
+    sequence's end, the gate's gradient is summed per sequence), so that
+    `la-fuse-recurrence`
     and `la-chunk` chunk the backward as they chunk the forward: matrix
     products per chunk instead of rank-one updates per token, and no
     checkpoints (the chunked forms keep no per-token state). The normaliser
     is first rewritten by la-simplify-recurrence's patterns (which this pass
     includes).
 
-    Left to the token loops of `convert-la-to-linalg`: a channel-wise gate
-    (it would decay the output side of the transposed recurrences), the
-    delta rule and the general low-rank form (their adjoints need the
-    key-side products `S^T k` and `G v`, which no `la.recurrence` has),
-    `cu_seqlens`, and dynamic T, H or HV.
+    Left to the token loops of `convert-la-to-linalg`: the delta rule and
+    the general low-rank form (their adjoints need the key-side products
+    `S^T k` and `G v`, which no `la.recurrence` has), and dynamic T, H or
+    HV.
   }];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
