@@ -162,3 +162,15 @@ def test_packed_sequences_chunked(gate, cu_seqlens):
     _check("none", gate, B=1, T=19, cu_seqlens=cu_seqlens)
 
 
+
+
+@pytest.mark.parametrize("gate", ["none", "fixed", "scalar", "channel"])
+def test_delta_rule_over_several_chunks(gate):
+    # la-expand-recurrence-grad's six recurrences over chunks of 64 (T % C
+    # != 0), the state and its adjoint carried across chunk boundaries.
+    _check("delta", gate, B=1, T=150, H=2, HV=4)
+
+
+@pytest.mark.parametrize("gate", ["scalar", "channel"])
+def test_delta_rule_packed_sequences_chunked(gate):
+    _check("delta", gate, B=1, T=140, cu_seqlens=[0, 1, 70, 70, 140])

@@ -154,19 +154,57 @@ func.func @packed(%q: !qk, %k: !qk, %v: !v, %g: !h, %s2: !s2, %cu: tensor<3xi32>
 
 // -----
 
-// The delta rule keeps the gradient op (convert-la-to-linalg lowers it to
-// token loops).
+// The delta rule: its reads p = a^T S_{t-1} (the forward on the inputs one
+// token later, queried with a = alpha * k), the adjoint as a general
+// low-rank recurrence in reverse time (a' = b, b' = a one token earlier,
+// queried with b = beta k: dv), then four diagonal recurrences on the
+// corrected values x = v - p.
 !qk = tensor<1x8x2x4xf32>
 !v = tensor<1x8x2x6xf32>
 !h = tensor<1x8x2xf32>
 !s = tensor<1x2x4x6xf32>
 
+// CHECK-LABEL: func.func @gated_delta
+// CHECK-SAME: (%[[Q:.*]]: tensor<1x8x2x4xf32>, %[[K:.*]]: tensor<1x8x2x4xf32>, %[[V:.*]]: tensor<1x8x2x6xf32>, %[[G:.*]]: tensor<1x8x2xf32>, %[[BETA:.*]]: tensor<1x8x2xf32>, %[[S0:.*]]: tensor<1x2x4x6xf32>, %[[DO:.*]]: tensor<1x8x2x6xf32>)
+// CHECK: %[[GNEXT:.*]] = tensor.pad %{{.*}} low[0, 0, 0] high[0, 1, 0]
+// CHECK: %[[KPREV:.*]] = tensor.pad %{{.*}} low[0, 1, 0, 0] high[0, 0, 0, 0]
+// CHECK: %[[VPREV:.*]] = tensor.pad %{{.*}} low[0, 1, 0, 0] high[0, 0, 0, 0]
+// CHECK: %[[GPREV:.*]] = tensor.pad %{{.*}} low[0, 1, 0] high[0, 0, 0]
+// CHECK: %[[BPREV:.*]] = tensor.pad %{{.*}} low[0, 1, 0] high[0, 0, 0]
+// CHECK: %[[P:.*]], %{{.*}} = la.recurrence decay(scalar) low_rank(delta) %[[A:.*]], %[[KPREV]], %[[VPREV]] g(%[[GPREV]] : {{.*}}) beta(%[[BPREV]] : {{.*}}) outs(%{{.*}}, %[[S0]] : {{.*}}) {scale = 1.000000e+00 : f32}
+// CHECK: %[[X:.*]] = linalg.generic {{.*}} ins(%[[V]], %[[P]] :
+// CHECK: arith.subf
+// CHECK: %[[DQ:.*]], %[[ST:.*]] = la.recurrence decay(scalar) low_rank(none) %[[DO]], %[[X]], %[[BW:.*]] g(%{{.*}} : {{.*}}) outs({{.*}}) {scale = 5.000000e-01 : f32}
+// CHECK: %[[DV:.*]], %[[G0:.*]] = la.recurrence decay(scalar) low_rank(general) %[[BK:.*]], %{{.*}}, %[[DO]] g(%[[GNEXT]] : {{.*}}) a(%{{.*}}) b(%{{.*}}) outs({{.*}}) {reverse, scale = 1.000000e+00 : f32}
+// CHECK: la.recurrence decay(scalar) low_rank(none) %[[X]], %[[DO]], %{{.*}} g(%[[GNEXT]] : {{.*}}) outs({{.*}}) {reverse, scale = 1.000000e+00 : f32}
+// CHECK: %[[DVNEXT:.*]] = tensor.pad %{{.*}} low[0, 0, 0, 0] high[0, 1, 0, 0]
+// CHECK: la.recurrence decay(scalar) low_rank(none) %[[X]], %[[DVNEXT]], %{{.*}} g(%[[GNEXT]] : {{.*}}) outs({{.*}}) {reverse, scale = 1.000000e+00 : f32}
+// CHECK: la.recurrence decay(scalar) low_rank(none) %[[DV]], %[[X]], %[[BW]] g(%{{.*}} : {{.*}}) outs({{.*}}) {scale = 1.000000e+00 : f32}
+// CHECK-NOT: la.recurrence_grad
+// CHECK: return %[[DQ]], %{{.*}}, %[[DV]], %{{.*}}, %{{.*}}, %{{.*}} :
+func.func @gated_delta(%q: !qk, %k: !qk, %v: !v, %g: !h, %beta: !h, %s0: !s,
+                       %do: !v) -> (!qk, !qk, !v, !s, !h, !h) {
+  %b:6 = la.recurrence_grad decay(scalar) low_rank(delta) %q, %k, %v
+      g(%g : !h) beta(%beta : !h) initial_state(%s0 : !s) d_o(%do : !v)
+      {scale = 0.5 : f32} : !qk, !qk, !v -> !qk, !qk, !v, !s, !h, !h
+  return %b#0, %b#1, %b#2, %b#3, %b#4, %b#5 : !qk, !qk, !v, !s, !h, !h
+}
+
+// -----
+
+// The general low-rank form keeps the gradient op (convert-la-to-linalg
+// lowers it to token loops).
+!qk = tensor<1x8x2x4xf32>
+!v = tensor<1x8x2x6xf32>
+!s = tensor<1x2x4x6xf32>
+
 // CHECK-LABEL: func.func @kept
-// CHECK: la.recurrence_grad decay(none) low_rank(delta)
+// CHECK: la.recurrence_grad decay(none) low_rank(general)
 // CHECK-NOT: la.recurrence decay
-func.func @kept(%q: !qk, %k: !qk, %v: !v, %beta: !h, %s0: !s, %do: !v) -> !qk {
-  %b:5 = la.recurrence_grad decay(none) low_rank(delta) %q, %k, %v
-      beta(%beta : !h) initial_state(%s0 : !s) d_o(%do : !v) {scale = 0.5 : f32}
-      : !qk, !qk, !v -> !qk, !qk, !v, !s, !h
-  return %b#0 : !qk
+func.func @kept(%q: !qk, %k: !qk, %v: !v, %a: !qk, %b: !qk, %s0: !s,
+                %do: !v) -> !qk {
+  %r:6 = la.recurrence_grad decay(none) low_rank(general) %q, %k, %v
+      a(%a : !qk) b(%b : !qk) initial_state(%s0 : !s) d_o(%do : !v)
+      {scale = 0.5 : f32} : !qk, !qk, !v -> !qk, !qk, !v, !s, !qk, !qk
+  return %r#0 : !qk
 }

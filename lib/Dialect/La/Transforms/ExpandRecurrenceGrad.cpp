@@ -16,9 +16,31 @@
 // exp(c_u - c_t) with c the cumulative log-gates; for a scalar gate the
 // products are summed over K). A channel-wise gate decays the K side of S,
 // which is the value side of the transposed recurrences: their gate is
-// la.recurrence's `gv`. The delta rule's adjoint needs the K-side products
-// `S^T k` and `G v`, which no la.recurrence computes, so it keeps the token
-// loops of convert-la-to-linalg.
+// la.recurrence's `gv`.
+//
+// The delta rule (`S_t = D_t S_{t-1} - b_t a_t^T S_{t-1} + b_t v_t^T`,
+// `b = beta k`, `a = alpha * k`) is a diagonal recurrence once its reads
+// `p_t = a_t^T S_{t-1}` are known: `S_t = D_t S_{t-1} + b_t (v_t - p_t)^T`.
+// Likewise its adjoint `G_{t-1} = A_t^T G_t + s q_{t-1} do_{t-1}^T`, with
+// `A^T = D - a b^T`, is diagonal given `dv_t = G_t^T b_t`:
+// `G_{t-1} = D_t G_t - a_t dv_t^T + s q_{t-1} do_{t-1}^T`. So:
+//
+//   p_t  = a_t^T S_{t-1}   the forward recurrence on the inputs one token
+//                          later (S_{t-1} at token t), query a
+//   dv_t = G_t^T b_t       G in reverse time, the general low-rank form with
+//                          a' = b_{t+1}, b' = a_{t+1}: keys s q, values do
+//   x_t  = v_t - p_t
+//   dq_t = s S_t do_t      S^T in forward time: keys x, values b, query do
+//   S_t dv_t               the same, query dv
+//   y_t  = G_t x_t         G^T in reverse time, as two recurrences: keys do,
+//                          values s q; keys dv_{t+1}, values -a_{t+1}
+//   z_t  = alpha_t * da_t = b_t (x_t . dv_t) - S_t dv_t
+//   dk = beta y + z, dbeta = k . y, dc_t = q_t * dq_t - k_t * (beta y - z)
+//   dS_0 = D_0 G_0 - a_0 dv_0^T
+//
+// (`z` is `-(D_t S_{t-1}) dv_t`, formed from `S_t` without dividing by the
+// gate). Six recurrences instead of token loops; the general low-rank form
+// keeps the token loops of convert-la-to-linalg.
 //
 //===----------------------------------------------------------------------===//
 
@@ -99,10 +121,12 @@ struct AdjointBuilder {
 
   /// `la.recurrence` with a key-side gate `gate` (scalar [B,T,H] or channel
   /// [B,T,H,K]) and a value-side gate `valueGate`, each optional, from
-  /// `state`; its inits are an f32 output and the state.
+  /// `state`; its inits are an f32 output and the state. A `beta` makes it
+  /// the delta rule, `lowA` and `lowB` the general low-rank form.
   RecurrenceOp recurrence(Value q, Value k, Value v, Value gate,
                           Value valueGate, Value state, float scale,
-                          bool reverse) {
+                          bool reverse, Value beta = Value(),
+                          Value lowA = Value(), Value lowB = Value()) {
     SmallVector<OpFoldResult> oSizes = mixedSizes(b, loc, v);
     oSizes[3] = mixedSizes(b, loc, state)[3];
     Value oInit = emptyTensor(b, loc, oSizes, b.getF32Type());
@@ -111,12 +135,15 @@ struct AdjointBuilder {
       kind = cast<RankedTensorType>(gate.getType()).getRank() == 4
                  ? GateKind::Channel
                  : GateKind::Scalar;
+    LowRank lowRank = beta   ? LowRank::Delta
+                      : lowA ? LowRank::General
+                             : LowRank::None;
     return RecurrenceOp::create(
         b, loc, oInit.getType(), state.getType(), q, k, v, gate, valueGate,
-        Value(), Value(), Value(), cuSeqlens, ValueRange{oInit, state},
+        beta, lowA, lowB, cuSeqlens, ValueRange{oInit, state},
         GateKindAttr::get(ctx, kind), DenseF32ArrayAttr(),
-        LowRankAttr::get(ctx, LowRank::None), b.getF32FloatAttr(scale),
-        UnitAttr(), FloatAttr(), reverse ? b.getUnitAttr() : UnitAttr());
+        LowRankAttr::get(ctx, lowRank), b.getF32FloatAttr(scale), UnitAttr(),
+        FloatAttr(), reverse ? b.getUnitAttr() : UnitAttr());
   }
 
   /// `sum_{u >= t} x_u` along T of x : [B,T,H] or [B,T,H,K] (a loop over
@@ -196,31 +223,52 @@ struct AdjointBuilder {
         .getResult(0);
   }
 
-  /// The gates [1,T,H(,K)] with the last token of every sequence set to 0:
-  /// G_t of a sequence's last token is its final state's cotangent, not
-  /// decayed by the next sequence's first gate.
-  Value zeroLastTokens(Value gates) {
-    SmallVector<OpFoldResult> rowSizes = mixedSizes(b, loc, gates);
+  /// `x` [1,T,...] with the last (or first) token of every sequence set to
+  /// 0: G_t of a sequence's last token is its final state's cotangent, not
+  /// decayed by the next sequence's first gate, and S_{t-1} of a sequence's
+  /// first token is its initial state.
+  Value zeroEdgeTokens(Value x, bool last) {
+    SmallVector<OpFoldResult> rowSizes = mixedSizes(b, loc, x);
     rowSizes[1] = b.getIndexAttr(1);
-    return forNonEmptySequences(gates, [&](OpBuilder &nb, Location l, Value,
-                                           Value end, Value, Value acc) {
+    return forNonEmptySequences(x, [&](OpBuilder &nb, Location l, Value start,
+                                       Value end, Value, Value acc) {
       Value one = arith::ConstantIndexOp::create(nb, l, 1);
-      Value last = arith::SubIOp::create(nb, l, end, one);
+      Value token = last ? arith::SubIOp::create(nb, l, end, one) : start;
       Value row = zeroTensor(nb, l, rowSizes);
-      return insertAt(nb, l, row, acc, 1, last);
+      return insertAt(nb, l, row, acc, 1, token);
     });
   }
 
-  /// The gates [1,T,H(,K)] at every sequence's first token, [N,H(,K)]
-  /// (0 for an empty sequence, whose state no token decays).
-  Value firstGates(Value gates, OpFoldResult numSequences) {
-    SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, gates);
+  /// `x` [B,T,...] (f32) one token earlier (`later` false: token t holds
+  /// x_{t+1}) or later (token t holds x_{t-1}), with 0 where no token of
+  /// the same sequence is there.
+  Value shift(Value x, bool later) {
+    SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, x);
+    if (time == 1)
+      return zeroTensor(b, loc, sizes);
+    Value kept = sliceDim(b, loc, x, 1, b.getIndexAttr(later ? 0 : 1),
+                          b.getIndexAttr(time - 1));
+    unsigned rank = sizes.size();
+    SmallVector<OpFoldResult> low(rank, b.getIndexAttr(0));
+    SmallVector<OpFoldResult> high(rank, b.getIndexAttr(0));
+    (later ? low : high)[1] = b.getIndexAttr(1);
+    Value shifted = tensor::PadOp::create(b, loc, Type(), kept, low, high,
+                                          constantF32(b, loc, 0.0f));
+    return cuSeqlens ? zeroEdgeTokens(shifted, /*last=*/!later) : shifted;
+  }
+
+  /// Each sequence's first token of x [1,T,...], [N,...] (0 for an empty
+  /// sequence, whose state no token decays); x[:, 0] without packing.
+  Value firstTokens(Value x, OpFoldResult numSequences) {
+    if (!cuSeqlens)
+      return extractUnitSlice(b, loc, x, 1, b.getIndexAttr(0));
+    SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, x);
     sizes.erase(sizes.begin());
     sizes[0] = numSequences;
     return forNonEmptySequences(
         zeroTensor(b, loc, sizes),
         [&](OpBuilder &nb, Location l, Value start, Value, Value n, Value acc) {
-          Value row = sliceDim(nb, l, gates, 1, start, nb.getIndexAttr(1));
+          Value row = sliceDim(nb, l, x, 1, start, nb.getIndexAttr(1));
           Value first = extractUnitSlice(nb, l, row, 0, nb.getIndexAttr(0));
           return insertAt(nb, l, first, acc, 0, n);
         });
@@ -262,17 +310,19 @@ struct AdjointBuilder {
 };
 
 /// la.recurrence_grad with no, a scalar (or fixed) or a channel-wise decay,
-/// no low-rank part and no normaliser (la-simplify-recurrence rewrites it
-/// first), static T, H and HV (B = 1 with cu_seqlens) -> three
-/// la.recurrence ops and element-wise products.
+/// no low-rank part or the delta rule, no normaliser (la-simplify-recurrence
+/// rewrites it first), static T, H and HV (B = 1 with cu_seqlens) -> three
+/// (six with the delta rule) la.recurrence ops and element-wise products.
 struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
   using OpRewritePattern::OpRewritePattern;
 
   LogicalResult matchAndRewrite(RecurrenceGradOp op,
                                 PatternRewriter &rewriter) const override {
-    if (op.getLowRank() != LowRank::None || op.getNormalizer())
+    bool delta = op.getLowRank() == LowRank::Delta;
+    if ((op.getLowRank() != LowRank::None && !delta) || op.getNormalizer())
       return rewriter.notifyMatchFailure(
-          op, "only a diagonal decay without low-rank part or normaliser");
+          op, "only a diagonal decay, without or with the delta rule, and no "
+              "normaliser");
     bool channel = op.getGate() == GateKind::Channel;
     RankedTensorType qType = op.getQ().getType();
     RankedTensorType vType = op.getV().getType();
@@ -290,6 +340,7 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
                      valueHeads / heads, cuSeqlens};
     float scale = op.getScale().convertToFloat();
     Type f32 = rewriter.getF32Type();
+    AffineMap id4 = rewriter.getMultiDimIdentityMap(4);
 
     // The per-token log-decay [B,T,H] (a fixed decay broadcast), or none.
     Value gate = op.getG();
@@ -299,72 +350,142 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
         !cast<RankedTensorType>(gate.getType()).getElementType().isF32())
       gate = a.remap(gate, false);
     // G_t decays by alpha_{t+1}: the gates shifted one token earlier (none
-    // after the last token), for the recurrences in reverse time.
-    Value shiftedGate;
-    if (gate && time == 1) {
-      shiftedGate = zeroTensor(rewriter, loc, mixedSizes(rewriter, loc, gate));
-    } else if (gate) {
-      Value later = sliceDim(rewriter, loc, gate, 1, rewriter.getIndexAttr(1),
-                             rewriter.getIndexAttr(time - 1));
-      unsigned gateRank = cast<RankedTensorType>(gate.getType()).getRank();
-      SmallVector<OpFoldResult> low(gateRank, rewriter.getIndexAttr(0));
-      SmallVector<OpFoldResult> high(gateRank, rewriter.getIndexAttr(0));
-      high[1] = rewriter.getIndexAttr(1);
-      shiftedGate =
-          tensor::PadOp::create(rewriter, loc, Type(), later, low, high,
-                                constantF32(rewriter, loc, 0.0f));
-      // Packed sequences: no decay across a sequence's end.
-      if (cuSeqlens)
-        shiftedGate = a.zeroLastTokens(shiftedGate);
-    }
+    // after a sequence's last token), for the recurrences in reverse time.
+    Value shiftedGate = gate ? a.shift(gate, /*later=*/false) : Value();
     Value dFinal = op.getDFinalState();
     if (!dFinal)
       dFinal = zeroTensor(rewriter, loc,
                           mixedSizes(rewriter, loc, op.getInitialState()));
+    // Reads a key-head gate (scalar or channel) from a [B,T,H,K] iteration.
+    AffineMap gateMap = channel ? id4 : dimMap(ctx, 4, {0, 1, 2});
+
+    // The delta rule's b = beta k and a = alpha * k ([B,T,H,K], f32).
+    Value keys = a.remap(op.getK(), false);
+    Value lowB, lowA, beta;
+    if (delta) {
+      beta = a.remap(op.getBeta(), false);
+      SmallVector<OpFoldResult> keySizes = mixedSizes(rewriter, loc, keys);
+      lowB = buildGeneric(rewriter, loc, ValueRange{keys, beta},
+                          emptyTensor(rewriter, loc, keySizes, f32),
+                          {id4, dimMap(ctx, 4, {0, 1, 2}), id4}, 4, 0,
+                          [](OpBuilder &nb, Location l, ValueRange args) {
+                            return mulF(nb, l, args[0], args[1]);
+                          });
+      lowA = keys;
+      if (gate)
+        lowA = buildGeneric(
+            rewriter, loc, ValueRange{keys, gate},
+            emptyTensor(rewriter, loc, keySizes, f32), {id4, gateMap, id4}, 4,
+            0, [](OpBuilder &nb, Location l, ValueRange args) {
+              return mulF(nb, l, args[0], math::ExpOp::create(nb, l, args[1]));
+            });
+    }
+
+    // The values that pair with the keys of S: v, or v - p for the delta
+    // rule, with p_t = a_t^T S_{t-1} read by the forward recurrence on the
+    // inputs one token later.
+    Value values = a.remap(op.getV(), false);
+    if (delta) {
+      Value laterKeys = a.shift(keys, /*later=*/true);
+      Value laterValues = a.shift(values, /*later=*/true);
+      Value laterGate = gate ? a.shift(gate, /*later=*/true) : Value();
+      Value laterBeta = a.shift(beta, /*later=*/true);
+      RecurrenceOp reads = a.recurrence(lowA, laterKeys, laterValues, laterGate,
+                                        Value(), op.getInitialState(), 1.0f,
+                                        /*reverse=*/false, laterBeta);
+      values = buildGeneric(
+          rewriter, loc, ValueRange{values, reads.getO()},
+          emptyTensor(rewriter, loc, mixedSizes(rewriter, loc, values), f32),
+          {id4, id4, id4}, 4, 0,
+          [](OpBuilder &nb, Location l, ValueRange args) {
+            return arith::SubFOp::create(nb, l, args[0], args[1]);
+          });
+    }
 
     // dq: S^T in forward time. (Each operand is built in its own statement:
     // la's IR must not depend on the host compiler's argument order.)
     Value dO = a.remap(op.getDO(), false);
-    Value values = a.remap(op.getV(), false);
-    Value forwardValues = a.remap(op.getK(), /*widen=*/true);
+    Value forwardValues =
+        delta ? a.remap(lowB, true) : a.remap(op.getK(), /*widen=*/true);
     // A channel gate decays the K side: the values of this recurrence.
     Value forwardGate = gate ? a.remap(gate, true) : Value();
     Value forwardState = a.transpose(op.getInitialState());
-    RecurrenceOp forward =
-        a.recurrence(dO, values, forwardValues, channel ? Value() : forwardGate,
-                     channel ? forwardGate : Value(), forwardState, scale,
-                     /*reverse=*/false);
+    auto transposedForward = [&](Value query, float queryScale) {
+      return a.recurrence(query, values, forwardValues,
+                          channel ? Value() : forwardGate,
+                          channel ? forwardGate : Value(), forwardState,
+                          queryScale, /*reverse=*/false);
+    };
+    RecurrenceOp forward = transposedForward(dO, scale);
     Value dq = a.sumGroups(forward.getO(), 2);
 
-    // dv and dS_0: G in reverse time (q and k share an element type).
-    Value scaledDO = a.remap(op.getDO(), false, scale);
-    RecurrenceOp adjoint =
-        a.recurrence(op.getK(), op.getQ(), scaledDO, shiftedGate,
-                     /*valueGate=*/Value(), dFinal, 1.0f, /*reverse=*/true);
+    // dv (and, for the delta rule, the reads G_t^T b_t): G in reverse time
+    // (q and k share an element type).
+    RecurrenceOp adjoint;
+    // a one token earlier (a_{t+1} at token t), for the delta rule.
+    Value earlierA;
+    if (delta) {
+      Value scaledQ = a.remap(op.getQ(), false, scale);
+      Value earlierB = a.shift(lowB, /*later=*/false);
+      earlierA = a.shift(lowA, /*later=*/false);
+      Value dO = a.remap(op.getDO(), false);
+      // A_{t+1}^T = D_{t+1} - a_{t+1} b_{t+1}^T: low-rank a' = b, b' = a.
+      adjoint =
+          a.recurrence(lowB, scaledQ, dO, shiftedGate, Value(), dFinal, 1.0f,
+                       /*reverse=*/true, Value(), earlierB, earlierA);
+    } else {
+      Value scaledDO = a.remap(op.getDO(), false, scale);
+      adjoint = a.recurrence(op.getK(), op.getQ(), scaledDO, shiftedGate,
+                             /*valueGate=*/Value(), dFinal, 1.0f,
+                             /*reverse=*/true);
+    }
     Value dv = adjoint.getO();
+
+    // dS_0 = D_0 G_0 (- a_0 dv_0^T), per sequence at its first token.
     Value dInitial = adjoint.getFinalState();
-    if (gate) {
-      // dS_0 = alpha_0 G_0 (per sequence: alpha at its first token).
-      Value first = cuSeqlens
-                        ? a.firstGates(gate, tensor::getMixedSize(rewriter, loc,
-                                                                  dFinal, 0))
-                        : extractUnitSlice(rewriter, loc, gate, 1,
-                                           rewriter.getIndexAttr(0));
+    OpFoldResult numSequences =
+        tensor::getMixedSize(rewriter, loc, dInitial, 0);
+    if (gate || delta) {
+      SmallVector<Value> inputs;
+      SmallVector<AffineMap> maps;
+      if (gate) {
+        inputs.push_back(a.firstTokens(gate, numSequences));
+        maps.push_back(channel ? dimMap(ctx, 4, {0, -2, 2}, a.group)
+                               : dimMap(ctx, 4, {0, -2}, a.group));
+      }
+      inputs.push_back(dInitial);
+      maps.push_back(id4);
+      if (delta) {
+        Value firstA = a.firstTokens(lowA, numSequences);
+        inputs.push_back(firstA);
+        maps.push_back(dimMap(ctx, 4, {0, -2, 2}, a.group));
+        Value firstDv = a.firstTokens(dv, numSequences);
+        inputs.push_back(firstDv);
+        maps.push_back(dimMap(ctx, 4, {0, 1, 3}));
+      }
+      maps.push_back(id4);
+      bool hasGate = static_cast<bool>(gate);
       dInitial = buildGeneric(
-          rewriter, loc, ValueRange{first, dInitial},
+          rewriter, loc, inputs,
           emptyTensor(rewriter, loc, mixedSizes(rewriter, loc, dInitial), f32),
-          {channel ? dimMap(ctx, 4, {0, -2, 2}, a.group)
-                   : dimMap(ctx, 4, {0, -2}, a.group),
-           rewriter.getMultiDimIdentityMap(4),
-           rewriter.getMultiDimIdentityMap(4)},
-          4, 0, [](OpBuilder &nb, Location l, ValueRange args) {
-            Value alpha =
-                math::ExpOp::create(nb, l, extendToF32(nb, l, args[0]));
-            return mulF(nb, l, alpha, args[1]);
+          maps, 4, 0, [&](OpBuilder &nb, Location l, ValueRange args) {
+            Value result = args[hasGate ? 1 : 0];
+            if (hasGate) {
+              Value alpha = math::ExpOp::create(nb, l, args[0]);
+              result = mulF(nb, l, alpha, result);
+            }
+            if (delta) {
+              unsigned at = hasGate ? 2 : 1;
+              Value lowRank = mulF(nb, l, args[at], args[at + 1]);
+              result = arith::SubFOp::create(nb, l, result, lowRank);
+            }
+            return result;
           });
     }
 
-    // dk: G^T in reverse time.
+    // G^T in reverse time, queried with the values of S: dk, or for the
+    // delta rule y = G x (G^T as two recurrences: keys do, values s q; keys
+    // dv one token later, values -a one token later).
     Value transposedValues = a.remap(op.getQ(), true, scale);
     Value transposedGate = shiftedGate ? a.remap(shiftedGate, true) : Value();
     Value transposedState = a.transpose(dFinal);
@@ -373,59 +494,134 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
         channel ? transposedGate : Value(), transposedState, 1.0f,
         /*reverse=*/true);
     Value dk = a.sumGroups(transposed.getO(), 2);
-
-    SmallVector<Value> results = {dq, dk, dv, dInitial};
-    if (op.getG()) {
-      // dc_t = q_t * dq_t - k_t * dk_t, and the final state's S_T * dS_T
-      // summed over V (S_T^T is the forward's final state) on the last
-      // token; both summed over K as well for a scalar gate.
-      AffineMap id = rewriter.getMultiDimIdentityMap(4);
-      AffineMap row = channel ? id : dimMap(ctx, 4, {0, 1, 2});
-      SmallVector<OpFoldResult> rowSizes = mixedSizes(rewriter, loc, op.getQ());
-      if (!channel)
-        rowSizes.pop_back();
-      unsigned rowRank = rowSizes.size();
-      Value dc = buildGeneric(
-          rewriter, loc, ValueRange{op.getQ(), dq, op.getK(), dk},
-          zeroTensor(rewriter, loc, rowSizes), {id, id, id, id, row}, rowRank,
-          4 - rowRank, [](OpBuilder &nb, Location l, ValueRange args) {
-            Value fromQ = mulF(nb, l, extendToF32(nb, l, args[0]), args[1]);
-            Value fromK = mulF(nb, l, extendToF32(nb, l, args[2]), args[3]);
-            return addF(nb, l, args[4],
-                        arith::SubFOp::create(nb, l, fromQ, fromK));
-          });
-      SmallVector<OpFoldResult> headSizes = mixedSizes(rewriter, loc, dFinal);
-      headSizes.resize(channel ? 3 : 2);
-      Value finalTerm = buildGeneric(
-          rewriter, loc, ValueRange{forward.getFinalState(), dFinal},
+    // The factor of k in the gate's gradient: dk, or beta y - z.
+    Value keyFactor = dk;
+    SmallVector<Value> results;
+    if (delta) {
+      Value earlierDv = a.shift(dv, /*later=*/false);
+      Value negatedA = a.remap(earlierA, true, -1.0f);
+      Value zeroState =
+          zeroTensor(rewriter, loc, mixedSizes(rewriter, loc, transposedState));
+      RecurrenceOp lowRankPart = a.recurrence(
+          values, earlierDv, negatedA, channel ? Value() : transposedGate,
+          channel ? transposedGate : Value(), zeroState, 1.0f,
+          /*reverse=*/true);
+      Value y = a.sumGroups(transposed.getO(), 2);
+      Value yLowRank = a.sumGroups(lowRankPart.getO(), 2);
+      // z = b (x . dv) - S dv, per value head, then summed per key head.
+      Value stateDv = transposedForward(dv, 1.0f).getO();
+      SmallVector<OpFoldResult> headSizes = mixedSizes(rewriter, loc, dv);
+      headSizes.pop_back();
+      Value readDv = buildGeneric(
+          rewriter, loc, ValueRange{values, dv},
           zeroTensor(rewriter, loc, headSizes),
-          {dimMap(ctx, 4, {0, 1, 3, 2}), id,
-           channel ? dimMap(ctx, 4, {0, 1, 2}) : dimMap(ctx, 4, {0, 1})},
-          headSizes.size(), 4 - headSizes.size(),
+          {id4, id4, dimMap(ctx, 4, {0, 1, 2})}, 3, 1,
           [](OpBuilder &nb, Location l, ValueRange args) {
             return addF(nb, l, args[2], mulF(nb, l, args[0], args[1]));
           });
-      finalTerm = a.sumGroups(finalTerm, 1);
-      if (cuSeqlens) {
-        // Each sequence's own sum, from its final state's term.
-        results.push_back(a.reverseCumsumPerSequence(dc, finalTerm));
-        replaceWithCasts(rewriter, op, results);
-        return success();
-      }
-      Value sums = a.reverseCumsum(dc);
-      AffineMap rowId = rewriter.getMultiDimIdentityMap(rowRank);
-      Value dg = buildGeneric(
-          rewriter, loc, ValueRange{sums, finalTerm},
-          emptyTensor(rewriter, loc, rowSizes, f32),
-          {rowId, channel ? dimMap(ctx, 4, {0, 2, 3}) : dimMap(ctx, 3, {0, 2}),
-           rowId},
-          rowRank, 0, [](OpBuilder &nb, Location l, ValueRange args) {
-            return addF(nb, l, args[0], args[1]);
+      Value z = buildGeneric(
+          rewriter, loc, ValueRange{lowB, readDv, stateDv},
+          emptyTensor(rewriter, loc, mixedSizes(rewriter, loc, stateDv), f32),
+          {dimMap(ctx, 4, {0, 1, -3, 3}, a.group), dimMap(ctx, 4, {0, 1, 2}),
+           id4, id4},
+          4, 0, [](OpBuilder &nb, Location l, ValueRange args) {
+            return arith::SubFOp::create(nb, l, mulF(nb, l, args[0], args[1]),
+                                         args[2]);
           });
-      results.push_back(dg);
+      z = a.sumGroups(z, 2);
+      SmallVector<OpFoldResult> keySizes = mixedSizes(rewriter, loc, keys);
+      AffineMap headMap = dimMap(ctx, 4, {0, 1, 2});
+      // dk = beta y + z and the factor beta y - z, from y's two parts.
+      auto combine = [&](float sign) {
+        return buildGeneric(rewriter, loc, ValueRange{y, yLowRank, beta, z},
+                            emptyTensor(rewriter, loc, keySizes, f32),
+                            {id4, id4, headMap, id4, id4}, 4, 0,
+                            [sign](OpBuilder &nb, Location l, ValueRange args) {
+                              Value sum = addF(nb, l, args[0], args[1]);
+                              Value scaled = mulF(nb, l, args[2], sum);
+                              Value signedZ = mulF(
+                                  nb, l, constantF32(nb, l, sign), args[3]);
+                              return addF(nb, l, scaled, signedZ);
+                            });
+      };
+      dk = combine(1.0f);
+      keyFactor = combine(-1.0f);
+      // dbeta = k . y.
+      Value dBeta = buildGeneric(
+          rewriter, loc, ValueRange{keys, y, yLowRank},
+          zeroTensor(rewriter, loc, mixedSizes(rewriter, loc, beta)),
+          {id4, id4, id4, headMap}, 3, 1,
+          [](OpBuilder &nb, Location l, ValueRange args) {
+            Value sum = addF(nb, l, args[1], args[2]);
+            return addF(nb, l, args[3], mulF(nb, l, args[0], sum));
+          });
+      results = {dq, dk, dv, dInitial};
+      if (op.getG())
+        results.push_back(gateGradient(rewriter, op, a, dq, keyFactor,
+                                       forward.getFinalState(), dFinal));
+      results.push_back(dBeta);
+      replaceWithCasts(rewriter, op, results);
+      return success();
     }
+
+    results = {dq, dk, dv, dInitial};
+    if (op.getG())
+      results.push_back(gateGradient(rewriter, op, a, dq, keyFactor,
+                                     forward.getFinalState(), dFinal));
     replaceWithCasts(rewriter, op, results);
     return success();
+  }
+
+  /// The log-gate's gradient `dg_t = sum_{u >= t} (q_u * dq_u - k_u *
+  /// keyFactor_u)` plus the final state's `S_T * dS_T` summed over V (S_T^T
+  /// is `finalTransposed`); summed over K for a scalar gate, and per
+  /// sequence with cu_seqlens.
+  static Value gateGradient(PatternRewriter &rewriter, RecurrenceGradOp op,
+                            AdjointBuilder &a, Value dq, Value keyFactor,
+                            Value finalTransposed, Value dFinal) {
+    Location loc = op.getLoc();
+    MLIRContext *ctx = op.getContext();
+    bool channel = op.getGate() == GateKind::Channel;
+    AffineMap id = rewriter.getMultiDimIdentityMap(4);
+    AffineMap row = channel ? id : dimMap(ctx, 4, {0, 1, 2});
+    SmallVector<OpFoldResult> rowSizes = mixedSizes(rewriter, loc, op.getQ());
+    if (!channel)
+      rowSizes.pop_back();
+    unsigned rowRank = rowSizes.size();
+    Value dc = buildGeneric(
+        rewriter, loc, ValueRange{op.getQ(), dq, op.getK(), keyFactor},
+        zeroTensor(rewriter, loc, rowSizes), {id, id, id, id, row}, rowRank,
+        4 - rowRank, [](OpBuilder &nb, Location l, ValueRange args) {
+          Value fromQ = mulF(nb, l, extendToF32(nb, l, args[0]), args[1]);
+          Value fromK = mulF(nb, l, extendToF32(nb, l, args[2]), args[3]);
+          return addF(nb, l, args[4],
+                      arith::SubFOp::create(nb, l, fromQ, fromK));
+        });
+    SmallVector<OpFoldResult> headSizes = mixedSizes(rewriter, loc, dFinal);
+    headSizes.resize(channel ? 3 : 2);
+    Value finalTerm = buildGeneric(
+        rewriter, loc, ValueRange{finalTransposed, dFinal},
+        zeroTensor(rewriter, loc, headSizes),
+        {dimMap(ctx, 4, {0, 1, 3, 2}), id,
+         channel ? dimMap(ctx, 4, {0, 1, 2}) : dimMap(ctx, 4, {0, 1})},
+        headSizes.size(), 4 - headSizes.size(),
+        [](OpBuilder &nb, Location l, ValueRange args) {
+          return addF(nb, l, args[2], mulF(nb, l, args[0], args[1]));
+        });
+    finalTerm = a.sumGroups(finalTerm, 1);
+    // Each sequence's own sum, from its final state's term.
+    if (a.cuSeqlens)
+      return a.reverseCumsumPerSequence(dc, finalTerm);
+    Value sums = a.reverseCumsum(dc);
+    AffineMap rowId = rewriter.getMultiDimIdentityMap(rowRank);
+    return buildGeneric(
+        rewriter, loc, ValueRange{sums, finalTerm},
+        emptyTensor(rewriter, loc, rowSizes, rewriter.getF32Type()),
+        {rowId, channel ? dimMap(ctx, 4, {0, 2, 3}) : dimMap(ctx, 3, {0, 2}),
+         rowId},
+        rowRank, 0, [](OpBuilder &nb, Location l, ValueRange args) {
+          return addF(nb, l, args[0], args[1]);
+        });
   }
 };
 
