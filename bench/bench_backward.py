@@ -18,8 +18,9 @@ A program, not a test. For each variant and shape it prints:
   torch backend, forward + ``backward()``) over la's forward + backward
   (target >= 5); torch runs on ``--threads`` threads;
 * which program la's backward is: ``chunked`` (la-expand-recurrence-grad:
-  the adjoint as three chunked recurrences; a diagonal decay (scalar, channel-wise or none), no delta
-  rule) or ``tokens`` (the checkpointed token loops every other variant
+  the adjoint as three chunked recurrences for a diagonal decay (scalar,
+  channel-wise or none), six with the delta rule) or ``tokens`` (the
+  checkpointed token loops that Gated DeltaNet-2's general low-rank form
   still gets).
 
 Usage::
@@ -45,7 +46,8 @@ DEFAULT_VARIANTS = ("gla", "gated_deltanet", "kda", "mamba2", "retention")
 FULL_SHAPES = ((1, 4096, 8, 128, 128), (2, 8192, 4, 128, 128))
 QUICK_SHAPES = ((1, 512, 4, 64, 64),)
 #: variants whose gradient la-expand-recurrence-grad chunks
-CHUNKED_BACKWARD = ("linear", "retention", "mamba2", "gla")
+CHUNKED_BACKWARD = ("linear", "retention", "mamba2", "gla", "deltanet",
+                    "decayed_deltanet", "gated_deltanet", "kda")
 
 
 def parse_args(argv=None):

@@ -62,7 +62,9 @@ void mlir::la::buildBufferizationPipeline(OpPassManager &pm,
 }
 
 void mlir::la::buildLowerBuffersToLLVMPipeline(OpPassManager &pm, bool parallel,
-                                               bool tile) {
+                                               bool tile, bool hostAllocator) {
+  FinalizeMemRefToLLVMConversionPassOptions memrefOptions;
+  memrefOptions.useGenericFunctions = hostAllocator;
   if (parallel) {
     pm.addPass(createForallToParallelLoopPass());
     // After la-tile the threads are la-tile's scf.forall loops; the ops it
@@ -91,7 +93,7 @@ void mlir::la::buildLowerBuffersToLLVMPipeline(OpPassManager &pm, bool parallel,
   // lowered while its region is still a single block, so memrefs go to LLVM
   // before scf goes to control flow.
   if (parallel)
-    pm.addPass(createFinalizeMemRefToLLVMConversionPass());
+    pm.addPass(createFinalizeMemRefToLLVMConversionPass(memrefOptions));
   pm.addPass(createSCFToControlFlowPass());
   if (parallel)
     pm.addPass(createConvertOpenMPToLLVMPass());
@@ -105,7 +107,7 @@ void mlir::la::buildLowerBuffersToLLVMPipeline(OpPassManager &pm, bool parallel,
   pm.addPass(createArithToLLVMConversionPass());
   pm.addPass(createConvertIndexToLLVMPass());
   if (!parallel)
-    pm.addPass(createFinalizeMemRefToLLVMConversionPass());
+    pm.addPass(createFinalizeMemRefToLLVMConversionPass(memrefOptions));
   pm.addPass(createConvertFuncToLLVMPass());
   pm.addPass(createConvertControlFlowToLLVMPass());
   pm.addPass(createUBToLLVMConversionPass());
@@ -189,7 +191,7 @@ void mlir::la::buildLowerToCPUPipeline(OpPassManager &pm,
   if (options.prefetch)
     pm.addNestedPass<func::FuncOp>(createLaPrefetchChunksPass());
 
-  buildLowerBuffersToLLVMPipeline(pm, parallel, tile);
+  buildLowerBuffersToLLVMPipeline(pm, parallel, tile, options.hostAllocator);
 }
 
 void mlir::la::buildGPUScheduleOnTensorsPipeline(

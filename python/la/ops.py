@@ -253,13 +253,24 @@ class _Call:
         self.__dict__.update(fields)
 
 
+def _host_runtime():
+    """libla_host_runtime.so (the kernels' caching allocator), or None (also
+    with ``LA_HOST_ALLOCATOR=0``: malloc and free)."""
+    if os.environ.get("LA_HOST_ALLOCATOR") == "0":
+        return None
+    return _capi.find_library("libla_host_runtime.so", "LA_HOST_RUNTIME_LIB")
+
+
 def _lower_to_cpu(chunk_size, sequential, threads):
     """la-lower-to-cpu with the call's options: on more than one thread its
-    thread loops become OpenMP regions (``parallel=1``), and the fusion cost
-    rule plans for ``threads``."""
+    thread loops become OpenMP regions (``parallel=1``), the fusion cost
+    rule plans for ``threads``, and buffers come from la's caching allocator
+    (``host-allocator=1``) where its library is built."""
     options = "sequential=1" if sequential else f"chunk-size={chunk_size} sequential=0"
     if threads > 1:
         options += f" parallel=1 threads={threads}"
+    if _host_runtime():
+        options += " host-allocator=1"
     return f"la-lower-to-cpu{{{options}}}"
 
 
@@ -269,9 +280,13 @@ def _pipeline(chunk_size, sequential, threads=1):
 
 def _link_flags(pipeline):
     """clang's link flags for a kernel lowered by ``pipeline``."""
+    flags = _LINK_FLAGS
     if "parallel=1" in pipeline:
-        return _LINK_FLAGS + _OPENMP_LINK_FLAGS
-    return _LINK_FLAGS
+        flags += _OPENMP_LINK_FLAGS
+    runtime = _host_runtime() if "host-allocator=1" in pipeline else None
+    if runtime:
+        flags += (runtime, f"-Wl,-rpath,{os.path.dirname(runtime)}")
+    return flags
 
 
 def _thread_count(num_threads, torch_inputs):
@@ -1047,8 +1062,8 @@ def _backward_pipeline(chunk_size, sequential, threads=1):
     """The forward's module, differentiated by the compiler and lowered: the
     gradient function replaces the forward (keep-forward=0); its
     la.recurrence_grad becomes chunked adjoint recurrences where the decay
-    is scalar and there is no low-rank part (la-expand-recurrence-grad),
-    checkpointed token loops otherwise (a checkpoint every ``chunk_size``
+    is diagonal and the low-rank part none or the delta rule
+    (la-expand-recurrence-grad), checkpointed token loops otherwise (a checkpoint every ``chunk_size``
     tokens), and token loops always with ``sequential``."""
     lower = _lower_to_cpu(chunk_size, sequential, threads)
     return (f"builtin.module(la-derive-backward{{checkpoint={chunk_size} keep-forward=0}}, "
@@ -1213,9 +1228,10 @@ def attention_backward(variant, q, k, v, g=None, beta=None, *, do, d_final_state
 
     The gradient kernel is derived by the compiler from the forward kernel's
     MLIR (``la-derive-backward``: ``la.attention_grad``, lowered to the
-    adjoint recurrence run backward in time). Where the decay is scalar (or
-    none) and there is no delta rule, the adjoint is three chunked
-    recurrences like the forward; otherwise, and with ``sequential=True``,
+    adjoint recurrence run backward in time). Except for Gated DeltaNet-2's
+    general low-rank form, the adjoint is chunked recurrences like the
+    forward (three, six with the delta rule); for it, and with
+    ``sequential=True``,
     a token-by-token program that stores the state every ``chunk_size``
     tokens and recomputes it in between. ``d_final_state``
     ``[N, HV, K, V]`` is the gradient of the final state (None: zero).

@@ -9,6 +9,8 @@
 // RUN: la-opt %s -la-lower-to-cpu="chunk-size=16 gate-block=0" -mlir-print-ir-after=convert-la-to-linalg -o /dev/null 2>&1 | FileCheck %s --check-prefix=GB0
 // RUN: not la-opt %s -la-lower-to-cpu=gate-block=-1 2>&1 | FileCheck %s --check-prefix=BADGATE
 // RUN: la-opt %s -la-lower-to-cpu="chunk-size=16 gate-spread-limit=0" -mlir-print-ir-after=convert-la-to-linalg -o /dev/null 2>&1 | FileCheck %s --check-prefix=NOSPREAD
+// RUN: la-opt %s -la-lower-to-cpu | FileCheck %s --check-prefix=MALLOC
+// RUN: la-opt %s -la-lower-to-cpu=host-allocator | FileCheck %s --check-prefix=HOSTALLOC
 
 // The whole pipeline ends in the LLVM dialect: results become trailing
 // out-parameters (the caller owns every output), no la op is left.
@@ -22,6 +24,20 @@
 // CHECK-NOT: llvm.intr.exp
 // CHECK: llvm.return
 // CHECK-NOT: la.
+
+// Buffers: malloc and free by default; with host-allocator, the generic
+// functions of finalize-memref-to-llvm (libla_host_runtime.so's cache).
+// MALLOC-LABEL: llvm.func @gla(
+// MALLOC: llvm.call @malloc(
+// MALLOC-NOT: _mlir_memref_to_llvm
+// MALLOC: llvm.call @free(
+// HOSTALLOC-DAG: llvm.func @_mlir_memref_to_llvm_alloc(i64) -> !llvm.ptr
+// HOSTALLOC-DAG: llvm.func @_mlir_memref_to_llvm_free(!llvm.ptr)
+// HOSTALLOC-LABEL: llvm.func @gla(
+// HOSTALLOC: llvm.call @_mlir_memref_to_llvm_alloc(
+// HOSTALLOC-NOT: llvm.call @malloc(
+// HOSTALLOC: llvm.call @_mlir_memref_to_llvm_free(
+// HOSTALLOC-NOT: llvm.call @free(
 
 // Without tiling: scalar loops.
 // SCALAR-LABEL: llvm.func @gla(

@@ -15,6 +15,7 @@
 #include "TestDevices.h"
 
 #include "la-c/CudaRuntime.h"
+#include "la-c/HostRuntime.h"
 #include "la/Dialect/La/LaOps.h"
 #include "la/Dialect/La/LaVariants.h"
 #include "la/InitAllDialects.h"
@@ -144,6 +145,12 @@ static cl::opt<la::MmaPrecision> mmaPrecision(
     cl::values(clEnumValN(la::MmaPrecision::TF32, "tf32", "tf32 operands"),
                clEnumValN(la::MmaPrecision::BF16, "bf16", "bf16 operands"),
                clEnumValN(la::MmaPrecision::F16, "f16", "f16 operands")));
+static cl::opt<bool> hostAllocator(
+    "host-allocator", cl::cat(laRunCategory),
+    cl::desc("la-lower-to-cpu's host-allocator: buffers from "
+             "libla_host_runtime.so's caching allocator (default on; off: "
+             "malloc and free)"),
+    cl::init(true));
 static cl::opt<unsigned> repeat("repeat", cl::cat(laRunCategory),
                                 cl::desc("timed runs"), cl::init(1));
 static cl::opt<bool> printOutputs("print-outputs", cl::cat(laRunCategory),
@@ -583,6 +590,7 @@ int main(int argc, char **argv) {
   // la-run compiles for the machine it runs on: the cost rule plans for
   // its threads unless told otherwise.
   pipelineOptions.threads = fuseThreads;
+  pipelineOptions.hostAllocator = hostAllocator;
   if (!onGPU && !emulated && !gpuSchedule) {
     if (failed(la::verifyLowerToCPUOptions(
             pipelineOptions, [](const llvm::Twine &message) -> LogicalResult {
@@ -607,6 +615,17 @@ int main(int argc, char **argv) {
   auto engine = ExecutionEngine::create(*module, engineOptions);
   if (!engine)
     fail("JIT compilation failed: " + llvm::toString(engine.takeError()));
+  // The host allocator's functions, from libla_host_runtime.so (linked).
+  (*engine)->registerSymbols([](llvm::orc::MangleAndInterner interner) {
+    llvm::orc::SymbolMap symbols;
+    symbols[interner("_mlir_memref_to_llvm_alloc")] = {
+        llvm::orc::ExecutorAddr::fromPtr(&_mlir_memref_to_llvm_alloc),
+        llvm::JITSymbolFlags::Exported};
+    symbols[interner("_mlir_memref_to_llvm_free")] = {
+        llvm::orc::ExecutorAddr::fromPtr(&_mlir_memref_to_llvm_free),
+        llvm::JITSymbolFlags::Exported};
+    return symbols;
+  });
   // Global constructors (the GPU path's module load) run here.
   (*engine)->initialize();
   if (onGPU)

@@ -87,6 +87,15 @@ struct LowerToCPUOptions : public PassPipelineOptions<LowerToCPUOptions> {
                      "product (convert-la-to-linalg's gate-spread-limit; 0: "
                      "always the blocked form)"),
       llvm::cl::init(32.0)};
+  PassOptions::Option<bool> hostAllocator{
+      *this, "host-allocator",
+      llvm::cl::desc(
+          "allocate through _mlir_memref_to_llvm_alloc/free "
+          "(finalize-memref-to-llvm's generic functions), which "
+          "libla_host_runtime.so defines with a cache of large blocks "
+          "between calls (la-run and the Python package load it); off: "
+          "malloc and free"),
+      llvm::cl::init(false)};
 };
 
 /// Options of `la-lower-to-nvvm`.
@@ -185,9 +194,11 @@ void buildBufferizationPipeline(OpPassManager &pm,
 
 /// The end of la-lower-to-cpu: buffers to the LLVM dialect, through loops
 /// (OpenMP with `parallel`) and, with `vectors`, la-tile's vector register
-/// tiles. (The GPU emulator of test/lib ends with it too.)
+/// tiles; with `hostAllocator`, allocations call finalize-memref-to-llvm's
+/// generic functions (libla_host_runtime.so). (The GPU emulator of test/lib
+/// ends with it too.)
 void buildLowerBuffersToLLVMPipeline(OpPassManager &pm, bool parallel,
-                                     bool vectors);
+                                     bool vectors, bool hostAllocator = false);
 
 /// Builds the pipeline from `la.attention` on tensors to the LLVM dialect:
 /// la-lower-to-recurrence, la-chunk (unless sequential), convert-la-to-linalg,

@@ -103,10 +103,21 @@ def LaExpandRecurrenceGradPass : Pass<"la-expand-recurrence-grad"> {
     is first rewritten by la-simplify-recurrence's patterns (which this pass
     includes).
 
-    Left to the token loops of `convert-la-to-linalg`: the delta rule and
-    the general low-rank form (their adjoints need the key-side products
-    `S^T k` and `G v`, which no `la.recurrence` has), and dynamic T, H or
-    HV.
+    The delta rule (`b = w = beta k`, `a = alpha * k`) becomes six
+    recurrences: its reads `p_t = a_t^T S_{t-1}` (the forward recurrence on
+    the inputs one token later, queried by a) and `dv_t = G_t^T b_t` (the
+    adjoint, a general low-rank recurrence with `reverse` and the transposed
+    transition `Diag(alpha) - a b^T` one token earlier) make both the state
+    (`S_t = D_t S_{t-1} + b_t (v_t - p_t)^T`) and its adjoint
+    (`G_{t-1} = D_t G_t - a_t dv_t^T + s q_{t-1} do_{t-1}^T`) diagonal
+    recurrences, whose products `S do`, `S dv` and `G (v - p)` (the last as
+    two recurrences, one per term) give dq, dk, dbeta and the gate's
+    gradient; `dS_0 = D_0 G_0 - a_0 dv_0^T`.
+
+    Left to the token loops of `convert-la-to-linalg`: the general low-rank
+    form (Gated DeltaNet-2's erase/write form: its `b` and `w` differ, so
+    each of `S` and `G` would need two recurrences per product), and dynamic
+    T, H or HV.
   }];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
