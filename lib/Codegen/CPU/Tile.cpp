@@ -14,6 +14,7 @@
 #include "la/Codegen/CPU/CPUTiling.h"
 #include "la/Codegen/CPU/Passes.h"
 #include "la/Dialect/La/LaDialect.h"
+#include "la/Dialect/La/LaUtils.h"
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -524,6 +525,77 @@ LogicalResult mlir::la::vectorizeForCPU(RewriterBase &rewriter,
   return success();
 }
 
+/// The dim that `op` reverses when it is a copy along one reversed dim (the
+/// time flips of `reverse` recurrences: input map the identity but for
+/// `n - 1 - d`, body a yield of the input), with static loop ranges.
+static std::optional<unsigned> getReversedDim(linalg::GenericOp op) {
+  if (!op.hasPureTensorSemantics() || op.getNumDpsInputs() != 1 ||
+      op.getNumDpsInits() != 1 || op.getNumParallelLoops() != op.getNumLoops())
+    return std::nullopt;
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  if (llvm::any_of(ranges, ShapedType::isDynamic))
+    return std::nullopt;
+  Block &body = op.getRegion().front();
+  auto yield = cast<linalg::YieldOp>(body.getTerminator());
+  if (body.getOperations().size() != 1 ||
+      yield.getValues().front() != body.getArgument(0))
+    return std::nullopt;
+  AffineMap output = op.getIndexingMapsArray()[1];
+  AffineMap input = op.getIndexingMapsArray()[0];
+  if (!output.isIdentity() || input.getNumResults() != ranges.size())
+    return std::nullopt;
+  std::optional<unsigned> reversed;
+  MLIRContext *ctx = op.getContext();
+  for (auto [dim, expr] : llvm::enumerate(input.getResults())) {
+    if (expr == getAffineDimExpr(dim, ctx))
+      continue;
+    if (reversed || expr != getAffineConstantExpr(ranges[dim] - 1, ctx) -
+                                getAffineDimExpr(dim, ctx))
+      return std::nullopt;
+    reversed = dim;
+  }
+  return reversed;
+}
+
+/// Rewrites each reversing copy into an scf.for over the reversed dim whose
+/// body copies one slice with identity maps: the map `n - 1 - d` is not a
+/// projected permutation, so the copy would neither be tiled nor vectorised
+/// (a scalar loop per element), while each slice's copy is.
+static void splitReversedCopies(RewriterBase &rewriter, Operation *root) {
+  SmallVector<std::pair<linalg::GenericOp, unsigned>> copies;
+  root->walk([&](linalg::GenericOp op) {
+    if (std::optional<unsigned> dim = getReversedDim(op))
+      copies.emplace_back(op, *dim);
+  });
+  for (auto [op, reversedDim] : copies) {
+    // (A lambda may not capture a structured binding in C++17.)
+    unsigned dim = reversedDim;
+    rewriter.setInsertionPoint(op);
+    Location loc = op.getLoc();
+    int64_t count = op.getStaticLoopRanges()[dim];
+    unsigned rank = op.getNumLoops();
+    AffineMap id = rewriter.getMultiDimIdentityMap(rank);
+    Value source = op.getDpsInputs().front();
+    Value zero = arith::ConstantIndexOp::create(rewriter, loc, 0);
+    Value one = arith::ConstantIndexOp::create(rewriter, loc, 1);
+    Value end = arith::ConstantIndexOp::create(rewriter, loc, count);
+    auto loop = scf::ForOp::create(
+        rewriter, loc, zero, end, one, ValueRange{op.getDpsInits().front()},
+        [&](OpBuilder &b, Location l, Value index, ValueRange args) {
+          Value last = arith::ConstantIndexOp::create(b, l, count - 1);
+          Value from = arith::SubIOp::create(b, l, last, index);
+          Value row = sliceDim(b, l, source, dim, from, b.getIndexAttr(1));
+          Value slot = sliceDim(b, l, args[0], dim, index, b.getIndexAttr(1));
+          Value copied = buildGeneric(
+              b, l, ValueRange{row}, slot, {id, id}, rank, 0,
+              [](OpBuilder &, Location, ValueRange a) { return a[0]; });
+          Value written = insertAt(b, l, copied, args[0], dim, index);
+          scf::YieldOp::create(b, l, written);
+        });
+    rewriter.replaceOp(op, loop.getResults());
+  }
+}
+
 namespace {
 struct LaTilePass : public la::impl::LaTilePassBase<LaTilePass> {
   using LaTilePassBase::LaTilePassBase;
@@ -539,9 +611,10 @@ struct LaTilePass : public la::impl::LaTilePassBase<LaTilePass> {
       getOperation()->emitError("la-tile: tile sizes must be >= 1");
       return signalPassFailure();
     }
+    IRRewriter rewriter(&getContext());
+    splitReversedCopies(rewriter, getOperation());
     SmallVector<linalg::LinalgOp> ops;
     getOperation()->walk([&](linalg::LinalgOp op) { ops.push_back(op); });
-    IRRewriter rewriter(&getContext());
     // tileForCPU leaves ops of another form as they are (they are lowered
     // to scalar loops later).
     for (linalg::LinalgOp op : ops)

@@ -291,3 +291,52 @@ func.func @untouched(%a: tensor<4x8xf32>, %init: tensor<8x8xf32>, %d: tensor<?x8
   } -> tensor<?x8xf32>
   return %r, %s : tensor<8x8xf32>, tensor<?x8xf32>
 }
+
+// -----
+
+// A time flip (a copy whose input map reverses one dim, as the decomposition
+// of a `reverse` recurrence makes) is not a projected permutation: it
+// becomes a loop over the reversed dim copying one contiguous slice each.
+#flip = affine_map<(d0, d1, d2, d3) -> (d0, -d1 + 15, d2, d3)>
+#id = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+// CHECK-LABEL: func.func @flip
+// CHECK-SAME: (%[[X:.*]]: tensor<1x16x1x32xf32>)
+// CHECK-DAG: %[[C15:.*]] = arith.constant 15 : index
+// CHECK-DAG: %[[C16:.*]] = arith.constant 16 : index
+// CHECK: %[[R:.*]] = scf.for %[[I:.*]] = %{{.*}} to %[[C16]] step %{{.*}} iter_args(%[[ACC:.*]] = %{{.*}})
+// CHECK: %[[FROM:.*]] = arith.subi %[[C15]], %[[I]] : index
+// CHECK: %[[ROW:.*]] = tensor.extract_slice %[[X]][0, %[[FROM]], 0, 0] [1, 1, 1, 32] [1, 1, 1, 1]
+// CHECK: %[[NEW:.*]] = tensor.insert_slice %[[ROW]] into %[[ACC]][0, %[[I]], 0, 0] [1, 1, 1, 32] [1, 1, 1, 1]
+// CHECK: scf.yield %[[NEW]]
+// CHECK-NOT: linalg.generic
+// CHECK: return %[[R]]
+func.func @flip(%x: tensor<1x16x1x32xf32>) -> tensor<1x16x1x32xf32> {
+  %e = tensor.empty() : tensor<1x16x1x32xf32>
+  %r = linalg.generic {indexing_maps = [#flip, #id],
+                       iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%x : tensor<1x16x1x32xf32>) outs(%e : tensor<1x16x1x32xf32>) {
+  ^bb0(%a: f32, %b: f32):
+    linalg.yield %a : f32
+  } -> tensor<1x16x1x32xf32>
+  return %r : tensor<1x16x1x32xf32>
+}
+
+// -----
+
+// Not a plain copy (the body computes): left as it is.
+#flip = affine_map<(d0, d1) -> (d0, -d1 + 15)>
+#id = affine_map<(d0, d1) -> (d0, d1)>
+// CHECK-LABEL: func.func @not_a_flip
+// CHECK: linalg.generic
+// CHECK-NOT: scf.for
+func.func @not_a_flip(%x: tensor<16x16xf32>) -> tensor<16x16xf32> {
+  %e = tensor.empty() : tensor<16x16xf32>
+  %r = linalg.generic {indexing_maps = [#flip, #id],
+                       iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<16x16xf32>) outs(%e : tensor<16x16xf32>) {
+  ^bb0(%a: f32, %b: f32):
+    %s = arith.addf %a, %a : f32
+    linalg.yield %s : f32
+  } -> tensor<16x16xf32>
+  return %r : tensor<16x16xf32>
+}

@@ -27,6 +27,13 @@ def LaTilePass : Pass<"la-tile", "func::FuncOp"> {
     iterations of each reduction loop; a tile size that does not divide its
     loop leaves a partial tile, which is peeled into its own loop.
 
+    A copy that reverses one dim (the time flips of `reverse` recurrences:
+    an input map `n - 1 - d`, which is not a projected permutation) is first
+    rewritten into an `scf.for` over that dim copying one slice per
+    iteration with identity maps, so that it is tiled and vectorised too
+    (a `reverse` recurrence of (1,4096,8,128,128) went from 60 to 43 ms, its
+    forward twin taking 42-47 ms).
+
     With `vectorize` (the default) every register-tile op is then vectorised
     (contractions into `vector.contract`), tensor slices are folded into the
     vector transfers and accumulator tiles are hoisted out of the reduction
