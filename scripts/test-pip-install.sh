@@ -27,5 +27,9 @@ assert err < 1e-5, err
 from la import cuda
 runtime = cuda.library_path()
 assert runtime and runtime.startswith(__import__("sys").prefix), runtime
+# The kernels' caching allocator is installed too, and the kernel used it.
+from la import ops
+host = ops._host_runtime()
+assert host and host.startswith(__import__("sys").prefix), host
 print(f"pip-installed la: gla rel_rms {err:.2e} ({la.__file__})")
 PY
