@@ -360,9 +360,9 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
     AffineMap gateMap = channel ? id4 : dimMap(ctx, 4, {0, 1, 2});
 
     // The delta rule's b = beta k and a = alpha * k ([B,T,H,K], f32).
-    Value keys = a.remap(op.getK(), false);
-    Value lowB, lowA, beta;
+    Value keys, lowB, lowA, beta;
     if (delta) {
+      keys = a.remap(op.getK(), false);
       beta = a.remap(op.getBeta(), false);
       SmallVector<OpFoldResult> keySizes = mixedSizes(rewriter, loc, keys);
       lowB = buildGeneric(rewriter, loc, ValueRange{keys, beta},
@@ -428,7 +428,6 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
       Value scaledQ = a.remap(op.getQ(), false, scale);
       Value earlierB = a.shift(lowB, /*later=*/false);
       earlierA = a.shift(lowA, /*later=*/false);
-      Value dO = a.remap(op.getDO(), false);
       // A_{t+1}^T = D_{t+1} - a_{t+1} b_{t+1}^T: low-rank a' = b, b' = a.
       adjoint =
           a.recurrence(lowB, scaledQ, dO, shiftedGate, Value(), dFinal, 1.0f,
@@ -496,7 +495,7 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
     Value dk = a.sumGroups(transposed.getO(), 2);
     // The factor of k in the gate's gradient: dk, or beta y - z.
     Value keyFactor = dk;
-    SmallVector<Value> results;
+    Value dBeta;
     if (delta) {
       Value earlierDv = a.shift(dv, /*later=*/false);
       Value negatedA = a.remap(earlierA, true, -1.0f);
@@ -506,7 +505,7 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
           values, earlierDv, negatedA, channel ? Value() : transposedGate,
           channel ? transposedGate : Value(), zeroState, 1.0f,
           /*reverse=*/true);
-      Value y = a.sumGroups(transposed.getO(), 2);
+      Value y = dk;
       Value yLowRank = a.sumGroups(lowRankPart.getO(), 2);
       // z = b (x . dv) - S dv, per value head, then summed per key head.
       Value stateDv = transposedForward(dv, 1.0f).getO();
@@ -547,7 +546,7 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
       dk = combine(1.0f);
       keyFactor = combine(-1.0f);
       // dbeta = k . y.
-      Value dBeta = buildGeneric(
+      dBeta = buildGeneric(
           rewriter, loc, ValueRange{keys, y, yLowRank},
           zeroTensor(rewriter, loc, mixedSizes(rewriter, loc, beta)),
           {id4, id4, id4, headMap}, 3, 1,
@@ -555,19 +554,14 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
             Value sum = addF(nb, l, args[1], args[2]);
             return addF(nb, l, args[3], mulF(nb, l, args[0], sum));
           });
-      results = {dq, dk, dv, dInitial};
-      if (op.getG())
-        results.push_back(gateGradient(rewriter, op, a, dq, keyFactor,
-                                       forward.getFinalState(), dFinal));
-      results.push_back(dBeta);
-      replaceWithCasts(rewriter, op, results);
-      return success();
     }
 
-    results = {dq, dk, dv, dInitial};
+    SmallVector<Value> results = {dq, dk, dv, dInitial};
     if (op.getG())
       results.push_back(gateGradient(rewriter, op, a, dq, keyFactor,
                                      forward.getFinalState(), dFinal));
+    if (dBeta)
+      results.push_back(dBeta);
     replaceWithCasts(rewriter, op, results);
     return success();
   }
