@@ -198,6 +198,9 @@ void mlir::la::buildGPUScheduleOnTensorsPipeline(
     OpPassManager &pm, const LowerToNVVMOptions &options) {
   // The fused program on tensors, tiled onto blocks and threads.
   pm.addPass(createLaLowerToRecurrencePass());
+  // Gradients that are recurrences again take the forward's schedule; the
+  // element-wise work between them becomes kernels of its own.
+  pm.addPass(createLaExpandRecurrenceGradPass());
   LaFuseRecurrencePassOptions fuseOptions;
   fuseOptions.chunkSize = options.chunkSize;
   fuseOptions.mode = FusionMode::Fused;
@@ -205,15 +208,15 @@ void mlir::la::buildGPUScheduleOnTensorsPipeline(
   // la-tile-for-gpu stages the inputs into shared memory instead.
   fuseOptions.packInputs = false;
   // One chunk loop per task, which la-tile-for-gpu maps (a static T that is
-  // not a multiple of the chunk size is padded outside the tasks, which
-  // la-map-to-gpu reports).
+  // not a multiple of the chunk size is padded outside the tasks, by
+  // kernels of la-map-to-gpu's).
   fuseOptions.peelTail = false;
   // Packed sequences have run-time lengths, which the GPU's tasks do not
   // take: la-chunk lowers them.
   fuseOptions.splitSequences = false;
   pm.addPass(createLaFuseRecurrencePass(fuseOptions));
-  // What does not fuse (cu_seqlens) is chunked, and la-map-to-gpu reports
-  // the work it leaves outside the tasks.
+  // What does not fuse (cu_seqlens) is chunked; la-map-to-gpu reports the
+  // loops over sequences that it leaves outside the tasks.
   LaChunkPassOptions chunkOptions;
   chunkOptions.chunkSize = options.chunkSize;
   pm.addPass(createLaChunkPass(chunkOptions));

@@ -261,6 +261,67 @@ def test_reverse_mode_reference(case, sequential):
         assert err <= limit, f"{variant} d{name}: rel_rms {err:.3e}"
 
 
+# --------------------------------------------------------------------------
+# the GPU pipeline's backward kernels, run on the CPU by la-emulate-gpu
+# --------------------------------------------------------------------------
+
+def _emulated_gradients(variant, inputs, do, d_final, chunk, **attrs):
+    """The gradient function that la-derive-backward makes of the forward's
+    module, lowered by la-lower-to-gpu (the adjoint recurrences as the
+    forward's task kernels, the products between them as kernels of their
+    own) and run by la-run --target=gpu-emulator."""
+    import os
+    import tempfile
+
+    from la import ir
+    from la.variants import token_operands
+
+    B, T, H, K = inputs["q"].shape
+    HV, V = inputs["v"].shape[2:]
+    text = runner.attention_mlir(variant, B, T, H, K, V, HV, has_initial_state=True,
+                                 output_final_state=True, log_decay=inputs.get("log_decay"),
+                                 **attrs)
+    module = ir.Module.parse(text)
+    ir.PassManager.parse(f"builtin.module(la-derive-backward{{checkpoint={chunk} "
+                         "keep-forward=0})").run(module)
+    order = token_operands(variant) + ["initial_state"]
+    names = [name for name in order if name in DIFFERENTIABLE]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "grad.mlir")
+        with open(path, "w") as f:
+            f.write(str(module))
+        values = lt.run_la_run_file(
+            runner.find_la_run(), path, [inputs[name] for name in order] + [do, d_final], tmp,
+            flags=["--entry=attention_grad", "--target=gpu-emulator",
+                   f"--chunk-size={chunk}"], results=names)
+    return dict(zip(names, values))
+
+
+#: The forward tests' shapes that the GPU path takes (no packed sequences;
+#: Gated DeltaNet-2's general low-rank form keeps token loops, which have no
+#: GPU form): T < C, T % C != 0, B > 1, grouped value heads, K != V, strong
+#: gates.
+GPU_CASES = [case for case in CASES
+             if "cu_seqlens" not in case[8] and VARIANTS[case[0]][0] != "erase_write"]
+
+
+@pytest.mark.skipif(runner.find_la_run() is None, reason="la-run is not built")
+@pytest.mark.parametrize("case", GPU_CASES, ids=[f"{c[0]}-T{c[2]}" for c in GPU_CASES])
+def test_gpu_emulated_backward(case):
+    variant, B, T, H, HV, K, V, chunk, extra = case
+    make = {key: val for key, val in extra.items() if key in _MAKE_KEYS}
+    attrs = {key: val for key, val in extra.items() if key not in _MAKE_KEYS}
+    inputs, do, d_final = _inputs(variant, B, T, H, K, V, HV, seed=7, **make)
+    got = _emulated_gradients(variant, inputs, do, d_final, chunk, **attrs)
+    expected = _reverse_mode(variant, inputs, do, d_final, **attrs)
+    assert sorted(got) == sorted(expected)
+    extreme = make.get("gate_scale", 1.0) > 10
+    for name, value in expected.items():
+        limit = EXTREME_GATE_DG_LIMIT if extreme and name == "g" else _limit(name)
+        err = lt.rel_rms(value, got[name])
+        assert err <= limit, f"{variant} d{name}: rel_rms {err:.3e}"
+
+
 @pytest.mark.parametrize("beta_range", [(1e-3, 1e-2), (0.99, 0.999)], ids=["near0", "near1"])
 def test_beta_near_zero_and_one(beta_range):
     inputs, do, d_final = _inputs("gated_deltanet", 1, 13, 2, 4, 6, 2, seed=8)

@@ -198,13 +198,12 @@ def test_lower_all_into_a_directory(tmp_path):
 
 def test_crash_reproducer(tmp_path):
     """A failing pipeline writes a reproducer (the module and the pipeline)."""
-    # T = 40 is not a multiple of the chunk size: la-lower-to-gpu fails.
-    inputs = _inputs("gla", T=40)
-    B, T, H, K = inputs["q"].shape
-    module = ir.Module.parse(la.runner.attention_mlir("linear", B, T, H, K,
-                                                      inputs["v"].shape[3]))
+    # Packed sequences on the GPU path: la-lower-to-gpu fails (their loop
+    # over the sequences has no kernel form).
+    module = ir.Module.parse(la.runner.attention_mlir("linear", 1, 40, 2, 16, 16,
+                                                      cu_seqlens_len=3))
     reproducer = tmp_path / "repro.mlir"
-    with pytest.raises(la.LaError, match="runs outside the attention's GPU tasks"):
+    with pytest.raises(la.LaError, match="runs in a loop outside the attention's GPU tasks"):
         ir.PassManager.parse("builtin.module(la-lower-to-gpu{chunk-size=16})").run(
             module, crash_reproducer=reproducer)
     text = reproducer.read_text()

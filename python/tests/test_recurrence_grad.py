@@ -113,7 +113,7 @@ def _expected(low_rank, gate, named, state, d_o, d_final, cu_seqlens, scale):
 
 
 def _check(low_rank, gate, *, B=2, T=21, H=2, HV=4, K=8, V=6, checkpoint=8,
-           cu_seqlens=None, scale=0.5, seed=0):
+           cu_seqlens=None, scale=0.5, seed=0, flags=()):
     named, state, d_o, d_final = _inputs(low_rank, gate, B, T, H, HV, K, V, cu_seqlens, seed)
     mlir = _mlir(low_rank, gate, named, state, d_o, d_final, cu_seqlens, scale, checkpoint)
     names = ["q", "k", "v", "initial_state"] + [name for name, _ in named[3:]]
@@ -124,7 +124,7 @@ def _check(low_rank, gate, *, B=2, T=21, H=2, HV=4, K=8, V=6, checkpoint=8,
         path = os.path.join(tmp, "grad.mlir")
         with open(path, "w") as f:
             f.write(mlir)
-        values = lt.run_la_run_file(LA_RUN, path, arrays, tmp, results=names)
+        values = lt.run_la_run_file(LA_RUN, path, arrays, tmp, flags=flags, results=names)
     outputs = dict(zip(names, values))
     expected = _expected(low_rank, gate, named, state, d_o, d_final, cu_seqlens, scale)
     for name in names:
@@ -175,3 +175,21 @@ def test_delta_rule_packed_sequences_chunked():
     # (no gate and a fixed one over several chunks: test_attention_grad's
     # DeltaNet T = 65 and decayed DeltaNet cases)
     _check("delta", "channel", B=1, T=140, cu_seqlens=[0, 1, 70, 70, 140])
+
+
+@pytest.mark.parametrize("gate", ["none", "fixed", "scalar", "channel"])
+@pytest.mark.parametrize("low_rank", ["none", "delta"])
+def test_gpu_emulated_kernels(low_rank, gate):
+    # la-lower-to-gpu's kernels run by la-emulate-gpu: the adjoint recurrences
+    # as the forward's task kernels (chunks of 8 over T = 21, so the last
+    # is padded by kernels outside the tasks), the per-token products, head
+    # sums, shifts and the gate gradient's reverse sum over tokens as kernels
+    # of their own.
+    _check(low_rank, gate, flags=["--target=gpu-emulator", "--chunk-size=8"])
+
+
+def test_gpu_emulated_kernels_over_many_chunks():
+    # la-lower-to-nvvm's default chunks (32) and value tiles (32): V = 64 in
+    # two value tiles, five chunks with a padded last one.
+    _check("delta", "channel", B=1, T=150, H=2, HV=4, K=16, V=64,
+           flags=["--target=gpu-emulator"])

@@ -64,3 +64,36 @@ func.func @retention(%q: tensor<1x32x2x16xf32>, %k: tensor<1x32x2x16xf32>,
       -> tensor<1x32x2x16xf32>
   return %o : tensor<1x32x2x16xf32>
 }
+
+// -----
+
+// T = 40 is not a multiple of the chunk size (16): the padding of each input
+// to 48 tokens (a fill and a copy) and the copy of the output's first 40
+// tokens run outside the tasks, as kernels of their own (one element per
+// thread: 48 x 16 = 768 elements in 6 blocks, 40 x 16 = 640 in 5).
+// RET-LABEL: func.func @padded
+// RET-SAME: %[[Q:[a-z0-9]+]]: memref<1x40x1x16xf32>
+// RET-SAME: %[[O:[a-z0-9]+]]: memref<1x40x1x16xf32>)
+// RET: %[[QP:.*]], %{{.*}} = gpu.alloc async [%{{.*}}] () : memref<1x48x1x16xf32>
+// RET: gpu.launch blocks({{.*}}) in (%{{.*}} = %c6, %{{.*}} = %c1, %{{.*}} = %c1)
+// RET: linalg.map outs
+// RET: gpu.terminator
+// RET: gpu.launch blocks({{.*}}) in (%{{.*}} = %c5, %{{.*}} = %c1, %{{.*}} = %c1)
+// RET: memref.subview %[[Q]]
+// RET: linalg.copy
+// RET: gpu.terminator
+// RET: gpu.launch {{.*}} dynamic_shared_memory_size
+// RET: gpu.terminator
+// RET: gpu.launch blocks({{.*}}) in (%{{.*}} = %c5, %{{.*}} = %c1, %{{.*}} = %c1)
+// RET: memref.subview %[[O]]
+// RET: linalg.copy
+// RET: gpu.terminator
+// RET-NOT: memref.copy
+// RET: return
+func.func @padded(%q: tensor<1x40x1x16xf32>, %k: tensor<1x40x1x16xf32>,
+                  %v: tensor<1x40x1x16xf32>) -> tensor<1x40x1x16xf32> {
+  %o = la.attention linear %q, %k, %v
+      : tensor<1x40x1x16xf32>, tensor<1x40x1x16xf32>, tensor<1x40x1x16xf32>
+      -> tensor<1x40x1x16xf32>
+  return %o : tensor<1x40x1x16xf32>
+}

@@ -11,7 +11,10 @@
 //     linearized iterations (thread t takes t, t + threads, ...) followed by
 //     a barrier, and so does each copy between buffers;
 //   - around the launch, an output buffer copied to the result is replaced
-//     by the result itself; other host allocations become gpu.alloc.
+//     by the result itself; other host allocations become gpu.alloc;
+//   - the structured ops and copies outside the tasks (padding, the
+//     backward's per-token products) become kernels of their own, one
+//     parallel iteration per thread, and loops of them kernels of one block.
 // The function then takes device pointers: callers pass GPU memory.
 //
 //===----------------------------------------------------------------------===//
@@ -32,6 +35,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/Interfaces/TilingInterface.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
 
 #include "llvm/ADT/DenseMap.h"
@@ -628,6 +632,209 @@ mlir::la::mapTasksToLaunch(RewriterBase &rewriter, scf::ForallOp tasks,
 }
 
 //===----------------------------------------------------------------------===//
+// Work outside the tasks
+//===----------------------------------------------------------------------===//
+
+/// Emits, at the rewriter's insertion point, the part of `op` (on buffers)
+/// at its parallel iteration `i`, linearized over the parallel loops: the
+/// op's tile with every parallel loop at one iteration and the reductions
+/// whole (convert-linalg-to-loops later makes it scalar code).
+static LogicalResult emitParallelIteration(RewriterBase &rewriter, Location loc,
+                                           linalg::LinalgOp op,
+                                           ArrayRef<Range> loops, Value i) {
+  SmallVector<unsigned> parallel;
+  op.getParallelDims(parallel);
+  SmallVector<OpFoldResult> parallelSizes;
+  for (unsigned dim : parallel)
+    parallelSizes.push_back(loops[dim].size);
+  SmallVector<OpFoldResult> offsets, sizes;
+  for (const Range &loop : loops) {
+    offsets.push_back(loop.offset);
+    sizes.push_back(loop.size);
+  }
+  SmallVector<Value> indices = {i};
+  if (parallel.size() > 1)
+    indices = affine::AffineDelinearizeIndexOp::create(rewriter, loc, i,
+                                                       parallelSizes)
+                  .getResults();
+  for (auto [dim, index] : llvm::zip(parallel, indices)) {
+    offsets[dim] = index;
+    sizes[dim] = rewriter.getIndexAttr(1);
+  }
+  FailureOr<TilingResult> tile =
+      cast<TilingInterface>(op.getOperation())
+          .getTiledImplementation(rewriter, offsets, sizes);
+  if (failed(tile))
+    return op->emitOpError("could not be split into one-element tiles for "
+                           "the GPU's threads");
+  return success();
+}
+
+/// The number of parallel iterations of `op`.
+static Value parallelIterations(RewriterBase &rewriter, Location loc,
+                                linalg::LinalgOp op, ArrayRef<Range> loops) {
+  SmallVector<unsigned> parallel;
+  op.getParallelDims(parallel);
+  SmallVector<OpFoldResult> sizes;
+  for (unsigned dim : parallel)
+    sizes.push_back(loops[dim].size);
+  return productOf(rewriter, loc, sizes);
+}
+
+/// A memref.copy outside the kernels as the equivalent linalg.copy.
+static linalg::LinalgOp asLinalgCopy(RewriterBase &rewriter,
+                                     memref::CopyOp copy) {
+  rewriter.setInsertionPoint(copy);
+  auto linalgCopy = linalg::CopyOp::create(rewriter, copy.getLoc(),
+                                           copy.getSource(), copy.getTarget());
+  rewriter.eraseOp(copy);
+  return cast<linalg::LinalgOp>(linalgCopy.getOperation());
+}
+
+/// A structured op on buffers outside the tasks (an element-wise product, a
+/// sum over heads, a copy) -> a kernel of its own: one parallel iteration
+/// per thread, `threads-per-block` of them per block, each thread's
+/// reductions in a loop of its own.
+static LogicalResult launchPerIteration(RewriterBase &rewriter,
+                                        linalg::LinalgOp op,
+                                        const GPUMappingOptions &options) {
+  Location loc = op.getLoc();
+  rewriter.setInsertionPoint(op);
+  SmallVector<Range> loops = op.createLoopRanges(rewriter, loc);
+  Value total = parallelIterations(rewriter, loc, op, loops);
+  Value one = arith::ConstantIndexOp::create(rewriter, loc, 1);
+  Value threads =
+      arith::ConstantIndexOp::create(rewriter, loc, options.threadsPerBlock);
+  AffineExpr count, width;
+  bindSymbols(rewriter.getContext(), count, width);
+  Value blocks = getValueOrCreateConstantIndexOp(
+      rewriter, loc,
+      affine::makeComposedFoldedAffineApply(rewriter, loc, count.ceilDiv(width),
+                                            {total, threads}));
+  auto launch =
+      gpu::LaunchOp::create(rewriter, loc, blocks, one, one, threads, one, one);
+  rewriter.setInsertionPointToEnd(&launch.getBody().front());
+  auto terminator = gpu::TerminatorOp::create(rewriter, loc);
+  rewriter.setInsertionPoint(terminator);
+  // Block b takes iterations [b * threads, min((b + 1) * threads, total)):
+  // a thread loop from the thread's index, as in the tasks.
+  AffineExpr block, all;
+  bindSymbols(rewriter.getContext(), block, width, all);
+  SmallVector<OpFoldResult> operands = {launch.getBlockIds().x, threads, total};
+  Value first = affine::makeComposedAffineApply(
+      rewriter, loc, AffineMap::get(0, 3, block * width), operands);
+  Value inBlock = affine::makeComposedAffineMin(
+      rewriter, loc,
+      AffineMap::get(0, 3, {width, all - block * width}, rewriter.getContext()),
+      operands);
+  LogicalResult result = success();
+  distributeOverThreads(
+      rewriter, loc, inBlock, launch.getThreadIds().x, launch.getBlockSize().x,
+      [&](OpBuilder &, Location l, Value j) {
+        Value i = arith::AddIOp::create(rewriter, l, first, j);
+        result = emitParallelIteration(rewriter, l, op, loops, i);
+      });
+  if (failed(result))
+    return failure();
+  rewriter.eraseOp(op);
+  return success();
+}
+
+/// A loop outside the tasks (a reverse cumulative sum over tokens, a loop
+/// over packed sequences) -> a kernel of one block that runs it: each
+/// structured op or copy in it is split over the block's threads with a
+/// barrier after it, as in the tasks; the rest (indices, bounds) every
+/// thread computes alike.
+static LogicalResult launchInOneBlock(RewriterBase &rewriter, Operation *loop,
+                                      const GPUMappingOptions &options) {
+  if (loop->getNumResults() != 0)
+    return loop->emitOpError(
+        "runs outside the attention's GPU tasks and returns values, which "
+        "la-map-to-gpu cannot place on the GPU (a kernel returns nothing)");
+  WalkResult allocates = loop->walk([&](Operation *op) {
+    if (isa<memref::AllocOp, memref::AllocaOp, scf::ForallOp>(op)) {
+      op->emitOpError("runs in a loop outside the attention's GPU tasks, "
+                      "which la-map-to-gpu cannot place on the GPU (a kernel "
+                      "allocates nothing; packed sequences and token-by-token "
+                      "programs have no GPU form yet)");
+      return WalkResult::interrupt();
+    }
+    return WalkResult::advance();
+  });
+  if (allocates.wasInterrupted())
+    return failure();
+  Location loc = loop->getLoc();
+  rewriter.setInsertionPoint(loop);
+  Value one = arith::ConstantIndexOp::create(rewriter, loc, 1);
+  Value threads =
+      arith::ConstantIndexOp::create(rewriter, loc, options.threadsPerBlock);
+  auto launch =
+      gpu::LaunchOp::create(rewriter, loc, one, one, one, threads, one, one);
+  rewriter.setInsertionPointToEnd(&launch.getBody().front());
+  auto terminator = gpu::TerminatorOp::create(rewriter, loc);
+  rewriter.moveOpBefore(loop, terminator);
+  Value threadId = launch.getThreadIds().x;
+  Value blockThreads = launch.getBlockSize().x;
+
+  SmallVector<Operation *> work;
+  loop->walk<WalkOrder::PreOrder>([&](Operation *op) {
+    if (isa<linalg::LinalgOp, memref::CopyOp>(op)) {
+      work.push_back(op);
+      return WalkResult::skip();
+    }
+    return WalkResult::advance();
+  });
+  for (Operation *op : work) {
+    if (auto copy = dyn_cast<memref::CopyOp>(op)) {
+      distributeCopy(rewriter, copy, threadId, blockThreads);
+      continue;
+    }
+    auto linalgOp = cast<linalg::LinalgOp>(op);
+    if (!linalgOp.hasPureBufferSemantics())
+      return op->emitOpError("must be bufferized before la-map-to-gpu");
+    Location opLoc = op->getLoc();
+    rewriter.setInsertionPoint(op);
+    SmallVector<Range> loops = linalgOp.createLoopRanges(rewriter, opLoc);
+    Value total = parallelIterations(rewriter, opLoc, linalgOp, loops);
+    LogicalResult result = success();
+    distributeOverThreads(rewriter, opLoc, total, threadId, blockThreads,
+                          [&](OpBuilder &, Location l, Value i) {
+                            result = emitParallelIteration(rewriter, l,
+                                                           linalgOp, loops, i);
+                          });
+    if (failed(result))
+      return failure();
+    rewriter.eraseOp(op);
+  }
+  return success();
+}
+
+/// Gives the work left outside the tasks (structured ops, copies, and loops
+/// of them, in the function's body) kernels of their own, in program order.
+static LogicalResult launchWorkOutsideTasks(RewriterBase &rewriter,
+                                            func::FuncOp func,
+                                            const GPUMappingOptions &options) {
+  SmallVector<Operation *> ops;
+  for (Operation &op : func.getBody().getOps())
+    ops.push_back(&op);
+  for (Operation *op : ops) {
+    if (auto copy = dyn_cast<memref::CopyOp>(op))
+      op = asLinalgCopy(rewriter, copy);
+    if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op)) {
+      if (!linalgOp.hasPureBufferSemantics())
+        return op->emitOpError("must be bufferized before la-map-to-gpu");
+      if (failed(launchPerIteration(rewriter, linalgOp, options)))
+        return failure();
+      continue;
+    }
+    if (isa<scf::ForOp, scf::IfOp>(op) && !isMemoryEffectFree(op))
+      if (failed(launchInOneBlock(rewriter, op, options)))
+        return failure();
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // Host side
 //===----------------------------------------------------------------------===//
 
@@ -672,7 +879,6 @@ static void forwardOutputCopies(RewriterBase &rewriter, func::FuncOp func) {
 /// no GPU form here and is an error.
 static LogicalResult prepareHostSide(RewriterBase &rewriter,
                                      func::FuncOp func) {
-  forwardOutputCopies(rewriter, func);
   SmallVector<Operation *> hostOps;
   for (Operation &op : func.getBody().getOps())
     hostOps.push_back(&op);
@@ -723,8 +929,9 @@ static LogicalResult prepareHostSide(RewriterBase &rewriter,
     }
     return op->emitOpError(
         "runs outside the attention's GPU tasks, which la-map-to-gpu cannot "
-        "place on the GPU (the GPU path needs T to be a multiple of the "
-        "chunk size and the operands' producers to be fusible)");
+        "place on the GPU (structured ops, copies and loops of them get "
+        "kernels of their own; nothing else may touch device memory on the "
+        "host)");
   }
   Operation *terminator = func.getBody().front().getTerminator();
   for (Value buffer : deviceBuffers) {
@@ -747,6 +954,9 @@ LogicalResult mlir::la::mapToGPU(RewriterBase &rewriter, func::FuncOp func,
   for (scf::ForallOp forall : tasks)
     if (failed(mapTasksToLaunch(rewriter, forall, options)))
       return failure();
+  forwardOutputCopies(rewriter, func);
+  if (failed(launchWorkOutsideTasks(rewriter, func, options)))
+    return failure();
   return prepareHostSide(rewriter, func);
 }
 

@@ -6,13 +6,44 @@
 // THREADS: la-map-to-gpu: 'threads-per-block' must be in [1, 1024], got 2000
 // PRECISION: for the --mma-precision option: Cannot find option named 'fp8'!
 
-func.func @host_work(%a: memref<8xf32>, %out: memref<8xf32>) {
-  %cst = arith.constant 1.0 : f32
-  // expected-error @below {{runs outside the attention's GPU tasks}}
-  linalg.fill ins(%cst : f32) outs(%a : memref<8xf32>)
-  scf.forall (%t) in (1) {
-    memref.copy %a, %out : memref<8xf32> to memref<8xf32>
-  } {mapping = [#gpu.block<x>]}
+// The host reads device memory: no kernel form.
+func.func @host_reads_device_memory(%a: memref<8xf32>, %out: memref<8xf32>) {
+  %c0 = arith.constant 0 : index
+  // expected-error @below {{runs outside the attention's GPU tasks, which la-map-to-gpu cannot place on the GPU}}
+  %x = memref.load %a[%c0] : memref<8xf32>
+  linalg.fill ins(%x : f32) outs(%out : memref<8xf32>)
+  return
+}
+
+// -----
+
+// A loop outside the tasks runs in a kernel, which cannot return its value.
+func.func @loop_with_results(%a: memref<8xf32>) -> f32 {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  %zero = arith.constant 0.0 : f32
+  // expected-error @below {{runs outside the attention's GPU tasks and returns values}}
+  %sum = scf.for %i = %c0 to %c8 step %c1 iter_args(%acc = %zero) -> f32 {
+    %x = memref.load %a[%i] : memref<8xf32>
+    %next = arith.addf %acc, %x : f32
+    scf.yield %next : f32
+  }
+  return %sum : f32
+}
+
+// -----
+
+// Nor can a kernel allocate (packed sequences' loops do, with run-time
+// sizes).
+func.func @loop_allocates(%a: memref<8xf32>, %n: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  scf.for %i = %c0 to %n step %c1 {
+    // expected-error @below {{runs in a loop outside the attention's GPU tasks}}
+    %buf = memref.alloc(%i) : memref<?xf32>
+    memref.dealloc %buf : memref<?xf32>
+  }
   return
 }
 

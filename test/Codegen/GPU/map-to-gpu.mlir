@@ -204,3 +204,92 @@ func.func @negated_product(%a: memref<16x16xf32>, %b: memref<16x8xf32>,
   } {mapping = [#gpu.block<x>]}
   return
 }
+
+// -----
+
+// Work outside the tasks gets kernels of its own. A structured op: one
+// parallel iteration per thread, 128 per block, ceil(48 * 4 / 128) = 2
+// blocks; block b takes iterations [128 b, min(128 (b + 1), 192)), each
+// thread's reduction (over 8) a tile of its own.
+// CHECK: #[[$FIRST:.*]] = affine_map<()[s0] -> (s0 * 128)>
+// CHECK: #[[$COUNT:.*]] = affine_map<()[s0] -> (128, s0 * -128 + 192)>
+// CHECK-LABEL: func.func @sum_outside_tasks
+// CHECK-SAME: (%[[X:.*]]: memref<48x4x8xf32>, %[[S:.*]]: memref<48x4xf32>)
+// CHECK: gpu.launch blocks(%[[BX:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %c2, %{{.*}} = %c1, %{{.*}} = %c1) threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in (%[[NT:.*]] = %c128, %{{.*}} = %c1, %{{.*}} = %c1)
+// CHECK: %[[FIRST:.*]] = affine.apply #[[$FIRST]]()[%[[BX]]]
+// CHECK: %[[COUNT:.*]] = affine.min #[[$COUNT]]()[%[[BX]]]
+// CHECK: scf.for %[[J:.*]] = %[[TX]] to %[[COUNT]] step %[[NT]] {
+// CHECK: %[[I:.*]] = arith.addi %[[FIRST]], %[[J]] : index
+// CHECK: %[[IJ:.*]]:2 = affine.delinearize_index %[[I]] into (48, 4)
+// CHECK: %[[IN:.*]] = memref.subview %[[X]][%[[IJ]]#0, %[[IJ]]#1, 0] [1, 1, 8] [1, 1, 1]
+// CHECK: %[[OUT:.*]] = memref.subview %[[S]][%[[IJ]]#0, %[[IJ]]#1] [1, 1] [1, 1]
+// CHECK: linalg.generic {{.*}} ins(%[[IN]] : {{.*}}) outs(%[[OUT]] : {{.*}})
+// CHECK: } {la.distributed}
+// CHECK: gpu.terminator
+// The copy between two of the function's buffers: a linalg.copy kernel.
+// CHECK: gpu.launch blocks({{.*}}) in (%{{.*}} = %c2, %{{.*}} = %c1, %{{.*}} = %c1)
+// CHECK: linalg.copy
+// CHECK: gpu.terminator
+// CHECK-NOT: memref.copy
+// CHECK: return
+#sum_in = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+#sum_out = affine_map<(d0, d1, d2) -> (d0, d1)>
+func.func @sum_outside_tasks(%x: memref<48x4x8xf32>, %s: memref<48x4xf32>) {
+  linalg.generic {indexing_maps = [#sum_in, #sum_out],
+                  iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x : memref<48x4x8xf32>) outs(%s : memref<48x4xf32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %sum = arith.addf %acc, %in : f32
+    linalg.yield %sum : f32
+  }
+  %flat = memref.collapse_shape %x [[0], [1, 2]] : memref<48x4x8xf32> into memref<48x32xf32>
+  %head = memref.subview %flat[0, 0] [48, 4] [1, 1] : memref<48x32xf32> to memref<48x4xf32, strided<[32, 1]>>
+  memref.copy %s, %head : memref<48x4xf32> to memref<48x4xf32, strided<[32, 1]>>
+  return
+}
+
+// -----
+
+// A loop outside the tasks (a reverse sum over tokens) runs in one block:
+// its ops are split over the block's threads, each followed by a barrier,
+// the loop's indices computed by every thread alike.
+// CHECK-LABEL: func.func @token_loop_outside_tasks
+// CHECK-SAME: (%[[X:.*]]: memref<16x8xf32>, %[[ACC:.*]]: memref<8xf32>, %[[Y:.*]]: memref<16x8xf32>)
+// CHECK: gpu.launch blocks(%{{.*}}, %{{.*}}, %{{.*}}) in (%{{.*}} = %c1, %{{.*}} = %c1, %{{.*}} = %c1) threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in (%[[NT:.*]] = %c128,
+// CHECK: scf.for %[[R:.*]] = %c0 to %c16 step %c1 {
+// CHECK: %[[T:.*]] = arith.subi %c15, %[[R]] : index
+// CHECK: %[[ROW:.*]] = memref.subview %[[X]][%[[T]], 0] [1, 8] [1, 1]
+// CHECK: scf.for %[[E:.*]] = %[[TX]] to %c8 step %[[NT]] {
+// CHECK: memref.subview %[[ROW]][%[[E]]] [1] [1]
+// CHECK: linalg.generic
+// CHECK: } {la.distributed}
+// CHECK-NEXT: gpu.barrier
+// CHECK: scf.for %[[C:.*]] = %[[TX]] to %c8 step %[[NT]] {
+// CHECK: %[[CI:.*]] = affine.delinearize_index %[[C]] into (8)
+// CHECK: memref.load %[[ACC]][%[[CI]]]
+// CHECK: memref.store
+// CHECK: } {la.distributed}
+// CHECK-NEXT: gpu.barrier
+// CHECK: }
+// CHECK: gpu.terminator
+#row = affine_map<(d0) -> (d0)>
+func.func @token_loop_outside_tasks(%x: memref<16x8xf32>, %acc: memref<8xf32>,
+                                    %y: memref<16x8xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c15 = arith.constant 15 : index
+  %c16 = arith.constant 16 : index
+  scf.for %r = %c0 to %c16 step %c1 {
+    %t = arith.subi %c15, %r : index
+    %in = memref.subview %x[%t, 0] [1, 8] [1, 1] : memref<16x8xf32> to memref<8xf32, strided<[1], offset: ?>>
+    linalg.generic {indexing_maps = [#row, #row], iterator_types = ["parallel"]}
+        ins(%in : memref<8xf32, strided<[1], offset: ?>>) outs(%acc : memref<8xf32>) {
+    ^bb0(%a: f32, %b: f32):
+      %sum = arith.addf %a, %b : f32
+      linalg.yield %sum : f32
+    }
+    %out = memref.subview %y[%t, 0] [1, 8] [1, 1] : memref<16x8xf32> to memref<8xf32, strided<[1], offset: ?>>
+    memref.copy %acc, %out : memref<8xf32> to memref<8xf32, strided<[1], offset: ?>>
+  }
+  return
+}

@@ -75,9 +75,11 @@ FailureOr<gpu::LaunchOp> mapTasksToLaunch(RewriterBase &rewriter,
                                           const GPUMappingOptions &options);
 
 /// la-map-to-gpu on a function: every block forall becomes a kernel launch;
-/// host allocations become device allocations, and an output buffer copied
-/// to a result is replaced by the result. Reports an error (with the op's
-/// location) on work outside the tasks that has no GPU form.
+/// the structured ops and copies outside them, and loops of those, become
+/// kernels of their own; host allocations become device allocations, and an
+/// output buffer copied to a result is replaced by the result. Reports an
+/// error (with the op's location) on work outside the tasks that has no GPU
+/// form.
 LogicalResult mapToGPU(RewriterBase &rewriter, func::FuncOp func,
                        const GPUMappingOptions &options);
 

@@ -88,11 +88,21 @@ def LaMapToGPUPass : Pass<"la-map-to-gpu", "func::FuncOp"> {
 
     Around the launches, an output buffer copied into a result
     (`copy(collapse_shape(alloc), %result)`) is replaced by a view of the
-    result, other `memref.alloc`/`dealloc` become `gpu.alloc`/`gpu.dealloc`,
-    and any other op that touches memory there (work that did not fuse into
-    the tasks, e.g. padding when T is not a multiple of the chunk size) is
-    an error with its location. The function's memrefs are then device
-    memory: callers pass GPU pointers.
+    result, other `memref.alloc`/`dealloc` become `gpu.alloc`/`gpu.dealloc`.
+    Work that did not fuse into the tasks gets kernels of its own:
+
+    - each structured op (`linalg`) or `memref.copy` in the function's body
+      (the padding of a tail chunk, the backward's per-token products and
+      sums) becomes a launch over its parallel iterations, one per thread
+      and `threads-per-block` per block; each thread runs the op's
+      TilingInterface tile at its iteration (the reductions whole);
+    - each `scf.for` / `scf.if` of such ops (a reverse sum over tokens)
+      becomes a launch of one block that runs it, its ops and copies split
+      over the block's threads with a barrier after each.
+
+    A loop that allocates or returns values, and any other op that touches
+    memory outside the kernels, is an error with its location. The
+    function's memrefs are then device memory: callers pass GPU pointers.
   }];
   let dependentDialects = [
     "::mlir::la::LaDialect",
