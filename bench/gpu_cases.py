@@ -33,17 +33,19 @@ class Case:
     """One compiled attention layer: variant, sizes, dtype (of q, k, v, o),
     whether it takes an initial state, whether its contractions run on
     tensor cores (la-lower-to-nvvm's tensor-cores, with mma-precision tf32
-    for f32 inputs and bf16 for bf16 inputs). Every case returns the final
-    state."""
+    for f32 inputs and bf16 for bf16 inputs), and whether it is the layer's
+    gradient function (``backward``, la.gpu's ``compile_attention(backward=
+    True)``) instead of its forward. Every case returns the final state."""
 
     def __init__(self, variant, B, T, H, K, V, HV=None, dtype="f32", initial_state=False,
-                 tensor_cores=False):
+                 tensor_cores=False, backward=False):
         self.variant = variant
         self.B, self.T, self.H, self.K, self.V = B, T, H, K, V
         self.HV = H if HV is None else HV
         self.dtype = dtype
         self.initial_state = initial_state
         self.tensor_cores = tensor_cores
+        self.backward = backward
 
     @property
     def pipeline_options(self):
@@ -63,7 +65,7 @@ class Case:
         if self.HV != self.H:
             dims += f"-hv{self.HV}"
         return (f"{self.variant}-{dims}-{self.dtype}" + ("-s0" if self.initial_state else "")
-                + ("-tc" if self.tensor_cores else ""))
+                + ("-tc" if self.tensor_cores else "") + ("-grad" if self.backward else ""))
 
     def __repr__(self):
         return f"Case({self.name})"
@@ -83,6 +85,10 @@ CHECK_CASES = (
        for v in ("gla", "gated_deltanet", "kda")]
     + [Case("gla", 2, 77, 2, 64, 64, initial_state=True),
        Case("gated_deltanet", 1, 100, 2, 64, 64, HV=4, initial_state=True)]
+    # The backward (never run on a GPU before): every chunked variant's
+    # gradient function, T not a multiple of the chunk, grouped value heads.
+    + [Case(v, 1, 100, 2, 64, 64, HV=4, initial_state=True, backward=True)
+       for v in ("gla", "gated_deltanet", "kda", "retention", "mamba2", "deltanet", "linear")]
     # Tensor cores (tf32 for f32, bf16 mma for bf16): never run before a
     # device check; their tolerances are those of the operand type.
     + [Case(v, 2, 128, 2, 64, 64, dtype=dt, initial_state=True, tensor_cores=True)
@@ -113,7 +119,7 @@ def compile_case(case, directory=DEFAULT_DIR, pipeline_options=None, force=False
     gpu.compile_attention(path, case.variant, case.B, case.T, case.H, case.K, case.V, case.HV,
                           dtype=case.dtype, has_initial_state=case.initial_state,
                           output_final_state=True, pipeline_options=pipeline_options,
-                          force=force)
+                          force=force, backward=case.backward)
     after = os.stat(path).st_mtime_ns
     return case, time.perf_counter() - start, before != after
 

@@ -8,7 +8,9 @@ in ``.gpu/kernels``), runs each case of :data:`gpu_cases.CHECK_CASES` on
 NumPy inputs through :meth:`la.gpu.AttentionKernel.run` (device buffers from
 la's own runtime: PyTorch is not needed) and compares ``o`` and the final
 state with :mod:`la.reference` (``rel_rms``; f32 within 1e-4, bf16 inputs
-within 5e-3). Each case runs twice, the second time on output buffers filled
+within 5e-3), and each backward case's gradients with the hand-written fp64
+reverse mode :func:`la.testing.reference_gradients` (1e-4; 1e-3 for gates
+and beta). Each case runs twice, the second time on output buffers filled
 with NaN: both runs must give the same bits (the kernels write every output
 element and do not depend on what was there).
 
@@ -45,6 +47,41 @@ TOLERANCE = {"f32": 1e-4, "bf16": 5e-3}
 TOLERANCE_TENSOR_CORES = {"f32": 3e-3, "bf16": 1e-2}
 
 
+#: the backward's limits: gradients of q, k, v and the state; of gates and beta
+GRADIENT_TOLERANCE, GATE_GRADIENT_TOLERANCE = 1e-4, 1e-3
+
+
+def check_backward_case(case, kernel, seed=0):
+    """Runs a backward case: the gradients against the fp64 reverse mode.
+    Reports the largest rel_rms of the gradients of q, k, v and the state
+    as ``rel_rms_o`` and of the gates and beta as ``rel_rms_state``."""
+    result = {"case": case.name, "ok": False}
+    inputs = lt.make_inputs(case.variant, case.B, case.T, case.H, case.K, case.V, case.HV,
+                            seed=seed, with_initial_state=True, gate_scale=1 / 16)
+    rng = np.random.default_rng(seed + 1)
+    do = rng.standard_normal((case.B, case.T, case.HV, case.V)).astype(np.float32)
+    d_final = rng.standard_normal(np.shape(inputs["initial_state"])).astype(np.float32)
+    arguments = dict(inputs, do=do, d_final_state=d_final)
+    start = time.perf_counter()
+    grads = kernel.run(arguments)
+    result["ms"] = (time.perf_counter() - start) * 1e3  # with the copies
+    again = kernel.run(arguments, fill=float("nan"))
+    expected = lt.reference_gradients(case.variant, inputs, do, d_final)
+    main = [lt.rel_rms(expected[n], grads[n]) for n in expected
+            if n in ("q", "k", "v", "initial_state")]
+    gates = [lt.rel_rms(expected[n], grads[n]) for n in expected
+             if n not in ("q", "k", "v", "initial_state")]
+    result["rel_rms_o"] = max(main)
+    result["rel_rms_state"] = max(gates) if gates else 0.0
+    result["limit"] = GRADIENT_TOLERANCE
+    result["repeatable"] = all(np.array_equal(grads[n], again[n]) and not np.isnan(again[n]).any()
+                               for n in grads)
+    result["ok"] = bool(result["rel_rms_o"] <= GRADIENT_TOLERANCE
+                        and result["rel_rms_state"] <= GATE_GRADIENT_TOLERANCE
+                        and result["repeatable"])
+    return result
+
+
 def check_case(case, directory, seed=0):
     """Runs one case; returns a dict of what was measured (``ok``,
     ``rel_rms_o``, ``rel_rms_state``, ``repeatable``, ``ms``, ``error``)."""
@@ -54,6 +91,12 @@ def check_case(case, directory, seed=0):
         result["error"] = (f"{path} is missing: run scripts/gpu-device-prepare.sh before the "
                            "device run (and carry .gpu)")
         return result
+    if case.backward:
+        try:
+            return check_backward_case(case, gpu.load_attention(path), seed)
+        except Exception as error:  # report every failure and go on
+            result["error"] = f"{type(error).__name__}: {error}"
+            return result
     try:
         kernel = gpu.load_attention(path)
         inputs = lt.make_inputs(case.variant, case.B, case.T, case.H, case.K, case.V, case.HV,
@@ -105,6 +148,8 @@ def main(argv=None):
     header = f"{'case':45s} {'rel_rms o':>10s} {'state':>10s} {'limit':>8s} {'repeat':>6s} " \
              f"{'ms':>8s}  result"
     print(header)
+    print("(-grad rows: the largest rel_rms of dq, dk, dv, dinitial_state, then of the gates'"
+          " and beta's gradients)")
     print("-" * len(header))
     for case in gpu_cases.CHECK_CASES:
         r = check_case(case, args.kernels)

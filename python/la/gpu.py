@@ -104,9 +104,10 @@ _TORCH_DTYPE = {"f32": "torch.float32", "f16": "torch.float16", "bf16": "torch.b
 
 
 class GpuCompileError(LaError):
-    """A step of :func:`compile_library` failed.
+    """A step of :func:`compile_library` (or :func:`compile_attention`) failed.
 
-    ``step`` is ``'parse'`` (the MLIR text), ``'lower'`` (la-lower-to-nvvm and
+    ``step`` is ``'parse'`` (the MLIR text), ``'derive'`` (la-derive-backward,
+    for a backward kernel), ``'lower'`` (la-lower-to-nvvm and
     the translation to LLVM IR, in this process), ``'check'`` (the entry
     function) or ``'clang'``; ``stderr`` holds the full diagnostics (or
     clang's standard error), ``command`` and ``returncode`` clang's command
@@ -619,13 +620,23 @@ class Param:
         return f"Param({self.name!r}, {self.shape}, {self.dtype!r}, {kind})"
 
 
+#: the inputs that have gradients (la.attention_grad's results, in order)
+_DIFFERENTIABLE = ("q", "k", "v", "g", "beta", "erase", "write", "initial_state")
+
+
 def attention_params(variant, B, T, H, K, V, HV=None, *, dtype="f32", has_initial_state=False,
-                     output_final_state=True, cu_seqlens_len=None):
+                     output_final_state=True, cu_seqlens_len=None, backward=False):
     """The parameters of the function that :func:`la.runner.attention_mlir`
     writes for these arguments, in order: ``q, k, v, [g], [beta], [erase],
     [write], [initial_state], [cu_seqlens]``, then the out-parameters ``o``
     and ``[final_state]``. The names are those of
-    :func:`la.testing.make_inputs`."""
+    :func:`la.testing.make_inputs`.
+
+    With ``backward``, those of its gradient function (la-derive-backward):
+    the same inputs, the cotangents ``do`` (o's type) and
+    ``[d_final_state]``, then one f32 out-parameter ``d<name>`` per
+    differentiable input (``dq, dk, dv, [dg], [dbeta], [derase], [dwrite],
+    [dinitial_state]``)."""
     if variant not in VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; expected one of {tuple(VARIANTS)}")
     HV = H if HV is None else HV
@@ -636,10 +647,17 @@ def attention_params(variant, B, T, H, K, V, HV=None, *, dtype="f32", has_initia
         params.append(Param("initial_state", (N, HV, K, V), "f32"))
     if cu_seqlens_len is not None:
         params.append(Param("cu_seqlens", (cu_seqlens_len,), "i32"))
-    params.append(Param("o", (B, T, HV, V), dtype, output=True))
+    outputs = [Param("o", (B, T, HV, V), dtype, output=True)]
     if output_final_state:
-        params.append(Param("final_state", (N, HV, K, V), "f32", output=True))
-    return params
+        outputs.append(Param("final_state", (N, HV, K, V), "f32", output=True))
+    if not backward:
+        return params + outputs
+    cotangents = [Param("do", outputs[0].shape, dtype)]
+    if output_final_state:
+        cotangents.append(Param("d_final_state", (N, HV, K, V), "f32"))
+    gradients = [Param("d" + p.name, p.shape, "f32", output=True)
+                 for p in params if p.name in _DIFFERENTIABLE]
+    return params + cotangents + gradients
 
 
 def _manifest_path(library_path):
@@ -654,9 +672,18 @@ def _tool_stamp(path):
         return [path]
 
 
+def _gradient_mlir(mlir, checkpoint):
+    """The gradient function (``@attention_grad``) that la-derive-backward
+    makes of the forward module ``mlir``, in place of the forward."""
+    module = ir.Module.parse(mlir)
+    ir.PassManager.parse(f"builtin.module(la-derive-backward{{checkpoint={int(checkpoint)} "
+                         "keep-forward=0})").run(module)
+    return module.to_text()
+
+
 def compile_attention(output_path, variant, B, T, H, K, V, HV=None, *, dtype="f32",
                       has_initial_state=False, output_final_state=True, cu_seqlens_len=None,
-                      pipeline_options=None, force=False, **attrs):
+                      pipeline_options=None, force=False, backward=False, **attrs):
     """Compiles one ``la.attention`` layer (:func:`la.runner.attention_mlir`
     with these arguments; ``attrs`` are its ``scale``, ``qk_l2norm``, ...)
     into the library ``output_path``, and writes its manifest (same name,
@@ -664,6 +691,13 @@ def compile_attention(output_path, variant, B, T, H, K, V, HV=None, *, dtype="f3
     :func:`attention_params`), the pipeline options and a key of everything
     that went in. Skips the work when the library and a manifest with the
     same key are there already, unless ``force``. Returns the manifest.
+
+    With ``backward``, the library holds the layer's gradient function
+    instead (entry ``attention_grad``, derived by la-derive-backward and
+    lowered by la-lower-to-nvvm: the adjoint recurrences and the kernels
+    between them); :meth:`AttentionKernel.run` then returns the gradients.
+    Gated DeltaNet-2's general low-rank form and ``cu_seqlens`` have no GPU
+    backward yet (a :class:`GpuCompileError` says so).
     """
     HV = H if HV is None else HV
     mlir = runner.attention_mlir(variant, B, T, H, K, V, HV, dtype=dtype,
@@ -673,8 +707,16 @@ def compile_attention(output_path, variant, B, T, H, K, V, HV=None, *, dtype="f3
     params = attention_params(variant, B, T, H, K, V, HV, dtype=dtype,
                               has_initial_state=has_initial_state,
                               output_final_state=output_final_state,
-                              cu_seqlens_len=cu_seqlens_len)
+                              cu_seqlens_len=cu_seqlens_len, backward=backward)
     options = dict(pipeline_options or {})
+    entry = "attention"
+    if backward:
+        try:
+            mlir = _gradient_mlir(mlir, options.get("chunk-size", 32))
+        except LaError as error:
+            raise GpuCompileError(f"deriving the backward failed:\n{_clip(str(error))}",
+                                  step="derive", stderr=str(error)) from None
+        entry = "attention_grad"
     key = hashlib.sha256(json.dumps(
         [_MANIFEST_FORMAT, mlir, pipeline_spec(options), _tool_stamp(_capi.library_path()),
          _tool_stamp(find_clang()), _tool_stamp(cuda.library_path())],
@@ -691,11 +733,12 @@ def compile_attention(output_path, variant, B, T, H, K, V, HV=None, *, dtype="f3
                 return old
         except (OSError, ValueError):
             pass
-    compile_library(mlir, output_path, entry="attention", pipeline_options=options)
+    compile_library(mlir, output_path, entry=entry, pipeline_options=options)
     manifest = {
         "format": _MANIFEST_FORMAT,
         "library": os.path.basename(output_path),
-        "entry": "attention",
+        "entry": entry,
+        "backward": bool(backward),
         "variant": variant,
         "sizes": {"B": B, "T": T, "H": H, "K": K, "V": V, "HV": HV},
         "dtype": dtype,
@@ -756,7 +799,12 @@ class AttentionKernel(GpuFunction):
         buffers (q, k, v rounded to the kernel's dtype, the rest converted to
         f32 / i32), calls the function on output buffers filled with ``fill``,
         and returns ``(o, final_state)`` as NumPy arrays (bf16 widened to
-        float32; ``final_state`` None without one)."""
+        float32; ``final_state`` None without one).
+
+        A backward kernel (``compile_attention(backward=True)``) also takes
+        ``do`` and, when the forward returns it, ``d_final_state`` in
+        ``inputs``, and returns a dict from input name to its gradient
+        (float32)."""
         buffers = []
         try:
             pointers = []
@@ -781,6 +829,8 @@ class AttentionKernel(GpuFunction):
         finally:
             for buffer in buffers:
                 buffer.free()
+        if self.manifest.get("backward"):
+            return {p.name[1:]: value for p, value in zip(self.outputs, results)}
         return results[0], (results[1] if len(results) > 1 else None)
 
 

@@ -29,12 +29,21 @@ class Context:
     def __init__(self):
         self._lib = lib()
         self._handle = self._lib.laContextCreate()
+        self._modules = 0
+        self._finalized = False
 
-    def __del__(self):
+    def _destroy_when_unused(self):
         handle = getattr(self, "_handle", None)
-        if handle is not None and handle.ptr:
+        if self._finalized and self._modules == 0 and handle is not None and handle.ptr:
             self._lib.laContextDestroy(handle)
             self._handle = None
+
+    def __del__(self):
+        # A module keeps its context alive; but when both are in a reference
+        # cycle (e.g. a traceback's frame), the garbage collector may finalise
+        # the context first: then the last module destroys it.
+        self._finalized = True
+        self._destroy_when_unused()
 
 
 class Module:
@@ -43,6 +52,7 @@ class Module:
     def __init__(self, handle, context):
         self._handle = handle
         self.context = context  # keeps the context alive
+        context._modules += 1
 
     @staticmethod
     def parse(text, context=None):
@@ -82,6 +92,8 @@ class Module:
         if handle is not None and handle.ptr:
             lib().laModuleDestroy(handle)
             self._handle = None
+            self.context._modules -= 1
+            self.context._destroy_when_unused()
 
 
 class PassManager:

@@ -6,11 +6,11 @@ against two independent fp64 references:
 * central finite differences of the fp64 forward reference
   (``la.testing.reference_for``) on small shapes, for every variant and every
   differentiable input;
-* a reverse mode written by hand here: the level-1 adjoint recurrence
-  ``la.reference.dplr_recurrence_vjp`` (itself checked against finite
-  differences) with the level-0 maps (L2 norm, the delta rule's and
-  Gated DeltaNet-2's encodings, gate broadcasts, allow_neg_eigval) chained
-  in NumPy, on the forward tests' shape list.
+* a reverse mode written by hand (``la.testing.reference_gradients``): the
+  level-1 adjoint recurrence ``la.reference.dplr_recurrence_vjp`` (itself
+  checked against finite differences) with the level-0 maps (L2 norm, the
+  delta rule's and Gated DeltaNet-2's encodings, gate broadcasts,
+  allow_neg_eigval) chained in NumPy, on the forward tests' shape list.
 
 The torch side (autograd, gradcheck, a segmented backward, a residual
 block against a pure-torch layer) runs when torch is installed."""
@@ -145,60 +145,8 @@ def test_finite_differences_detect_a_wrong_gradient():
 # an independent reverse mode: the level-1 adjoint and the level-0 maps
 # --------------------------------------------------------------------------
 
-def _l2norm_vjp(x, dy):
-    """The adjoint of ``y = x / sqrt(sum(x^2) + eps)``."""
-    r = 1.0 / np.sqrt((x * x).sum(-1, keepdims=True) + reference.L2NORM_EPS)
-    y = x * r
-    return r * (dy - y * (y * dy).sum(-1, keepdims=True))
-
-
-def _reverse_mode(variant, inputs, do, d_final, scale=None, qk_l2norm=False,
-                  allow_neg_eigval=False):
-    update, gate = VARIANTS[variant]
-    x = {key: np.asarray(val, np.float64) for key, val in inputs.items()
-         if key in DIFFERENTIABLE or key == "log_decay"}
-    q, k, v = x["q"], x["k"], x["v"]
-    B, T, H, K = q.shape
-    qn, kn = (reference.l2norm(q), reference.l2norm(k)) if qk_l2norm else (q, k)
-    if gate == "scalar":
-        log_alpha = np.broadcast_to(x["g"][..., None], q.shape)
-    elif gate == "channel":
-        log_alpha = x["g"]
-    elif gate == "fixed":
-        log_alpha = np.broadcast_to(x["log_decay"][None, None, :, None], q.shape)
-    else:
-        log_alpha = np.zeros(q.shape)
-    alpha = np.exp(log_alpha)
-    keys, values, a, b = kn, v, None, None
-    if update == "delta":
-        beta = x["beta"][..., None] * (2.0 if allow_neg_eigval else 1.0)
-        keys, a, b = beta * kn, alpha * kn, beta * kn
-    if update == "erase_write":
-        values, a, b = x["write"] * v, alpha * kn, x["erase"] * kn
-    ref = reference.dplr_recurrence_vjp(
-        qn, keys, values, do, d_final, log_alpha=log_alpha, a=a, b=b, scale=scale,
-        initial_state=x["initial_state"], cu_seqlens=inputs.get("cu_seqlens"))
-    grads = {"v": ref["v"], "initial_state": ref["initial_state"]}
-    d_kn, d_log_alpha = ref["k"], ref["log_alpha"]
-    if update == "delta":
-        beta = x["beta"][..., None] * (2.0 if allow_neg_eigval else 1.0)
-        d_kn = beta * (ref["k"] + ref["b"]) + alpha * ref["a"]
-        d_beta = (kn * (ref["k"] + ref["b"])).sum(-1)
-        grads["beta"] = d_beta * (2.0 if allow_neg_eigval else 1.0)
-        d_log_alpha = d_log_alpha + alpha * kn * ref["a"]
-    if update == "erase_write":
-        d_kn = ref["k"] + alpha * ref["a"] + x["erase"] * ref["b"]
-        grads["erase"] = kn * ref["b"]
-        grads["write"] = v * ref["v"]
-        grads["v"] = x["write"] * ref["v"]
-        d_log_alpha = d_log_alpha + alpha * kn * ref["a"]
-    if gate == "scalar":
-        grads["g"] = d_log_alpha.sum(-1)
-    if gate == "channel":
-        grads["g"] = d_log_alpha
-    grads["q"] = _l2norm_vjp(q, ref["q"]) if qk_l2norm else ref["q"]
-    grads["k"] = _l2norm_vjp(k, d_kn) if qk_l2norm else d_kn
-    return grads
+def _reverse_mode(variant, inputs, do, d_final, **attrs):
+    return lt.reference_gradients(variant, inputs, do, d_final, **attrs)
 
 
 #: the forward tests' shape list, each case on one variant

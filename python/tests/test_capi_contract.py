@@ -113,12 +113,40 @@ _CASES = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(_CASES))
-def test_null_arguments(case):
-    code = _PRELUDE + textwrap.dedent(_CASES[case]) + "\nprint('ok')\n"
+def _run_python(code):
+    """Runs ``code`` in a child process and checks that it printed "ok" last."""
     python_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([python_dir, os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120, env=env)
     assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), \
         f"exit {proc.returncode}\nstdout: {proc.stdout}\nstderr: {proc.stderr[-3000:]}"
+
+
+@pytest.mark.parametrize("case", sorted(_CASES))
+def test_null_arguments(case):
+    _run_python(_PRELUDE + textwrap.dedent(_CASES[case]) + "\nprint('ok')\n")
+
+
+def test_garbage_collected_cycles_destroy_the_context_last():
+    # A module and its context in one reference cycle (as in a traceback that
+    # holds a compile's frame): the garbage collector may finalise the
+    # context first, and the module must still be destroyed before it (this
+    # crashed when la.gpu's failed compiles were collected).
+    code = textwrap.dedent("""
+        import gc
+        from la import ir
+
+        class Holder:
+            pass
+
+        for _ in range(20):
+            holder = Holder()
+            module = ir.Module.parse("module {}")
+            holder.context, holder.module, holder.cycle = module.context, module, holder
+            module.context.holder = holder
+            del holder, module
+        gc.collect()
+        print("ok")
+    """)
+    _run_python(code)

@@ -314,3 +314,54 @@ def test_no_driver_is_a_clear_error(gla_library, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "GpuRuntimeError: no CUDA GPU:" in proc.stdout
     assert "nothing.so" in proc.stdout
+
+
+@needs_tools
+def test_backward_library(tmp_path, mock_driver):
+    # The gradient function of a Gated DeltaNet layer (grouped value heads, T
+    # not a multiple of the chunk): its parameters, then a call through the
+    # fake driver, which launches the adjoint recurrences' task kernels and
+    # the kernels between them and runs none (the gradients come back as
+    # their buffers were filled).
+    path = str(tmp_path / "gdn-grad.so")
+    manifest = gpu.compile_attention(path, "gated_deltanet", 1, 40, 2, 32, 32, HV=4,
+                                     has_initial_state=True, backward=True, qk_l2norm=True)
+    assert manifest["entry"] == "attention_grad" and manifest["backward"]
+    assert [(p["name"], p["output"]) for p in manifest["params"]] == [
+        ("q", False), ("k", False), ("v", False), ("g", False), ("beta", False),
+        ("initial_state", False), ("do", False), ("d_final_state", False),
+        ("dq", True), ("dk", True), ("dv", True), ("dg", True), ("dbeta", True),
+        ("dinitial_state", True)]
+    proc = _python(f"""
+        import numpy as np
+        from la import gpu, testing
+        kernel = gpu.load_attention({path!r})
+        inputs = testing.make_inputs("gated_deltanet", 1, 40, 2, 32, 32, HV=4,
+                                     with_initial_state=True)
+        inputs["do"] = np.ones((1, 40, 4, 32), np.float32)
+        inputs["d_final_state"] = np.ones((1, 4, 32, 32), np.float32)
+        grads = kernel.run(inputs, fill=1.5)
+        assert all(np.all(x == 1.5) for x in grads.values())
+        print(sorted((name, x.shape) for name, x in grads.items()))
+        """, mock_driver)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == str(sorted(
+        [("beta", (1, 40, 2)), ("g", (1, 40, 2)), ("initial_state", (1, 4, 32, 32)),
+         ("k", (1, 40, 2, 32)), ("q", (1, 40, 2, 32)), ("v", (1, 40, 4, 32))]))
+    # Six adjoint recurrences, each its own task kernel, and more than as many
+    # element-wise kernels around them.
+    launches = re.findall(r"^mock launch: attention_grad_kernel\S* grid", proc.stderr, re.M)
+    assert len(launches) > 12, proc.stderr
+
+
+@needs_tools
+def test_backward_without_gpu_form_is_a_clear_error(tmp_path):
+    # Gated DeltaNet-2's general low-rank form keeps token loops, which have
+    # no GPU form: the error names the op and why, and no library is left.
+    path = tmp_path / "gdn2-grad.so"
+    with pytest.raises(gpu.GpuCompileError,
+                       match="runs in a loop outside the attention's GPU tasks") as error:
+        gpu.compile_attention(str(path), "gated_deltanet2", 1, 32, 1, 16, 16,
+                              has_initial_state=True, backward=True)
+    assert error.value.step == "lower"
+    assert not path.exists()

@@ -344,8 +344,10 @@ struct LaTileForGPUPass : la::impl::LaTileForGPUPassBase<LaTileForGPUPass> {
         tasks.push_back(forall);
     });
     IRRewriter rewriter(&getContext());
-    // Loops outside the tasks too (la-chunk's scan when the program did not
-    // fuse): they then bufferize, and la-map-to-gpu reports them.
+    // Loops outside the tasks too (a reverse sum over tokens, la-chunk's
+    // scan when the program did not fuse): they then bufferize without a
+    // fresh buffer per iteration, and la-map-to-gpu runs them in a kernel
+    // of one block (or reports what it cannot).
     copyYieldsIntoIterArgs(rewriter, getOperation());
     for (scf::ForallOp forall : tasks) {
       if (isBlockForall(forall))
