@@ -9,10 +9,24 @@ load unchanged (docs/torch.md):
 Each layer has fla's projections, short convolutions (depthwise causal
 conv1d + SiLU), gates, output norm and output gate; the recurrence is la's
 compiled kernel through :mod:`la.fla` (a ``torch.library`` custom operator,
-differentiable). Prefill/training path only: no cache (``past_key_values``)
-and no ``attention_mask``; options of fla's layers that la does not
-implement raise ``NotImplementedError``. ``forward`` returns fla's
-``(o, None, past_key_values)``.
+differentiable). ``forward(hidden_states, attention_mask=None,
+past_key_values=None, use_cache=False)`` follows fla's layers and returns
+``(o, None, past_key_values)``:
+
+* ``attention_mask`` ``[B, T]`` (1 for tokens, 0 for padding, as fla's
+  layers take it; its last T columns are used): the tokens of each row are
+  packed into one sequence of a ``cu_seqlens`` call and the outputs put back
+  in place (0 at padding);
+* ``past_key_values`` with ``use_cache=True``: a decoding cache with fla's
+  layer-state protocol (:class:`Cache`, or fla's own ``Cache``): the layer
+  (which needs its ``layer_idx``) starts from its entry's
+  ``recurrent_state`` ``[B, HV, K, V]`` and ``conv_state`` (one ``[B, D, W]``
+  window of inputs per short convolution, fla's layout) and stores the new
+  ones, so that a prefill followed by calls of one token continues the
+  sequence exactly.
+
+Options of fla's layers that la does not implement raise
+``NotImplementedError``.
 
 Importing this module imports torch.
 """
@@ -26,22 +40,93 @@ from torch import nn
 from . import fla as _fla
 
 __all__ = ["GatedLinearAttention", "GatedDeltaNet", "KimiDeltaAttention", "ShortConvolution",
-           "RMSNorm", "FusedRMSNormGated"]
+           "RMSNorm", "FusedRMSNormGated", "Cache"]
+
+
+class Cache:
+    """A decoding cache with the layer-state protocol of fla's
+    ``fla.models.utils.Cache``: ``cache[layer_idx]`` is the layer's dict
+    (``recurrent_state``, ``attn_state``, ``conv_state``, ``ffn_state``),
+    ``cache.update(recurrent_state=..., conv_state=..., layer_idx=...,
+    offset=T)`` stores a layer's new states (layers in order, as a model
+    calls them), ``len(cache)`` counts the layers that have one and
+    ``get_seq_length()`` the tokens seen (counted at layer 0)."""
+
+    def __init__(self):
+        self.states = []
+        self._seen_tokens = 0
+
+    def __getitem__(self, layer_idx):
+        return self.states[layer_idx]
+
+    def __len__(self):
+        return len(self.states)
+
+    def update(self, recurrent_state=None, attn_state=None, conv_state=None, ffn_state=None,
+               layer_idx=0, offset=1, **kwargs):
+        if attn_state is not None:
+            raise NotImplementedError("la.nn.Cache: attention (KV) states are not supported")
+        if layer_idx > len(self.states):
+            raise ValueError(f"la.nn.Cache: layer {layer_idx} updated before layer "
+                             f"{len(self.states)}")
+        if layer_idx == len(self.states):
+            self.states.append(dict(recurrent_state=None, attn_state=None, conv_state=None,
+                                    ffn_state=None))
+        state = self.states[layer_idx]
+        for name, value in (("recurrent_state", recurrent_state), ("conv_state", conv_state),
+                            ("ffn_state", ffn_state)):
+            if value is not None:
+                state[name] = value
+        if layer_idx == 0:
+            self._seen_tokens += offset
+        return state
+
+    def get_seq_length(self, layer_idx=0):
+        return self._seen_tokens if len(self.states) > layer_idx else 0
 
 
 class ShortConvolution(nn.Conv1d):
-    """fla's ShortConvolution without a cache: a depthwise causal conv1d over
-    time (weight ``[D, 1, W]``) followed by SiLU, on ``[B, T, D]``."""
+    """fla's ShortConvolution: a depthwise causal conv1d over time (weight
+    ``[D, 1, W]``) followed by SiLU, on ``[B, T, D]``.
+
+    ``forward(x, cache=None, output_final_state=False, cu_seqlens=None)``
+    returns ``(y, final_cache)`` as fla's does: ``cache`` ``[N, D, W]`` holds
+    the last W inputs of each sequence before ``x`` (zeros: none),
+    ``final_cache`` those after it (None unless ``output_final_state``), and
+    with ``cu_seqlens`` (B = 1) every packed sequence is convolved on its
+    own."""
 
     def __init__(self, hidden_size, kernel_size, bias=False):
         super().__init__(hidden_size, hidden_size, kernel_size, groups=hidden_size,
                          padding=kernel_size - 1, bias=bias)
 
-    def forward(self, x):
-        y = F.conv1d(x.transpose(1, 2).float(), self.weight.float(),
-                     None if self.bias is None else self.bias.float(),
-                     padding=self.kernel_size[0] - 1, groups=self.groups)
-        return F.silu(y[..., :x.shape[1]]).transpose(1, 2).to(x.dtype)
+    def _one(self, x, cache):
+        """x [B, T, D], cache [B, D, W] or None -> (y, the new cache)."""
+        W = self.kernel_size[0]
+        xt = x.transpose(1, 2).float()
+        if cache is None:
+            cache = xt.new_zeros(xt.shape[0], xt.shape[1], W)
+        window = torch.cat([cache.float(), xt], dim=-1)
+        if x.shape[1] == 0:  # an empty packed sequence keeps its window
+            return x, window[..., -W:]
+        y = F.conv1d(window[..., 1:], self.weight.float(),
+                     None if self.bias is None else self.bias.float(), groups=self.groups)
+        return F.silu(y).transpose(1, 2).to(x.dtype), window[..., -W:]
+
+    def forward(self, x, cache=None, output_final_state=False, cu_seqlens=None, **kwargs):
+        if cu_seqlens is None:
+            y, final = self._one(x, cache)
+        else:
+            offsets = [int(n) for n in cu_seqlens.tolist()]
+            parts, finals = [], []
+            for n, (start, end) in enumerate(zip(offsets[:-1], offsets[1:])):
+                y_n, final_n = self._one(x[:, start:end],
+                                         None if cache is None else cache[n:n + 1])
+                parts.append(y_n)
+                finals.append(final_n)
+            y = torch.cat(parts, dim=1) if parts else x[:, :0]
+            final = torch.cat(finals, dim=0) if finals else None
+        return y, (final.to(x.dtype) if output_final_state else None)
 
 
 class RMSNorm(nn.Module):
@@ -75,9 +160,56 @@ class FusedRMSNormGated(RMSNorm):
         return (super().forward(x).float() * gate).to(x.dtype)
 
 
-def _check_forward_options(attention_mask, past_key_values, use_cache):
-    _require(attention_mask is None, "attention_mask (padding)")
-    _require(past_key_values is None and not use_cache, "the decoding cache")
+class _Step:
+    """One forward call's packing and cache: the hidden states with the
+    padding removed (``attention_mask``), the ``cu_seqlens`` of the packed
+    rows, and the layer's cached states."""
+
+    def __init__(self, layer, hidden_states, attention_mask, past_key_values, use_cache,
+                 cu_seqlens=None):
+        self.batch, self.tokens = hidden_states.shape[:2]
+        self.layer, self.cache, self.use_cache = layer, past_key_values, bool(use_cache)
+        if past_key_values is not None and layer.layer_idx is None:
+            raise ValueError("la.nn: a layer with a decoding cache needs its layer_idx")
+        self.last = None
+        if past_key_values is not None and len(past_key_values) > layer.layer_idx:
+            self.last = past_key_values[layer.layer_idx]
+        self.indices, self.cu_seqlens, self.x = None, cu_seqlens, hidden_states
+        if attention_mask is not None:
+            if attention_mask.dim() != 2:
+                raise ValueError("la.nn: attention_mask must be a [batch_size, seq_len] 0-1 "
+                                 f"padding mask, got shape {tuple(attention_mask.shape)}")
+            mask = attention_mask[:, -self.tokens:].bool()
+            self.indices = torch.nonzero(mask.flatten(), as_tuple=False).flatten()
+            lengths = mask.sum(-1, dtype=torch.int32)
+            self.cu_seqlens = F.pad(torch.cumsum(lengths, 0, dtype=torch.int32), (1, 0))
+            self.x = hidden_states.flatten(0, 1)[self.indices].unsqueeze(0)
+
+    def state(self, name):
+        return None if self.last is None else self.last[name]
+
+    def convs(self, convs, inputs):
+        """The short convolutions on their inputs, from and into the cache."""
+        cached = self.state("conv_state") or (None,) * len(convs)
+        outputs, finals = [], []
+        for conv, x, cache in zip(convs, inputs, cached):
+            y, final = conv(x, cache=cache, output_final_state=self.use_cache,
+                            cu_seqlens=self.cu_seqlens)
+            outputs.append(y)
+            finals.append(final)
+        self.conv_state = tuple(finals)
+        return outputs
+
+    def finish(self, o, recurrent_state, conv_state=None):
+        """Stores the new states in the cache; puts the outputs back in place."""
+        if self.cache is not None and self.use_cache:
+            self.cache.update(recurrent_state=recurrent_state, conv_state=conv_state,
+                              layer_idx=self.layer.layer_idx, offset=self.tokens)
+        if self.indices is None:
+            return o
+        padded = o.new_zeros(self.batch * self.tokens, *o.shape[2:])
+        padded[self.indices] = o[0]
+        return padded.unflatten(0, (self.batch, self.tokens))
 
 
 def _require(condition, what):
@@ -144,11 +276,14 @@ class GatedLinearAttention(nn.Module):
 
     def forward(self, hidden_states, attention_mask=None, past_key_values=None,
                 use_cache=False, output_attentions=False, **kwargs):
-        _check_forward_options(attention_mask, past_key_values, use_cache)
-        x = hidden_states
+        step = _Step(self, hidden_states, attention_mask, past_key_values, use_cache,
+                     kwargs.get("cu_seqlens"))
+        x = step.x
         q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        conv_state = None
         if self.use_short_conv:
-            q, k, v = self.q_conv1d(q), self.k_conv1d(k), self.v_conv1d(v)
+            q, k, v = step.convs((self.q_conv1d, self.k_conv1d, self.v_conv1d), (q, k, v))
+            conv_state = step.conv_state
         gk = self.gk_proj(x)
         q = _heads(q, self.head_k_dim)
         k, gk = _heads(k, self.head_k_dim), _heads(gk, self.head_k_dim)
@@ -158,14 +293,16 @@ class GatedLinearAttention(nn.Module):
         gk = F.logsigmoid(gk.float()) / self.gate_logit_normalizer
         if self.clamp_min is not None:
             gk = torch.clamp_min(gk, self.clamp_min)
-        o, _ = _fla.chunk_gla(q, k, v, gk)
+        o, state = _fla.chunk_gla(q, k, v, gk, initial_state=step.state("recurrent_state"),
+                                  output_final_state=step.use_cache,
+                                  cu_seqlens=step.cu_seqlens)
         if self.fuse_norm_and_gate:
             o = self.g_norm_swish_gate(o, _heads(self.g_proj(x), self.head_v_dim)).flatten(2)
         else:
             o = self.g_norm(o).flatten(2)
             if self.use_output_gate:
                 o = o * F.silu(self.g_proj(x))
-        return self.o_proj(o), None, past_key_values
+        return step.finish(self.o_proj(o), state, conv_state), None, past_key_values
 
 
 class _DeltaLayer(nn.Module):
@@ -194,10 +331,11 @@ class _DeltaLayer(nn.Module):
             self.k_conv1d = ShortConvolution(self.key_dim, conv_size, conv_bias)
             self.v_conv1d = ShortConvolution(self.value_dim, conv_size, conv_bias)
 
-    def _qkv(self, x):
+    def _qkv(self, x, step):
         q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        step.conv_state = None
         if self.use_short_conv:
-            q, k, v = self.q_conv1d(q), self.k_conv1d(k), self.v_conv1d(v)
+            q, k, v = step.convs((self.q_conv1d, self.k_conv1d, self.v_conv1d), (q, k, v))
         else:
             q, k, v = F.silu(q), F.silu(k), F.silu(v)
         return (_heads(q, self.head_k_dim), _heads(k, self.head_k_dim),
@@ -232,18 +370,22 @@ class GatedDeltaNet(_DeltaLayer):
 
     def forward(self, hidden_states, attention_mask=None, past_key_values=None,
                 use_cache=False, output_attentions=False, **kwargs):
-        _check_forward_options(attention_mask, past_key_values, use_cache)
-        x = hidden_states
-        q, k, v = self._qkv(x)
-        o, _ = _fla.chunk_gated_delta_rule(
+        step = _Step(self, hidden_states, attention_mask, past_key_values, use_cache,
+                     kwargs.get("cu_seqlens"))
+        x = step.x
+        q, k, v = self._qkv(x, step)
+        o, state = _fla.chunk_gated_delta_rule(
             q, k, v, self.a_proj(x), self.b_proj(x), use_qk_l2norm_in_kernel=True,
             use_beta_sigmoid_in_kernel=True, allow_neg_eigval=self.allow_neg_eigval,
-            use_gate_in_kernel=True, A_log=self.A_log, dt_bias=self.dt_bias)
+            use_gate_in_kernel=True, A_log=self.A_log, dt_bias=self.dt_bias,
+            initial_state=step.state("recurrent_state"), output_final_state=step.use_cache,
+            cu_seqlens=step.cu_seqlens)
         if self.use_gate:
             o = self.o_norm(o, _heads(self.g_proj(x), self.head_v_dim))
         else:
             o = self.o_norm(o)
-        return self.o_proj(o.flatten(2)), None, past_key_values
+        return (step.finish(self.o_proj(o.flatten(2)), state, step.conv_state), None,
+                past_key_values)
 
 
 class KimiDeltaAttention(_DeltaLayer):
@@ -275,14 +417,17 @@ class KimiDeltaAttention(_DeltaLayer):
 
     def forward(self, hidden_states, attention_mask=None, past_key_values=None,
                 use_cache=False, output_attentions=False, **kwargs):
-        _check_forward_options(attention_mask, past_key_values, use_cache)
-        x = hidden_states
-        q, k, v = self._qkv(x)
+        step = _Step(self, hidden_states, attention_mask, past_key_values, use_cache,
+                     kwargs.get("cu_seqlens"))
+        x = step.x
+        q, k, v = self._qkv(x, step)
         g = _heads(self.f_proj(x), self.head_k_dim)
-        o, _ = _fla.chunk_kda(
+        o, state = _fla.chunk_kda(
             q, k, v, g, self.b_proj(x), use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True,
             use_beta_sigmoid_in_kernel=True, allow_neg_eigval=self.allow_neg_eigval,
             safe_gate=self.safe_gate, lower_bound=self.lower_bound, A_log=self.A_log,
-            dt_bias=self.dt_bias)
+            dt_bias=self.dt_bias, initial_state=step.state("recurrent_state"),
+            output_final_state=step.use_cache, cu_seqlens=step.cu_seqlens)
         o = self.o_norm(o, _heads(self.g_proj(x), self.head_v_dim))
-        return self.o_proj(o.flatten(2)), None, past_key_values
+        return (step.finish(self.o_proj(o.flatten(2)), state, step.conv_state), None,
+                past_key_values)

@@ -164,9 +164,99 @@ def test_forward_and_gradients_match_pure_torch(case):
         assert _rel(want, got) <= 1e-4, name
 
 
+def _layer(case, seed=0):
+    torch.manual_seed(seed)
+    layer = CASES[case][0]()
+    layer.layer_idx = 0
+    return layer
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_decoding_cache_continues_the_sequence(case):
+    # A prefill of 9 tokens, then four calls of one token with the cache
+    # (recurrent state and the convolutions' windows): the outputs of one
+    # pass over all 13 tokens.
+    layer = _layer(case)
+    x = torch.randn(2, 13, 64)
+    with torch.no_grad():
+        full, _, _ = layer(x)
+        cache = lann.Cache()
+        parts = [layer(x[:, :9], past_key_values=cache, use_cache=True)[0]]
+        assert len(cache) == 1 and cache.get_seq_length() == 9
+        state = cache[0]["recurrent_state"]
+        assert state.shape[0] == 2 and state.dtype == torch.float32
+        assert len(cache[0]["conv_state"]) == 3
+        for t in range(9, 13):
+            o, _, returned = layer(x[:, t:t + 1], past_key_values=cache, use_cache=True)
+            assert returned is cache
+            parts.append(o)
+    assert cache.get_seq_length() == 13
+    assert _rel(full.double(), torch.cat(parts, 1)) <= 1e-5
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_attention_mask_packs_the_rows(case):
+    # Left padding (fla's convention: 0 marks padding): each row's tokens run
+    # as one sequence, as if alone; the padded positions give 0.
+    layer = _layer(case)
+    x = torch.randn(3, 11, 64)
+    mask = torch.ones(3, 11, dtype=torch.long)
+    mask[1, :4] = 0
+    mask[2, :10] = 0
+    with torch.no_grad():
+        o, _, _ = layer(x, attention_mask=mask)
+        for row, start in ((0, 0), (1, 4), (2, 10)):
+            alone, _, _ = layer(x[row:row + 1, start:])
+            assert _rel(alone[0].double(), o[row, start:]) <= 1e-5, row
+            assert torch.all(o[row, :start] == 0)
+
+
+def test_padded_prefill_then_decoding():
+    # A padded batch prefilled with the cache, then decoded a token at a time
+    # with the mask growing as a model passes it (its last T columns apply).
+    layer = _layer("gated_deltanet")
+    x = torch.randn(2, 10, 64)
+    mask = torch.ones(2, 7, dtype=torch.long)
+    mask[0, :3] = 0
+    with torch.no_grad():
+        cache = lann.Cache()
+        layer(x[:, :7], attention_mask=mask, past_key_values=cache, use_cache=True)
+        outputs = []
+        for t in range(7, 10):
+            mask = torch.cat([mask, torch.ones(2, 1, dtype=torch.long)], 1)
+            outputs.append(layer(x[:, t:t + 1], attention_mask=mask, past_key_values=cache,
+                                 use_cache=True)[0])
+        decoded = torch.cat(outputs, 1)
+        for row, start in ((0, 3), (1, 0)):
+            alone, _, _ = layer(x[row:row + 1, start:])
+            assert _rel(alone[0, -3:].double(), decoded[row]) <= 1e-5, row
+
+
+def test_short_convolution_cache_and_packed_sequences():
+    torch.manual_seed(1)
+    conv = lann.ShortConvolution(8, 4)
+    x = torch.randn(1, 9, 8)
+    y, final = conv(x, output_final_state=True)
+    assert final.shape == (1, 8, 4)
+    # in two pieces, the cache carrying the window
+    y1, c1 = conv(x[:, :5], output_final_state=True)
+    y2, c2 = conv(x[:, 5:], cache=c1, output_final_state=True)
+    assert torch.allclose(torch.cat([y1, y2], 1), y, atol=1e-6)
+    assert torch.allclose(c2, final)
+    # packed: each sequence on its own
+    cu = torch.tensor([0, 2, 2, 9], dtype=torch.int32)
+    yp, cp = conv(x, cu_seqlens=cu, output_final_state=True)
+    assert torch.allclose(yp[:, :2], conv(x[:, :2])[0], atol=1e-6)
+    assert torch.allclose(yp[:, 2:], conv(x[:, 2:])[0], atol=1e-6)
+    assert cp.shape == (3, 8, 4) and torch.all(cp[1] == 0)
+    assert conv(x)[1] is None
+
+
 def test_unsupported_options():
     with pytest.raises(NotImplementedError, match="feature map"):
         lann.GatedLinearAttention(hidden_size=64, num_heads=2, feature_map="relu")
     layer = lann.KimiDeltaAttention(hidden_size=64, head_dim=16, num_heads=2)
-    with pytest.raises(NotImplementedError, match="attention_mask"):
-        layer(torch.zeros(1, 4, 64), attention_mask=torch.ones(1, 4))
+    with pytest.raises(ValueError, match="padding mask"):
+        layer(torch.zeros(1, 4, 64), attention_mask=torch.ones(1, 4, 4))
+    with pytest.raises(ValueError, match="layer_idx"):
+        layer(torch.zeros(1, 4, 64), past_key_values=lann.Cache(), use_cache=True)
