@@ -51,6 +51,8 @@ CASES = {
     "T=C,B=2": (2, 16, 2, 2, 16, 8, 16, False),
     "T%C!=0,B=2,HV=2H,K!=V,state": (2, 37, 2, 4, 16, 8, 16, True),
     "T=1,B=2,state": (2, 1, 1, 1, 8, 8, 16, True),
+    # decode's one-pass state update with grouped value heads and no state
+    "T=1,B=3,HV=2H,K!=V": (3, 1, 2, 4, 16, 8, 16, False),
     "C=64,T=150,state": (1, 150, 2, 2, 16, 16, 64, True),
 }
 MAIN = "T%C!=0,B=2,HV=2H,K!=V,state"

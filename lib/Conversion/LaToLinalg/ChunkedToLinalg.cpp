@@ -875,6 +875,11 @@ struct ChunkStateScanToLinalg : OpRewritePattern<ChunkStateScanOp> {
     OpFoldResult lastRow = affine::makeComposedFoldedAffineApply(
         rewriter, loc, getAffineSymbolExpr(0, ctx) - 1, {keySizes[2]});
     Value correction = op.getCorrection();
+    // Chunks of one token (decode): the decay and the update are one pass
+    // over the state, S' = exp(g) S + k v^T, instead of a decayed copy and
+    // an accumulation into it (the state streams from memory once).
+    bool oneTokenUpdate = getConstantIntValue(keySizes[2]) == 1 &&
+                          !op.getValueGates() && !op.getExtraKeys();
 
     // One chunk: from the state S_n entering chunk n, the corrected values
     // V' = U - W S_n (with a correction) and S_{n+1}. Returns {S_{n+1}, V'}.
@@ -892,6 +897,43 @@ struct ChunkStateScanToLinalg : OpRewritePattern<ChunkStateScanOp> {
             4, 1, [&](OpBuilder &nb, Location nl, ValueRange args) {
               return subtractProduct(nb, nl, args[2], args[0], args[1]);
             });
+      }
+      if (oneTokenUpdate) {
+        // Loops (b,hv,kk,vv); the decay factors exponentiated once.
+        OpFoldResult zero = b.getIndexAttr(0);
+        SmallVector<Value> inputs = {current,
+                                     extractUnitSlice(b, l, keys, 1, zero),
+                                     extractUnitSlice(b, l, values, 1, zero)};
+        SmallVector<AffineMap> maps = {dimMap(ctx, 4, {0, 1, 2, 3}),
+                                       dimMap(ctx, 4, {0, -2, 2}, *group),
+                                       dimMap(ctx, 4, {0, 1, 3})};
+        if (gates) {
+          Value g = extractUnitSlice(b, l, gates, 1, n);       // [B,1,H(,K)]
+          Value last = extractUnitSlice(b, l, g, 1, zero);     // [B,H(,K)]
+          unsigned rank = cast<RankedTensorType>(last.getType()).getRank();
+          SmallVector<int64_t> identity =
+              llvm::to_vector(llvm::seq<int64_t>(0, rank));
+          inputs.push_back(buildGeneric(
+              b, l, ValueRange{last},
+              emptyTensor(b, l, mixedSizes(b, l, last), f32),
+              {dimMap(ctx, rank, identity), dimMap(ctx, rank, identity)}, rank,
+              0, [&](OpBuilder &nb, Location nl, ValueRange args) {
+                return math::ExpOp::create(nb, nl, args[0]).getResult();
+              }));
+          SmallVector<int64_t> lastDims = {0, -2};
+          if (channel)
+            lastDims.push_back(2);
+          maps.push_back(dimMap(ctx, 4, lastDims, *group));
+        }
+        maps.push_back(dimMap(ctx, 4, {0, 1, 2, 3}));
+        bool gated = static_cast<bool>(gates);
+        Value next = buildGeneric(
+            b, l, inputs, emptyTensor(b, l, stateSizes, f32), maps, 4, 0,
+            [&](OpBuilder &nb, Location nl, ValueRange args) {
+              Value kept = gated ? mulF(nb, nl, args[0], args[3]) : args[0];
+              return addF(nb, nl, kept, mulExtended(nb, nl, args[1], args[2]));
+            });
+        return {next, values};
       }
       Value decayed = current;
       // K * exp(G_C - G) for a key tensor of the chunk. Loops (b,j,h,kk).
@@ -980,7 +1022,7 @@ struct ChunkStateScanToLinalg : OpRewritePattern<ChunkStateScanOp> {
     // the caller's initial state must not change, so that starts from a
     // copy. (With a gate the decay writes a new tensor first.)
     Value state = op.getInitialState();
-    if (state && !gates && !op.getValueGates())
+    if (state && !gates && !op.getValueGates() && !oneTokenUpdate)
       state = bufferization::AllocTensorOp::create(
           rewriter, loc, cast<RankedTensorType>(state.getType()),
           /*dynamicSizes=*/ValueRange{}, /*copy=*/state);

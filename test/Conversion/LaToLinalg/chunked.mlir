@@ -213,6 +213,35 @@ func.func @scan_one_chunk(%k: tensor<1x1x16x2x4xf32>, %v: tensor<1x1x16x2x8xf32>
 
 // -----
 
+// Chunks of one token (decode): the decay and the rank-one update are one
+// element-wise pass over the state, S' = exp(g) S + k v^T, into a fresh
+// tensor (no copy of the caller's state, no accumulation into a decayed
+// copy); the decay factor is exponentiated once per head.
+// CHECK-LABEL: func.func @scan_one_token
+// CHECK-SAME: (%[[K:[^:]*]]: {{.*}}, %[[V:[^:]*]]: {{.*}}, %[[G:[^:]*]]: {{.*}}, %[[S0:[^:]*]]: tensor<1x2x4x8xf32>)
+// CHECK-NOT: bufferization.alloc_tensor
+// CHECK-NOT: scf.for
+// CHECK-DAG: %[[KT:.*]] = tensor.extract_slice %{{.*}}[0, 0, 0, 0] [1, 1, 2, 4] {{.*}} to tensor<1x2x4xf32>
+// CHECK-DAG: %[[VT:.*]] = tensor.extract_slice %{{.*}}[0, 0, 0, 0] [1, 1, 2, 8] {{.*}} to tensor<1x2x8xf32>
+// CHECK: %[[FACTOR:.*]] = linalg.generic {{.*}} ins(%{{.*}} : tensor<1x2xf32>)
+// CHECK: math.exp
+// CHECK: %[[EMPTY:.*]] = tensor.empty() : tensor<1x2x4x8xf32>
+// CHECK: %[[NEXT:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%[[S0]], %[[KT]], %[[VT]], %[[FACTOR]] : {{.*}}) outs(%[[EMPTY]] : tensor<1x2x4x8xf32>)
+// CHECK-NEXT: ^bb0(%[[SIN:.*]]: f32, %[[KIN:.*]]: f32, %[[VIN:.*]]: f32, %[[FIN:.*]]: f32, %{{.*}}: f32):
+// CHECK-NEXT: %[[KEPT:.*]] = arith.mulf %[[SIN]], %[[FIN]] : f32
+// CHECK-NEXT: %[[KV:.*]] = arith.mulf %[[KIN]], %[[VIN]] : f32
+// CHECK-NEXT: %[[SUM:.*]] = arith.addf %[[KEPT]], %[[KV]] : f32
+// CHECK-NEXT: linalg.yield %[[SUM]] : f32
+// CHECK-NOT: linalg.generic
+// CHECK: %[[STATES:.*]] = tensor.expand_shape %[[S0]] {{\[}}[0, 1], [2], [3], [4]] output_shape [1, 1, 2, 4, 8]
+// CHECK: return %[[STATES]], %[[NEXT]]
+func.func @scan_one_token(%k: tensor<1x1x1x2x4xf32>, %v: tensor<1x1x1x2x8xf32>, %g: tensor<1x1x1x2xf32>, %s0: tensor<1x2x4x8xf32>) -> (tensor<1x1x2x4x8xf32>, tensor<1x2x4x8xf32>) {
+  %states, %final = la.chunk_state_scan %k, %v gates(%g : tensor<1x1x1x2xf32>) initial_state(%s0 : tensor<1x2x4x8xf32>) : tensor<1x1x1x2x4xf32>, tensor<1x1x1x2x8xf32> -> tensor<1x1x2x4x8xf32>, tensor<1x2x4x8xf32>
+  return %states, %final : tensor<1x1x2x4x8xf32>, tensor<1x2x4x8xf32>
+}
+
+// -----
+
 // Output: intra + (scale * Q * exp(G))^T S_n, then truncation to bf16.
 // CHECK-LABEL: func.func @inter
 // CHECK-SAME: (%[[Q:[^:]*]]: {{.*}}, %[[S:[^:]*]]: {{.*}}, %[[INTRA:[^:]*]]: {{.*}}, %[[G:[^:]*]]: tensor<1x2x16x2xf32>)
