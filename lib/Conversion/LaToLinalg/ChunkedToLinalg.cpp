@@ -908,8 +908,8 @@ struct ChunkStateScanToLinalg : OpRewritePattern<ChunkStateScanOp> {
                                        dimMap(ctx, 4, {0, -2, 2}, *group),
                                        dimMap(ctx, 4, {0, 1, 3})};
         if (gates) {
-          Value g = extractUnitSlice(b, l, gates, 1, n);       // [B,1,H(,K)]
-          Value last = extractUnitSlice(b, l, g, 1, zero);     // [B,H(,K)]
+          Value g = extractUnitSlice(b, l, gates, 1, n);   // [B,1,H(,K)]
+          Value last = extractUnitSlice(b, l, g, 1, zero); // [B,H(,K)]
           unsigned rank = cast<RankedTensorType>(last.getType()).getRank();
           SmallVector<int64_t> identity =
               llvm::to_vector(llvm::seq<int64_t>(0, rank));
