@@ -29,7 +29,7 @@ Kernels are cached in memory (per process) and on disk
 (``$LA_CACHE_DIR``, default ``$XDG_CACHE_HOME/la`` or ``~/.cache/la``): a
 second call with the same heads, sizes, dtype and options does not
 recompile; see :func:`cache_info`. The backward (:func:`attention_backward`,
-autograd) is still compiled per shape.
+autograd) is compiled and cached the same way.
 
 dtypes: q, k, v are float32 or float16 (NumPy or torch), or bf16 (torch
 ``bfloat16`` tensors; NumPy: ``dtype="bf16"`` rounds float inputs to bf16 and
@@ -483,7 +483,7 @@ def _prepare(variant, q, k, v, g=None, beta=None, *, erase=None, write=None,
         outputs.append(((N, HV, K, V), np.float32))
     return _Call(text=mlir(dynamic=True),
                  pipeline=_pipeline(kernel_chunk, bool(sequential), threads),
-                 # The backward's static MLIR, built only when it is needed.
+                 # The static MLIR of this shape (bench/bench_dynamic.py), built on demand.
                  static_text=lambda: mlir(dynamic=False),
                  inputs=inputs, input_names=names, outputs=outputs, entry=_ENTRY,
                  dims=(B, T, H, K, HV, V, N),
@@ -1097,9 +1097,7 @@ def _backward_call(call, do, d_final_state):
     names = [n for n in call.input_names if n in _DIFFERENTIABLE]
     outputs = [(np.shape(a), np.float32)
                for a, n in zip(call.inputs, call.input_names) if n in _DIFFERENTIABLE]
-    # The backward is compiled for the call's shapes: la-expand-recurrence-grad
-    # reverses time with static index maps.
-    return _Call(text=call.static_text(),
+    return _Call(text=call.text,
                  pipeline=_backward_pipeline(call.chunk_size, call.sequential, call.threads),
                  inputs=inputs, outputs=outputs, entry=_ENTRY + "_grad", grad_names=names,
                  torch_out=call.torch_out, threads=call.threads)

@@ -209,6 +209,24 @@ def test_reverse_mode_reference(case, sequential):
         assert err <= limit, f"{variant} d{name}: rel_rms {err:.3e}"
 
 
+def test_one_backward_kernel_serves_every_length():
+    """The gradient kernel has a dynamic B and T (la-expand-recurrence-grad
+    reads T from q): a new sequence length or batch size reuses it, and
+    each length's gradients match the reverse mode."""
+    first = True
+    for B, T in ((2, 21), (1, 37), (3, 8)):
+        inputs, do, d_final = _inputs("gated_deltanet", B, T, 2, 8, 6, 4, seed=T)
+        before = la.cache_info()
+        got = _la_gradients("gated_deltanet", inputs, do, d_final, chunk_size=8)
+        after = la.cache_info()
+        if not first:
+            assert after["misses"] == before["misses"], f"B={B}, T={T} compiled again"
+        first = False
+        for name, value in _reverse_mode("gated_deltanet", inputs, do, d_final).items():
+            err = lt.rel_rms(value, got[name])
+            assert err <= _limit(name), f"B={B}, T={T} d{name}: rel_rms {err:.3e}"
+
+
 # --------------------------------------------------------------------------
 # the GPU pipeline's backward kernels, run on the CPU by la-emulate-gpu
 # --------------------------------------------------------------------------

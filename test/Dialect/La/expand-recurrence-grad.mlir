@@ -208,3 +208,29 @@ func.func @kept(%q: !qk, %k: !qk, %v: !v, %a: !qk, %b: !qk, %s0: !s,
       {scale = 0.5 : f32} : !qk, !qk, !v -> !qk, !qk, !v, !s, !qk, !qk
   return %r#0 : !qk
 }
+
+// -----
+
+// A dynamic B and T: the shifted gates keep T - 1 tokens (an affine.apply
+// of T read from q) and the gate's reverse sum runs T iterations, so one
+// compiled gradient serves every sequence length.
+!qk = tensor<?x?x2x4xf32>
+!v = tensor<?x?x2x6xf32>
+!h = tensor<?x?x2xf32>
+!s = tensor<?x2x4x6xf32>
+
+// CHECK-LABEL: func.func @dynamic_time
+// CHECK-SAME: (%[[Q:[^:]*]]: {{.*}}, %{{[^:]*}}: {{.*}}, %{{[^:]*}}: {{.*}}, %[[G:[^:]*]]: {{.*}}, %{{[^:]*}}: {{.*}}, %{{[^:]*}}: {{.*}})
+// CHECK: %[[T:.*]] = tensor.dim %[[Q]], %c1
+// CHECK: %[[KEPT:.*]] = affine.apply #{{.*}}()[%[[T]]]
+// CHECK: %[[LATER:.*]] = tensor.extract_slice %[[G]][0, 1, 0] [%{{.*}}, %[[KEPT]], 2] [1, 1, 1]
+// CHECK: tensor.pad %[[LATER]] low[0, 0, 0] high[0, 1, 0]
+// CHECK-COUNT-3: la.recurrence decay(scalar) low_rank(none)
+// CHECK: scf.for %{{.*}} = %c0 to %[[T]] step %c1
+func.func @dynamic_time(%q: !qk, %k: !qk, %v: !v, %g: !h, %s0: !s,
+                        %do: !v) -> (!qk, !qk, !v, !s, !h) {
+  %dq, %dk, %dv, %ds0, %dg = la.recurrence_grad decay(scalar) low_rank(none)
+      %q, %k, %v g(%g : !h) initial_state(%s0 : !s) d_o(%do : !v)
+      {scale = 0.5 : f32} : !qk, !qk, !v -> !qk, !qk, !v, !s, !h
+  return %dq, %dk, %dv, %ds0, %dg : !qk, !qk, !v, !s, !h
+}

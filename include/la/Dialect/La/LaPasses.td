@@ -117,7 +117,8 @@ def LaExpandRecurrenceGradPass : Pass<"la-expand-recurrence-grad"> {
     Left to the token loops of `convert-la-to-linalg`: the general low-rank
     form (Gated DeltaNet-2's erase/write form: its `b` and `w` differ, so
     each of `S` and `G` would need two recurrences per product), and dynamic
-    T, H or HV.
+    H or HV (a dynamic B or T is kept: the time shifts and the gate's
+    reverse sum read T from q).
   }];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

@@ -47,11 +47,13 @@
 #include "la/Dialect/La/LaPasses.h"
 #include "la/Dialect/La/LaUtils.h"
 
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
@@ -66,13 +68,14 @@ using namespace mlir;
 using namespace mlir::la;
 
 namespace {
-/// Builds the re-indexed inputs of the adjoint recurrences; T, H and HV are
-/// static (the pattern checks).
+/// Builds the re-indexed inputs of the adjoint recurrences; H and HV are
+/// static (the pattern checks), T static or dynamic.
 struct AdjointBuilder {
   OpBuilder &b;
   Location loc;
   MLIRContext *ctx;
-  int64_t time, heads, group;
+  OpFoldResult time;
+  int64_t heads, group;
   /// Packed sequences (B = 1), or null.
   Value cuSeqlens;
 
@@ -151,7 +154,7 @@ struct AdjointBuilder {
   Value reverseCumsum(Value x) {
     Value zero = arith::ConstantIndexOp::create(b, loc, 0);
     Value one = arith::ConstantIndexOp::create(b, loc, 1);
-    Value count = arith::ConstantIndexOp::create(b, loc, time);
+    Value count = getValueOrCreateConstantIndexOp(b, loc, time);
     SmallVector<OpFoldResult> rowSizes = mixedSizes(b, loc, x);
     rowSizes.erase(rowSizes.begin() + 1);
     Value output = emptyTensor(b, loc, mixedSizes(b, loc, x), b.getF32Type());
@@ -161,7 +164,8 @@ struct AdjointBuilder {
         b, loc, zero, count, one,
         ValueRange{zeroTensor(b, loc, rowSizes), output},
         [&](OpBuilder &nb, Location l, Value r, ValueRange args) {
-          Value last = arith::ConstantIndexOp::create(nb, l, time - 1);
+          Value one = arith::ConstantIndexOp::create(nb, l, 1);
+          Value last = arith::SubIOp::create(nb, l, count, one);
           Value t = arith::SubIOp::create(nb, l, last, r);
           Value row = extractUnitSlice(nb, l, x, 1, t);
           Value sum =
@@ -189,7 +193,7 @@ struct AdjointBuilder {
     return scf::ForOp::create(
         b, loc, zero, count, one, inits,
         [&](OpBuilder &nb, Location l, Value n, ValueRange args) {
-          Value tokens = arith::ConstantIndexOp::create(nb, l, time);
+          Value tokens = getValueOrCreateConstantIndexOp(nb, l, time);
           std::pair<Value, Value> bounds =
               extractSequenceBounds(nb, l, cuSeqlens, n, tokens);
           scf::YieldOp::create(
@@ -244,10 +248,13 @@ struct AdjointBuilder {
   /// the same sequence is there.
   Value shift(Value x, bool later) {
     SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, x);
-    if (time == 1)
+    if (isConstantIntValue(time, 1))
       return zeroTensor(b, loc, sizes);
+    // T - 1 tokens kept (none for a run-time T of 1).
+    OpFoldResult keptTokens = affine::makeComposedFoldedAffineApply(
+        b, loc, getAffineSymbolExpr(0, ctx) - 1, {time});
     Value kept = sliceDim(b, loc, x, 1, b.getIndexAttr(later ? 0 : 1),
-                          b.getIndexAttr(time - 1));
+                          keptTokens);
     unsigned rank = sizes.size();
     SmallVector<OpFoldResult> low(rank, b.getIndexAttr(0));
     SmallVector<OpFoldResult> high(rank, b.getIndexAttr(0));
@@ -311,7 +318,7 @@ struct AdjointBuilder {
 
 /// la.recurrence_grad with no, a scalar (or fixed) or a channel-wise decay,
 /// no low-rank part or the delta rule, no normaliser (la-simplify-recurrence
-/// rewrites it first), static T, H and HV (B = 1 with cu_seqlens) -> three
+/// rewrites it first), static H and HV (B = 1 with cu_seqlens) -> three
 /// (six with the delta rule) la.recurrence ops and element-wise products.
 struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
   using OpRewritePattern::OpRewritePattern;
@@ -326,12 +333,13 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
     bool channel = op.getGate() == GateKind::Channel;
     RankedTensorType qType = op.getQ().getType();
     RankedTensorType vType = op.getV().getType();
-    int64_t time = qType.getDimSize(1), heads = qType.getDimSize(2),
-            valueHeads = vType.getDimSize(2);
-    if (ShapedType::isDynamic(time) || ShapedType::isDynamic(heads) ||
-        ShapedType::isDynamic(valueHeads) || time < 1)
-      return rewriter.notifyMatchFailure(op, "needs static T, H and HV");
+    int64_t heads = qType.getDimSize(2), valueHeads = vType.getDimSize(2);
+    if (ShapedType::isDynamic(heads) || ShapedType::isDynamic(valueHeads) ||
+        qType.getDimSize(1) == 0)
+      return rewriter.notifyMatchFailure(op, "needs static H and HV, T != 0");
     Location loc = op.getLoc();
+    // T: static, or read from q (a run-time T must be at least 1).
+    OpFoldResult time = mixedSizes(rewriter, loc, op.getQ())[1];
     MLIRContext *ctx = op.getContext();
     Value cuSeqlens = op.getCuSeqlens();
     if (cuSeqlens && qType.getDimSize(0) != 1)
