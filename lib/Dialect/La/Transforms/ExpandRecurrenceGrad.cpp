@@ -253,8 +253,8 @@ struct AdjointBuilder {
     // T - 1 tokens kept (none for a run-time T of 1).
     OpFoldResult keptTokens = affine::makeComposedFoldedAffineApply(
         b, loc, getAffineSymbolExpr(0, ctx) - 1, {time});
-    Value kept = sliceDim(b, loc, x, 1, b.getIndexAttr(later ? 0 : 1),
-                          keptTokens);
+    Value kept =
+        sliceDim(b, loc, x, 1, b.getIndexAttr(later ? 0 : 1), keptTokens);
     unsigned rank = sizes.size();
     SmallVector<OpFoldResult> low(rank, b.getIndexAttr(0));
     SmallVector<OpFoldResult> high(rank, b.getIndexAttr(0));
