@@ -80,7 +80,8 @@ def _inputs(variant, B, T, H, K, V, seed=0):
 
 def _la_calls(variant, inputs, do, C):
     import la
-    kwargs = {k: inputs[k] for k in ("g", "beta", "erase", "write", "log_decay") if k in inputs}
+    kwargs = {k: inputs[k] for k in ("g", "beta", "erase", "write", "a", "b", "log_decay")
+              if k in inputs}
     q, k, v = inputs["q"], inputs["k"], inputs["v"]
 
     def forward():

@@ -36,7 +36,7 @@ extern "C" {
  */
 
 /// One named variant of la.attention: its keyword, update rule (additive,
-/// delta, erase_write), gate kind (none, fixed, scalar, channel) and a
+/// delta, erase_write, dplr), gate kind (none, fixed, scalar, channel) and a
 /// summary, as static NUL-terminated strings.
 typedef struct {
   const char *keyword;

@@ -32,7 +32,7 @@ is loaded on first use, and a missing library raises LaError then.
 #: la's version (CMake's project version and pyproject.toml's; a test checks).
 __version__ = "0.1.0"
 
-from . import cuda, fla, ir, reference, testing, variants
+from . import cuda, family, fla, ir, reference, testing, variants
 from ._capi import LaError
 from .ops import (
     STAGES,
@@ -50,6 +50,7 @@ from .ops import (
     linear_attention,
     lower,
     retention,
+    rwkv7,
     simple_gla,
 )
 
@@ -63,6 +64,7 @@ __all__ = [
     "cache_info",
     "clear_cache",
     "delta_rule",
+    "family",
     "fla",
     "gated_delta_rule",
     "gated_delta_rule2",
@@ -74,6 +76,7 @@ __all__ = [
     "reference",
     "register_torch_ops",
     "retention",
+    "rwkv7",
     "simple_gla",
     "testing",
     "variants",

@@ -18,7 +18,10 @@ per-value-channel beta ``[B, T, HV, V]``, an initial
 normaliser state for linear attention, context parallelism. Gated
 DeltaNet-2 (``chunk_gdn2``) runs la's erase_write rule with
 ``erase_read_key``: fla's erase gate acts on the key the state is read
-with, ``(I - k (b * k)^T)``.
+with, ``(I - k (b * k)^T)``. The DPLR delta rule and RWKV-7
+(``chunk_dplr_delta_rule``, ``chunk_rwkv7``) run la's dplr rule, whose
+transition ``Diag(exp(gk)) - b a^T`` has the opposite sign of fla's ``b``
+(negated here).
 """
 
 import numpy as np
@@ -35,6 +38,9 @@ __all__ = [
     "chunk_gated_delta_rule", "fused_recurrent_gated_delta_rule",
     "chunk_kda", "fused_recurrent_kda",
     "chunk_gdn2", "fused_recurrent_gdn2",
+    "chunk_dplr_delta_rule", "fused_recurrent_dplr_delta_rule",
+    "chunk_rwkv7", "fused_recurrent_rwkv7",
+    "chunk_gated_delta_product",
 ]
 
 #: fla's normaliser epsilon (fla/ops/linear_attn/utils.py).
@@ -135,6 +141,8 @@ def _run(variant, q, k, v, g=None, beta=None, *, scale, initial_state, output_fi
         initial_state = _transpose_state(initial_state)
     if reverse:
         q, k, v, g, beta = (_flip(x, 1) for x in (q, k, v, g, beta))
+        options = {name: (_flip(x, 1) if name in ("a", "b") else x)
+                   for name, x in options.items()}
         if cu_seqlens is not None:
             # Sequence n of [a, b) becomes sequence N-1-n of [T-b, T-a).
             T = np.shape(q)[1]
@@ -546,3 +554,129 @@ def fused_recurrent_gdn2(q, k, v, g, b, w, A_log=None, dt_bias=None, scale=None,
                  use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
                  use_gate_in_kernel=use_gate_in_kernel, lower_bound=lower_bound,
                  state_v_first=state_v_first, cu_seqlens=cu_seqlens, chunk_size=64)
+
+
+# --------------------------------------------------------------------------
+# the DPLR delta rule and RWKV-7
+# --------------------------------------------------------------------------
+
+def _negated(x):
+    """-x (torch: keeps autograd)."""
+    if _torch_module(x) is not None:
+        return -x
+    return -np.asarray(x, dtype=np.float32)
+
+
+def _dplr(q, k, v, a, b, gk, *, scale, initial_state, output_final_state, reverse,
+          cu_seqlens, chunk_size):
+    """fla's ``S_t = (Diag(exp(gk_t)) + b_t a_t^T) S_{t-1} + k_t v_t^T`` as
+    la's dplr rule, ``Diag(exp(g_t)) - b_t a_t^T``, with ``-b``."""
+    variant = "dplr" if gk is None else "rwkv7"
+    return _run(variant, q, k, v, gk, scale=scale, initial_state=initial_state,
+                output_final_state=output_final_state, cu_seqlens=cu_seqlens,
+                chunk_size=chunk_size, reverse=reverse, a=a, b=_negated(b))
+
+
+def chunk_dplr_delta_rule(q, k, v, a, b, gk, scale=None, initial_state=None,
+                          output_final_state=False, cu_seqlens=None, cu_seqlens_cpu=None,
+                          safe_gate=False, chunk_size=None, disable_recompute=False,
+                          cp_context=None, lower_bound=None, **kwargs):
+    """fla.ops.generalized_delta_rule.chunk_dplr_delta_rule: ``S_t =
+    (Diag(exp(gk_t)) + b_t a_t^T) S_{t-1} + k_t v_t^T`` with ``a, b, gk :
+    [B, T, H, K]`` (fla's diagonal-plus-low-rank delta rule; ``gk`` may be
+    None here: no decay). ``safe_gate``, ``lower_bound`` and
+    ``disable_recompute`` are tuning hints of fla's kernels."""
+    if cp_context is not None:
+        raise _unsupported("context parallelism (cp_context)")
+    return _dplr(q, k, v, a, b, gk, scale=scale, initial_state=initial_state,
+                 output_final_state=output_final_state, reverse=False,
+                 cu_seqlens=cu_seqlens, chunk_size=64 if chunk_size is None else int(chunk_size))
+
+
+def fused_recurrent_dplr_delta_rule(q, k, v, a, b, gk, scale=None, initial_state=None,
+                                    output_final_state=False, reverse=False, cu_seqlens=None):
+    """fla.ops.generalized_delta_rule.fused_recurrent_dplr_delta_rule (with
+    ``reverse``: every sequence run from its last token to its first)."""
+    return _dplr(q, k, v, a, b, gk, scale=scale, initial_state=initial_state,
+                 output_final_state=output_final_state, reverse=reverse,
+                 cu_seqlens=cu_seqlens, chunk_size=64)
+
+
+def chunk_rwkv7(r, w, k, v, a, b, scale=1.0, initial_state=None, output_final_state=False,
+                cu_seqlens=None, cu_seqlens_cpu=None, safe_gate=False, chunk_size=None,
+                disable_recompute=False, cp_context=None, lower_bound=None):
+    """fla.ops.rwkv7.chunk_rwkv7: RWKV-7's time mixing, the DPLR delta rule
+    with receptance ``r`` as the query and log decay ``w``; ``scale``
+    defaults to 1 (as fla's)."""
+    return chunk_dplr_delta_rule(r, k, v, a, b, w, scale=scale, initial_state=initial_state,
+                                 output_final_state=output_final_state, cu_seqlens=cu_seqlens,
+                                 chunk_size=chunk_size, cp_context=cp_context)
+
+
+def fused_recurrent_rwkv7(r, w, k, v, a, b, scale=None, initial_state=None,
+                          output_final_state=True, cu_seqlens=None):
+    """fla.ops.rwkv7.fused_recurrent_rwkv7 (fla's defaults: ``scale`` None
+    is ``K ** -0.5``, the final state is returned)."""
+    return fused_recurrent_dplr_delta_rule(r, k, v, a, b, w, scale=scale,
+                                           initial_state=initial_state,
+                                           output_final_state=output_final_state,
+                                           cu_seqlens=cu_seqlens)
+
+
+# --------------------------------------------------------------------------
+# Gated DeltaProduct: n Householder steps per token
+# --------------------------------------------------------------------------
+
+def _interleave(x, n, position):
+    """``[B, T, ...] -> [B, T*n, ...]`` with ``x[:, t]`` at token ``t*n +
+    position`` and zeros at the others (torch: keeps autograd)."""
+    torch = _torch_module(x)
+    if torch is not None:
+        zeros = torch.zeros_like(x)
+        parts = [x if i == position else zeros for i in range(n)]
+        stacked = torch.stack(parts, dim=2)
+        return stacked.reshape(x.shape[0], x.shape[1] * n, *x.shape[2:])
+    x = np.asarray(x)
+    out = np.zeros((x.shape[0], x.shape[1] * n) + x.shape[2:], dtype=x.dtype)
+    out[:, position::n] = x
+    return out
+
+
+def chunk_gated_delta_product(q, k, v, g, beta, num_householder, scale=None,
+                              initial_state=None, output_final_state=False,
+                              use_qk_l2norm_in_kernel=False, cu_seqlens=None,
+                              cu_seqlens_cpu=None, cp_context=None):
+    """fla.ops.gated_delta_product.chunk_gated_delta_product: per token
+    ``t``, the decay ``exp(g_t)`` then ``n = num_householder`` delta-rule
+    steps ``S <- (I - beta_j k_j k_j^T) S + beta_j k_j v_j^T`` (``k, v,
+    beta`` hold ``T * n`` tokens, ``q`` and ``g [B, T, H]`` hold ``T``), and
+    the read ``o_t = S^T (scale q_t)`` after the last step.
+
+    A composition of la's delta rule: the ``T * n`` steps run as one
+    (Gated) DeltaNet over ``T * n`` tokens, with ``g_t`` on each token's
+    first step, zero (no decay) on the others, and ``q_t`` on its last step,
+    zero on the others, whose outputs are dropped. The state transition is
+    the product of the ``n`` Householder-like factors exactly; the cost is
+    the delta rule's over ``T * n`` tokens (fla's kernel skips the dropped
+    outputs)."""
+    if cp_context is not None:
+        raise _unsupported("context parallelism (cp_context)")
+    n = int(num_householder)
+    if n < 1:
+        raise ValueError(f"num_householder must be >= 1, got {num_householder!r}")
+    B, T = np.shape(q)[:2]
+    for name, x in (("k", k), ("v", v), ("beta", beta)):
+        if np.shape(x)[:2] != (B, T * n):
+            raise ValueError(f"{name} must have T * num_householder = {T * n} tokens "
+                             f"(B = {B}), got shape {tuple(np.shape(x))}")
+    if cu_seqlens is not None:
+        torch = _torch_module(cu_seqlens)
+        cu_seqlens = cu_seqlens * n if torch is not None else np.asarray(cu_seqlens) * n
+    q_steps = _interleave(q, n, n - 1)
+    g_steps = None if g is None else _interleave(g, n, 0)
+    variant = "deltanet" if g is None else "gated_deltanet"
+    o, state = ops.attention(variant, q_steps, k, v, g_steps, beta, scale=scale,
+                             initial_state=initial_state,
+                             output_final_state=output_final_state, cu_seqlens=cu_seqlens,
+                             qk_l2norm=use_qk_l2norm_in_kernel)
+    return o[:, n - 1::n], state

@@ -621,7 +621,7 @@ class Param:
 
 
 #: the inputs that have gradients (la.attention_grad's results, in order)
-_DIFFERENTIABLE = ("q", "k", "v", "g", "beta", "erase", "write", "initial_state")
+_DIFFERENTIABLE = ("q", "k", "v", "g", "beta", "erase", "write", "a", "b", "initial_state")
 
 
 def attention_params(variant, B, T, H, K, V, HV=None, *, dtype="f32", has_initial_state=False,

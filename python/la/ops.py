@@ -79,6 +79,7 @@ __all__ = [
     "gated_delta_rule",
     "kda",
     "gated_delta_rule2",
+    "rwkv7",
     "lower",
     "STAGES",
     "cache_info",
@@ -307,8 +308,8 @@ def _check_target(target):
         raise LaError(f"target='cuda': {_GPU_UNAVAILABLE}")
 
 
-def _prepare(variant, q, k, v, g=None, beta=None, *, erase=None, write=None,
-             log_decay=None, scale=None,
+def _prepare(variant, q, k, v, g=None, beta=None, *, erase=None, write=None, a=None,
+             b=None, log_decay=None, scale=None,
              initial_state=None, output_final_state=False, cu_seqlens=None, normalize=False,
              eps=None, qk_l2norm=False, allow_neg_eigval=False, chunk_size=64,
              sequential=False, dtype=None, target="cpu", num_threads=None,
@@ -317,7 +318,7 @@ def _prepare(variant, q, k, v, g=None, beta=None, *, erase=None, write=None,
         raise ValueError(f"unknown variant {variant!r}; expected one of {tuple(VARIANTS)}")
     _check_target(target)
     named = {"q": q, "k": k, "v": v, "g": g, "beta": beta, "erase": erase, "write": write,
-             "initial_state": initial_state, "cu_seqlens": cu_seqlens}
+             "a": a, "b": b, "initial_state": initial_state, "cu_seqlens": cu_seqlens}
     for name, x in named.items():
         _device_check(name, x)
     update, gate = VARIANTS[variant]
@@ -425,6 +426,18 @@ def _prepare(variant, q, k, v, g=None, beta=None, *, erase=None, write=None,
     elif erase is not None or write is not None:
         raise ValueError(f"{variant} takes no erase or write (only the erase_write rule, "
                          "Gated DeltaNet-2, does)")
+    if update == "dplr":
+        for name, x in (("a", a), ("b", b)):
+            if x is None:
+                raise ValueError(f"{variant} needs {name} [B, T, H, K] (the low-rank "
+                                 "vectors of the transition Diag(alpha) - b a^T)")
+            x = _f32_array(name, x, "[B, T, H, K]")
+            if x.shape != (B, T, H, K):
+                raise _shape_error(name, f"[B, T, H, K] = {(B, T, H, K)}", x.shape)
+            inputs.append(x)
+            names.append(name)
+    elif a is not None or b is not None:
+        raise ValueError(f"{variant} takes no a or b (only the dplr rule, RWKV-7, does)")
     if normalize and update != "additive":
         raise ValueError(f"normalize is only supported by additive variants, not {variant!r}")
     if gate == "fixed":
@@ -1055,7 +1068,7 @@ def _execute(call):
 
 #: the inputs that have gradients, in the order of the gradient function's
 #: results (la.attention_grad's).
-_DIFFERENTIABLE = ("q", "k", "v", "g", "beta", "erase", "write", "initial_state")
+_DIFFERENTIABLE = ("q", "k", "v", "g", "beta", "erase", "write", "a", "b", "initial_state")
 
 
 def _backward_pipeline(chunk_size, sequential, threads=1):
@@ -1160,20 +1173,23 @@ def _torch_attention(options, named):
 # public functions
 # --------------------------------------------------------------------------
 
-def attention(variant, q, k, v, g=None, beta=None, *, erase=None, write=None,
-              log_decay=None, scale=None, initial_state=None, output_final_state=False,
+def attention(variant, q, k, v, g=None, beta=None, *, erase=None, write=None, a=None,
+              b=None, log_decay=None, scale=None, initial_state=None, output_final_state=False,
               cu_seqlens=None, normalize=False, eps=None, qk_l2norm=False,
               allow_neg_eigval=False, chunk_size=64, sequential=False, dtype=None,
               target="cpu", num_threads=None, erase_read_key=False):
     """Any ``la.attention`` variant (``linear``, ``retention``, ``mamba2``,
     ``gla``, ``deltanet``, ``decayed_deltanet``, ``gated_deltanet``, ``kda``,
-    and Gated DeltaNet-2's ``deltanet2``, ``decayed_deltanet2``,
-    ``scalar_gated_deltanet2``, ``gated_deltanet2``).
+    Gated DeltaNet-2's ``deltanet2``, ``decayed_deltanet2``,
+    ``scalar_gated_deltanet2``, ``gated_deltanet2``, and the dplr rule's
+    ``dplr``, ``decayed_dplr``, ``scalar_gated_dplr``, ``rwkv7``).
 
     The named functions below are thin wrappers; this one also reaches
     ``decayed_deltanet`` (the delta rule with a fixed per-head ``log_decay``),
     the erase_write variants with another gate than the channel gate
-    (``erase : [B, T, H, K]`` and ``write : [B, T, HV, V]`` are keywords)
+    (``erase : [B, T, H, K]`` and ``write : [B, T, HV, V]`` are keywords),
+    the dplr variants (``a, b : [B, T, H, K]``, keywords: the transition
+    ``Diag(exp(g)) - b a^T``; :func:`rwkv7` names the channel-gated one)
     and every attribute of the op:
 
     * ``log_decay`` ``[H]`` (fixed-decay variants; None: RetNet's schedule);
@@ -1198,7 +1214,7 @@ def attention(variant, q, k, v, g=None, beta=None, *, erase=None, write=None,
     Returns ``(o, final_state)``.
     """
     named = {"q": q, "k": k, "v": v, "g": g, "beta": beta, "erase": erase, "write": write,
-             "initial_state": initial_state}
+             "a": a, "b": b, "initial_state": initial_state}
     named = {name: x for name, x in named.items() if x is not None}
     options = dict(variant=variant, log_decay=log_decay, scale=scale,
                    output_final_state=output_final_state, cu_seqlens=cu_seqlens,
@@ -1212,7 +1228,7 @@ def attention(variant, q, k, v, g=None, beta=None, *, erase=None, write=None,
 
 
 def attention_backward(variant, q, k, v, g=None, beta=None, *, do, d_final_state=None,
-                       erase=None, write=None, log_decay=None, scale=None,
+                       erase=None, write=None, a=None, b=None, log_decay=None, scale=None,
                        initial_state=None, cu_seqlens=None, normalize=False, eps=None,
                        qk_l2norm=False, allow_neg_eigval=False, chunk_size=64,
                        sequential=False, dtype=None, target="cpu", num_threads=None,
@@ -1220,7 +1236,7 @@ def attention_backward(variant, q, k, v, g=None, beta=None, *, do, d_final_state
     """The gradients of :func:`attention` with the same arguments: of
     ``sum(o * do) + sum(final_state * d_final_state)`` with respect to every
     differentiable input given (``q``, ``k``, ``v``, ``g``, ``beta``,
-    ``erase``, ``write``, ``initial_state``), for NumPy users (torch tensors
+    ``erase``, ``write``, ``a``, ``b``, ``initial_state``), for NumPy users (torch tensors
     that require grad get these through autograd from :func:`attention` and
     every layer function).
 
@@ -1238,7 +1254,7 @@ def attention_backward(variant, q, k, v, g=None, beta=None, *, do, d_final_state
     Returns a dict from input name to its gradient, float32 of the input's
     shape (torch tensors for torch inputs).
     """
-    call = _prepare(variant, q, k, v, g, beta, erase=erase, write=write,
+    call = _prepare(variant, q, k, v, g, beta, erase=erase, write=write, a=a, b=b,
                     log_decay=log_decay, scale=scale, initial_state=initial_state,
                     output_final_state=d_final_state is not None, cu_seqlens=cu_seqlens,
                     normalize=normalize, eps=eps, qk_l2norm=qk_l2norm,
@@ -1359,6 +1375,23 @@ def gated_delta_rule2(q, k, v, g, erase, write, *, scale=None, initial_state=Non
                      target=target, num_threads=num_threads, erase_read_key=erase_read_key)
 
 
+def rwkv7(q, k, v, g, a, b, *, scale=1.0, initial_state=None, output_final_state=False,
+          cu_seqlens=None, chunk_size=64, sequential=False, dtype=None, target="cpu",
+          num_threads=None):
+    """RWKV-7's time mixing (Peng et al., 2025): channel log decay ``g : [B,
+    T, H, K]`` and the low-rank vectors ``a, b : [B, T, H, K]`` of the
+    transition, ``S_t = (Diag(exp(g_t)) - b_t a_t^T) S_{t-1} + k_t v_t^T``,
+    ``o_t = S_t^T (scale q_t)`` (q is RWKV's receptance r). RWKV-7 takes
+    ``a = kappa`` (the normalised removal key) and ``b = kappa * iclr``;
+    fla's ``chunk_rwkv7(r, w, k, v, a, b)`` writes ``+ b a^T`` and passes
+    ``a = -kappa`` (``la.fla.chunk_rwkv7`` takes fla's convention). The
+    scale defaults to 1, as fla's RWKV-7. Returns ``(o, final_state)``."""
+    return attention("rwkv7", q, k, v, g, a=a, b=b, scale=scale,
+                     initial_state=initial_state, output_final_state=output_final_state,
+                     cu_seqlens=cu_seqlens, chunk_size=chunk_size, sequential=sequential,
+                     dtype=dtype, target=target, num_threads=num_threads)
+
+
 #: named function -> (variant, {its keyword -> attention's keyword})
 _WRAPPERS = {
     linear_attention: ("linear", {}),
@@ -1369,6 +1402,7 @@ _WRAPPERS = {
     gated_delta_rule: ("gated_deltanet", {"use_qk_l2norm_in_kernel": "qk_l2norm"}),
     kda: ("kda", {"use_qk_l2norm_in_kernel": "qk_l2norm"}),
     gated_delta_rule2: ("gated_deltanet2", {"use_qk_l2norm_in_kernel": "qk_l2norm"}),
+    rwkv7: ("rwkv7", {}),
 }
 
 

@@ -599,3 +599,83 @@ def gated_delta_rule2(
                 o[bi, t, hv] = S.T @ (scale * q[bi, t, h])
             final_state[n, hv] = S
     return o, final_state
+
+
+def dplr(
+    q, k, v, a, b, g=None, *, scale=None, initial_state=None, qk_l2norm=False,
+    cu_seqlens=None,
+):
+    """The dplr rule (la.attention's ``dplr`` variants; RWKV-7 with a
+    channel gate): ``S_t = (Diag(exp(g_t)) - b_t a_t^T) S_{t-1} + k_t v_t^T``,
+    ``o_t = S_t^T (scale q_t)``, the state read with ``a`` before the decay.
+    ``a, b, g : [B, T, H, K]`` (``g`` None: no decay). flash-linear-attention's
+    ``chunk_dplr_delta_rule(q, k, v, a, b, gk)`` is this with ``-b``.
+    """
+    q, k, v, _ = _check_qkv(q, k, v)
+    if qk_l2norm:
+        q, k = l2norm(q), l2norm(k)
+    return dplr_recurrence(q, k, v, log_alpha=g, a=a, b=b, scale=scale,
+                           initial_state=initial_state, cu_seqlens=cu_seqlens)
+
+
+def mixture_of_memories(
+    q, k, v, routing, memory="gated_deltanet", g=None, beta=None, *, scale=None,
+    initial_state=None, cu_seqlens=None,
+):
+    """Mixture-of-Memories (Du et al., 2025), token by token: ``q : [B, T, H,
+    K]``; per memory ``k : [B, T, M, H, K]``, ``v : [B, T, M, H, V]``, ``g :
+    [B, T, M, H]`` (scalar gate: ``mamba2``, ``gated_deltanet``) or ``[B, T,
+    M, H, K]`` (``gla``, ``kda``), ``beta : [B, T, M, H]`` (delta rule);
+    ``routing : [B, T, M]``. A memory whose weight is not zero at token t
+    takes its rule's step (decay, then ``+ k v^T`` or the delta rule's
+    ``(I - beta k k^T) S + beta k v^T``); the others are kept. ``o_t =
+    sum_m routing[t, m] S^m_t^T (scale q_t)``. States ``[N, M, H, K, V]``.
+    Returns ``(o, final_state)`` in float64."""
+    q = _f64(q, "q")
+    k = _f64(k, "k")
+    v = _f64(v, "v")
+    routing = _f64(routing, "routing")
+    B, T, H, K = q.shape
+    M, V = k.shape[2], v.shape[-1]
+    _check_shape(k, (B, T, M, H, K), "k", "[B, T, M, H, K]")
+    _check_shape(v, (B, T, M, H, V), "v", "[B, T, M, H, V]")
+    _check_shape(routing, (B, T, M), "routing", "[B, T, M]")
+    delta = memory in ("deltanet", "gated_deltanet", "kda")
+    channel = memory in ("gla", "kda")
+    gated = memory not in ("linear", "deltanet")
+    if gated:
+        g = _f64(g, "g")
+        _check_shape(g, (B, T, M, H, K) if channel else (B, T, M, H), "g",
+                     "[B, T, M, H, K]" if channel else "[B, T, M, H]")
+    if delta:
+        beta = _f64(beta, "beta")
+        _check_shape(beta, (B, T, M, H), "beta", "[B, T, M, H]")
+    scale = _check_scale(scale, K)
+    seqs = _sequences(cu_seqlens, B, T)
+    N = len(seqs)
+    s0 = np.zeros((N, M, H, K, V)) if initial_state is None else _f64(initial_state,
+                                                                       "initial_state")
+    _check_shape(s0, (N, M, H, K, V), "initial_state", "[N, M, H, K, V]")
+    o = np.zeros((B, T, H, V))
+    final_state = np.zeros((N, M, H, K, V))
+    for n, (bi, start, end) in enumerate(seqs):
+        for h in range(H):
+            states = [s0[n, m, h].copy() for m in range(M)]
+            for t in range(start, end):
+                for m in range(M):
+                    S = states[m]
+                    if routing[bi, t, m] != 0:
+                        if gated:
+                            S = np.exp(g[bi, t, m, h]) * S if not channel else \
+                                np.exp(g[bi, t, m, h])[:, None] * S
+                        kt, vt = k[bi, t, m, h], v[bi, t, m, h]
+                        if delta:
+                            bt = beta[bi, t, m, h]
+                            S = S - bt * np.outer(kt, kt @ S) + bt * np.outer(kt, vt)
+                        else:
+                            S = S + np.outer(kt, vt)
+                        states[m] = S
+                    o[bi, t, h] += routing[bi, t, m] * (S.T @ (scale * q[bi, t, h]))
+            for m in range(M):
+                final_state[n, m, h] = states[m]
+    return o, final_state

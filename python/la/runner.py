@@ -102,14 +102,14 @@ def prepare_inputs(inputs, dtype="f32"):
 
     q, k, v are rounded to ``dtype`` (float16 arrays for f16; float32 arrays
     holding bf16 values for bf16); ``g``, ``beta``, ``erase``, ``write``,
-    ``initial_state`` and ``log_decay`` become float32, ``cu_seqlens`` int32
+    ``a``, ``b``, ``initial_state`` and ``log_decay`` become float32, ``cu_seqlens`` int32
     after checking it (1-D, integer dtype, from 0 non-decreasing to T, B == 1:
     ValueError/TypeError otherwise). Idempotent. Returns a new dict; feed it to the reference so that both see
     the same numbers.
     """
     dtype = _check_dtype(dtype)
     unknown = set(inputs) - {"q", "k", "v", "g", "log_decay", "beta", "erase", "write",
-                             "initial_state", "cu_seqlens"}
+                             "a", "b", "initial_state", "cu_seqlens"}
     if unknown:
         raise ValueError(f"unknown inputs {sorted(unknown)}")
     out = {}
@@ -117,7 +117,7 @@ def prepare_inputs(inputs, dtype="f32"):
         if key not in inputs:
             raise ValueError(f"inputs must contain {key!r}")
         out[key] = _round_qkv(inputs[key], dtype)
-    for key in ("g", "log_decay", "beta", "erase", "write", "initial_state"):
+    for key in ("g", "log_decay", "beta", "erase", "write", "a", "b", "initial_state"):
         if inputs.get(key) is not None:
             out[key] = np.asarray(inputs[key], dtype=np.float32)
     if inputs.get("cu_seqlens") is not None:
@@ -177,11 +177,13 @@ def attention_mlir(
     """MLIR text of one function ``@name`` holding one ``la.attention``.
 
     The arguments are exactly the present inputs, in the order
-    ``q, k, v, [g], [beta], [erase], [write], [initial_state], [cu_seqlens]``;
+    ``q, k, v, [g], [beta], [erase], [write], [a], [b], [initial_state],
+    [cu_seqlens]``;
     the results are ``o`` and, when ``output_final_state``, the f32 final
     state. q, k, v and o have element type ``dtype`` (``'f32'``, ``'f16'`` or
-    ``'bf16'``); g, beta, erase (``[B, T, H, K]``) and write
-    (``[B, T, HV, V]``, the erase_write variants) are always f32.
+    ``'bf16'``); g, beta, erase (``[B, T, H, K]``), write
+    (``[B, T, HV, V]``, the erase_write variants) and a, b (``[B, T, H, K]``,
+    the dplr variants) are always f32.
     ``cu_seqlens_len`` is the length N+1 of the ``cu_seqlens`` operand
     (requires B == 1); the state is ``[N, HV, K, V]`` with N = B without it.
     ``value_head_operands`` names those of g, beta and erase given per value

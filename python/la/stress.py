@@ -353,7 +353,7 @@ def check_nonfinite_outputs(name, out, sequential, tol, result):
 def _slice_time(inputs, start, stop, initial_state):
     part = {}
     for key, value in inputs.items():
-        if key in ("q", "k", "v", "g", "beta", "erase", "write"):
+        if key in ("q", "k", "v", "g", "beta", "erase", "write", "a", "b"):
             part[key] = value[:, start:stop]
         elif key != "initial_state":
             part[key] = value

@@ -92,7 +92,11 @@ def make_inputs(
       with ``gate_min=-30`` for very strong decays;
     * ``beta : [B, T, H]`` (delta variants), ``dtype``, ``sigmoid(x)`` in (0, 1);
     * ``erase : [B, T, H, K]`` and ``write : [B, T, HV, V]`` (erase_write
-      variants, Gated DeltaNet-2), ``dtype``, ``sigmoid(x)`` in (0, 1).
+      variants, Gated DeltaNet-2), ``dtype``, ``sigmoid(x)`` in (0, 1);
+    * ``a, b : [B, T, H, K]`` (dplr variants, RWKV-7), ``dtype``, as RWKV-7
+      builds them: ``a`` a unit-norm removal key ``kappa``, ``b = kappa *
+      sigmoid(x)`` (an in-context learning rate per channel), so that the
+      transition ``Diag(alpha) - b a^T`` is at most a contraction.
 
     q, k, v are standard normal; for the delta and erase_write variants k is L2-normalised
     over K (in float64, before the cast). ``positive_qk=True`` maps q and k
@@ -143,6 +147,10 @@ def make_inputs(
     for name in ("beta", "erase", "write"):
         if name in raw:
             inputs[name] = _sigmoid(raw[name]).astype(dtype)
+    if update == "dplr":
+        kappa = raw["a"] / np.linalg.norm(raw["a"], axis=-1, keepdims=True)
+        inputs["a"] = kappa.astype(dtype)
+        inputs["b"] = (kappa * _sigmoid(raw["b"])).astype(dtype)
 
     if with_initial_state:
         inputs["initial_state"] = (0.1 * rng.standard_normal((N, HV, K, V))).astype(np.float32)
@@ -153,11 +161,13 @@ def make_inputs(
 
 _INPUT_KEYS = ("g", "log_decay", "beta", "initial_state", "cu_seqlens")
 _ERASE_WRITE_KEYS = ("g", "log_decay", "erase", "write", "initial_state", "cu_seqlens")
+_DPLR_KEYS = ("g", "log_decay", "a", "b", "initial_state", "cu_seqlens")
 
 
 def _channel_gate(gate, kwargs, shape):
-    """The erase_write variants' gate as the ``[B, T, H, K]`` log gate (or None)
-    that :func:`reference.gated_delta_rule2` takes."""
+    """The erase_write and dplr variants' gate as the ``[B, T, H, K]`` log
+    gate (or None) that :func:`reference.gated_delta_rule2` and
+    :func:`reference.dplr` take."""
     g = kwargs.pop("g", None)
     log_decay = kwargs.pop("log_decay", None)
     if gate == "none":
@@ -186,8 +196,9 @@ def _checked_offsets(mapping, q_shape=None):
 
 def reference_for(variant, inputs, **attrs):
     """Run the fp64 reference for ``variant`` on a ``make_inputs`` dict:
-    :func:`reference.recurrence`, or :func:`reference.gated_delta_rule2` for
-    the erase_write variants (their fixed or scalar gate broadcast over K).
+    :func:`reference.recurrence`, :func:`reference.gated_delta_rule2` for
+    the erase_write variants or :func:`reference.dplr` for the dplr ones
+    (their fixed or scalar gate broadcast over K).
 
     ``attrs`` are passed through (``scale``, ``normalizer``, ``eps``,
     ``qk_l2norm``, ...) and override entries of ``inputs``. The erase_write
@@ -200,17 +211,20 @@ def reference_for(variant, inputs, **attrs):
     update, gate = VARIANTS[variant]
     inputs = _checked_offsets(inputs)
     attrs = _checked_offsets(attrs, np.shape(inputs["q"]))
-    if update == "erase_write":
-        kwargs = {key: inputs[key] for key in _ERASE_WRITE_KEYS if key in inputs}
+    if update in ("erase_write", "dplr"):
+        keys = _ERASE_WRITE_KEYS if update == "erase_write" else _DPLR_KEYS
+        kwargs = {key: inputs[key] for key in keys if key in inputs}
         kwargs.update(attrs)
         if kwargs.pop("normalizer", False):
             raise ValueError(f"{variant} has no normalizer (additive variants only)")
         kwargs.pop("eps", None)
-        q = inputs["q"]
+        q, k, v = inputs["q"], inputs["k"], inputs["v"]
         g = _channel_gate(gate, kwargs, np.shape(q))
-        erase, write = kwargs.pop("erase"), kwargs.pop("write")
-        return reference.gated_delta_rule2(q, inputs["k"], inputs["v"], g, erase, write,
-                                           **kwargs)
+        if update == "erase_write":
+            erase, write = kwargs.pop("erase"), kwargs.pop("write")
+            return reference.gated_delta_rule2(q, k, v, g, erase, write, **kwargs)
+        a, b = kwargs.pop("a"), kwargs.pop("b")
+        return reference.dplr(q, k, v, a, b, g, **kwargs)
     kwargs = {key: inputs[key] for key in _INPUT_KEYS if key in inputs}
     kwargs.update(attrs)
     return reference.recurrence(
@@ -219,7 +233,7 @@ def reference_for(variant, inputs, **attrs):
 
 
 #: the inputs that have gradients
-_DIFFERENTIABLE = ("q", "k", "v", "g", "beta", "erase", "write", "initial_state")
+_DIFFERENTIABLE = ("q", "k", "v", "g", "beta", "erase", "write", "a", "b", "initial_state")
 
 
 def _l2norm_vjp(x, dy):
@@ -237,7 +251,8 @@ def reference_gradients(variant, inputs, do, d_final, scale=None, qk_l2norm=Fals
     reverse mode of the canonical recurrence
     (:func:`reference.dplr_recurrence_vjp`, token by token, itself checked
     against finite differences) with the level-0 maps (L2 norm, the delta
-    rule's and Gated DeltaNet-2's encodings, gate broadcasts,
+    rule's and Gated DeltaNet-2's encodings, the dplr rule's a and b as
+    they are, gate broadcasts,
     allow_neg_eigval) chained in NumPy. Independent of the compiler's
     derivation. Returns a dict from input name to gradient."""
     update, gate = VARIANTS[variant]
@@ -261,6 +276,8 @@ def reference_gradients(variant, inputs, do, d_final, scale=None, qk_l2norm=Fals
         keys, a, b = beta * kn, alpha * kn, beta * kn
     if update == "erase_write":
         values, a, b = x["write"] * v, alpha * kn, x["erase"] * kn
+    if update == "dplr":
+        a, b = x["a"], x["b"]
     ref = reference.dplr_recurrence_vjp(
         qn, keys, values, do, d_final, log_alpha=log_alpha, a=a, b=b, scale=scale,
         initial_state=x["initial_state"], cu_seqlens=inputs.get("cu_seqlens"))
@@ -278,6 +295,8 @@ def reference_gradients(variant, inputs, do, d_final, scale=None, qk_l2norm=Fals
         grads["write"] = v * ref["v"]
         grads["v"] = x["write"] * ref["v"]
         d_log_alpha = d_log_alpha + alpha * kn * ref["a"]
+    if update == "dplr":
+        grads["a"], grads["b"] = ref["a"], ref["b"]
     if gate == "scalar":
         grads["g"] = d_log_alpha.sum(-1)
     if gate == "channel":

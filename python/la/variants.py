@@ -54,8 +54,8 @@ class _Registry(Mapping):
 
 
 #: keyword -> (update rule, gate kind), e.g. ``VARIANTS["kda"] == ("delta",
-#: "channel")``; the update rules are ``additive``, ``delta`` and
-#: ``erase_write``, the gate kinds ``none``, ``fixed``, ``scalar`` and
+#: "channel")``; the update rules are ``additive``, ``delta``,
+#: ``erase_write`` and ``dplr``, the gate kinds ``none``, ``fixed``, ``scalar`` and
 #: ``channel``.
 VARIANTS = _Registry()
 
@@ -67,8 +67,9 @@ def summary(variant):
 
 def token_operands(variant):
     """The per-token operands of ``variant`` in ``la.attention``'s order:
-    ``q, k, v``, then ``g`` (data-dependent gates), ``beta`` (the delta rule)
-    or ``erase, write`` (the erase_write rule), as the variant has them."""
+    ``q, k, v``, then ``g`` (data-dependent gates), ``beta`` (the delta rule),
+    ``erase, write`` (the erase_write rule) or ``a, b`` (the dplr rule's
+    low-rank vectors), as the variant has them."""
     update, gate = VARIANTS[variant]
     names = ["q", "k", "v"]
     if gate in ("scalar", "channel"):
@@ -77,6 +78,8 @@ def token_operands(variant):
         names.append("beta")
     if update == "erase_write":
         names += ["erase", "write"]
+    if update == "dplr":
+        names += ["a", "b"]
     return names
 
 
@@ -85,7 +88,8 @@ def token_operand_shapes(variant, B, T, H, K, V, HV=None, value_head_operands=()
     their shapes, ``[(name, shape), ...]``, for ``H`` key heads and ``HV``
     value heads (default ``H``): q, k ``[B,T,H,K]``; v ``[B,T,HV,V]``; g
     ``[B,T,H]`` for a scalar gate, ``[B,T,H,K]`` for a channel gate; beta
-    ``[B,T,H]``; erase ``[B,T,H,K]``; write ``[B,T,HV,V]``. The names in
+    ``[B,T,H]``; erase ``[B,T,H,K]``; write ``[B,T,HV,V]``; a, b
+    ``[B,T,H,K]``. The names in
     ``value_head_operands`` (of g, beta, erase) are given per value head
     (HV in place of H). The one place the Python package derives them from
     the registry's (update, gate)."""
@@ -98,5 +102,5 @@ def token_operand_shapes(variant, B, T, H, K, V, HV=None, value_head_operands=()
     shapes = {"q": (B, T, H, K), "k": (B, T, H, K), "v": (B, T, HV, V),
               "g": (B, T, heads("g")) if gate == "scalar" else (B, T, heads("g"), K),
               "beta": (B, T, heads("beta")), "erase": (B, T, heads("erase"), K),
-              "write": (B, T, HV, V)}
+              "write": (B, T, HV, V), "a": (B, T, H, K), "b": (B, T, H, K)}
     return [(name, shapes[name]) for name in token_operands(variant)]

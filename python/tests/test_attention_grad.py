@@ -26,7 +26,7 @@ from la.variants import VARIANTS
 # f32 limits of the issue: q, k, v and the state; gates, beta, erase, write.
 MAIN_LIMIT, GATE_LIMIT, BF16_LIMIT = 1e-5, 1e-4, 1e-2
 MAIN = ("q", "k", "v", "initial_state")
-DIFFERENTIABLE = ("q", "k", "v", "g", "beta", "erase", "write", "initial_state")
+DIFFERENTIABLE = ("q", "k", "v", "g", "beta", "erase", "write", "a", "b", "initial_state")
 
 
 def _limit(name):
@@ -44,7 +44,7 @@ def _inputs(variant, B, T, H, K, V, HV, seed, cu_seqlens=None, **kwargs):
 
 
 def _la_gradients(variant, inputs, do, d_final, **attrs):
-    kwargs = {key: inputs[key] for key in ("g", "beta", "erase", "write", "log_decay",
+    kwargs = {key: inputs[key] for key in ("g", "beta", "erase", "write", "a", "b", "log_decay",
                                            "initial_state", "cu_seqlens") if key in inputs}
     before = {name: np.array(x, copy=True) for name, x in inputs.items()}
     before_do = np.array(do, copy=True)
@@ -179,6 +179,9 @@ CASES = [
     ("gated_deltanet", 1, 23, 2, 2, 4, 4, 4, {"cu_seqlens": [0, 1, 23]}),
     ("deltanet", 2, 65, 2, 4, 8, 8, 16, {"qk_l2norm": True}),  # T = 4 C + 1
     ("decayed_deltanet", 1, 37, 1, 2, 8, 4, 8, {"cu_seqlens": [0, 37]}),
+    # the dplr rule (RWKV-7): general low-rank, a and b differentiable
+    ("rwkv7", 1, 40, 2, 4, 8, 6, 8, {"cu_seqlens": [0, 13, 13, 29, 40], "qk_l2norm": True}),
+    ("scalar_gated_dplr", 2, 21, 2, 2, 8, 8, 8, {"scale": 1.0}),
 ]
 _MAKE_KEYS = ("gate_scale", "gate_min", "cu_seqlens")
 
@@ -264,11 +267,11 @@ def _emulated_gradients(variant, inputs, do, d_final, chunk, **attrs):
 
 
 #: The forward tests' shapes that the GPU path takes (no packed sequences;
-#: Gated DeltaNet-2's general low-rank form keeps token loops, which have no
-#: GPU form): T < C, T % C != 0, B > 1, grouped value heads, K != V, strong
-#: gates.
-GPU_CASES = [case for case in CASES
-             if "cu_seqlens" not in case[8] and VARIANTS[case[0]][0] != "erase_write"]
+#: the general low-rank form, Gated DeltaNet-2's and the dplr rule's, keeps
+#: token loops, which have no GPU form): T < C, T % C != 0, B > 1, grouped
+#: value heads, K != V, strong gates.
+GPU_CASES = [case for case in CASES if "cu_seqlens" not in case[8]
+             and VARIANTS[case[0]][0] not in ("erase_write", "dplr")]
 
 
 @pytest.mark.skipif(runner.find_la_run() is None, reason="la-run is not built")

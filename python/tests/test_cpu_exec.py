@@ -40,9 +40,11 @@ DELTA = ("deltanet", "decayed_deltanet", "gated_deltanet", "kda")
 #: Gated DeltaNet-2 (erase_write rule, channel gate); its other gate kinds are
 #: covered by test_low_rank_general.py and the stress subset.
 ERASE_WRITE = ("gated_deltanet2",)
-ALL = ADDITIVE + DELTA + ERASE_WRITE
+#: the dplr rule (RWKV-7, channel gate; its other gate kinds: test_low_rank_general.py)
+DPLR = ("rwkv7",)
+ALL = ADDITIVE + DELTA + ERASE_WRITE + DPLR
 #: every variant has a chunked path (the delta rule through the WY form, the
-#: erase_write rule through the general low-rank form)
+#: erase_write and dplr rules through the general low-rank form)
 CHUNKED = ALL
 
 #: shape cases: (B, T, H, HV, K, V, chunk size, with initial state)
@@ -142,7 +144,7 @@ def check_both(label, prepared, o, s, ref_o, ref_s, dtype="f32", timing=None):
 def _slice_time(inputs, start, stop, initial_state):
     part = {}
     for key, value in inputs.items():
-        if key in ("q", "k", "v", "g", "beta", "erase", "write"):
+        if key in ("q", "k", "v", "g", "beta", "erase", "write", "a", "b"):
             part[key] = value[:, start:stop]
         elif key == "initial_state":
             continue

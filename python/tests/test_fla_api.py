@@ -385,3 +385,141 @@ def test_gdn2_value_heads_and_gate_against_la_reference():
     o_ref, _ = reference.gated_delta_rule2(q.numpy(), k.numpy(), v.numpy(), g, b.numpy(),
                                            w.numpy(), qk_l2norm=True, erase_read_key=True)
     assert rel_rms(o_ref, o.numpy()) <= F32
+
+
+# --------------------------------------------------------------------------
+# the DPLR delta rule and RWKV-7
+# --------------------------------------------------------------------------
+
+def _rwkv7_inputs(b, t, h, k_dim, v_dim, seed):
+    """RWKV-7's time-mixing inputs as its layer builds them: receptance r,
+    log decay w = -exp(-0.5) * sigmoid(.) (fla's rwkv7 layer), the
+    normalised removal key kappa, a = -kappa and b = kappa * iclr (fla's
+    signs)."""
+    r, k = _randn(b, t, h, k_dim, seed=seed), _randn(b, t, h, k_dim, seed=seed + 1)
+    v = _randn(b, t, h, v_dim, seed=seed + 2)
+    w = -np.exp(-0.5) * torch.sigmoid(_randn(b, t, h, k_dim, seed=seed + 3))
+    kappa = _unit(_randn(b, t, h, k_dim, seed=seed + 4))
+    iclr = _rand(b, t, h, k_dim, seed=seed + 5)
+    return r, w, k, v, -kappa, kappa * iclr
+
+
+def _naive_dplr(q, k, v, a, b, gk, s0, scale):
+    """fla's naive dplr_recurrence (head-first layout, scale K^-0.5 built in:
+    q is rescaled for another scale)."""
+    naive = _naive("generalized_delta_rule/dplr").dplr_recurrence
+    heads_first = [x.transpose(1, 2) for x in (q * scale * q.shape[-1] ** 0.5, k, v, a, b, gk)]
+    o, s = naive(*heads_first, initial_state=s0, output_final_state=True)
+    return o.transpose(1, 2), s
+
+
+def test_rwkv7_and_dplr_against_fla():
+    r, w, k, v, a, b = _rwkv7_inputs(B, T, H, K, V, seed=80)
+    s0 = _randn(B, H, K, V, seed=86, scale=0.1)
+    o_ref, s_ref = _naive_dplr(r, k, v, a, b, w, s0, scale=1.0)
+    o, s = lafla.chunk_rwkv7(r, w, k, v, a, b, 1.0, s0, True)
+    assert _err(o_ref, o) <= F32 and _err(s_ref, s) <= F32
+    o, s = lafla.chunk_dplr_delta_rule(r, k, v, a, b, w, 1.0, s0, True, chunk_size=16)
+    assert _err(o_ref, o) <= F32 and _err(s_ref, s) <= F32
+    # fused_recurrent_rwkv7: scale K^-0.5 and the final state by default
+    o_ref, s_ref = _naive_dplr(r, k, v, a, b, w, s0, scale=K ** -0.5)
+    o, s = lafla.fused_recurrent_rwkv7(r, w, k, v, a, b, initial_state=s0)
+    assert _err(o_ref, o) <= F32 and _err(s_ref, s) <= F32
+
+
+def test_dplr_packed_reverse_and_ungated():
+    """cu_seqlens and reverse against la's fp64 reference (fla's naive code
+    has neither); gk=None is the ungated dplr variant."""
+    r, w, k, v, a, b = _rwkv7_inputs(1, T, H, K, V, seed=90)
+    cu = torch.tensor([0, 11, 11, 30, T])
+    s0 = _randn(4, H, K, V, seed=96, scale=0.1)
+    o, s = lafla.fused_recurrent_dplr_delta_rule(r, k, v, a, b, w, 0.5, s0, True,
+                                                  reverse=True, cu_seqlens=cu)
+    flip = lambda x: np.ascontiguousarray(x.numpy()[:, ::-1])  # noqa: E731
+    o_ref, s_ref = reference.dplr(flip(r), flip(k), flip(v), flip(a), -flip(b), flip(w),
+                                  scale=0.5, initial_state=s0.numpy()[::-1].copy(),
+                                  cu_seqlens=T - cu.numpy()[::-1])
+    assert rel_rms(o_ref[:, ::-1], o.numpy()) <= F32
+    assert rel_rms(s_ref[::-1], s.numpy()) <= F32
+    o, _ = lafla.chunk_dplr_delta_rule(r, k, v, a, b, None, 0.5)
+    o_ref, _ = reference.dplr(r.numpy(), k.numpy(), v.numpy(), a.numpy(), -b.numpy(),
+                              scale=0.5)
+    assert rel_rms(o_ref, o.numpy()) <= F32
+
+
+def test_rwkv7_gradients_against_fla_autograd():
+    """Every input's gradient, la's derived backward (the general low-rank
+    form's token loops) through autograd, against torch autograd through
+    fla's naive DPLR recurrence."""
+    leaves = dict(zip(("r", "w", "k", "v", "a", "b"), _rwkv7_inputs(1, 13, 2, 8, 4, seed=100)))
+    leaves["s0"] = _randn(1, 2, 8, 4, seed=107, scale=0.1)
+    ours = {n: x.clone().requires_grad_() for n, x in leaves.items()}
+    o, s = lafla.chunk_rwkv7(ours["r"], ours["w"], ours["k"], ours["v"], ours["a"], ours["b"],
+                             1.0, ours["s0"], True)
+    do, ds = _randn(*o.shape, seed=108), _randn(*s.shape, seed=109)
+    ((o * do).sum() + (s * ds).sum()).backward()
+    # fla's naive code computes in float32 (it casts its inputs)
+    theirs = {n: x.clone().requires_grad_() for n, x in leaves.items()}
+    o_ref, s_ref = _naive_dplr(theirs["r"], theirs["k"], theirs["v"], theirs["a"],
+                               theirs["b"], theirs["w"], theirs["s0"], scale=1.0)
+    ((o_ref * do).sum() + (s_ref * ds).sum()).backward()
+    for name in leaves:
+        assert _err(theirs[name].grad, ours[name].grad) <= 1e-5, name
+
+
+# --------------------------------------------------------------------------
+# Gated DeltaProduct (a composition of la's delta rule)
+# --------------------------------------------------------------------------
+
+def _delta_product_inputs(b, t, h, k_dim, v_dim, n, seed):
+    q = _randn(b, t, h, k_dim, seed=seed)
+    k = _unit(_randn(b, t * n, h, k_dim, seed=seed + 1))
+    v = _randn(b, t * n, h, v_dim, seed=seed + 2)
+    g = F.logsigmoid(_randn(b, t, h, seed=seed + 3))
+    beta = _rand(b, t * n, h, seed=seed + 4)
+    return q, k, v, g, beta
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_gated_delta_product_against_fla(n):
+    naive = _naive("gated_delta_product").naive_recurrent_gated_delta_product
+    q, k, v, g, beta = _delta_product_inputs(B, T, H, K, V, n, seed=110)
+    s0 = _randn(B, H, K, V, seed=115, scale=0.1)
+    o_ref, s_ref = naive(q, k, v, g, beta, K ** -0.5, initial_state=s0.clone(),
+                         output_final_state=True, num_householder=n)
+    o, s = lafla.chunk_gated_delta_product(q, k, v, g, beta, n, initial_state=s0,
+                                           output_final_state=True)
+    assert o.shape == (B, T, H, V)
+    assert _err(o_ref, o) <= F32 and _err(s_ref, s) <= F32
+    # without a gate, and packed sequences
+    cu = torch.tensor([0, 11, 11, T])
+    qp, kp, vp, _, betap = (x[:1] for x in (q, k, v, g, beta))
+    s0p = _randn(3, H, K, V, seed=116, scale=0.1)
+    o_ref, s_ref = naive(qp, kp, vp, None, betap, 0.5, cu_seqlens=cu,
+                         initial_state=s0p, output_final_state=True, num_householder=n)
+    o, s = lafla.chunk_gated_delta_product(qp, kp, vp, None, betap, n, 0.5, s0p, True,
+                                           cu_seqlens=cu)
+    assert _err(o_ref, o) <= F32 and _err(s_ref, s) <= F32
+
+
+def test_gated_delta_product_gradients_against_fla_autograd():
+    naive = _naive("gated_delta_product").naive_recurrent_gated_delta_product
+    leaves = dict(zip(("q", "k", "v", "g", "beta"),
+                      _delta_product_inputs(1, 9, 2, 8, 4, 2, seed=120)))
+    ours = {n: x.clone().requires_grad_() for n, x in leaves.items()}
+    o, _ = lafla.chunk_gated_delta_product(*ours.values(), 2)
+    do = _randn(*o.shape, seed=126)
+    (o * do).sum().backward()
+    theirs = {n: x.clone().requires_grad_() for n, x in leaves.items()}
+    o_ref, _ = naive(*theirs.values(), 8 ** -0.5, num_householder=2)
+    (o_ref * do).sum().backward()
+    for name in leaves:
+        assert _err(theirs[name].grad, ours[name].grad) <= 1e-5, name
+
+
+def test_gated_delta_product_errors():
+    q, k, v, g, beta = _delta_product_inputs(1, 4, 1, 4, 4, 2, seed=130)
+    with pytest.raises(ValueError, match="T \\* num_householder = 12"):
+        lafla.chunk_gated_delta_product(q, k, v, g, beta, 3)
+    with pytest.raises(ValueError, match="num_householder must be >= 1"):
+        lafla.chunk_gated_delta_product(q, k, v, g, beta, 0)

@@ -83,6 +83,18 @@ def test_emulated_gpu_kernels_any_length(variant, T):
     assert lt.rel_rms(s_ref, s) < TOL
 
 
+def test_emulated_gpu_kernels_general_low_rank():
+    # RWKV-7 (the dplr rule: la.recurrence's general low-rank form, the
+    # kernels Gated DeltaNet-2 shares), value tiles of 8, a partial last
+    # chunk (T = 40).
+    inputs = lt.make_inputs("rwkv7", 2, 40, 2, 16, 32, seed=7, with_initial_state=True)
+    o_ref, s_ref = lt.reference_for("rwkv7", inputs)
+    o, s, _ = runner.run_attention("rwkv7", inputs, chunk_size=16, value_tile=8,
+                                   target="gpu-emulator")
+    assert lt.rel_rms(o_ref, o) < TOL
+    assert lt.rel_rms(s_ref, s) < TOL
+
+
 def test_emulated_gpu_kernels_grouped_heads_and_defaults():
     # la-lower-to-nvvm's defaults (chunks of 32, value tiles of 32), grouped
     # value heads, K != V.

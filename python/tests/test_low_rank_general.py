@@ -196,3 +196,38 @@ def test_gated_deltanet2_other_gates(keyword, gate, sequential):
     ref_o, ref_s = reference.gated_delta_rule2(q, k, v, g_ref, e, w, initial_state=s0)
     _check(ref_o, o, 1e-5)
     _check(ref_s, s, 1e-5)
+
+
+@pytest.mark.parametrize("variant,sequential", [
+    ("dplr", False), ("decayed_dplr", False), ("scalar_gated_dplr", False),
+    ("scalar_gated_dplr", True)])
+def test_dplr_rule_every_gate(variant, sequential):
+    """la.attention's dplr rule (RWKV-7's transition, explicit a and b) with
+    the gate kinds test_cpu_exec.py does not run (it runs rwkv7), grouped
+    value heads, T % C != 0 and an initial state, against reference.dplr
+    (la.recurrence's general form underneath)."""
+    inputs = lt.make_inputs(variant, 2, 45, 2, 8, 6, HV=4, seed=31, with_initial_state=True,
+                            gate_scale=1 / 16)
+    prepared = runner.prepare_inputs(inputs)
+    o, s, _ = runner.run_attention(variant, prepared, chunk_size=16, sequential=sequential)
+    ref_o, ref_s = lt.reference_for(variant, prepared)
+    _check(ref_o, o, 1e-5)
+    _check(ref_s, s, 1e-5)
+
+
+def test_dplr_rule_with_delta_vectors_is_kda():
+    """rwkv7 with a = exp(g) * k, b = beta * k and the written key beta * k
+    runs KDA's recurrence: the two compiled kernels agree."""
+    inputs = lt.make_inputs("kda", 1, 40, 2, 8, 8, seed=32, with_initial_state=True,
+                            gate_scale=1 / 16)
+    prepared = runner.prepare_inputs(inputs)
+    o_kda, s_kda, _ = runner.run_attention("kda", prepared, chunk_size=16)
+    k = prepared["k"].astype(np.float64)
+    beta = prepared["beta"].astype(np.float64)[..., None]
+    dplr = dict(prepared, k=beta * k, a=np.exp(prepared["g"].astype(np.float64)) * k,
+                b=beta * k)
+    del dplr["beta"]
+    o, s, _ = runner.run_attention("rwkv7", runner.prepare_inputs(dplr), chunk_size=16,
+                                   scale=8 ** -0.5)
+    _check(o_kda, o, 1e-5)
+    _check(s_kda, s, 1e-5)

@@ -41,8 +41,8 @@ def _copy(inputs):
 
 
 def _run(variant, inputs, **kwargs):
-    args = {k: inputs[k] for k in ("g", "beta", "erase", "write", "log_decay", "cu_seqlens")
-            if k in inputs}
+    args = {k: inputs[k] for k in ("g", "beta", "erase", "write", "a", "b", "log_decay",
+                                   "cu_seqlens") if k in inputs}
     o, s = la.attention(variant, inputs["q"], inputs["k"], inputs["v"], **args,
                         output_final_state=True, **kwargs)
     return np.asarray(o, np.float64), np.asarray(s, np.float64)

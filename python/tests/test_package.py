@@ -28,7 +28,8 @@ PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOL = {"f32": 1e-5, "f16": 5e-3, "bf16": 5e-3}
 
 #: public function -> (variant of la.attention, needs g, needs beta); the
-#: erase_write variants (Gated DeltaNet-2) take erase and write after them.
+#: erase_write variants (Gated DeltaNet-2) take erase and write after them,
+#: the dplr variant (RWKV-7) a and b.
 FUNCTIONS = {
     "linear_attention": ("linear", False, False),
     "retention": ("retention", False, False),
@@ -38,6 +39,7 @@ FUNCTIONS = {
     "gated_delta_rule": ("gated_deltanet", True, True),
     "kda": ("kda", True, True),
     "gated_delta_rule2": ("gated_deltanet2", True, False),
+    "rwkv7": ("rwkv7", True, False),
 }
 
 # B, T, H, HV, K, V: T % chunk != 0, grouped value heads (HV = 2H), K != V
@@ -73,6 +75,9 @@ def _call(name, inputs, **kwargs):
         args.append(inputs["beta"])
     if lt.VARIANTS[variant][0] == "erase_write":
         args += [inputs["erase"], inputs["write"]]
+    if lt.VARIANTS[variant][0] == "dplr":
+        args += [inputs["a"], inputs["b"]]
+        kwargs.setdefault("scale", None)  # la.rwkv7's default is RWKV's 1; K^-0.5 here
     for key in ("initial_state", "cu_seqlens"):
         if key in inputs:
             kwargs.setdefault(key, inputs[key])
@@ -186,7 +191,7 @@ def test_segmented_calls_equal_one_pass(name, sequential):
 
     def half(start, stop, state):
         part = {key: (val[:, start:stop] if key in ("q", "k", "v", "g", "beta", "erase",
-                                                    "write") else val)
+                                                    "write", "a", "b") else val)
                 for key, val in inputs.items()}
         part["initial_state"] = state
         return _call(name, part, output_final_state=True, chunk_size=CHUNK,

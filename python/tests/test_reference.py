@@ -755,6 +755,13 @@ def test_make_inputs_shapes_and_ranges(variant, dtype):
             assert np.all((inp[key] > 0) & (inp[key] < 1))
         norms = np.linalg.norm(inp["k"].astype(np.float64), axis=-1)
         np.testing.assert_allclose(norms, 1.0, atol=2e-3)
+    if update == "dplr":
+        expected_keys |= {"a", "b"}
+        assert inp["a"].shape == inp["b"].shape == (B, T, H, K)
+        a, b = inp["a"].astype(np.float64), inp["b"].astype(np.float64)
+        np.testing.assert_allclose(np.linalg.norm(a, axis=-1), 1.0, atol=2e-3)
+        rate = b / a  # b = a * rate, rate in (0, 1)
+        assert np.all((rate > 0) & (rate < 1 + 1e-2))
     assert set(inp) == expected_keys
     o, s = lt.reference_for(variant, inp)
     assert o.shape == (B, T, HV, V) and s.shape == (B, HV, K, V)
@@ -779,6 +786,34 @@ def test_reference_for_erase_write_with_beta_gates_is_the_delta_rule(variant, de
     np.testing.assert_allclose(s, s_ref, rtol=1e-12, atol=1e-12)
     with pytest.raises(ValueError, match="normalizer"):
         lt.reference_for(variant, ew, normalizer=True)
+
+
+@pytest.mark.parametrize("variant,delta_variant", [
+    ("dplr", "deltanet"), ("decayed_dplr", "decayed_deltanet"),
+    ("scalar_gated_dplr", "gated_deltanet"), ("rwkv7", "kda")])
+def test_reference_for_dplr_with_delta_vectors_is_the_delta_rule(variant, delta_variant):
+    """(I - beta k k^T) Diag(alpha) = Diag(alpha) - (beta k) (alpha k)^T: the
+    dplr rule with a = alpha * k, b = beta * k and the written key beta * k
+    is the delta rule; checks how reference_for maps a, b and the gates."""
+    inp = lt.make_inputs(delta_variant, 1, 9, 2, 4, 3, HV=4, seed=5, with_initial_state=True,
+                         cu_seqlens=[0, 4, 9])
+    k = inp["k"].astype(np.float64)
+    beta = inp["beta"].astype(np.float64)[..., None]
+    _, gate = lt.VARIANTS[variant]
+    if gate == "fixed":
+        log_alpha = inp["log_decay"].astype(np.float64)[None, None, :, None]
+    elif gate == "scalar":
+        log_alpha = inp["g"].astype(np.float64)[..., None]
+    else:
+        log_alpha = inp.get("g", np.zeros(k.shape)).astype(np.float64)
+    dplr = dict(inp, k=beta * k, a=np.exp(log_alpha) * k, b=beta * k)
+    del dplr["beta"]
+    o, s = lt.reference_for(variant, dplr, scale=0.7)
+    o_ref, s_ref = lt.reference_for(delta_variant, inp, scale=0.7)
+    np.testing.assert_allclose(o, o_ref, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(s, s_ref, rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="normalizer"):
+        lt.reference_for(variant, dplr, normalizer=True)
 
 
 def test_make_inputs_seed_gate_min_and_cu_seqlens():

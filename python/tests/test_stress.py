@@ -117,7 +117,7 @@ def test_build_inputs_follow_the_config():
     assert {v for c in nonfinite for *_, v in c["value_events"]} == set(
         stress.VALUE_EVENT_VALUES)
     assert {n for c in nonfinite for n, *_ in c["value_events"]} == {
-        "q", "k", "v", "g", "beta", "erase", "write"}
+        "q", "k", "v", "g", "beta", "erase", "write", "a", "b"}
     for c in nonfinite:
         inputs = stress.build_inputs(c)
         clean = stress.build_inputs(c, value_events=False)

@@ -30,7 +30,7 @@ pytestmark = pytest.mark.skipif(
     reason="needs la-opt and la-run (build the project)")
 
 # The operands of la.attention after q, k, v, in runner.attention_mlir's order.
-_OPERANDS = ("g", "beta", "erase", "write", "initial_state")
+_OPERANDS = ("g", "beta", "erase", "write", "a", "b", "initial_state")
 
 
 def _scheduled(text, directory):

@@ -18,16 +18,17 @@ pytestmark = pytest.mark.skipif(_capi.library_path() is None,
                                 reason="libLaCAPI.so is not built")
 
 # The model's pairs, written here independently of the registry.
-UPDATES = ("additive", "delta", "erase_write")
+UPDATES = ("additive", "delta", "erase_write", "dplr")
 GATES = ("none", "fixed", "scalar", "channel")
 
 
 def test_one_variant_per_pair():
     pairs = list(VARIANTS.values())
     assert sorted(pairs) == sorted(itertools.product(UPDATES, GATES))
-    assert len(set(VARIANTS)) == len(VARIANTS) == 12
+    assert len(set(VARIANTS)) == len(VARIANTS) == 16
     assert VARIANTS["kda"] == ("delta", "channel")
     assert VARIANTS["gla"] == ("additive", "channel")
+    assert VARIANTS["rwkv7"] == ("dplr", "channel")
     assert all(summary(keyword) for keyword in VARIANTS)
 
 
@@ -47,6 +48,8 @@ def test_operands_follow_from_the_pair():
     assert token_operands("deltanet") == ["q", "k", "v", "beta"]
     assert token_operands("gated_deltanet2") == ["q", "k", "v", "g", "erase", "write"]
     assert token_operands("decayed_deltanet2") == ["q", "k", "v", "erase", "write"]
+    assert token_operands("rwkv7") == ["q", "k", "v", "g", "a", "b"]
+    assert token_operands("dplr") == ["q", "k", "v", "a", "b"]
 
 
 def test_c_api_bounds():

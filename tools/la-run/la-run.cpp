@@ -309,7 +309,8 @@ void checkLogGates(const npy::Array &array, unsigned index) {
 
 /// Seeded values that suit the role: log-gates in (-inf, 0) (log-sigmoid,
 /// scaled by 1/16 as GLA does), beta, erase and write in (0, 1), unit-norm
-/// keys for the delta and erase-write rules, small initial states.
+/// keys for the delta and erase-write rules and the dplr rule's a, rows of
+/// norm 1/2 for its b, small initial states.
 npy::Array randomArray(Role role, RankedTensorType type, std::mt19937 &rng) {
   npy::Array f64;
   f64.dtype = npy::DType::F64;
@@ -335,13 +336,15 @@ npy::Array randomArray(Role role, RankedTensorType type, std::mt19937 &rng) {
     }
     values[i] = x;
   }
-  if (role == la::OperandRole::UnitNormKey) {
+  if (role == la::OperandRole::UnitNormKey ||
+      role == la::OperandRole::LowRankWrite) {
+    double rowNorm = role == la::OperandRole::LowRankWrite ? 0.5 : 1.0;
     int64_t rowLength = f64.shape.back();
     for (int64_t row = 0; row < n / std::max<int64_t>(rowLength, 1); ++row) {
       double norm = 0;
       for (int64_t i = 0; i < rowLength; ++i)
         norm += values[row * rowLength + i] * values[row * rowLength + i];
-      norm = std::sqrt(norm) + 1e-12;
+      norm = (std::sqrt(norm) + 1e-12) / rowNorm;
       for (int64_t i = 0; i < rowLength; ++i)
         values[row * rowLength + i] /= norm;
     }

@@ -4,7 +4,7 @@
 !v = tensor<1x8x2x6xf32>
 
 func.func @missing_gate_gradient(%q: !qk, %v: !v, %g: tensor<1x8x2xf32>) {
-  // expected-error @+1 {{expects 4 results (dq, dk, dv and one per given g, beta, erase, write, initial_state), got 3}}
+  // expected-error @+1 {{expects 4 results (dq, dk, dv and one per given g, beta, erase, write, a, b, initial_state), got 3}}
   %r:3 = la.attention_grad mamba2 %q, %q, %v g(%g : tensor<1x8x2xf32>) d_o(%v : !v) : !qk, !qk, !v -> !qk, !qk, !v
   return
 }
@@ -81,7 +81,7 @@ func.func @beta_without_delta(%q: !qk, %v: !v, %beta: tensor<1x8x2xf32>) {
 !v = tensor<1x8x2x6xf32>
 
 func.func @missing_state_gradient(%q: !qk, %v: !v, %s: tensor<1x2x4x6xf32>) {
-  // expected-error @+1 {{expects 4 results (dq, dk, dv and one per given g, beta, erase, write, initial_state), got 3}}
+  // expected-error @+1 {{expects 4 results (dq, dk, dv and one per given g, beta, erase, write, a, b, initial_state), got 3}}
   %r:3 = la.attention_grad linear %q, %q, %v initial_state(%s : tensor<1x2x4x6xf32>) d_o(%v : !v) : !qk, !qk, !v -> !qk, !qk, !v
   return
 }
@@ -95,5 +95,16 @@ func.func @missing_state_gradient(%q: !qk, %v: !v, %s: tensor<1x2x4x6xf32>) {
 func.func @normalizer_with_delta(%q: !qk, %v: !v, %beta: !h) {
   // expected-error @+1 {{'normalizer' is only valid with the additive rule}}
   %r:4 = la.attention_grad deltanet %q, %q, %v beta(%beta : !h) d_o(%v : !v) {normalizer} : !qk, !qk, !v -> !qk, !qk, !v, !h
+  return
+}
+
+// -----
+
+!qk = tensor<1x8x2x4xf32>
+!v = tensor<1x8x2x6xf32>
+
+func.func @missing_low_rank_gradient(%q: !qk, %v: !v) {
+  // expected-error @+1 {{expects 5 results (dq, dk, dv and one per given g, beta, erase, write, a, b, initial_state), got 4}}
+  %r:4 = la.attention_grad dplr %q, %q, %v a(%q : !qk) b(%q : !qk) d_o(%v : !v) : !qk, !qk, !v -> !qk, !qk, !v, !qk
   return
 }

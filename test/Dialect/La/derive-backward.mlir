@@ -140,3 +140,24 @@ func.func @gdn2_read_key(%q: !qk, %k: !qk, %v: !v, %g: !hk, %e: !hk, %w: !v) -> 
       {erase_read_key} : !qk, !qk, !v -> !v
   return %o : !v
 }
+
+// -----
+
+// RWKV-7 (the dplr rule): a and b are differentiable inputs; their
+// gradients follow g's, before the initial state's.
+!qk = tensor<1x16x2x8xf32>
+!v = tensor<1x16x2x6xf32>
+!s = tensor<1x2x8x6xf32>
+
+// CHECK-LABEL: func.func @rwkv7_grad(
+// CHECK-SAME: %[[Q:[^:]*]]: {{.*}}, %[[K:[^:]*]]: {{.*}}, %[[V:[^:]*]]: {{.*}}, %[[G:[^:]*]]: {{.*}}, %[[A:[^:]*]]: {{.*}}, %[[B:[^:]*]]: {{.*}}, %[[S0:[^:]*]]: {{.*}}, %[[DO:[^:]*]]: tensor<1x16x2x6xf32>)
+// CHECK: %[[DQ:[^,]*]], %[[DK:[^,]*]], %[[DV:[^,]*]], %[[IG:.*]]:4 = la.attention_grad rwkv7 %[[Q]], %[[K]], %[[V]] g(%[[G]] : tensor<1x16x2x8xf32>) a(%[[A]] : tensor<1x16x2x8xf32>) b(%[[B]] : tensor<1x16x2x8xf32>) initial_state(%[[S0]] : tensor<1x2x8x6xf32>) d_o(%[[DO]] : tensor<1x16x2x6xf32>) {checkpoint = 16 : i64, scale = 1.000000e+00 : f32}
+// CHECK-NEXT: return %[[DQ]], %[[DK]], %[[DV]], %[[IG]]#0, %[[IG]]#1, %[[IG]]#2, %[[IG]]#3
+// ONLY-LABEL: func.func @rwkv7_bwd(
+// ONLY: la.attention_grad rwkv7
+func.func @rwkv7(%q: !qk, %k: !qk, %v: !v, %g: !qk, %a: !qk, %b: !qk, %s0: !s)
+    -> !v {
+  %o = la.attention rwkv7 %q, %k, %v g(%g : !qk) a(%a : !qk) b(%b : !qk)
+      initial_state(%s0 : !s) {scale = 1.0 : f32} : !qk, !qk, !v -> !v
+  return %o : !v
+}

@@ -590,3 +590,35 @@ func.func @query_groups_in_recurrence(%q: tensor<1x8x4x4xf32>, %k: tensor<1x8x2x
   %o, %f = la.recurrence decay(none) low_rank(none) %q, %k, %v outs(%oi, %s : tensor<1x8x2x6xf32>, tensor<1x2x4x6xf32>) {scale = 0.5 : f32} : tensor<1x8x4x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>, tensor<1x2x4x6xf32>
   return
 }
+
+// -----
+
+func.func @dplr_without_b(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>) {
+  // expected-error @+1 {{the dplr rule requires 'a' and 'b' operands}}
+  %o = la.attention dplr %q, %q, %v a(%q : tensor<1x8x2x4xf32>) : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  return
+}
+
+// -----
+
+func.func @low_rank_with_delta(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>, %b: tensor<1x8x2xf32>) {
+  // expected-error @+1 {{'a' and 'b' are only valid with the dplr rule}}
+  %o = la.attention deltanet %q, %q, %v beta(%b : tensor<1x8x2xf32>) a(%q : tensor<1x8x2x4xf32>) b(%q : tensor<1x8x2x4xf32>) : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  return
+}
+
+// -----
+
+func.func @dplr_b_shape(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x4x6xf32>, %b: tensor<1x8x4x4xf32>) {
+  // expected-error @+1 {{expects 'b' of shape [1,8,2,4] [B,T,H,K] like 'k', got [1,8,4,4]}}
+  %o = la.attention dplr %q, %q, %v a(%q : tensor<1x8x2x4xf32>) b(%b : tensor<1x8x4x4xf32>) : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x4x6xf32> -> tensor<1x8x4x6xf32>
+  return
+}
+
+// -----
+
+func.func @dplr_normalizer(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>) {
+  // expected-error @+1 {{'normalizer' is only valid with the additive rule}}
+  %o = la.attention dplr %q, %q, %v a(%q : tensor<1x8x2x4xf32>) b(%q : tensor<1x8x2x4xf32>) {normalizer} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  return
+}

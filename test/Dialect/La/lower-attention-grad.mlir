@@ -167,3 +167,33 @@ func.func @grouped_query_heads(%q: tensor<1x8x4x4xf32>, %k: tensor<1x8x2x4xf32>,
   return %dq, %dk, %dv, %dg, %ds0 : tensor<1x8x4x4xf32>, tensor<1x8x2x4xf32>,
       tensor<1x8x2x6xf32>, tensor<1x8x2xf32>, tensor<1x2x4x6xf32>
 }
+
+// -----
+
+// The dplr rule with a gate per value head: q, k, a and b are repeated to
+// one head per value head, and their gradients (da and db the level-1
+// op's) summed back over each key head's value heads.
+!qk = tensor<1x8x2x4xf32>
+!v = tensor<1x8x4x6xf32>
+!h = tensor<1x8x4xf32>
+
+// CHECK-LABEL: func.func @scalar_gated_dplr_value_head_gate
+// CHECK-SAME: (%[[Q:[^:]*]]: {{.*}}, %[[K:[^:]*]]: {{.*}}, %[[V:[^:]*]]: {{.*}}, %[[G:[^:]*]]: {{.*}}, %[[A:[^:]*]]: {{.*}}, %[[B:[^:]*]]: {{.*}}, %[[DO:[^:]*]]: {{.*}})
+// CHECK: %[[QR:.*]] = tensor.collapse_shape %{{.*}} : tensor<1x8x2x2x4xf32> into tensor<1x8x4x4xf32>
+// CHECK: %[[KR:.*]] = tensor.collapse_shape %{{.*}} : tensor<1x8x2x2x4xf32> into tensor<1x8x4x4xf32>
+// CHECK: %[[AR:.*]] = tensor.collapse_shape %{{.*}} : tensor<1x8x2x2x4xf32> into tensor<1x8x4x4xf32>
+// CHECK: %[[BR:.*]] = tensor.collapse_shape %{{.*}} : tensor<1x8x2x2x4xf32> into tensor<1x8x4x4xf32>
+// CHECK: %[[DQ:[^,]*]], %[[DK:[^,]*]], %[[DV:[^,]*]], %{{[^,]*}}, %[[IG:.*]]:3 = la.recurrence_grad decay(scalar) low_rank(general) %[[QR]], %[[KR]], %[[V]] g(%[[G]] : tensor<1x8x4xf32>) a(%[[AR]] : tensor<1x8x4x4xf32>) b(%[[BR]] : tensor<1x8x4x4xf32>)
+// CHECK: %[[DAE:.*]] = tensor.expand_shape %[[IG]]#1
+// CHECK: %[[DA:.*]] = linalg.generic {{.*}} ins(%[[DAE]] : tensor<1x8x2x2x4xf32>) outs(%{{.*}} : tensor<1x8x2x4xf32>)
+// CHECK: %[[DBE:.*]] = tensor.expand_shape %[[IG]]#2
+// CHECK: %[[DB:.*]] = linalg.generic {{.*}} ins(%[[DBE]] : tensor<1x8x2x2x4xf32>) outs(%{{.*}} : tensor<1x8x2x4xf32>)
+// CHECK: return %{{.*}}, %{{.*}}, %[[DV]], %[[IG]]#0, %[[DA]], %[[DB]]
+func.func @scalar_gated_dplr_value_head_gate(%q: !qk, %k: !qk, %v: !v, %g: !h,
+                                             %a: !qk, %b: !qk, %do: !v)
+    -> (!qk, !qk, !v, !h, !qk, !qk) {
+  %dq, %dk, %dv, %dg, %da, %db = la.attention_grad scalar_gated_dplr %q, %k, %v
+      g(%g : !h) a(%a : !qk) b(%b : !qk) d_o(%do : !v)
+      : !qk, !qk, !v -> !qk, !qk, !v, !h, !qk, !qk
+  return %dq, %dk, %dv, %dg, %da, %db : !qk, !qk, !v, !h, !qk, !qk
+}

@@ -277,3 +277,21 @@ func.func @grouped_query_heads(%q: tensor<1x8x4x16xf32>, %k: tensor<1x8x2x16xf32
       -> tensor<1x8x4x6xf32>, tensor<1x2x16x6xf32>
   return %o, %s : tensor<1x8x4x6xf32>, tensor<1x2x16x6xf32>
 }
+
+// -----
+
+// The dplr rule (RWKV-7): a and b are the level-1 op's general low-rank
+// vectors, widened to f32; q, k, v and the gate are used as they are.
+!qk = tensor<1x8x2x4xbf16>
+!v = tensor<1x8x4x6xbf16>
+
+// CHECK-LABEL: func.func @rwkv7
+// CHECK-SAME: (%[[Q:[^:]*]]: {{.*}}, %[[K:[^:]*]]: {{.*}}, %[[V:[^:]*]]: {{.*}}, %[[G:[^:]*]]: {{.*}}, %[[A:[^:]*]]: {{.*}}, %[[B:[^:]*]]: {{.*}})
+// CHECK: %[[AF:.*]] = linalg.generic {{.*}} ins(%[[A]] : tensor<1x8x2x4xbf16>) outs(%{{.*}} : tensor<1x8x2x4xf32>)
+// CHECK: arith.extf
+// CHECK: %[[BF:.*]] = linalg.generic {{.*}} ins(%[[B]] : tensor<1x8x2x4xbf16>) outs(%{{.*}} : tensor<1x8x2x4xf32>)
+// CHECK: la.recurrence decay(channel) low_rank(general) %[[Q]], %[[K]], %[[V]] g(%[[G]] : tensor<1x8x2x4xf32>) a(%[[AF]] : tensor<1x8x2x4xf32>) b(%[[BF]] : tensor<1x8x2x4xf32>) outs({{.*}}) {scale = 1.000000e+00 : f32}
+func.func @rwkv7(%q: !qk, %k: !qk, %v: !v, %g: tensor<1x8x2x4xf32>, %a: !qk, %b: !qk) -> !v {
+  %o = la.attention rwkv7 %q, %k, %v g(%g : tensor<1x8x2x4xf32>) a(%a : !qk) b(%b : !qk) {scale = 1.0 : f32} : !qk, !qk, !v -> !v
+  return %o : !v
+}

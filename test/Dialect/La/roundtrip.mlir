@@ -30,7 +30,7 @@ func.func @linear(%q: !qk, %k: !qk, %v: !v) -> !v {
 // CHECK: la.attention linear %{{.*}}, %{{.*}}, %{{.*}} initial_state(%{{.*}} : tensor<2x2x4x6xf32>) {eps = 1.000000e-03 : f32, normalizer, scale = 5.000000e-01 : f32}
 // CHECK-SAME: -> tensor<2x8x2x6xf32>, tensor<2x2x4x6xf32>
 // GENERIC-LABEL: sym_name = "linear_normalized"
-// GENERIC: operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0, 1, 0>
+// GENERIC: operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0, 0, 0, 1, 0>
 func.func @linear_normalized(%q: !qk, %k: !qk, %v: !v, %s0: !s) -> (!v, !s) {
   %o, %s = la.attention linear %q, %k, %v initial_state(%s0 : !s) {normalizer, eps = 1.0e-3 : f32, scale = 0.5 : f32} : !qk, !qk, !v -> !v, !s
   return %o, %s : !v, !s
@@ -277,4 +277,33 @@ func.func @recurrence_reverse(%q: !qk, %k: !qk, %v: !v) -> !v {
   %zs = arith.constant dense<0.0> : tensor<1x2x4x6xf32>
   %o, %s = la.recurrence decay(none) low_rank(none) %q, %k, %v outs(%oi, %zs : !v, tensor<1x2x4x6xf32>) {reverse, scale = 1.0 : f32} : !qk, !qk, !v -> !v, tensor<1x2x4x6xf32>
   return %o : !v
+}
+
+// -----
+
+// The dplr rule (RWKV-7 with a channel gate): explicit low-rank a and b.
+!qk = tensor<1x8x2x4xbf16>
+!v = tensor<1x8x4x6xbf16>
+
+// CHECK-LABEL: func.func @rwkv7
+// CHECK: la.attention rwkv7 %{{.*}}, %{{.*}}, %{{.*}} g(%{{.*}} : tensor<1x8x2x4xf32>) a(%{{.*}} : tensor<1x8x2x4xbf16>) b(%{{.*}} : tensor<1x8x2x4xbf16>) {scale = 1.000000e+00 : f32}
+// GENERIC-LABEL: sym_name = "rwkv7"
+// GENERIC: update = #la<update dplr>
+func.func @rwkv7(%q: !qk, %k: !qk, %v: !v, %g: tensor<1x8x2x4xf32>, %a: !qk, %b: !qk) -> !v {
+  %o = la.attention rwkv7 %q, %k, %v g(%g : tensor<1x8x2x4xf32>) a(%a : !qk) b(%b : !qk) {scale = 1.0 : f32} : !qk, !qk, !v -> !v
+  return %o : !v
+}
+
+// -----
+
+!qk = tensor<1x8x2x4xf32>
+!v = tensor<1x8x2x6xf32>
+
+// CHECK-LABEL: func.func @dplr_grad
+// CHECK: la.attention_grad dplr %{{.*}}, %{{.*}}, %{{.*}} a(%{{.*}} : tensor<1x8x2x4xf32>) b(%{{.*}} : tensor<1x8x2x4xf32>) d_o(%{{.*}} : tensor<1x8x2x6xf32>)
+// GENERIC-LABEL: sym_name = "dplr_grad"
+// GENERIC: update = #la<update dplr>
+func.func @dplr_grad(%q: !qk, %a: !qk, %b: !qk, %v: !v) -> (!qk, !qk) {
+  %dq, %dk, %dv, %da, %db = la.attention_grad dplr %q, %q, %v a(%a : !qk) b(%b : !qk) d_o(%v : !v) : !qk, !qk, !v -> !qk, !qk, !v, !qk, !qk
+  return %da, %db : !qk, !qk
 }

@@ -10,14 +10,16 @@ include "mlir/Dialect/SCF/IR/DeviceMappingInterface.td"
 def La_UpdateRule : I32EnumAttr<"UpdateRule", "state update rule", [
     I32EnumAttrCase<"Additive", 0, "additive">,
     I32EnumAttrCase<"Delta", 1, "delta">,
-    I32EnumAttrCase<"EraseWrite", 2, "erase_write">
+    I32EnumAttrCase<"EraseWrite", 2, "erase_write">,
+    I32EnumAttrCase<"Dplr", 3, "dplr">
   ]> {
   let cppNamespace = "::mlir::la";
   let genSpecializedAttr = 0;
 }
 def La_UpdateRuleAttr : EnumAttr<La_Dialect, La_UpdateRule, "update"> {
-  let summary = "additive (S += k v^T), delta (S -= beta k (k^T S - v^T)) or "
-                "erase_write (Gated DeltaNet-2: S += k (w*v)^T - (e*k)(k^T S))";
+  let summary = "additive (S += k v^T), delta (S -= beta k (k^T S - v^T)), "
+                "erase_write (Gated DeltaNet-2: S += k (w*v)^T - (e*k)(k^T S)) "
+                "or dplr (RWKV-7: S += k v^T - b (a^T S), explicit a and b)";
 }
 
 def La_GateKind : I32EnumAttr<"GateKind", "kind of the diagonal decay", [

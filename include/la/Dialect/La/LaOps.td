@@ -38,10 +38,23 @@ def La_AttentionOp : La_Op<"attention", [Pure, AttrSizedOperandSegments]> {
     | `decayed_deltanet2` | erase_write | fixed | as `scalar_gated_deltanet2` with a fixed per-head gate |
     | `scalar_gated_deltanet2` | erase_write | scalar | `S_t = exp(g_t)(I - (e_t * k_t) k_t^T) S_{t-1} + k_t (w_t * v_t)^T` |
     | `gated_deltanet2` | erase_write | channel | `S_t = (I - (e_t * k_t) k_t^T) Diag(exp(g_t)) S_{t-1} + k_t (w_t * v_t)^T` |
+    | `dplr`           | dplr     | none    | `S_t = (I - b_t a_t^T) S_{t-1} + k_t v_t^T`     |
+    | `decayed_dplr`   | dplr     | fixed   | as `scalar_gated_dplr` with a fixed per-head gate |
+    | `scalar_gated_dplr` | dplr  | scalar  | `S_t = (exp(g_t) I - b_t a_t^T) S_{t-1} + k_t v_t^T` |
+    | `rwkv7`          | dplr     | channel | `S_t = (Diag(exp(g_t)) - b_t a_t^T) S_{t-1} + k_t v_t^T` |
 
     Gated DeltaNet-2 replaces the scalar beta by a channel-wise erase gate
     `erase : [B,T,H,K]` on the key side and a write gate `write : [B,T,HV,V]`
     on the value side; with both equal to one scalar beta it is KDA.
+
+    The dplr rule is the canonical diagonal-plus-low-rank transition with
+    its low-rank vectors given: `a, b : [B,T,H,K]` (per key head), the state
+    read with `a` before the decay, as la.recurrence's `low_rank(general)`.
+    RWKV-7 (Peng et al., 2025, "RWKV-7 Goose") is the channel-gated one with
+    `a = kappa` (the normalised removal key) and `b = kappa * iclr` (its
+    in-context learning rate); flash-linear-attention's `chunk_dplr_delta_rule`
+    writes the same transition `Diag(exp(gk)) + b a^T` with the opposite sign
+    of `b`.
 
     The keywords are la's variant registry (`lib/Dialect/La/IR/LaVariants.cpp`,
     read by the C API's `laGetVariant`, `la.variants.VARIANTS` in Python and
@@ -103,6 +116,8 @@ def La_AttentionOp : La_Op<"attention", [Pure, AttrSizedOperandSegments]> {
     Optional<La_FloatTensor>:$beta,
     Optional<La_FloatTensor>:$erase,
     Optional<La_FloatTensor>:$write,
+    Optional<La_FloatTensor>:$a,
+    Optional<La_FloatTensor>:$b,
     Optional<La_F32Tensor>:$initial_state,
     Optional<La_SeqLensTensor>:$cu_seqlens,
     La_UpdateRuleAttr:$update,
@@ -123,6 +138,8 @@ def La_AttentionOp : La_Op<"attention", [Pure, AttrSizedOperandSegments]> {
     (`beta` `(` $beta^ `:` type($beta) `)`)?
     (`erase` `(` $erase^ `:` type($erase) `)`)?
     (`write` `(` $write^ `:` type($write) `)`)?
+    (`a` `(` $a^ `:` type($a) `)`)?
+    (`b` `(` $b^ `:` type($b) `)`)?
     (`initial_state` `(` $initial_state^ `:` type($initial_state) `)`)?
     (`cu_seqlens` `(` $cu_seqlens^ `:` type($cu_seqlens) `)`)?
     attr-dict `:` type($q) `,` type($k) `,` type($v) `->` type(results)
@@ -160,12 +177,15 @@ def La_AttentionGradOp : La_Op<"attention_grad", [
       scalar gate); with `erase_read_key` (`a = alpha * erase * k`, `b = k`):
       `dk += alpha * erase * da + db`, `derase = alpha * k * da`, and
       `alpha * erase * k * da` to the log-gate's gradient.
+    * the dplr rule: `a` and `b` are the level-1 op's, whose `da` and `db`
+      are theirs (repeated per value head and summed back with per-value-head
+      gates).
 
     Operands: those of `la.attention`, then `d_o` (`[B,T,HV,V]`, the element
     type of `v`) and optionally `d_final_state` (`[N,HV,K,V]`, f32).
     Results, all f32 and each of its input's shape: `dq`, `dk`, `dv`, then,
     for those given and in this order, the gradients of `g`, `beta`, `erase`,
-    `write` and `initial_state`. A `fixed` gate (`log_decay`) is an attribute
+    `write`, `a`, `b` and `initial_state`. A `fixed` gate (`log_decay`) is an attribute
     and `cu_seqlens` are integers: neither gets a gradient. With
     `normalizer`, the level-1 op carries it (see `la.recurrence_grad`).
 
@@ -192,6 +212,8 @@ def La_AttentionGradOp : La_Op<"attention_grad", [
     Optional<La_FloatTensor>:$beta,
     Optional<La_FloatTensor>:$erase,
     Optional<La_FloatTensor>:$write,
+    Optional<La_FloatTensor>:$a,
+    Optional<La_FloatTensor>:$b,
     Optional<La_F32Tensor>:$initial_state,
     Optional<La_SeqLensTensor>:$cu_seqlens,
     La_FloatTensor:$d_o,
@@ -220,6 +242,8 @@ def La_AttentionGradOp : La_Op<"attention_grad", [
     (`beta` `(` $beta^ `:` type($beta) `)`)?
     (`erase` `(` $erase^ `:` type($erase) `)`)?
     (`write` `(` $write^ `:` type($write) `)`)?
+    (`a` `(` $a^ `:` type($a) `)`)?
+    (`b` `(` $b^ `:` type($b) `)`)?
     (`initial_state` `(` $initial_state^ `:` type($initial_state) `)`)?
     (`cu_seqlens` `(` $cu_seqlens^ `:` type($cu_seqlens) `)`)?
     `d_o` `(` $d_o `:` type($d_o) `)`
@@ -237,11 +261,14 @@ def La_AttentionGradOp : La_Op<"attention_grad", [
     Value getDbeta() { return getInputGrad(1); }
     Value getDerase() { return getInputGrad(2); }
     Value getDwrite() { return getInputGrad(3); }
-    Value getDInitialState() { return getInputGrad(4); }
+    Value getDa() { return getInputGrad(4); }
+    Value getDb() { return getInputGrad(5); }
+    Value getDInitialState() { return getInputGrad(6); }
 
   private:
     /// Result `input_grads[i]` counts the optional inputs before `which`
-    /// (0: g, 1: beta, 2: erase, 3: write, 4: initial_state) that are given.
+    /// (0: g, 1: beta, 2: erase, 3: write, 4: a, 5: b, 6: initial_state)
+    /// that are given.
     Value getInputGrad(unsigned which);
   }];
 }

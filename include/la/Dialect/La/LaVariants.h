@@ -52,6 +52,9 @@ enum class OperandRole {
   LogGate,
   /// beta, erase and write: in (0, 1).
   UnitInterval,
+  /// The dplr rule's b: rows of norm 1/2, so that with a unit-norm `a` the
+  /// transition `I - b a^T` has eigenvalues in [1/2, 3/2].
+  LowRankWrite,
   /// The initial state [N, HV, K, V].
   State,
   /// cu_seqlens: packed sequences' offsets.

@@ -415,6 +415,11 @@ static LogicalResult verifyAttentionOperands(OpT op, Value o,
   if (!eraseWrite && (op.getErase() || op.getWrite()))
     return op.emitOpError(
         "'erase' and 'write' are only valid with the erase_write rule");
+  bool dplr = op.getUpdate() == UpdateRule::Dplr;
+  if (dplr && (!op.getA() || !op.getB()))
+    return op.emitOpError("the dplr rule requires 'a' and 'b' operands");
+  if (!dplr && (op.getA() || op.getB()))
+    return op.emitOpError("'a' and 'b' are only valid with the dplr rule");
   if (op.getUpdate() != UpdateRule::Additive && op.getNormalizer())
     return op.emitOpError("'normalizer' is only valid with the additive rule");
   if (op.getErase() && qType.getRank() == 4 &&
@@ -434,6 +439,14 @@ static LogicalResult verifyAttentionOperands(OpT op, Value o,
             {d.batch, d.time, gateHeads(sig, d, op.getErase()), d.keyDim},
             "[B,T,H,K] or [B,T,HV,K]")))
       return failure();
+  }
+  if (dplr && op.getK().getType().getRank() == 4) {
+    // Per key head, like k.
+    ArrayRef<int64_t> kShape = op.getK().getType().getShape();
+    for (auto [x, name] :
+         {std::pair(op.getA(), "a"), std::pair(op.getB(), "b")})
+      if (failed(verifyShape(op, x, name, kShape, "[B,T,H,K] like 'k'")))
+        return failure();
   }
   if (op.getWrite() && failed(verifyShape(op, op.getWrite(), "write",
                                           op.getV().getType().getShape(),
@@ -490,8 +503,8 @@ static LogicalResult verifyGradient(Operation *op, Value input, Value gradient,
 }
 
 Value AttentionGradOp::getInputGrad(unsigned which) {
-  Value inputs[] = {getG(), getBeta(), getErase(), getWrite(),
-                    getInitialState()};
+  Value inputs[] = {getG(), getBeta(), getErase(),       getWrite(),
+                    getA(), getB(),    getInitialState()};
   return optionalInputGrad(inputs, which, getInputGrads());
 }
 
@@ -506,13 +519,13 @@ LogicalResult AttentionGradOp::verify() {
   if (failed(verifyAttentionOperands(*this, getDO(), sig)))
     return failure();
 
-  Value optional[] = {getG(), getBeta(), getErase(), getWrite(),
-                      getInitialState()};
+  Value optional[] = {getG(), getBeta(), getErase(),       getWrite(),
+                      getA(), getB(),    getInitialState()};
   size_t given = llvm::count_if(optional, [](Value v) { return v != nullptr; });
   if (getInputGrads().size() != given)
     return emitOpError() << "expects " << 3 + given
                          << " results (dq, dk, dv and one per given g, beta, "
-                            "erase, write, initial_state), got "
+                            "erase, write, a, b, initial_state), got "
                          << getNumResults();
   Operation *op = getOperation();
   if (failed(verifyGradient(op, getQ(), getDq(), "dq")) ||
@@ -522,6 +535,8 @@ LogicalResult AttentionGradOp::verify() {
       failed(verifyGradient(op, getBeta(), getDbeta(), "dbeta")) ||
       failed(verifyGradient(op, getErase(), getDerase(), "derase")) ||
       failed(verifyGradient(op, getWrite(), getDwrite(), "dwrite")) ||
+      failed(verifyGradient(op, getA(), getDa(), "da")) ||
+      failed(verifyGradient(op, getB(), getDb(), "db")) ||
       failed(verifyGradient(op, getInitialState(), getDInitialState(),
                             "d_initial_state")))
     return failure();

@@ -33,6 +33,14 @@ static constexpr VariantInfo kVariants[] = {
      "DeltaNet-2 with a scalar gate"},
     {"gated_deltanet2", UpdateRule::EraseWrite, GateKind::Channel,
      "Gated DeltaNet-2: erase and write gates, a channel-wise gate"},
+    {"dplr", UpdateRule::Dplr, GateKind::None,
+     "diagonal-plus-low-rank: explicit low-rank vectors a, b"},
+    {"decayed_dplr", UpdateRule::Dplr, GateKind::Fixed,
+     "diagonal-plus-low-rank with a fixed decay per head"},
+    {"scalar_gated_dplr", UpdateRule::Dplr, GateKind::Scalar,
+     "diagonal-plus-low-rank with a scalar gate"},
+    {"rwkv7", UpdateRule::Dplr, GateKind::Channel,
+     "RWKV-7 (fla's DPLR delta rule): a channel-wise gate, explicit a and b"},
 };
 
 ArrayRef<VariantInfo> mlir::la::getVariants() { return kVariants; }
@@ -42,7 +50,9 @@ std::optional<OperandRole> mlir::la::getOperandRole(AttentionOp op,
   if (operand == op.getQ())
     return OperandRole::Query;
   if (operand == op.getK())
-    return op.getUpdate() != UpdateRule::Additive && !op.getQkL2norm()
+    return (op.getUpdate() == UpdateRule::Delta ||
+            op.getUpdate() == UpdateRule::EraseWrite) &&
+                   !op.getQkL2norm()
                ? OperandRole::UnitNormKey
                : OperandRole::Key;
   if (operand == op.getV())
@@ -52,6 +62,10 @@ std::optional<OperandRole> mlir::la::getOperandRole(AttentionOp op,
   if (operand == op.getBeta() || operand == op.getErase() ||
       operand == op.getWrite())
     return OperandRole::UnitInterval;
+  if (operand == op.getA())
+    return OperandRole::UnitNormKey;
+  if (operand == op.getB())
+    return OperandRole::LowRankWrite;
   if (operand == op.getInitialState())
     return OperandRole::State;
   if (operand == op.getCuSeqlens())

@@ -189,12 +189,14 @@ LaDeriveBackwardPass::differentiate(Operation *op, OpBuilder &b,
     Value inputs[] = {attention.getQ(),     attention.getK(),
                       attention.getV(),     attention.getG(),
                       attention.getBeta(),  attention.getErase(),
-                      attention.getWrite(), attention.getInitialState()};
+                      attention.getWrite(), attention.getA(),
+                      attention.getB(),     attention.getInitialState()};
     auto grad = AttentionGradOp::create(
         b, loc, gradientTypes(inputs), mapped(attention.getQ()),
         mapped(attention.getK()), mapped(attention.getV()),
         mapped(attention.getG()), mapped(attention.getBeta()),
         mapped(attention.getErase()), mapped(attention.getWrite()),
+        mapped(attention.getA()), mapped(attention.getB()),
         mapped(attention.getInitialState()), mapped(attention.getCuSeqlens()),
         dO, dFinal, attention.getUpdateAttr(), attention.getGateAttr(),
         attention.getLogDecayAttr(), attention.getScaleAttr(),
@@ -208,6 +210,8 @@ LaDeriveBackwardPass::differentiate(Operation *op, OpBuilder &b,
     accumulate(attention.getBeta(), grad.getDbeta());
     accumulate(attention.getErase(), grad.getDerase());
     accumulate(attention.getWrite(), grad.getDwrite());
+    accumulate(attention.getA(), grad.getDa());
+    accumulate(attention.getB(), grad.getDb());
     accumulate(attention.getInitialState(), grad.getDInitialState());
     return success();
   }

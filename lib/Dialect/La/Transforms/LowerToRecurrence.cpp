@@ -193,6 +193,20 @@ static EraseWriteParts buildEraseWrite(OpBuilder &b, Location loc,
   return {readKey, writeKey, values};
 }
 
+/// `x` in f32: itself, or an element-wise extension.
+static Value tensorToF32(OpBuilder &b, Location loc, Value x) {
+  auto type = cast<RankedTensorType>(x.getType());
+  if (type.getElementType().isF32())
+    return x;
+  AffineMap id = b.getMultiDimIdentityMap(type.getRank());
+  return buildGeneric(
+      b, loc, ValueRange{x},
+      emptyTensor(b, loc, mixedSizes(b, loc, x), b.getF32Type()), {id, id},
+      type.getRank(), 0, [](OpBuilder &nb, Location l, ValueRange args) {
+        return extendToF32(nb, l, args[0]);
+      });
+}
+
 /// Value heads per key head when any of g, beta and erase is given per
 /// value head (static shapes), else 1.
 template <typename OpT> static int64_t perValueHeadGroup(OpT op) {
@@ -242,6 +256,10 @@ static CanonicalOperands buildCanonicalOperands(OpBuilder &b, Location loc,
   c.g = op.getG();
   c.beta = op.getBeta();
   c.erase = op.getErase();
+  if (op.getUpdate() == UpdateRule::Dplr) {
+    c.a = tensorToF32(b, loc, op.getA());
+    c.b = tensorToF32(b, loc, op.getB());
+  }
   c.group = perValueHeadGroup(op);
   c.eraseReadKey = op.getEraseReadKey();
   if (c.group > 1) {
@@ -251,6 +269,8 @@ static CanonicalOperands buildCanonicalOperands(OpBuilder &b, Location loc,
     c.g = toValueHeads(b, loc, c.g, c.group, valueHeads);
     c.beta = toValueHeads(b, loc, c.beta, c.group, valueHeads);
     c.erase = toValueHeads(b, loc, c.erase, c.group, valueHeads);
+    c.a = toValueHeads(b, loc, c.a, c.group, valueHeads);
+    c.b = toValueHeads(b, loc, c.b, c.group, valueHeads);
     if (c.logDecay) {
       SmallVector<float> repeated;
       for (float decay : c.logDecay.asArrayRef())
@@ -260,6 +280,10 @@ static CanonicalOperands buildCanonicalOperands(OpBuilder &b, Location loc,
   }
   c.lowRank =
       op.getUpdate() == UpdateRule::Delta ? LowRank::Delta : LowRank::None;
+  // The dplr rule's a and b are the level-1 op's (the state read with a
+  // before the decay, as la.recurrence reads it).
+  if (op.getUpdate() == UpdateRule::Dplr)
+    c.lowRank = LowRank::General;
   if (op.getAllowNegEigval())
     c.beta = buildDoubled(b, loc, c.beta);
   c.values = op.getV();
@@ -300,6 +324,7 @@ static OpT repeatPerQueryHead(PatternRewriter &rewriter, OpT op,
   Value k = repeat(op.getK(), 2), v = repeat(op.getV(), 2);
   Value g = repeat(op.getG(), 2), beta = repeat(op.getBeta(), 2);
   Value erase = repeat(op.getErase(), 2), write = repeat(op.getWrite(), 2);
+  Value lowRankA = repeat(op.getA(), 2), lowRankB = repeat(op.getB(), 2);
   Value state = repeat(op.getInitialState(), 1);
   auto repeated = cast<OpT>(rewriter.clone(*op));
   repeated.getKMutable().assign(k);
@@ -312,6 +337,10 @@ static OpT repeatPerQueryHead(PatternRewriter &rewriter, OpT op,
     repeated.getEraseMutable().assign(erase);
   if (write)
     repeated.getWriteMutable().assign(write);
+  if (lowRankA)
+    repeated.getAMutable().assign(lowRankA);
+  if (lowRankB)
+    repeated.getBMutable().assign(lowRankB);
   if (state)
     repeated.getInitialStateMutable().assign(state);
   if (DenseF32ArrayAttr logDecay = op.getLogDecayAttr()) {
@@ -397,18 +426,18 @@ struct ExpandQueryGroupsGrad : OpRewritePattern<AttentionGradOp> {
       repeated.getDFinalStateMutable().assign(scattered);
     // The repeated inputs' gradients: [.., H*G, ..] results, summed back.
     SmallVector<Value> results = {repeated.getDq()};
-    Value inputs[] = {op.getK(),           op.getV(),     op.getG(),
-                      op.getBeta(),        op.getErase(), op.getWrite(),
-                      op.getInitialState()};
-    Value gradients[] = {repeated.getDk(),           repeated.getDv(),
-                         repeated.getDg(),           repeated.getDbeta(),
-                         repeated.getDerase(),       repeated.getDwrite(),
-                         repeated.getDInitialState()};
+    Value inputs[] = {op.getK(),    op.getV(),     op.getG(),
+                      op.getBeta(), op.getErase(), op.getWrite(),
+                      op.getA(),    op.getB(),     op.getInitialState()};
+    Value gradients[] = {
+        repeated.getDk(),    repeated.getDv(),     repeated.getDg(),
+        repeated.getDbeta(), repeated.getDerase(), repeated.getDwrite(),
+        repeated.getDa(),    repeated.getDb(),     repeated.getDInitialState()};
     for (auto [index, pair] : llvm::enumerate(llvm::zip(inputs, gradients))) {
       auto [input, gradient] = pair;
       if (!input)
         continue;
-      unsigned headDim = index == 6 ? 1 : 2;
+      unsigned headDim = index == 8 ? 1 : 2;
       auto inputType = cast<RankedTensorType>(input.getType());
       SmallVector<int64_t> shape(inputType.getShape());
       if (!ShapedType::isDynamic(shape[headDim]))
@@ -536,7 +565,8 @@ static Value buildL2NormalizeGrad(OpBuilder &b, Location loc, Value x, Value dy,
 namespace {
 /// la.attention_grad -> the level-1 la.recurrence_grad of the same canonical
 /// recurrence as la.attention's lowering, with the adjoints of the level-0
-/// maps (L2 norm, doubled beta, the erase_write form) around it.
+/// maps (L2 norm, doubled beta, the erase_write form, the dplr rule's
+/// per-value-head repeats) around it.
 struct AttentionGradToRecurrenceGrad : OpRewritePattern<AttentionGradOp> {
   AttentionGradToRecurrenceGrad(MLIRContext *ctx, double l2normEps)
       : OpRewritePattern(ctx), l2normEps(l2normEps) {}
@@ -573,7 +603,11 @@ struct AttentionGradToRecurrenceGrad : OpRewritePattern<AttentionGradOp> {
         op.getNormalizerAttr(), eps, op.getCheckpointAttr());
 
     Value dq = grad.getDq(), dk = grad.getDk(), dv = grad.getDv();
-    Value dg = grad.getDg(), dbeta = grad.getDbeta(), derase, dwrite;
+    Value dg = grad.getDg(), dbeta = grad.getDbeta(), derase, dwrite, da, db;
+    if (op.getUpdate() == UpdateRule::Dplr) {
+      da = fromValueHeads(rewriter, loc, grad.getDa(), op.getA(), c.group);
+      db = fromValueHeads(rewriter, loc, grad.getDb(), op.getB(), c.group);
+    }
     AffineMap id = rewriter.getMultiDimIdentityMap(4);
     if (op.getUpdate() == UpdateRule::EraseWrite) {
       // a = alpha * k and b = erase * k (erase_read_key: a = alpha * erase *
@@ -688,7 +722,7 @@ struct AttentionGradToRecurrenceGrad : OpRewritePattern<AttentionGradOp> {
     }
 
     SmallVector<Value> results = {dq, dk, dv};
-    for (Value gradient : {dg, dbeta, derase, dwrite})
+    for (Value gradient : {dg, dbeta, derase, dwrite, da, db})
       if (gradient)
         results.push_back(gradient);
     if (op.getInitialState())

@@ -1,0 +1,143 @@
+"""la.family: the family members that enter la as compositions of la ops.
+Mixture-of-Memories against its fp64 token-by-token reference
+(``la.reference.mixture_of_memories``, independent of the composition: it
+loops over memories and skips the unrouted ones), for every memory kind,
+packed sequences and states; gradients through torch autograd against
+central finite differences of the reference."""
+
+import numpy as np
+import pytest
+
+from la import family, reference
+from la.testing import rel_rms
+
+
+def _routing(B, T, M, top_k, seed):
+    """Top-k routing weights (a softmax over the chosen memories), zeros
+    elsewhere, as MoM's router gives them."""
+    rng = np.random.default_rng(seed)
+    scores = rng.standard_normal((B, T, M))
+    chosen = np.argsort(-scores, axis=-1)[..., :top_k]
+    weights = np.zeros((B, T, M))
+    top = np.take_along_axis(scores, chosen, -1)
+    top = np.exp(top - top.max(-1, keepdims=True))
+    np.put_along_axis(weights, chosen, top / top.sum(-1, keepdims=True), -1)
+    return weights.astype(np.float32)
+
+
+def _inputs(memory, B, T, M, H, K, V, seed, top_k=2, N=None):
+    rng = np.random.default_rng(seed)
+    q = rng.standard_normal((B, T, H, K)).astype(np.float32)
+    k = rng.standard_normal((B, T, M, H, K))
+    if memory in ("deltanet", "gated_deltanet", "kda"):
+        k = k / np.linalg.norm(k, axis=-1, keepdims=True)
+    v = rng.standard_normal((B, T, M, H, V)).astype(np.float32)
+    kwargs = {}
+    if memory in ("mamba2", "gated_deltanet"):
+        kwargs["g"] = (-np.log1p(np.exp(-rng.standard_normal((B, T, M, H)))) / 4
+                       ).astype(np.float32)
+    if memory in ("gla", "kda"):
+        kwargs["g"] = (-np.log1p(np.exp(-rng.standard_normal((B, T, M, H, K)))) / 4
+                       ).astype(np.float32)
+    if memory in ("deltanet", "gated_deltanet", "kda"):
+        kwargs["beta"] = (1 / (1 + np.exp(-rng.standard_normal((B, T, M, H))))
+                          ).astype(np.float32)
+    s0 = (0.1 * rng.standard_normal((N or B, M, H, K, V))).astype(np.float32)
+    return q, k.astype(np.float32), v, _routing(B, T, M, top_k, seed + 1), kwargs, s0
+
+
+@pytest.mark.parametrize("memory", ["linear", "gla", "mamba2", "deltanet",
+                                    "gated_deltanet", "kda"])
+def test_mixture_of_memories_every_memory_kind(memory):
+    q, k, v, routing, kwargs, s0 = _inputs(memory, 2, 37, 4, 2, 8, 6, seed=3)
+    o, s = family.mixture_of_memories(q, k, v, routing, memory, **kwargs, initial_state=s0,
+                                      output_final_state=True, chunk_size=16)
+    o_ref, s_ref = reference.mixture_of_memories(q, k, v, routing, memory, **kwargs,
+                                                 initial_state=s0)
+    assert o.shape == (2, 37, 2, 6) and s.shape == (2, 4, 2, 8, 6)
+    assert rel_rms(o_ref, o) <= 1e-5 and rel_rms(s_ref, s) <= 1e-5
+
+
+def test_routing_is_data():
+    """A memory no token is routed to keeps its initial state; a new routing
+    runs the same kernel (no compile)."""
+    import la
+    q, k, v, routing, kwargs, s0 = _inputs("gated_deltanet", 1, 20, 3, 1, 8, 4, seed=5)
+    routing[..., 2] = 0.0
+    routing /= routing.sum(-1, keepdims=True)
+    _, s = family.mixture_of_memories(q, k, v, routing, **kwargs, initial_state=s0,
+                                      output_final_state=True)
+    np.testing.assert_array_equal(s[:, 2], s0[:, 2])
+    before = la.cache_info()["misses"]
+    o, _ = family.mixture_of_memories(q, k, v, _routing(1, 20, 3, 1, seed=9), **kwargs,
+                                      initial_state=s0, output_final_state=True)
+    assert la.cache_info()["misses"] == before
+    o_ref, _ = reference.mixture_of_memories(q, k, v, _routing(1, 20, 3, 1, seed=9),
+                                             **kwargs, initial_state=s0)
+    assert rel_rms(o_ref, o) <= 1e-5
+
+
+def test_mixture_of_memories_packed_sequences():
+    q, k, v, routing, kwargs, s0 = _inputs("kda", 1, 40, 3, 2, 8, 4, seed=7, N=3)
+    cu = np.array([0, 13, 13, 40], dtype=np.int32)
+    o, s = family.mixture_of_memories(q, k, v, routing, "kda", **kwargs, initial_state=s0,
+                                      output_final_state=True, cu_seqlens=cu, chunk_size=8)
+    o_ref, s_ref = reference.mixture_of_memories(q, k, v, routing, "kda", **kwargs,
+                                                 initial_state=s0, cu_seqlens=cu)
+    assert rel_rms(o_ref, o) <= 1e-5 and rel_rms(s_ref, s) <= 1e-5
+
+
+def test_mixture_of_memories_gradients():
+    """Autograd through the composition (la's derived backward and torch's
+    products) against central differences of the fp64 reference."""
+    torch = pytest.importorskip("torch")
+    q, k, v, routing, kwargs, _ = _inputs("gated_deltanet", 1, 7, 3, 1, 4, 3, seed=11)
+    leaves = {"q": q, "k": k, "v": v, "routing": routing, **kwargs}
+    tensors = {n: torch.tensor(x, dtype=torch.float32, requires_grad=True)
+               for n, x in leaves.items()}
+    do = np.random.default_rng(12).standard_normal((1, 7, 1, 3))
+    o, _ = family.mixture_of_memories(tensors["q"], tensors["k"], tensors["v"],
+                                      tensors["routing"], "gated_deltanet",
+                                      g=tensors["g"], beta=tensors["beta"])
+    (o * torch.tensor(do, dtype=torch.float32)).sum().backward()
+    base = {n: np.asarray(x, np.float64) for n, x in leaves.items()}
+
+    def loss(values):
+        out, _ = reference.mixture_of_memories(values["q"], values["k"], values["v"],
+                                               values["routing"], "gated_deltanet",
+                                               g=values["g"], beta=values["beta"])
+        return float((out * do).sum())
+
+    for name in ("q", "k", "v", "g", "beta"):
+        expected = np.zeros_like(base[name])
+        for index in np.ndindex(expected.shape):
+            plus, minus = dict(base), dict(base)
+            plus[name], minus[name] = base[name].copy(), base[name].copy()
+            plus[name][index] += 1e-6
+            minus[name][index] -= 1e-6
+            expected[index] = (loss(plus) - loss(minus)) / 2e-6
+        assert rel_rms(expected, tensors[name].grad.numpy()) <= 1e-4, name
+    # the routing weights of the chosen memories (the others' are not
+    # differentiable through the mask: the mask is data)
+    chosen = routing != 0
+    expected = np.zeros_like(base["routing"])
+    for index in zip(*np.nonzero(chosen)):
+        plus, minus = dict(base), dict(base)
+        plus["routing"], minus["routing"] = base["routing"].copy(), base["routing"].copy()
+        plus["routing"][index] += 1e-6
+        minus["routing"][index] -= 1e-6
+        expected[index] = (loss(plus) - loss(minus)) / 2e-6
+    got = tensors["routing"].grad.numpy()
+    assert rel_rms(expected[chosen], got[chosen]) <= 1e-4
+
+
+def test_errors():
+    q, k, v, routing, kwargs, _ = _inputs("gated_deltanet", 1, 5, 2, 1, 4, 4, seed=13)
+    with pytest.raises(ValueError, match="unknown memory kind"):
+        family.mixture_of_memories(q, k, v, routing, "rwkv7")
+    with pytest.raises(ValueError, match="routing must be"):
+        family.mixture_of_memories(q, k, v, routing[:, :, :1], **kwargs)
+    with pytest.raises(ValueError, match="need beta"):
+        family.mixture_of_memories(q, k, v, routing, g=kwargs["g"])
+    with pytest.raises(ValueError, match="k must be"):
+        family.mixture_of_memories(q, k[:, :, 0], v, routing, **kwargs)
