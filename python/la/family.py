@@ -17,6 +17,7 @@ token, not of the ``top_k`` a token uses).
 import numpy as np
 
 from . import ops
+from .fla import _torch_module
 
 __all__ = ["mixture_of_memories"]
 
@@ -29,13 +30,6 @@ _MEMORIES = {
     "gated_deltanet": "gated_deltanet",
     "kda": "kda",
 }
-
-
-def _module(*xs):
-    torch = ops._torch()
-    if torch is not None and any(isinstance(x, torch.Tensor) for x in xs):
-        return torch
-    return None
 
 
 def _merge_memories(x):
@@ -82,7 +76,7 @@ def mixture_of_memories(q, k, v, routing, memory="gated_deltanet", g=None, beta=
         raise ValueError(f"routing must be [B, T, M] = {(B, T, M)}, got shape "
                          f"{tuple(np.shape(routing))}")
     V = np.shape(v)[4]
-    torch = _module(q, k, v, routing, g, beta, initial_state)
+    torch = _torch_module(q, k, v, routing, g, beta, initial_state)
     if torch is None:
         q, k, v, routing = (np.asarray(x, dtype=np.float32) for x in (q, k, v, routing))
         g = None if g is None else np.asarray(g, dtype=np.float32)
