@@ -241,3 +241,24 @@ def test_erase_read_key_needs_the_erase_write_rule():
     with pytest.raises(ValueError, match="erase_read_key needs the erase_write rule"):
         la.attention("kda", x["q"], x["k"], x["v"], x["g_channel"], x["beta"],
                      erase_read_key=True)
+
+
+def test_dplr_rule_with_value_head_gates():
+    """RWKV-7's gate per value head (HV = 2H): a and b stay per key head and
+    are repeated with q and k; against the reference on explicitly repeated
+    key-side operands."""
+    rng = np.random.default_rng(41)
+    B, T, H, HV, K, V = 1, 21, 2, 4, 8, 6
+    q, k = (rng.standard_normal((B, T, H, K)).astype(np.float32) for _ in range(2))
+    v = rng.standard_normal((B, T, HV, V)).astype(np.float32)
+    kappa = rng.standard_normal((B, T, H, K))
+    a = (kappa / np.linalg.norm(kappa, axis=-1, keepdims=True)).astype(np.float32)
+    b = (a * rng.uniform(0, 1, (B, T, H, K))).astype(np.float32)
+    g = (-np.log1p(np.exp(-rng.standard_normal((B, T, HV, K)))) / 4).astype(np.float32)
+    s0 = (0.1 * rng.standard_normal((B, HV, K, V))).astype(np.float32)
+    o, s = la.rwkv7(q, k, v, g, a, b, initial_state=s0, output_final_state=True,
+                    chunk_size=8)
+    repeat = lambda x: np.repeat(x, HV // H, axis=2)  # noqa: E731
+    o_ref, s_ref = reference.dplr(repeat(q), repeat(k), v, repeat(a), repeat(b), g, scale=1.0,
+                                  initial_state=s0)
+    assert rel_rms(o_ref, o) <= 1e-5 and rel_rms(s_ref, s) <= 1e-5
