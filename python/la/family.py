@@ -7,6 +7,9 @@ la ops rather than as a variant of their own (docs/family.md).
   its own; a memory that a token is not routed to is left as it is (no
   write, no decay), and the output mixes the memories' reads with the
   router's weights.
+* :func:`hedgehog_features` and :func:`sliding_window_hybrid`: Hedgehog's
+  learned feature map, and LoLCATs' softmax-in-a-window plus linear
+  attention outside it, one normalisation over both.
 
 The routing is data: the memories are ``M`` more heads of one la kernel
 whose writes and decays are masked where a token is not routed, so a new
@@ -19,7 +22,7 @@ import numpy as np
 from . import ops
 from .fla import _torch_module
 
-__all__ = ["mixture_of_memories"]
+__all__ = ["mixture_of_memories", "hedgehog_features", "sliding_window_hybrid"]
 
 #: memory kind -> la variant (and which of g, beta it takes)
 _MEMORIES = {
@@ -127,3 +130,114 @@ def mixture_of_memories(q, k, v, routing, memory="gated_deltanet", g=None, beta=
     if state is not None:
         state = state.reshape((-1, M, H, K, V))
     return o, state
+
+
+# --------------------------------------------------------------------------
+# learned feature maps and the sliding-window hybrid
+# --------------------------------------------------------------------------
+
+def hedgehog_features(x, weight, bias=None):
+    """Hedgehog's learned feature map (Zhang et al., ICLR 2024, "The
+    Hedgehog & the Porcupine"): ``phi(x) = [softmax(x W + c), softmax(-(x W + c))]``
+    over the features, ``x : [B, T, H, D]``, ``weight : [H, D, F]``,
+    ``bias : [H, F]``; returns ``[B, T, H, 2F]``, positive features whose
+    dot products stand in for ``exp(q . k)``. torch or NumPy (torch keeps
+    autograd for the map's parameters)."""
+    torch = _torch_module(x, weight, bias)
+    if torch is not None:
+        z = torch.einsum("bthd,hdf->bthf", x, weight)
+        if bias is not None:
+            z = z + bias
+        return torch.cat([torch.softmax(z, -1), torch.softmax(-z, -1)], -1)
+    z = np.einsum("bthd,hdf->bthf", np.asarray(x, np.float32), np.asarray(weight, np.float32))
+    if bias is not None:
+        z = z + np.asarray(bias, np.float32)
+
+    def softmax(y):
+        e = np.exp(y - y.max(-1, keepdims=True))
+        return e / e.sum(-1, keepdims=True)
+
+    return np.concatenate([softmax(z), softmax(-z)], -1).astype(np.float32)
+
+
+def sliding_window_hybrid(q, k, v, feature_q, feature_k, window, *, scale=None,
+                          chunk_size=64, num_threads=None):
+    """Softmax attention inside a sliding window and linear attention on
+    learned features outside it, one normalisation over both (LoLCATs'
+    hybrid; Zhang et al., ICLR 2025, "LoLCATs: On Low-Rank Linearizing of
+    Large Language Models"):
+
+        o_t = (sum_{t-w < s <= t} exp(scale q_t . k_s) v_s
+               + sum_{s <= t-w} (phi_q(t) . phi_k(s)) v_s)
+              / (the same sums without v)
+
+    ``q, k : [B, T, H, K]``, ``v : [B, T, H, V]``, ``feature_q, feature_k :
+    [B, T, H, F]`` (e.g. :func:`hedgehog_features`), ``window`` w >= 1.
+
+    A composition: the far part is la's linear attention on the features,
+    its keys and values shifted w tokens later (so token t reads the state
+    after token t - w) with a column of ones appended to the values (its
+    last output column is the far part's normaliser); the window's w scores
+    per token are computed with torch or NumPy (O(T w K)). Both parts are
+    scaled by ``exp(-max(0, max window score))``, so nothing overflows.
+    Returns ``o : [B, T, H, V]``."""
+    window = int(window)
+    if window < 1:
+        raise ValueError(f"window must be >= 1, got {window}")
+    B, T, H, K = np.shape(q)
+    V = np.shape(v)[-1]
+    if np.shape(k) != (B, T, H, K) or np.shape(v)[:3] != (B, T, H):
+        raise ValueError(f"k must be {(B, T, H, K)} and v [B, T, H, V] like q, got "
+                         f"{tuple(np.shape(k))} and {tuple(np.shape(v))}")
+    F = np.shape(feature_q)[-1]
+    if np.shape(feature_q) != (B, T, H, F) or np.shape(feature_k) != (B, T, H, F):
+        raise ValueError(f"feature_q and feature_k must be [B, T, H, F] with F={F}, got "
+                         f"{tuple(np.shape(feature_q))} and {tuple(np.shape(feature_k))}")
+    scale = K ** -0.5 if scale is None else float(scale)
+    torch = _torch_module(q, k, v, feature_q, feature_k)
+    xp = torch if torch is not None else np
+
+    def shifted(x):
+        """x moved ``window`` tokens later (zeros in front)."""
+        n = min(window, T)
+        if torch is None:
+            return np.concatenate([np.zeros((B, n) + x.shape[2:], x.dtype), x[:, :T - n]], 1)
+        return torch.cat([x.new_zeros((B, n) + tuple(x.shape[2:])), x[:, :T - n]], 1)
+
+    if torch is None:
+        q, k, v, feature_q, feature_k = (np.asarray(x, np.float32)
+                                         for x in (q, k, v, feature_q, feature_k))
+        ones = np.ones((B, T, H, 1), np.float32)
+        values = np.concatenate([v, ones], -1)
+    else:
+        values = torch.cat([v, v.new_ones((B, T, H, 1))], -1)
+    far, _ = ops.linear_attention(feature_q, shifted(feature_k), shifted(values), scale=1.0,
+                                  chunk_size=chunk_size, num_threads=num_threads)
+    # The window: scores[t, j] = scale q_t . k_{t-j}, j < w (masked before 0).
+    w = min(window, T)
+    if torch is None:
+        padded_k = np.concatenate([np.zeros((B, w - 1, H, K), np.float32), k], 1)
+        padded_v = np.concatenate([np.zeros((B, w - 1, H, V), np.float32), v], 1)
+        keys = np.stack([padded_k[:, w - 1 - j:w - 1 - j + T] for j in range(w)], 2)
+        vals = np.stack([padded_v[:, w - 1 - j:w - 1 - j + T] for j in range(w)], 2)
+        scores = scale * np.einsum("bthk,btjhk->btjh", q, keys)
+        valid = (np.arange(T)[:, None] - np.arange(w)[None, :]) >= 0
+        scores = np.where(valid[None, :, :, None], scores, -np.inf)
+        c = np.maximum(scores.max(2), 0.0)                          # [B, T, H]
+        weights = np.exp(scores - c[:, :, None])
+        num = np.einsum("btjh,btjhv->bthv", weights, vals)
+        den = weights.sum(2)
+    else:
+        padded_k = torch.cat([k.new_zeros((B, w - 1, H, K)), k], 1)
+        padded_v = torch.cat([v.new_zeros((B, w - 1, H, V)), v], 1)
+        keys = torch.stack([padded_k[:, w - 1 - j:w - 1 - j + T] for j in range(w)], 2)
+        vals = torch.stack([padded_v[:, w - 1 - j:w - 1 - j + T] for j in range(w)], 2)
+        scores = scale * torch.einsum("bthk,btjhk->btjh", q, keys)
+        valid = (torch.arange(T)[:, None] - torch.arange(w)[None, :]) >= 0
+        scores = scores.masked_fill(~valid[None, :, :, None], float("-inf"))
+        c = scores.amax(2).clamp_min(0.0).detach()
+        weights = torch.exp(scores - c[:, :, None])
+        num = torch.einsum("btjh,btjhv->bthv", weights, vals)
+        den = weights.sum(2)
+    damp = xp.exp(-c)[..., None]
+    return (num + damp * far[..., :V]) / (den[..., None] + damp * far[..., V:])

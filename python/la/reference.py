@@ -679,3 +679,28 @@ def mixture_of_memories(
             for m in range(M):
                 final_state[n, m, h] = states[m]
     return o, final_state
+
+
+def sliding_window_hybrid(q, k, v, feature_q, feature_k, window, scale=None):
+    """Softmax attention on the last ``window`` tokens (the current one
+    included) plus linear attention on features for the tokens before them,
+    one normalisation: ``o_t = (sum_{t-w < s <= t} exp(scale q_t . k_s) v_s +
+    sum_{s <= t-w} (phi_q(t) . phi_k(s)) v_s) / (the same without v_s)``,
+    token by token in float64."""
+    q, k, v = _f64(q, "q"), _f64(k, "k"), _f64(v, "v")
+    fq, fk = _f64(feature_q, "feature_q"), _f64(feature_k, "feature_k")
+    B, T, H, K = q.shape
+    scale = _check_scale(scale, K)
+    o = np.zeros(v.shape)
+    for bi in range(B):
+        for h in range(H):
+            for t in range(T):
+                num = np.zeros(v.shape[-1])
+                den = 0.0
+                for s in range(t + 1):
+                    weight = (np.exp(scale * q[bi, t, h] @ k[bi, s, h]) if s > t - window
+                              else fq[bi, t, h] @ fk[bi, s, h])
+                    num += weight * v[bi, s, h]
+                    den += weight
+                o[bi, t, h] = num / den
+    return o

@@ -141,3 +141,89 @@ def test_errors():
         family.mixture_of_memories(q, k, v, routing, g=kwargs["g"])
     with pytest.raises(ValueError, match="k must be"):
         family.mixture_of_memories(q, k[:, :, 0], v, routing, **kwargs)
+
+
+# --------------------------------------------------------------------------
+# Hedgehog features and the sliding-window hybrid (LoLCATs)
+# --------------------------------------------------------------------------
+
+def _hybrid_inputs(B, T, H, K, V, F, seed):
+    rng = np.random.default_rng(seed)
+    q, k = (rng.standard_normal((B, T, H, K)).astype(np.float32) for _ in range(2))
+    v = rng.standard_normal((B, T, H, V)).astype(np.float32)
+    weight = (rng.standard_normal((H, K, F)) / np.sqrt(K)).astype(np.float32)
+    bias = (0.1 * rng.standard_normal((H, F))).astype(np.float32)
+    return q, k, v, weight, bias
+
+
+def test_hedgehog_features_are_two_softmaxes():
+    q, _, _, weight, bias = _hybrid_inputs(1, 5, 2, 8, 4, 6, seed=20)
+    phi = family.hedgehog_features(q, weight, bias)
+    assert phi.shape == (1, 5, 2, 12) and np.all(phi > 0)
+    np.testing.assert_allclose(phi[..., :6].sum(-1), 1.0, rtol=1e-6)
+    np.testing.assert_allclose(phi[..., 6:].sum(-1), 1.0, rtol=1e-6)
+    z = np.einsum("bthd,hdf->bthf", q.astype(np.float64), weight) + bias
+    np.testing.assert_allclose(phi[..., :6], np.exp(z) / np.exp(z).sum(-1, keepdims=True),
+                               rtol=1e-5)
+
+
+@pytest.mark.parametrize("window,T", [(4, 37), (16, 37), (1, 20), (64, 20)])
+def test_sliding_window_hybrid_against_reference(window, T):
+    """Windows shorter and longer than T, and of one token."""
+    q, k, v, weight, bias = _hybrid_inputs(2, T, 2, 8, 6, 8, seed=21)
+    fq = family.hedgehog_features(q, weight, bias)
+    fk = family.hedgehog_features(k, weight, bias)
+    o = family.sliding_window_hybrid(q, k, v, fq, fk, window, chunk_size=16)
+    o_ref = reference.sliding_window_hybrid(q, k, v, fq, fk, window)
+    assert o.shape == (2, T, 2, 6)
+    assert rel_rms(o_ref, o) <= 1e-5
+
+
+def test_sliding_window_hybrid_large_scores_do_not_overflow():
+    q, k, v, weight, bias = _hybrid_inputs(1, 24, 1, 8, 4, 8, seed=22)
+    q, k = 12 * q, 12 * k  # window scores up to ~ +-300
+    fq = family.hedgehog_features(q, weight, bias)
+    fk = family.hedgehog_features(k, weight, bias)
+    o = family.sliding_window_hybrid(q, k, v, fq, fk, 3, chunk_size=8)
+    assert np.all(np.isfinite(o))
+    o_ref = reference.sliding_window_hybrid(q.astype(np.float64), k, v, fq, fk, 3)
+    finite = np.isfinite(o_ref)
+    assert rel_rms(o_ref[finite], o[finite]) <= 1e-4
+
+
+def test_sliding_window_hybrid_gradients():
+    """torch autograd through the composition (la's derived backward for the
+    linear part, torch for the window and the feature map) against central
+    differences of the fp64 reference with the feature map in NumPy."""
+    torch = pytest.importorskip("torch")
+    q, k, v, weight, bias = _hybrid_inputs(1, 9, 1, 4, 3, 4, seed=23)
+    leaves = {"q": q, "k": k, "v": v, "weight": weight}
+    t = {n: torch.tensor(x, requires_grad=True) for n, x in leaves.items()}
+    bias_t = torch.tensor(bias)
+    fq = family.hedgehog_features(t["q"], t["weight"], bias_t)
+    fk = family.hedgehog_features(t["k"], t["weight"], bias_t)
+    o = family.sliding_window_hybrid(t["q"], t["k"], t["v"], fq, fk, 3, chunk_size=4)
+    do = np.random.default_rng(24).standard_normal(o.shape)
+    (o * torch.tensor(do, dtype=torch.float32)).sum().backward()
+
+    def features(x, w):
+        z = np.einsum("bthd,hdf->bthf", x, w) + bias
+        ez, emz = np.exp(z - z.max(-1, keepdims=True)), np.exp(-z + z.min(-1, keepdims=True))
+        return np.concatenate([ez / ez.sum(-1, keepdims=True),
+                               emz / emz.sum(-1, keepdims=True)], -1)
+
+    def loss(x):
+        out = reference.sliding_window_hybrid(x["q"], x["k"], x["v"], features(x["q"], x["weight"]),
+                                              features(x["k"], x["weight"]), 3)
+        return float((out * do).sum())
+
+    base = {n: np.asarray(x, np.float64) for n, x in leaves.items()}
+    for name in leaves:
+        expected = np.zeros_like(base[name])
+        for index in np.ndindex(expected.shape):
+            plus, minus = dict(base), dict(base)
+            plus[name], minus[name] = base[name].copy(), base[name].copy()
+            plus[name][index] += 1e-6
+            minus[name][index] -= 1e-6
+            expected[index] = (loss(plus) - loss(minus)) / 2e-6
+        assert rel_rms(expected, t[name].grad.numpy()) <= 1e-4, name
