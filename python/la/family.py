@@ -7,6 +7,9 @@ la ops rather than as a variant of their own (docs/family.md).
   its own; a memory that a token is not routed to is left as it is (no
   write, no decay), and the output mixes the memories' reads with the
   router's weights.
+* :func:`log_linear_attention`: log-linear attention over Mamba-2 (Guo
+  et al., 2025): a Fenwick-tree hierarchy of O(log T) bucket states, each
+  level one la call over aligned blocks.
 * :func:`hedgehog_features` and :func:`sliding_window_hybrid`: Hedgehog's
   learned feature map, and LoLCATs' softmax-in-a-window plus linear
   attention outside it, one normalisation over both.
@@ -22,7 +25,8 @@ import numpy as np
 from . import ops
 from .fla import _torch_module
 
-__all__ = ["mixture_of_memories", "hedgehog_features", "sliding_window_hybrid"]
+__all__ = ["mixture_of_memories", "hedgehog_features", "sliding_window_hybrid",
+           "log_linear_attention"]
 
 #: memory kind -> la variant (and which of g, beta it takes)
 _MEMORIES = {
@@ -241,3 +245,94 @@ def sliding_window_hybrid(q, k, v, feature_q, feature_k, window, *, scale=None,
         den = weights.sum(2)
     damp = xp.exp(-c)[..., None]
     return (num + damp * far[..., :V]) / (den[..., None] + damp * far[..., V:])
+
+
+# --------------------------------------------------------------------------
+# log-linear attention
+# --------------------------------------------------------------------------
+
+def _pad_time(x, length):
+    """x with zero tokens appended up to ``length`` (torch: keeps autograd)."""
+    extra = length - x.shape[1]
+    if extra == 0:
+        return x
+    torch = _torch_module(x)
+    if torch is not None:
+        return torch.cat([x, x.new_zeros((x.shape[0], extra) + tuple(x.shape[2:]))], 1)
+    return np.concatenate([x, np.zeros((x.shape[0], extra) + x.shape[2:], x.dtype)], 1)
+
+
+def log_linear_attention(q, k, v, g, level_scales, *, scale=1.0, chunk_size=64,
+                         num_threads=None):
+    """Log-linear attention over Mamba-2's gated recurrence (Guo et al.,
+    2025, "Log-Linear Attention"): the tokens before t fall into the
+    Fenwick-tree buckets of t, level ``l(t, s) = floor(log2(t xor s)) + 1``
+    for ``s < t`` (a bucket of ``2^(l-1)`` tokens, present when bit ``l-1``
+    of t is set) and level 0 for ``s = t``, and each bucket's state is read
+    with its own weight:
+
+        o_t = sum_{s <= t} level_scales[t, l(t, s)] exp(g_{s+1} + ... + g_t)
+              scale (q_t . k_s) v_s
+
+    ``q, k : [B, T, H, K]``, ``v : [B, T, HV, V]`` (HV a multiple of H),
+    ``g : [B, T, HV]`` (log gates; None: no decay), ``level_scales : [B, T,
+    HV, L]`` with ``L >= ceil(log2 T) + 1`` levels. ``scale`` defaults to 1
+    (fla's ``chunk_log_linear_attn``).
+
+    A composition of O(log T) la calls: the bucket of level l is the first
+    half of the aligned block of ``2^l`` tokens that holds t, so level l is
+    la's gated linear attention over those blocks as sequences of their own
+    (a reshape, no reset), on keys zeroed in each block's second half and
+    read in it; level 0 is the diagonal ``scale (q_t . k_t) v_t``. Work
+    O(T log T); the kernel is la's ``mamba2`` (``linear`` without ``g``).
+    Returns ``o : [B, T, HV, V]``."""
+    B, T, H, K = np.shape(q)
+    HV, V = np.shape(v)[2], np.shape(v)[3]
+    if np.shape(k) != (B, T, H, K) or np.shape(v)[:2] != (B, T) or HV % H:
+        raise ValueError(f"k must be {(B, T, H, K)} like q and v [B, T, HV, V] with HV a "
+                         f"multiple of H, got {tuple(np.shape(k))} and {tuple(np.shape(v))}")
+    levels = int(np.ceil(np.log2(T))) + 1 if T > 1 else 1
+    if np.ndim(level_scales) != 4 or tuple(np.shape(level_scales)[:3]) != (B, T, HV) or \
+            np.shape(level_scales)[3] < levels:
+        raise ValueError(f"level_scales must be [B, T, HV, L] = {(B, T, HV)} x L with "
+                         f"L >= {levels} levels, got {tuple(np.shape(level_scales))}")
+    if g is not None and tuple(np.shape(g)) != (B, T, HV):
+        raise ValueError(f"g must be [B, T, HV] = {(B, T, HV)}, got {tuple(np.shape(g))}")
+    torch = _torch_module(q, k, v, g, level_scales)
+    if torch is None:
+        q, k, v, level_scales = (np.asarray(x, np.float32) for x in (q, k, v, level_scales))
+        g = None if g is None else np.asarray(g, np.float32)
+    group = HV // H
+    positions = np.arange(T)
+    # Level 0: the token itself.
+    qk = (q * k).sum(-1)                                            # [B, T, H]
+    if group > 1:
+        qk = qk.repeat_interleave(group, 2) if torch is not None else np.repeat(qk, group, 2)
+    o = (level_scales[..., 0] * qk * scale)[..., None] * v
+    for level in range(1, levels):
+        size, half = 1 << level, 1 << (level - 1)
+        padded = -(-T // size) * size
+        written = (np.arange(padded) % size) < half                  # keys of the first half
+        read = (positions % size) >= half                            # queries of the second
+        if torch is not None:
+            written_t = torch.tensor(written, dtype=k.dtype)
+            read_t = torch.tensor(read, dtype=level_scales.dtype)
+        else:
+            written_t, read_t = written.astype(np.float32), read.astype(np.float32)
+
+        def blocks(x):
+            x = _pad_time(x, padded)
+            return x.reshape((B * (padded // size), size) + tuple(x.shape[2:]))
+
+        keys = _pad_time(k, padded) * written_t[None, :, None, None]
+        args = [blocks(q), keys.reshape((B * (padded // size), size, H, K)), blocks(v)]
+        variant = "linear"
+        if g is not None:
+            args.append(blocks(g))
+            variant = "mamba2"
+        o_level, _ = ops.attention(variant, *args, scale=scale, chunk_size=chunk_size,
+                                   num_threads=num_threads)
+        o_level = o_level.reshape((B, padded, HV, V))[:, :T]
+        weight = level_scales[..., level] * read_t[None, :, None]   # [B, T, HV]
+        o = o + weight[..., None] * o_level
+    return o

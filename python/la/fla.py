@@ -41,6 +41,7 @@ __all__ = [
     "chunk_dplr_delta_rule", "fused_recurrent_dplr_delta_rule",
     "chunk_rwkv7", "fused_recurrent_rwkv7",
     "chunk_gated_delta_product",
+    "chunk_log_linear_attn",
 ]
 
 #: fla's normaliser epsilon (fla/ops/linear_attn/utils.py).
@@ -680,3 +681,25 @@ def chunk_gated_delta_product(q, k, v, g, beta, num_householder, scale=None,
                              output_final_state=output_final_state, cu_seqlens=cu_seqlens,
                              qk_l2norm=use_qk_l2norm_in_kernel)
     return o[:, n - 1::n], state
+
+
+# --------------------------------------------------------------------------
+# log-linear attention
+# --------------------------------------------------------------------------
+
+def chunk_log_linear_attn(q, k, v, g, level_scales, initial_state=None,
+                          output_final_state=False, cu_seqlens=None, scale=1.0):
+    """fla.ops.log_linear_attn.chunk_log_linear_attn: log-linear attention
+    over Mamba-2 (``g : [B, T, H]`` per value head, ``level_scales : [B, T,
+    H, L]``), as :func:`la.family.log_linear_attention` composes it from
+    O(log T) la calls. fla's Fenwick-tree states (``initial_state``,
+    ``output_final_state``) and ``cu_seqlens`` are not supported yet."""
+    from . import family
+    if initial_state is not None or output_final_state:
+        raise _unsupported("log-linear attention's Fenwick-tree state "
+                           "(initial_state, output_final_state)")
+    if cu_seqlens is not None:
+        raise _unsupported("cu_seqlens with log-linear attention")
+    return family.log_linear_attention(q, k, v, g, level_scales,
+                                       scale=scale if scale is not None
+                                       else np.shape(q)[-1] ** -0.5), None

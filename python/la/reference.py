@@ -704,3 +704,29 @@ def sliding_window_hybrid(q, k, v, feature_q, feature_k, window, scale=None):
                     den += weight
                 o[bi, t, h] = num / den
     return o
+
+
+def log_linear_attention(q, k, v, g, level_scales, scale=1.0):
+    """Log-linear attention over Mamba-2's recurrence, pair by pair in
+    float64: ``o_t = sum_{s <= t} level_scales[t, l] exp(g_{s+1} + ... +
+    g_t) scale (q_t . k_s) v_s`` with ``l = 0`` for ``s = t`` and ``l =
+    floor(log2(t xor s)) + 1`` for ``s < t`` (the Fenwick-tree level of s
+    seen from t). ``q, k : [B, T, H, K]``, ``v : [B, T, HV, V]``, ``g :
+    [B, T, HV]`` or None, ``level_scales : [B, T, HV, L]``."""
+    q, k, v = _f64(q, "q"), _f64(k, "k"), _f64(v, "v")
+    lam = _f64(level_scales, "level_scales")
+    B, T, H, K = q.shape
+    HV = v.shape[2]
+    g = np.zeros((B, T, HV)) if g is None else _f64(g, "g")
+    cumulative = np.cumsum(g, axis=1)
+    o = np.zeros(v.shape)
+    for bi in range(B):
+        for hv in range(HV):
+            h = hv // (HV // H)
+            for t in range(T):
+                for s in range(t + 1):
+                    level = 0 if s == t else int(np.floor(np.log2(t ^ s))) + 1
+                    decay = np.exp(cumulative[bi, t, hv] - cumulative[bi, s, hv])
+                    weight = lam[bi, t, hv, level] * decay * scale * (q[bi, t, h] @ k[bi, s, h])
+                    o[bi, t, hv] += weight * v[bi, s, hv]
+    return o

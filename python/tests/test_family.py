@@ -227,3 +227,52 @@ def test_sliding_window_hybrid_gradients():
             minus[name][index] -= 1e-6
             expected[index] = (loss(plus) - loss(minus)) / 2e-6
         assert rel_rms(expected, t[name].grad.numpy()) <= 1e-4, name
+
+
+# --------------------------------------------------------------------------
+# log-linear attention
+# --------------------------------------------------------------------------
+
+def _log_linear_inputs(B, T, H, HV, K, V, seed, levels=None):
+    rng = np.random.default_rng(seed)
+    q, k = (rng.standard_normal((B, T, H, K)).astype(np.float32) for _ in range(2))
+    v = rng.standard_normal((B, T, HV, V)).astype(np.float32)
+    g = (-np.log1p(np.exp(-rng.standard_normal((B, T, HV)))) / 4).astype(np.float32)
+    L = levels or int(np.ceil(np.log2(T))) + 1
+    level_scales = rng.uniform(0.2, 1.5, (B, T, HV, L)).astype(np.float32)
+    return q, k, v, g, level_scales
+
+
+@pytest.mark.parametrize("T", [1, 2, 5, 37, 64])
+def test_log_linear_attention_against_reference(T):
+    """T of one token, a power of two and not; grouped value heads; extra
+    levels ignored."""
+    q, k, v, g, lam = _log_linear_inputs(2, T, 2, 4, 8, 6, seed=30 + T,
+                                         levels=int(np.ceil(np.log2(max(T, 2)))) + 2)
+    o = family.log_linear_attention(q, k, v, g, lam, scale=0.5, chunk_size=16)
+    o_ref = reference.log_linear_attention(q, k, v, g, lam, scale=0.5)
+    assert o.shape == (2, T, 4, 6)
+    assert rel_rms(o_ref, o) <= 1e-5
+    o = family.log_linear_attention(q, k, v, None, lam, chunk_size=16)
+    assert rel_rms(reference.log_linear_attention(q, k, v, None, lam), o) <= 1e-5
+
+
+def test_log_linear_attention_levels_one_by_one():
+    """Each level alone (the others' scales zero) reads exactly its Fenwick
+    bucket: the composition's blocks and masks against the pairwise
+    reference, level by level."""
+    q, k, v, g, lam = _log_linear_inputs(1, 23, 1, 1, 4, 3, seed=40)
+    for level in range(lam.shape[-1]):
+        only = np.zeros_like(lam)
+        only[..., level] = lam[..., level]
+        o = family.log_linear_attention(q, k, v, g, only, chunk_size=8)
+        o_ref = reference.log_linear_attention(q, k, v, g, only)
+        assert rel_rms(o_ref, o) <= 1e-5, level
+
+
+def test_log_linear_attention_errors():
+    q, k, v, g, lam = _log_linear_inputs(1, 9, 1, 1, 4, 3, seed=41)
+    with pytest.raises(ValueError, match="L >= 5 levels"):
+        family.log_linear_attention(q, k, v, g, lam[..., :4])
+    with pytest.raises(ValueError, match="g must be"):
+        family.log_linear_attention(q, k, v, g[:, :, :, None], lam)

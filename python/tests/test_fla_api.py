@@ -523,3 +523,41 @@ def test_gated_delta_product_errors():
         lafla.chunk_gated_delta_product(q, k, v, g, beta, 3)
     with pytest.raises(ValueError, match="num_householder must be >= 1"):
         lafla.chunk_gated_delta_product(q, k, v, g, beta, 0)
+
+
+# --------------------------------------------------------------------------
+# log-linear attention (a composition of O(log T) la calls)
+# --------------------------------------------------------------------------
+
+def test_log_linear_attn_against_fla():
+    naive = _naive("log_linear_attn").naive_log_linear_attn
+    q, k = _randn(B, T, H, K, seed=140), _randn(B, T, H, K, seed=141)
+    v = _randn(B, T, HV, V, seed=142)
+    g = F.logsigmoid(_randn(B, T, HV, seed=143)) / 2
+    levels = int(np.ceil(np.log2(T))) + 1
+    level_scales = _rand(B, T, HV, levels, seed=144, low=0.2, high=1.5)
+    o_ref = naive(q, k, v, g, level_scales)
+    o, state = lafla.chunk_log_linear_attn(q, k, v, g, level_scales)
+    assert state is None and _err(o_ref, o) <= F32
+    o_ref = naive(q, k, v, g, level_scales, scale=None)
+    o, _ = lafla.chunk_log_linear_attn(q, k, v, g, level_scales, scale=None)
+    assert _err(o_ref, o) <= F32
+    with pytest.raises(la.LaError, match="not supported"):
+        lafla.chunk_log_linear_attn(q, k, v, g, level_scales, output_final_state=True)
+
+
+def test_log_linear_attn_gradients_against_fla_autograd():
+    naive = _naive("log_linear_attn").naive_log_linear_attn
+    b, t, h, k_dim, v_dim = 1, 19, 1, 8, 4
+    leaves = dict(q=_randn(b, t, h, k_dim, seed=150), k=_randn(b, t, h, k_dim, seed=151),
+                  v=_randn(b, t, h, v_dim, seed=152),
+                  g=F.logsigmoid(_randn(b, t, h, seed=153)),
+                  level_scales=_rand(b, t, h, 6, seed=154, low=0.2, high=1.5))
+    ours = {n: x.clone().requires_grad_() for n, x in leaves.items()}
+    o, _ = lafla.chunk_log_linear_attn(*ours.values())
+    do = _randn(*o.shape, seed=155)
+    (o * do).sum().backward()
+    theirs = {n: x.double().clone().requires_grad_() for n, x in leaves.items()}
+    (naive(*theirs.values()) * do.double()).sum().backward()
+    for name in leaves:
+        assert _err(theirs[name].grad, ours[name].grad) <= 1e-5, name
