@@ -698,6 +698,12 @@ def compile_attention(output_path, variant, B, T, H, K, V, HV=None, *, dtype="f3
     between them); :meth:`AttentionKernel.run` then returns the gradients.
     Gated DeltaNet-2's general low-rank form and ``cu_seqlens`` have no GPU
     backward yet (a :class:`GpuCompileError` says so).
+
+    Without a ``chunk-size`` in ``pipeline_options``, a chunk whose buffers
+    do not fit the shared memory (the general low-rank form of Gated
+    DeltaNet-2 and RWKV-7 at K = V = 128 needs more than a chunk of 32
+    leaves) is halved until they fit, down to 8; the manifest's
+    ``pipeline_options`` record the chunk size used.
     """
     HV = H if HV is None else HV
     mlir = runner.attention_mlir(variant, B, T, H, K, V, HV, dtype=dtype,
@@ -733,7 +739,7 @@ def compile_attention(output_path, variant, B, T, H, K, V, HV=None, *, dtype="f3
                 return old
         except (OSError, ValueError):
             pass
-    compile_library(mlir, output_path, entry=entry, pipeline_options=options)
+    options = _compile_fitting_chunk(mlir, output_path, entry, options)
     manifest = {
         "format": _MANIFEST_FORMAT,
         "library": os.path.basename(output_path),
@@ -755,6 +761,34 @@ def compile_attention(output_path, variant, B, T, H, K, V, HV=None, *, dtype="f3
         json.dump(manifest, f, indent=1, default=str)
     os.replace(tmp, manifest_path)
     return manifest
+
+
+#: chunk sizes tried, in order, when the default chunk's buffers exceed the
+#: shared memory (la-map-to-gpu's error)
+_FALLBACK_CHUNKS = (16, 8)
+
+
+def _compile_fitting_chunk(mlir, output_path, entry, options):
+    """compile_library with ``options``; without an explicit chunk size, on
+    la-map-to-gpu's shared-memory error, again with the smaller chunks of
+    _FALLBACK_CHUNKS. Returns the options that compiled."""
+    try:
+        compile_library(mlir, output_path, entry=entry, pipeline_options=options)
+        return options
+    except GpuCompileError as error:
+        if "chunk-size" in options or "shared memory for a chunk" not in error.stderr:
+            raise
+        last = error
+    for chunk in _FALLBACK_CHUNKS:
+        smaller = dict(options, **{"chunk-size": chunk})
+        try:
+            compile_library(mlir, output_path, entry=entry, pipeline_options=smaller)
+            return smaller
+        except GpuCompileError as error:
+            if "shared memory for a chunk" not in error.stderr:
+                raise
+            last = error
+    raise last
 
 
 def _to_device_bytes(array, dtype):

@@ -365,3 +365,19 @@ def test_backward_without_gpu_form_is_a_clear_error(tmp_path):
                               has_initial_state=True, backward=True)
     assert error.value.step == "lower"
     assert not path.exists()
+
+
+@needs_tools
+def test_chunk_halved_until_its_buffers_fit(tmp_path):
+    """RWKV-7 (the general low-rank form) at K = V = 128: a chunk of 32
+    needs more shared memory than an sm_90a block has; without a chunk size
+    given, compile_attention takes 16 and says so in the manifest. A chunk
+    size given is kept, and its error raised."""
+    path = tmp_path / "rwkv7.so"
+    manifest = gpu.compile_attention(str(path), "rwkv7", 1, 64, 1, 128, 128, scale=1.0)
+    assert manifest["pipeline_options"] == {"chunk-size": 16}
+    assert path.exists()
+    with pytest.raises(gpu.GpuCompileError, match="shared memory for a chunk"):
+        gpu.compile_attention(str(tmp_path / "rwkv7-32.so"), "rwkv7", 1, 64, 1, 128, 128,
+                              scale=1.0, pipeline_options={"chunk-size": 32})
+    assert not (tmp_path / "rwkv7-32.so").exists()
