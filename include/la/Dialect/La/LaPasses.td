@@ -118,7 +118,8 @@ def LaExpandRecurrenceGradPass : Pass<"la-expand-recurrence-grad"> {
     form (Gated DeltaNet-2's erase/write form: its `b` and `w` differ, so
     each of `S` and `G` would need two recurrences per product), and dynamic
     H or HV (a dynamic B or T is kept: the time shifts and the gate's
-    reverse sum read T from q).
+    reverse sum read T from q; a run-time T must be at least 1, as la's
+    Python package checks before it calls a kernel).
   }];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
