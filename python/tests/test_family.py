@@ -25,6 +25,19 @@ def _routing(B, T, M, top_k, seed):
     return weights.astype(np.float32)
 
 
+def _central_differences(loss, base, name, indices=None, step=1e-6):
+    """d loss / d base[name] by central differences, at ``indices`` (all by
+    default; zero elsewhere)."""
+    grad = np.zeros_like(base[name])
+    for index in np.ndindex(grad.shape) if indices is None else indices:
+        plus, minus = dict(base), dict(base)
+        plus[name], minus[name] = base[name].copy(), base[name].copy()
+        plus[name][index] += step
+        minus[name][index] -= step
+        grad[index] = (loss(plus) - loss(minus)) / (2 * step)
+    return grad
+
+
 def _inputs(memory, B, T, M, H, K, V, seed, top_k=2, N=None):
     rng = np.random.default_rng(seed)
     q = rng.standard_normal((B, T, H, K)).astype(np.float32)
@@ -109,24 +122,12 @@ def test_mixture_of_memories_gradients():
         return float((out * do).sum())
 
     for name in ("q", "k", "v", "g", "beta"):
-        expected = np.zeros_like(base[name])
-        for index in np.ndindex(expected.shape):
-            plus, minus = dict(base), dict(base)
-            plus[name], minus[name] = base[name].copy(), base[name].copy()
-            plus[name][index] += 1e-6
-            minus[name][index] -= 1e-6
-            expected[index] = (loss(plus) - loss(minus)) / 2e-6
+        expected = _central_differences(loss, base, name)
         assert rel_rms(expected, tensors[name].grad.numpy()) <= 1e-4, name
     # the routing weights of the chosen memories (the others' are not
     # differentiable through the mask: the mask is data)
     chosen = routing != 0
-    expected = np.zeros_like(base["routing"])
-    for index in zip(*np.nonzero(chosen)):
-        plus, minus = dict(base), dict(base)
-        plus["routing"], minus["routing"] = base["routing"].copy(), base["routing"].copy()
-        plus["routing"][index] += 1e-6
-        minus["routing"][index] -= 1e-6
-        expected[index] = (loss(plus) - loss(minus)) / 2e-6
+    expected = _central_differences(loss, base, "routing", zip(*np.nonzero(chosen)))
     got = tensors["routing"].grad.numpy()
     assert rel_rms(expected[chosen], got[chosen]) <= 1e-4
 
@@ -219,13 +220,7 @@ def test_sliding_window_hybrid_gradients():
 
     base = {n: np.asarray(x, np.float64) for n, x in leaves.items()}
     for name in leaves:
-        expected = np.zeros_like(base[name])
-        for index in np.ndindex(expected.shape):
-            plus, minus = dict(base), dict(base)
-            plus[name], minus[name] = base[name].copy(), base[name].copy()
-            plus[name][index] += 1e-6
-            minus[name][index] -= 1e-6
-            expected[index] = (loss(plus) - loss(minus)) / 2e-6
+        expected = _central_differences(loss, base, name)
         assert rel_rms(expected, t[name].grad.numpy()) <= 1e-4, name
 
 
