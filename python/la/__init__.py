@@ -32,7 +32,7 @@ is loaded on first use, and a missing library raises LaError then.
 #: la's version (CMake's project version and pyproject.toml's; a test checks).
 __version__ = "0.1.0"
 
-from . import cuda, family, fla, ir, reference, testing, variants
+from . import cuda, family, fla, ir, reference, serving, testing, variants
 from ._capi import LaError
 from .ops import (
     STAGES,
@@ -77,6 +77,7 @@ __all__ = [
     "register_torch_ops",
     "retention",
     "rwkv7",
+    "serving",
     "simple_gla",
     "testing",
     "variants",
