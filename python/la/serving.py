@@ -1,5 +1,7 @@
 """Serving helpers on la's kernels.
 
+* :func:`step_state_pool`: batched decoding over a pool of states: each
+  row of the batch reads and writes the pool entry its index names.
 * :func:`decode_with_snapshots`: a few tokens per sequence (speculative
   decoding's draft) with the state after every one of them, so that a
   rejected suffix rolls back to the snapshot of the last accepted token.
@@ -15,7 +17,7 @@ import numpy as np
 from . import ops
 from .fla import _torch_module
 
-__all__ = ["decode_with_snapshots"]
+__all__ = ["decode_with_snapshots", "step_state_pool"]
 
 #: the per-token inputs of la.attention (sliced along T like q)
 _TOKEN_INPUTS = ("g", "beta", "erase", "write", "a", "b")
@@ -72,3 +74,40 @@ def decode_with_snapshots(variant, q, k, v, g=None, beta=None, *, initial_state,
     else:
         o = o[0][take]
     return o.reshape((B, T) + tuple(o.shape[1:])), snapshots
+
+
+def step_state_pool(variant, pool, indices, q, k, v, g=None, beta=None, **kwargs):
+    """:func:`la.attention` of ``variant`` on a batch whose row ``b`` continues
+    the sequence whose state is ``pool[indices[b]]`` (``pool : [P, HV, K,
+    V]`` float32, NumPy or torch; ``indices : [B]`` distinct integers in
+    ``[0, P)``): the states are gathered, the kernel runs, and the final
+    states are written back into ``pool`` in place. Returns ``o``.
+    ``kwargs`` are :func:`la.attention`'s, except ``initial_state``,
+    ``output_final_state`` and ``cu_seqlens``."""
+    for name in ("initial_state", "output_final_state", "cu_seqlens"):
+        if name in kwargs:
+            raise ValueError(f"step_state_pool takes no {name}")
+    torch = _torch_module(pool, q)
+    index = np.asarray(indices.cpu() if torch is not None and isinstance(indices, torch.Tensor)
+                       else indices)
+    if index.ndim != 1 or index.shape[0] != np.shape(q)[0] or \
+            not np.issubdtype(index.dtype, np.integer):
+        raise ValueError(f"indices must be {np.shape(q)[0]} integers (one per row of q), "
+                         f"got {index.dtype} of shape {index.shape}")
+    P = np.shape(pool)[0]
+    if index.size and (index.min() < 0 or index.max() >= P):
+        raise ValueError(f"indices must be in [0, {P}) (the pool's entries), got "
+                         f"{index.min()}..{index.max()}")
+    if len(np.unique(index)) != index.size:
+        raise ValueError("indices must be distinct: two rows cannot write one pool entry")
+    if torch is not None:
+        rows = torch.as_tensor(index)
+        o, state = ops.attention(variant, q, k, v, g, beta, initial_state=pool[rows],
+                                 output_final_state=True, **kwargs)
+        with torch.no_grad():
+            pool[rows] = state.to(pool.dtype)
+        return o
+    o, state = ops.attention(variant, q, k, v, g, beta, initial_state=pool[index],
+                             output_final_state=True, **kwargs)
+    pool[index] = state
+    return o

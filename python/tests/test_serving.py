@@ -46,3 +46,43 @@ def test_snapshots_with_torch_and_errors():
     with pytest.raises(ValueError, match="takes no cu_seqlens"):
         serving.decode_with_snapshots("kda", t["q"], t["k"], t["v"], t["g"], t["beta"],
                                       initial_state=t["initial_state"], cu_seqlens=[0, 3])
+
+
+def test_state_pool_steps_continue_each_sequence():
+    """Three sequences in a pool of five, decoded two tokens at a time in a
+    shuffled order: each equals its sequence run whole; entries no row
+    names are left untouched."""
+    rng = np.random.default_rng(6)
+    P, H, K, V, T = 5, 2, 8, 4, 4
+    seqs = {p: lt.make_inputs("gated_deltanet", 1, T, H, K, V, seed=10 + p,
+                              with_initial_state=True) for p in (0, 2, 3)}
+    pool = (0.1 * rng.standard_normal((P, H, K, V))).astype(np.float32)
+    for p, x in seqs.items():
+        pool[p] = x["initial_state"][0]
+    untouched = pool[[1, 4]].copy()
+    for start in (0, 2):
+        order = [3, 0, 2] if start == 0 else [2, 3, 0]
+        batch = {n: np.concatenate([seqs[p][n][:, start:start + 2] for p in order])
+                 for n in ("q", "k", "v", "g", "beta")}
+        serving.step_state_pool("gated_deltanet", pool, np.array(order), batch["q"],
+                                batch["k"], batch["v"], batch["g"], batch["beta"])
+    for p, x in seqs.items():
+        _, s_ref = lt.reference_for("gated_deltanet", x)
+        assert lt.rel_rms(s_ref[0], pool[p]) <= 1e-5, p
+    np.testing.assert_array_equal(pool[[1, 4]], untouched)
+
+
+def test_state_pool_errors():
+    x = lt.make_inputs("mamba2", 2, 1, 1, 4, 4, seed=7)
+    pool = np.zeros((3, 1, 4, 4), np.float32)
+    call = lambda idx: serving.step_state_pool("mamba2", pool, idx, x["q"], x["k"],  # noqa
+                                               x["v"], x["g"])
+    with pytest.raises(ValueError, match="distinct"):
+        call(np.array([1, 1]))
+    with pytest.raises(ValueError, match=r"in \[0, 3\)"):
+        call(np.array([0, 3]))
+    with pytest.raises(ValueError, match="one per row"):
+        call(np.array([0]))
+    with pytest.raises(ValueError, match="takes no initial_state"):
+        serving.step_state_pool("mamba2", pool, np.array([0, 1]), x["q"], x["k"], x["v"],
+                                x["g"], initial_state=pool[:2])
