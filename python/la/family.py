@@ -28,15 +28,9 @@ from .fla import _torch_module
 __all__ = ["mixture_of_memories", "hedgehog_features", "sliding_window_hybrid",
            "log_linear_attention"]
 
-#: memory kind -> la variant (and which of g, beta it takes)
-_MEMORIES = {
-    "linear": "linear",
-    "gla": "gla",
-    "mamba2": "mamba2",
-    "deltanet": "deltanet",
-    "gated_deltanet": "gated_deltanet",
-    "kda": "kda",
-}
+#: the memory kinds: la variants whose key and gate operands a routing mask
+#: can zero (no write, no decay)
+_MEMORIES = ("linear", "gla", "mamba2", "deltanet", "gated_deltanet", "kda")
 
 
 def _merge_memories(x):
@@ -69,8 +63,8 @@ def mixture_of_memories(q, k, v, routing, memory="gated_deltanet", g=None, beta=
     torch through la's derived backward and torch's products around it.
     """
     if memory not in _MEMORIES:
-        raise ValueError(f"unknown memory kind {memory!r}; expected one of {tuple(_MEMORIES)}")
-    variant = _MEMORIES[memory]
+        raise ValueError(f"unknown memory kind {memory!r}; expected one of {_MEMORIES}")
+    variant = memory
     B, T, H, K = np.shape(q)
     if np.ndim(k) != 5 or np.shape(k)[:2] != (B, T) or np.shape(k)[3:] != (H, K):
         raise ValueError(f"k must be [B, T, M, H, K] with B={B}, T={T}, H={H}, K={K}, "

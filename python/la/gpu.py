@@ -59,6 +59,7 @@ import numpy as np
 
 from . import _capi, cuda, ir, runner
 from ._capi import LaError
+from .variants import DIFFERENTIABLE as _DIFFERENTIABLE
 from .variants import VARIANTS, token_operand_shapes
 
 __all__ = [
@@ -620,9 +621,6 @@ class Param:
         return f"Param({self.name!r}, {self.shape}, {self.dtype!r}, {kind})"
 
 
-#: the inputs that have gradients (la.attention_grad's results, in order)
-_DIFFERENTIABLE = ("q", "k", "v", "g", "beta", "erase", "write", "a", "b", "initial_state")
-
 
 def attention_params(variant, B, T, H, K, V, HV=None, *, dtype="f32", has_initial_state=False,
                      output_final_state=True, cu_seqlens_len=None, backward=False):
@@ -772,23 +770,17 @@ def _compile_fitting_chunk(mlir, output_path, entry, options):
     """compile_library with ``options``; without an explicit chunk size, on
     la-map-to-gpu's shared-memory error, again with the smaller chunks of
     _FALLBACK_CHUNKS. Returns the options that compiled."""
-    try:
-        compile_library(mlir, output_path, entry=entry, pipeline_options=options)
-        return options
-    except GpuCompileError as error:
-        if "chunk-size" in options or "shared memory for a chunk" not in error.stderr:
-            raise
-        last = error
-    for chunk in _FALLBACK_CHUNKS:
-        smaller = dict(options, **{"chunk-size": chunk})
+    candidates = [options]
+    if "chunk-size" not in options:
+        candidates += [dict(options, **{"chunk-size": c}) for c in _FALLBACK_CHUNKS]
+    for index, candidate in enumerate(candidates):
         try:
-            compile_library(mlir, output_path, entry=entry, pipeline_options=smaller)
-            return smaller
+            compile_library(mlir, output_path, entry=entry, pipeline_options=candidate)
+            return candidate
         except GpuCompileError as error:
-            if "shared memory for a chunk" not in error.stderr:
+            last = index + 1 == len(candidates)
+            if last or "shared memory for a chunk" not in error.stderr:
                 raise
-            last = error
-    raise last
 
 
 def _to_device_bytes(array, dtype):

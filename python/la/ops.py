@@ -66,7 +66,7 @@ import numpy as np
 from . import _capi, ir, runner
 from ._capi import LaError
 from ._checks import check_cu_seqlens as _check_cu_seqlens
-from .variants import VARIANTS
+from .variants import DIFFERENTIABLE, VARIANTS
 
 __all__ = [
     "attention",
@@ -1068,7 +1068,7 @@ def _execute(call):
 
 #: the inputs that have gradients, in the order of the gradient function's
 #: results (la.attention_grad's).
-_DIFFERENTIABLE = ("q", "k", "v", "g", "beta", "erase", "write", "a", "b", "initial_state")
+_DIFFERENTIABLE = DIFFERENTIABLE
 
 
 def _backward_pipeline(chunk_size, sequential, threads=1):

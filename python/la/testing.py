@@ -232,8 +232,7 @@ def reference_for(variant, inputs, **attrs):
     )
 
 
-#: the inputs that have gradients
-_DIFFERENTIABLE = ("q", "k", "v", "g", "beta", "erase", "write", "a", "b", "initial_state")
+_DIFFERENTIABLE = _variants.DIFFERENTIABLE
 
 
 def _l2norm_vjp(x, dy):

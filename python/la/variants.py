@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from . import _capi
 
-__all__ = ["VARIANTS", "summary", "token_operands", "token_operand_shapes"]
+__all__ = ["VARIANTS", "DIFFERENTIABLE", "summary", "token_operands", "token_operand_shapes"]
 
 
 class _Registry(Mapping):
@@ -58,6 +58,11 @@ class _Registry(Mapping):
 #: ``erase_write`` and ``dplr``, the gate kinds ``none``, ``fixed``, ``scalar`` and
 #: ``channel``.
 VARIANTS = _Registry()
+
+#: the inputs of la.attention that have gradients, in the order of
+#: la.attention_grad's results (the package's backward, la.gpu's gradient
+#: libraries and la.testing's reverse mode all follow it).
+DIFFERENTIABLE = ("q", "k", "v", "g", "beta", "erase", "write", "a", "b", "initial_state")
 
 
 def summary(variant):
