@@ -213,30 +213,17 @@ def sliding_window_hybrid(q, k, v, feature_q, feature_k, window, *, scale=None,
                                   chunk_size=chunk_size, num_threads=num_threads)
     # The window: scores[t, j] = scale q_t . k_{t-j}, j < w (masked before 0).
     w = min(window, T)
-    if torch is None:
-        padded_k = np.concatenate([np.zeros((B, w - 1, H, K), np.float32), k], 1)
-        padded_v = np.concatenate([np.zeros((B, w - 1, H, V), np.float32), v], 1)
-        keys = np.stack([padded_k[:, w - 1 - j:w - 1 - j + T] for j in range(w)], 2)
-        vals = np.stack([padded_v[:, w - 1 - j:w - 1 - j + T] for j in range(w)], 2)
-        scores = scale * np.einsum("bthk,btjhk->btjh", q, keys)
-        valid = (np.arange(T)[:, None] - np.arange(w)[None, :]) >= 0
-        scores = np.where(valid[None, :, :, None], scores, -np.inf)
-        c = np.maximum(scores.max(2), 0.0)                          # [B, T, H]
-        weights = np.exp(scores - c[:, :, None])
-        num = np.einsum("btjh,btjhv->bthv", weights, vals)
-        den = weights.sum(2)
-    else:
-        padded_k = torch.cat([k.new_zeros((B, w - 1, H, K)), k], 1)
-        padded_v = torch.cat([v.new_zeros((B, w - 1, H, V)), v], 1)
-        keys = torch.stack([padded_k[:, w - 1 - j:w - 1 - j + T] for j in range(w)], 2)
-        vals = torch.stack([padded_v[:, w - 1 - j:w - 1 - j + T] for j in range(w)], 2)
-        scores = scale * torch.einsum("bthk,btjhk->btjh", q, keys)
-        valid = (torch.arange(T)[:, None] - torch.arange(w)[None, :]) >= 0
-        scores = scores.masked_fill(~valid[None, :, :, None], float("-inf"))
-        c = scores.amax(2).clamp_min(0.0).detach()
-        weights = torch.exp(scores - c[:, :, None])
-        num = torch.einsum("btjh,btjhv->bthv", weights, vals)
-        den = weights.sum(2)
+    padded_k = xp.concatenate([xp.zeros((B, w - 1, H, K), dtype=k.dtype), k], 1)
+    padded_v = xp.concatenate([xp.zeros((B, w - 1, H, V), dtype=v.dtype), v], 1)
+    keys = xp.stack([padded_k[:, w - 1 - j:w - 1 - j + T] for j in range(w)], 2)
+    vals = xp.stack([padded_v[:, w - 1 - j:w - 1 - j + T] for j in range(w)], 2)
+    scores = scale * xp.einsum("bthk,btjhk->btjh", q, keys)
+    valid = (np.arange(T)[:, None] - np.arange(w)[None, :] >= 0)[None, :, :, None]
+    scores = xp.where(xp.asarray(valid), scores, -np.inf)
+    c = xp.clip(xp.amax(scores, 2), 0.0, None)                     # [B, T, H]
+    weights = xp.exp(scores - c[:, :, None])
+    num = xp.einsum("btjh,btjhv->bthv", weights, vals)
+    den = weights.sum(2)
     damp = xp.exp(-c)[..., None]
     return (num + damp * far[..., :V]) / (den[..., None] + damp * far[..., V:])
 
