@@ -694,8 +694,9 @@ def compile_attention(output_path, variant, B, T, H, K, V, HV=None, *, dtype="f3
     instead (entry ``attention_grad``, derived by la-derive-backward and
     lowered by la-lower-to-nvvm: the adjoint recurrences and the kernels
     between them); :meth:`AttentionKernel.run` then returns the gradients.
-    Gated DeltaNet-2's general low-rank form and ``cu_seqlens`` have no GPU
-    backward yet (a :class:`GpuCompileError` says so).
+    The general low-rank form (Gated DeltaNet-2, the dplr rule) and
+    ``cu_seqlens`` have no GPU backward yet (a :class:`GpuCompileError`
+    says so).
 
     Without a ``chunk-size`` in ``pipeline_options``, a chunk whose buffers
     do not fit the shared memory (the general low-rank form of Gated

@@ -1242,8 +1242,9 @@ def attention_backward(variant, q, k, v, g=None, beta=None, *, do, d_final_state
 
     The gradient kernel is derived by the compiler from the forward kernel's
     MLIR (``la-derive-backward``: ``la.attention_grad``, lowered to the
-    adjoint recurrence run backward in time). Except for Gated DeltaNet-2's
-    general low-rank form, the adjoint is chunked recurrences like the
+    adjoint recurrence run backward in time). Except for the general
+    low-rank form (Gated DeltaNet-2, the dplr rule), the adjoint is chunked
+    recurrences like the
     forward (three, six with the delta rule); for it, and with
     ``sequential=True``,
     a token-by-token program that stores the state every ``chunk_size``
