@@ -85,12 +85,12 @@ CHECK_CASES = (
        for v in ("gla", "gated_deltanet", "kda")]
     + [Case("gla", 2, 77, 2, 64, 64, initial_state=True),
        Case("gated_deltanet", 1, 100, 2, 64, 64, HV=4, initial_state=True)]
-    # The backward (never run on a GPU before): every chunked variant's
-    # gradient function, T not a multiple of the chunk, grouped value heads.
+    # The backward: every chunked variant's gradient function, T not a
+    # multiple of the chunk, grouped value heads.
     + [Case(v, 1, 100, 2, 64, 64, HV=4, initial_state=True, backward=True)
        for v in ("gla", "gated_deltanet", "kda", "retention", "mamba2", "deltanet", "linear")]
-    # Tensor cores (tf32 for f32, bf16 mma for bf16): never run before a
-    # device check; their tolerances are those of the operand type.
+    # Tensor cores (tf32 for f32, bf16 mma for bf16); their tolerances are
+    # those of the operand type.
     + [Case(v, 2, 128, 2, 64, 64, dtype=dt, initial_state=True, tensor_cores=True)
        for v in ("gla", "gated_deltanet", "kda") for dt in ("f32", "bf16")]
 )

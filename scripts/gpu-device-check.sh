@@ -53,6 +53,9 @@ export PYTHONUNBUFFERED=1
 export PYTHONPATH="$ROOT/python:/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
 export LA_CUDA_RUNTIME_LIB="$ROOT/.gpu/kernels/libla_cuda_runtime.so"
 export LD_LIBRARY_PATH="$ROOT/.gpu/kernels${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# No libMLIR here, so no libLaCAPI.so: the package reads the variant registry
+# from the snapshot the prepare script wrote.
+export LA_VARIANTS_FILE="$ROOT/.gpu/variants.json"
 
 say "$(date -u +%FT%TZ) on $(hostname); python3 is $(command -v python3)"
 command -v nvidia-smi >/dev/null && nvidia-smi -L || say "nvidia-smi not found"

@@ -10,6 +10,9 @@
 #                   benchmark cases of bench/bench_gpu.py), each a .so with a
 #                   .json manifest, and libla_cuda_runtime.so beside them;
 #   .gpu/bin/       la-cuda-info;
+#   .gpu/variants.json  la's variant registry (the package reads it through
+#                   LA_VARIANTS_FILE where libLaCAPI.so, which needs libMLIR,
+#                   is missing);
 #   .gpu/wheels/    flash-linear-attention's kernels (the fla-core wheel, for
 #                   Python 3.12; its only other need, einops, is on the device).
 #
@@ -55,6 +58,9 @@ PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}" \
 cmp -s build/lib/libla_cuda_runtime.so .gpu/kernels/libla_cuda_runtime.so \
   || cp -p build/lib/libla_cuda_runtime.so .gpu/kernels/
 cmp -s build/bin/la-cuda-info .gpu/bin/la-cuda-info || cp -p build/bin/la-cuda-info .gpu/bin/
+# The variant registry as JSON: the device has no libMLIR, hence no C API.
+PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}" \
+  python3 -c 'import sys, la.variants; la.variants.write_snapshot(sys.argv[1])' .gpu/variants.json
 
 # 4. flash-linear-attention's kernels for Python 3.12 (one version only).
 wheel=$(ls .gpu/wheels/fla_core-"$FLA_VERSION"-*.whl 2>/dev/null | head -n 1 || true)

@@ -6,7 +6,10 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${LA_BUILD_DIR:-$root/build}
+# Each stage's end, in minutes since the start (CI allows 90 on 2 cores).
+stage_done() { echo "test.sh: $1 done at minute $((SECONDS / 60))"; }
 "$root/scripts/build.sh"
+stage_done "setup and build"
 # torch for the autograd tests (the CPU side of PyPI's wheel); without it
 # they skip. LA_SKIP_TORCH=1 leaves it out.
 if [ "${LA_SKIP_TORCH:-0}" != 1 ] && ! "${PYTHON:-python3}" -c "import torch" 2>/dev/null; then
@@ -27,8 +30,11 @@ if [ "${LA_SKIP_TORCH:-0}" != 1 ] && ! "${PYTHON:-python3}" -c \
   "${PYTHON:-python3}" -m pip install -q --no-deps fla-core==0.6.0 einops || \
     echo "test.sh: fla-core not installed; la.fla's comparisons with fla skip"
 fi
+stage_done "Python packages"
 cmake --build "$build" --target check-la
+stage_done "lit"
 "${PYTHON:-python3}" -m pytest -q "$root/python/tests"
+stage_done "pytest"
 # A time-boxed kernel fuzz campaign beyond pytest's fixed subset: the
 # configurations of one seed (random shapes, chunk sizes, cu_seqlens,
 # adversarial gates, non-finite inputs) in order for LA_STRESS_SECONDS
@@ -39,19 +45,23 @@ cmake --build "$build" --target check-la
 if [ "${LA_STRESS_SECONDS:-60}" != 0 ]; then
   "${PYTHON:-python3}" "$root/scripts/stress.py" --count 48 \
     --seed "${LA_STRESS_SEED:-12}" --seconds "${LA_STRESS_SECONDS:-60}"
+  stage_done "stress"
 fi
 # The lit suite on a GCC build (build-gcc/): la's IR must be the same
 # whichever compiler built it. LA_SKIP_GCC=1 skips this stage.
 if [ "${LA_SKIP_GCC:-0}" != 1 ]; then
   "$root/scripts/check-gcc.sh"
+  stage_done "GCC build and lit"
 fi
 # The same suites on an AddressSanitizer + UndefinedBehaviorSanitizer build
 # (build-asan/), plus the fuzzer's regression corpus. LA_SKIP_SANITIZERS=1
 # skips this stage for a quick local run.
 if [ "${LA_SKIP_SANITIZERS:-0}" != 1 ]; then
   "$root/scripts/sanitize.sh"
+  stage_done "sanitizers"
 fi
 # pip install of the Python package into a fresh virtual environment.
 if [ "${LA_SKIP_PIP:-0}" != 1 ]; then
   "$root/scripts/test-pip-install.sh"
+  stage_done "pip install"
 fi

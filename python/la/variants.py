@@ -5,14 +5,21 @@ and read here through the C API (``laGetNumVariants``, ``laGetVariant``) the
 first time they are needed, so that importing ``la`` does not need the
 compiled library. :data:`VARIANTS` maps each keyword of ``la.attention`` to
 its (update rule, gate kind); :func:`summary` gives a line about the model.
+
+A machine without libMLIR (the GPU machine that runs la's ahead-of-time
+kernels) reads a snapshot of the registry instead: :func:`write_snapshot`
+writes it as JSON where the C API is built, and ``LA_VARIANTS_FILE`` names it
+where it is not.
 """
 
 import ctypes
+import json
+import os
 from collections.abc import Mapping
 
 from . import _capi
 
-__all__ = ["VARIANTS", "DIFFERENTIABLE", "summary", "token_operands", "token_operand_shapes"]
+__all__ = ["VARIANTS", "DIFFERENTIABLE", "summary", "write_snapshot", "token_operands", "token_operand_shapes"]
 
 
 class _Registry(Mapping):
@@ -23,6 +30,9 @@ class _Registry(Mapping):
         self._summaries = None
 
     def _load(self):
+        if self._table is None and _capi.library_path() is None and os.environ.get(
+                "LA_VARIANTS_FILE"):
+            self._load_snapshot(os.environ["LA_VARIANTS_FILE"])
         if self._table is None:
             lib = _capi.lib()
             info = _capi.LaVariantInfo()
@@ -35,6 +45,17 @@ class _Registry(Mapping):
                 summaries[keyword] = info.summary.decode()
             self._table, self._summaries = table, summaries
         return self._table
+
+    def _load_snapshot(self, path):
+        try:
+            with open(path) as file:
+                entries = json.load(file)["variants"]
+            table = {e["keyword"]: (e["update"], e["gate"]) for e in entries}
+            summaries = {e["keyword"]: e["summary"] for e in entries}
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise _capi.LaError(f"LA_VARIANTS_FILE={path}: not a snapshot of la's "
+                                f"variant registry ({error})") from None
+        self._table, self._summaries = table, summaries
 
     def __getitem__(self, keyword):
         return self._load()[keyword]
@@ -63,6 +84,15 @@ VARIANTS = _Registry()
 #: la.attention_grad's results (the package's backward, la.gpu's gradient
 #: libraries and la.testing's reverse mode all follow it).
 DIFFERENTIABLE = ("q", "k", "v", "g", "beta", "erase", "write", "a", "b", "initial_state")
+
+
+def write_snapshot(path):
+    """Writes the registry (from the C API) as JSON to ``path``, for
+    ``LA_VARIANTS_FILE`` on a machine without the compiled library."""
+    entries = [{"keyword": k, "update": u, "gate": g, "summary": VARIANTS.summary(k)}
+               for k, (u, g) in VARIANTS.items()]
+    with open(path, "w") as file:
+        json.dump({"variants": entries}, file, indent=1)
 
 
 def summary(variant):

@@ -89,3 +89,41 @@ def test_production_modules_import_no_test_helpers():
             source = f.read()
         assert "from .testing" not in source and "import testing" not in source, module
     assert la.variants.VARIANTS is la.testing.VARIANTS
+
+
+_WITHOUT_CAPI = """
+import json, sys
+from la import _capi
+_capi.library_path = lambda: None  # as on the GPU machine: no libMLIR
+from la.variants import VARIANTS, summary
+try:
+    print(json.dumps({k: [list(v), summary(k)] for k, v in VARIANTS.items()}))
+except _capi.LaError as error:
+    print("LaError:", error)
+"""
+
+
+def _registry_without_capi(snapshot):
+    env = dict(os.environ, LA_VARIANTS_FILE=str(snapshot),
+               PYTHONPATH=os.path.join(REPO, "python"))
+    return subprocess.run([sys.executable, "-c", _WITHOUT_CAPI], env=env, check=True,
+                          capture_output=True, text=True).stdout
+
+
+def test_registry_snapshot_serves_a_machine_without_the_c_api(tmp_path):
+    """The GPU machine has no libMLIR: la.variants reads the snapshot that
+    write_snapshot made here, and it is the registry, entry for entry."""
+    import json
+    from la.variants import write_snapshot
+    snapshot = tmp_path / "variants.json"
+    write_snapshot(snapshot)
+    read = json.loads(_registry_without_capi(snapshot))
+    assert read == {k: [list(v), summary(k)] for k, v in VARIANTS.items()}
+
+
+def test_corrupt_registry_snapshot_is_a_clear_error(tmp_path):
+    snapshot = tmp_path / "variants.json"
+    snapshot.write_text('{"variants": [{"keyword": "gla"}]')
+    out = _registry_without_capi(snapshot)
+    assert out.startswith("LaError:") and "variants.json" in out, out
+    assert "not a snapshot of la's variant registry" in out

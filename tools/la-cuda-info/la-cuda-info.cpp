@@ -167,8 +167,10 @@ int checkWithGpu() {
   mgpuEventRecord(event, stream);
   void *other = mgpuStreamCreate();
   mgpuStreamWaitEvent(other, event);
-  mgpuLaunchClusterKernel(function, 2, 1, 1, 8, 1, 1, 128, 1, 1, 0, other,
-                          params, nullptr);
+  // The kernel stages each thread's value in dynamic shared memory: a
+  // launch must give it 4 bytes per thread.
+  mgpuLaunchClusterKernel(function, 2, 1, 1, 8, 1, 1, 128, 1, 1,
+                          128 * sizeof(uint32_t), other, params, nullptr);
   mgpuStreamSynchronize(other);
   mgpuMemcpy(host.data(), memory, bytes, stream);
   mgpuStreamSynchronize(stream);
