@@ -8,6 +8,31 @@ if _PYTHON_DIR not in sys.path:
     sys.path.insert(0, _PYTHON_DIR)
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--la-sample", type=int, default=int(os.environ.get("LA_TEST_SAMPLE", "1")),
+        help="run every test function, but only every N-th of its parameter sets "
+        "(the first always; default $LA_TEST_SAMPLE or 1: all). The sanitizer "
+        "stage uses it: la's C++ paths depend on the variant and the options, "
+        "which each function's first sets already vary, not on every shape.")
+
+
+def pytest_collection_modifyitems(config, items):
+    every = config.getoption("--la-sample")
+    if every <= 1:
+        return
+    seen = {}
+    kept, dropped = [], []
+    for item in items:
+        function = (item.nodeid.split("[", 1)[0])
+        index = seen.get(function, 0)
+        seen[function] = index + 1
+        (kept if index % every == 0 else dropped).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     """List the CPU execution tests' errors (rel_rms) and la-run timings."""
     module = sys.modules.get("test_cpu_exec")
