@@ -7,8 +7,9 @@ as shared libraries (:mod:`la.gpu`), compiled here by
 
     python3 bench/gpu_cases.py --out .gpu/kernels
 
-and read there by ``bench/gpu_check.py`` (correctness, :data:`CHECK_CASES`)
-and ``bench/bench_gpu.py`` (speed, :data:`BENCH_CASES`). Both find a case's
+and read there by ``bench/gpu_check.py`` (correctness, :data:`CHECK_CASES`),
+``bench/bench_gpu.py`` (speed, :data:`BENCH_CASES`) and
+``bench/gpu_profile.py`` (where the time goes, :data:`PROFILE_CASES`). Both find a case's
 library with :func:`library_path`. Compiling is idempotent: a library whose
 manifest key (the MLIR, the pipeline options, the tools' identities) is
 unchanged is not compiled again.
@@ -104,6 +105,14 @@ BENCH_CASES = [Case(v, B, T, H, D, D, dtype=dt, tensor_cores=tc)
                for tc in (False, True)]
 
 
+#: small forward kernels for bench/gpu_profile.py: where a kernel's time goes
+#: as the sequence grows (T: chunks in sequence per block) and as the heads
+#: grow (H: blocks), without and with tensor cores.
+PROFILE_CASES = [Case(v, 1, T, H, 128, 128, tensor_cores=tc)
+                 for v in ("gla", "gated_deltanet")
+                 for (T, H) in ((1024, 16), (2048, 16), (1024, 64)) for tc in (False, True)]
+
+
 def library_path(case, directory=DEFAULT_DIR):
     """The library of ``case`` in ``directory`` (its manifest: ``.json``)."""
     return os.path.join(directory, case.name + ".so")
@@ -127,7 +136,7 @@ def compile_case(case, directory=DEFAULT_DIR, pipeline_options=None, force=False
 def main(argv=None):
     p = argparse.ArgumentParser(description="compile la's GPU kernels for the device check")
     p.add_argument("--out", default=DEFAULT_DIR, help="output folder (default: %(default)s)")
-    p.add_argument("--set", choices=("all", "check", "bench"), default="all",
+    p.add_argument("--set", choices=("all", "check", "bench", "profile"), default="all",
                    help="which cases (default: %(default)s)")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                    help="parallel compiles (default: %(default)s)")
@@ -142,8 +151,9 @@ def main(argv=None):
         print("gpu_cases: cannot compile GPU kernels here:\n  " + "\n  ".join(missing),
               file=sys.stderr)
         return 2
-    cases = {"all": list(CHECK_CASES) + list(BENCH_CASES), "check": list(CHECK_CASES),
-             "bench": list(BENCH_CASES)}[args.set]
+    cases = {"all": list(CHECK_CASES) + list(BENCH_CASES) + list(PROFILE_CASES),
+             "check": list(CHECK_CASES), "bench": list(BENCH_CASES),
+             "profile": list(PROFILE_CASES)}[args.set]
     os.makedirs(args.out, exist_ok=True)
     start = time.perf_counter()
     failures = 0

@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""Where la's GPU kernels spend their time (run on the machine with the GPU).
+
+For each of :data:`gpu_cases.PROFILE_CASES` (GLA and Gated DeltaNet forward
+at K = V = 128, T = 1024 and 2048 with 16 heads, T = 1024 with 64 heads,
+without and with tensor cores) it prints:
+
+- the median time of a call (CUDA events, as ``bench_gpu.py``) and the time
+  per chunk that one block runs in sequence (T / chunk of them): if a call's
+  time grows with T at a fixed grid, the chunks in sequence set it; if it
+  stays when the grid grows fourfold (H = 64), the blocks run side by side;
+- with PyTorch's profiler: each kernel the call launched and its device
+  time, and the call's wall time, so that host work (stream creation,
+  launches, waits) shows as the difference.
+
+``--ncu CASE`` instead runs that case once, for Nsight Compute
+(``ncu ... python3 bench/gpu_profile.py --ncu CASE``).
+"""
+
+import argparse
+import os
+import sys
+import time
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+for _path in (_HERE, os.path.join(os.path.dirname(_HERE), "python")):
+    if _path not in sys.path:
+        sys.path.insert(0, _path)
+
+import gpu_cases  # noqa: E402
+
+
+def _chunk_size(kernel):
+    options = kernel.manifest.get("pipeline_options") or {}
+    return int(options.get("chunk-size", 32))
+
+
+def _runner(case, directory):
+    import bench_gpu
+    from la import gpu
+    kernel = gpu.load_attention(gpu_cases.library_path(case, directory))
+    inputs = bench_gpu.make_inputs(case.variant, case.B, case.T, case.H, case.K, seed=0,
+                                   gate_scale=1 / 16)
+    return kernel, bench_gpu.LaRunner(kernel, inputs, case.dtype)
+
+
+def profile(case, directory):
+    import torch
+    import bench_gpu
+    kernel, run = _runner(case, directory)
+    ms, _, n, _ = bench_gpu.time_cuda(run, warmup=2, repeat=10, seconds=2.0)
+    chunks = -(-case.T // _chunk_size(kernel))
+    print(f"{case.name:36s} {ms:9.3f} ms ({n} runs)  {chunks:4d} chunks in sequence: "
+          f"{1e3 * ms / chunks:8.1f} us per chunk")
+    from torch.profiler import ProfilerActivity
+    with torch.profiler.profile(activities=[ProfilerActivity.CPU,
+                                            ProfilerActivity.CUDA]) as prof:
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        run()
+        torch.cuda.synchronize()
+        wall = (time.perf_counter() - start) * 1e3
+    kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    device = sum(e.device_time for e in kernels) / 1e3
+    print(f"    profiled call: wall {wall:.3f} ms, {len(kernels)} device events, "
+          f"{device:.3f} ms on the device")
+    for e in kernels:
+        print(f"      {e.device_time / 1e3:9.3f} ms  {e.name[:90]}")
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--kernels", default=gpu_cases.DEFAULT_DIR)
+    p.add_argument("--ncu", metavar="CASE", help="run CASE once (for Nsight Compute)")
+    args = p.parse_args(argv)
+    import bench_gpu
+    bench_gpu._use_kernels_runtime(args.kernels)
+    import torch
+    bench_gpu.torch = torch  # bench_gpu imports torch in its main only
+    if not torch.cuda.is_available():
+        print("gpu_profile: no CUDA GPU", file=sys.stderr)
+        return 2
+    cases = {c.name: c for c in gpu_cases.PROFILE_CASES}
+    if args.ncu:
+        _, run = _runner(cases[args.ncu], args.kernels)
+        run()
+        torch.cuda.synchronize()
+        return 0
+    failed = 0
+    for case in cases.values():
+        try:
+            profile(case, args.kernels)
+        except Exception as error:  # report and go on
+            failed += 1
+            print(f"{case.name:36s} FAILED: {type(error).__name__}: {error}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Where la's GPU kernels spend their time: runs ON THE MACHINE WITH THE GPU
+# after scripts/gpu-device-prepare.sh here (device tool: command
+# 'bash scripts/gpu-device-profile.sh', carry [".gpu"]). Under 5 minutes:
+#
+#   1. bench/gpu_profile.py: small forward kernels as T and the heads grow,
+#      with and without tensor cores; the kernels each call launched;
+#   2. where Nsight Compute (ncu) is installed: one launch of GLA's kernel at
+#      (1,1024,16,128,128) f32, its throughput, warp-state and memory
+#      sections.
+#
+# Writes its log to $OUT when it is set. Exits non-zero when a step failed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+if [ -n "${OUT:-}" ]; then
+  mkdir -p "$OUT"
+  exec > >(tee "$OUT/gpu-device-profile.log") 2>&1
+fi
+say() { echo "gpu-device-profile: $*"; }
+[ -f .gpu/variants.json ] || { say "error: run scripts/gpu-device-prepare.sh first" >&2; exit 2; }
+export PYTHONUNBUFFERED=1
+export PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}"
+export LA_CUDA_RUNTIME_LIB="$ROOT/.gpu/kernels/libla_cuda_runtime.so"
+export LD_LIBRARY_PATH="$ROOT/.gpu/kernels${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export LA_VARIANTS_FILE="$ROOT/.gpu/variants.json"
+status=0
+say "== gpu_profile (limit 150 s)"
+timeout --kill-after=10 150 python3 bench/gpu_profile.py --kernels .gpu/kernels || status=1
+ncu=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1 || true)
+if [ -n "$ncu" ]; then
+  say "== ncu ($ncu) on gla-1x1024x16x128x128-f32 (limit 150 s)"
+  timeout --kill-after=10 150 "$ncu" --target-processes all -k regex:attention -c 1 \
+    --section SpeedOfLight --section LaunchStats --section Occupancy \
+    --section WarpStateStats --section MemoryWorkloadAnalysis --section SchedulerStats \
+    python3 bench/gpu_profile.py --kernels .gpu/kernels --ncu gla-1x1024x16x128x128-f32 \
+    || status=1
+else
+  say "== ncu: not installed here; skipped"
+fi
+say "done ($SECONDS s, status $status)"
+exit "$status"
