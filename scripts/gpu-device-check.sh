@@ -10,7 +10,8 @@
 #      reference on small shapes (every chunked variant, f32 and bf16);
 #   4. python/tests/test_gpu_exec.py, only where la-run works (it needs
 #      libMLIR, which the device machine lacks);
-#   5. bench/bench_gpu.py: la vs fla vs a GEMM at the benchmark's shapes.
+#   5. bench/bench_gpu.py: la vs fla vs a GEMM at the benchmark's shapes
+#      (LA_GPU_BENCH=0 skips it: a correctness-only run of about a minute).
 #
 # Writes the log (and the two JSON results) to $OUT when it is set. Exits
 # non-zero when a check failed; the benchmark's numbers are reported, not
@@ -87,9 +88,14 @@ else
   say "== pytest test_gpu_exec.py: skipped: la-run is not available here (it needs" \
       "libMLIR); gpu_check covered the kernels"
 fi
-step "bench_gpu (la vs fla vs GEMM)" 290 \
-  python3 bench/bench_gpu.py --kernels .gpu/kernels --budget 230 \
-  ${OUT:+--json "$OUT/bench_gpu.json"}
+if [ "${LA_GPU_BENCH:-1}" != 0 ]; then
+  step "bench_gpu (la vs fla vs GEMM)" 290 \
+    python3 bench/bench_gpu.py --kernels .gpu/kernels --budget 230 \
+    ${OUT:+--json "$OUT/bench_gpu.json"}
+else
+  echo
+  say "== bench_gpu: skipped (LA_GPU_BENCH=0)"
+fi
 
 echo
 if [ "$status" -eq 0 ]; then

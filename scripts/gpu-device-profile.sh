@@ -9,6 +9,10 @@
 #      (1,1024,16,128,128) f32, its throughput, warp-state and memory
 #      sections.
 #
+# 'bash scripts/gpu-device-profile.sh sweep' runs, instead, the schedule sweep
+# (bench/gpu_profile.py --sweep: threads per block, value tile and chunk
+# size, each case timed and checked against the fp64 reference; 4 minutes).
+#
 # Writes its log to $OUT when it is set. Exits non-zero when a step failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,6 +29,13 @@ export LA_CUDA_RUNTIME_LIB="$ROOT/.gpu/kernels/libla_cuda_runtime.so"
 export LD_LIBRARY_PATH="$ROOT/.gpu/kernels${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export LA_VARIANTS_FILE="$ROOT/.gpu/variants.json"
 status=0
+if [ "${1:-}" = sweep ]; then
+  say "== gpu_profile --sweep (limit 240 s)"
+  timeout --kill-after=10 240 python3 bench/gpu_profile.py --kernels .gpu/kernels --sweep \
+    --budget 200 || status=1
+  say "done ($SECONDS s, status $status)"
+  exit "$status"
+fi
 say "== gpu_profile (limit 150 s)"
 timeout --kill-after=10 150 python3 bench/gpu_profile.py --kernels .gpu/kernels || status=1
 ncu=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1 || true)

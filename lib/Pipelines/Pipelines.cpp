@@ -262,6 +262,11 @@ void mlir::la::buildLowerToNVVMPipeline(OpPassManager &pm,
   // gpu-lower-to-nvvm-pipeline, with the CUDA toolkit named: ptxas and
   // libdevice come from it).
   pm.addPass(createConvertNVGPUToNVVMPass());
+  // Constants (sizes, the block size, strides) are cloned into the kernels
+  // instead of becoming kernel arguments: without it ptxas sees every
+  // bound as a run-time value and nothing folds or unrolls (on an H200 this
+  // made ~85% of a chunk's instructions index and loop arithmetic).
+  pm.addPass(createGpuLaunchSinkIndexComputationsPass());
   pm.addPass(createGpuKernelOutliningPass());
   pm.addPass(createConvertVectorToSCFPass());
   pm.addPass(createSCFToControlFlowPass());

@@ -13,7 +13,7 @@
 // CHECK-LABEL: func.func @gla
 // CHECK-SAME: (%{{.*}}: memref<1x64x2x16xf32>, %{{.*}}: memref<1x64x2x16xf32>, %{{.*}}: memref<1x64x2x16xf32>, %{{.*}}: memref<1x64x2x16xf32>, %[[O:.*]]: memref<1x64x2x16xf32>)
 // CHECK-NOT: memref.copy
-// CHECK: gpu.launch blocks(%{{.*}}, %{{.*}}, %{{.*}}) in (%{{.*}} = %c1, %{{.*}} = %c2, %{{.*}} = %c2) threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in (%[[NT:.*]] = %c128, %{{.*}} = %c1, %{{.*}} = %c1) dynamic_shared_memory_size
+// CHECK: gpu.launch blocks(%{{.*}}, %{{.*}}, %{{.*}}) in (%{{.*}} = %c1, %{{.*}} = %c2, %{{.*}} = %c2) threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %[[NT:c128]], %{{.*}} = %c1, %{{.*}} = %c1) dynamic_shared_memory_size
 // CHECK: gpu.dynamic_shared_memory
 // CHECK: scf.for %{{.*}} = %c0 to %c64 step %c16 {
 // CHECK: scf.for %{{.*}} = %[[TX]] to %{{.*}} step %[[NT]] {

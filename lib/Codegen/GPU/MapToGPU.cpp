@@ -562,7 +562,10 @@ mlir::la::mapTasksToLaunch(RewriterBase &rewriter, scf::ForallOp tasks,
 
   rewriter.setInsertionPointToStart(&body);
   Value threadId = launch.getThreadIds().x;
-  Value blockThreads = launch.getBlockSize().x;
+  // The block size as the constant it is, not the launch's block-size
+  // argument: thread loops get a static step, so after
+  // gpu-launch-sink-index-computations their trip counts fold and unroll.
+  Value blockThreads = threads;
   if (!plan.empty()) {
     auto bytesType = MemRefType::get(
         {ShapedType::kDynamic}, rewriter.getI8Type(),
@@ -729,7 +732,7 @@ static LogicalResult launchPerIteration(RewriterBase &rewriter,
       operands);
   LogicalResult result = success();
   distributeOverThreads(
-      rewriter, loc, inBlock, launch.getThreadIds().x, launch.getBlockSize().x,
+      rewriter, loc, inBlock, launch.getThreadIds().x, threads,
       [&](OpBuilder &, Location l, Value j) {
         Value i = arith::AddIOp::create(rewriter, l, first, j);
         result = emitParallelIteration(rewriter, l, op, loops, i);
@@ -774,7 +777,7 @@ static LogicalResult launchInOneBlock(RewriterBase &rewriter, Operation *loop,
   auto terminator = gpu::TerminatorOp::create(rewriter, loc);
   rewriter.moveOpBefore(loop, terminator);
   Value threadId = launch.getThreadIds().x;
-  Value blockThreads = launch.getBlockSize().x;
+  Value blockThreads = threads; // static, as in the tasks' launches
 
   SmallVector<Operation *> work;
   loop->walk<WalkOrder::PreOrder>([&](Operation *op) {

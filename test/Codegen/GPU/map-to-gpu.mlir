@@ -9,7 +9,7 @@
 // copy into the output a loop over its elements, each followed by a barrier.
 // CHECK-LABEL: func.func @one_buffer
 // CHECK-SAME: (%[[A:.*]]: memref<2x16x8xf32>, %[[OUT:.*]]: memref<2x16x8xf32>)
-// CHECK: gpu.launch blocks(%[[BX:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %c2, %{{.*}} = %c1, %{{.*}} = %c1) threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in (%[[NT:.*]] = %c128, %{{.*}} = %c1, %{{.*}} = %c1) dynamic_shared_memory_size %c512_i32
+// CHECK: gpu.launch blocks(%[[BX:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %c2, %{{.*}} = %c1, %{{.*}} = %c1) threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %[[NT:c128]], %{{.*}} = %c1, %{{.*}} = %c1) dynamic_shared_memory_size %c512_i32
 // CHECK: %[[SMEM:.*]] = gpu.dynamic_shared_memory : memref<?xi8, #gpu.address_space<workgroup>>
 // CHECK: %[[VIEW:.*]] = memref.view %[[SMEM]][%c0][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<16x8xf32, #gpu.address_space<workgroup>>
 // CHECK: %[[BUF:.*]] = memref.memory_space_cast %[[VIEW]] : memref<16x8xf32, #gpu.address_space<workgroup>> to memref<16x8xf32>
@@ -119,7 +119,7 @@ func.func @host_side(%a: memref<2x8xf32>, %res: memref<16xf32>) {
 // the reduction and stores the fragment back.
 // CHECK-LABEL: func.func @warp_tiles
 // CHECK-SAME: (%[[A:.*]]: memref<32x16xf32>, %[[B:.*]]: memref<16x16xf32>, %[[C:.*]]: memref<32x16xf32>)
-// CHECK: gpu.launch blocks({{.*}}) threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in (%[[NT:.*]] = %c128,
+// CHECK: gpu.launch blocks({{.*}}) threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %[[NT:c128]],
 // CHECK: %[[WARP:.*]] = arith.divui %[[TX]], %c32
 // CHECK: %[[LANE:.*]] = arith.remui %[[TX]], %c32
 // CHECK: %[[WARPS:.*]] = arith.divui %[[NT]], %c32
@@ -215,7 +215,7 @@ func.func @negated_product(%a: memref<16x16xf32>, %b: memref<16x8xf32>,
 // CHECK: #[[$COUNT:.*]] = affine_map<()[s0] -> (128, s0 * -128 + 192)>
 // CHECK-LABEL: func.func @sum_outside_tasks
 // CHECK-SAME: (%[[X:.*]]: memref<48x4x8xf32>, %[[S:.*]]: memref<48x4xf32>)
-// CHECK: gpu.launch blocks(%[[BX:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %c2, %{{.*}} = %c1, %{{.*}} = %c1) threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in (%[[NT:.*]] = %c128, %{{.*}} = %c1, %{{.*}} = %c1)
+// CHECK: gpu.launch blocks(%[[BX:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %c2, %{{.*}} = %c1, %{{.*}} = %c1) threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %[[NT:c128]], %{{.*}} = %c1, %{{.*}} = %c1)
 // CHECK: %[[FIRST:.*]] = affine.apply #[[$FIRST]]()[%[[BX]]]
 // CHECK: %[[COUNT:.*]] = affine.min #[[$COUNT]]()[%[[BX]]]
 // CHECK: scf.for %[[J:.*]] = %[[TX]] to %[[COUNT]] step %[[NT]] {
@@ -255,7 +255,7 @@ func.func @sum_outside_tasks(%x: memref<48x4x8xf32>, %s: memref<48x4xf32>) {
 // the loop's indices computed by every thread alike.
 // CHECK-LABEL: func.func @token_loop_outside_tasks
 // CHECK-SAME: (%[[X:.*]]: memref<16x8xf32>, %[[ACC:.*]]: memref<8xf32>, %[[Y:.*]]: memref<16x8xf32>)
-// CHECK: gpu.launch blocks(%{{.*}}, %{{.*}}, %{{.*}}) in (%{{.*}} = %c1, %{{.*}} = %c1, %{{.*}} = %c1) threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in (%[[NT:.*]] = %c128,
+// CHECK: gpu.launch blocks(%{{.*}}, %{{.*}}, %{{.*}}) in (%{{.*}} = %c1, %{{.*}} = %c1, %{{.*}} = %c1) threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %[[NT:c128]],
 // CHECK: scf.for %[[R:.*]] = %c0 to %c16 step %c1 {
 // CHECK: %[[T:.*]] = arith.subi %c15, %[[R]] : index
 // CHECK: %[[ROW:.*]] = memref.subview %[[X]][%[[T]], 0] [1, 8] [1, 1]
