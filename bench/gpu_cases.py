@@ -30,6 +30,10 @@ if os.path.join(_REPO, "python") not in sys.path:
 DEFAULT_DIR = os.path.join(_REPO, ".gpu", "kernels")
 
 
+#: short names of pipeline options in case names
+_SHORT = {"threads-per-block": "t", "value-tile": "vt", "chunk-size": "c"}
+
+
 class Case:
     """One compiled attention layer: variant, sizes, dtype (of q, k, v, o),
     whether it takes an initial state, whether its contractions run on
@@ -39,7 +43,7 @@ class Case:
     True)``) instead of its forward. Every case returns the final state."""
 
     def __init__(self, variant, B, T, H, K, V, HV=None, dtype="f32", initial_state=False,
-                 tensor_cores=False, backward=False):
+                 tensor_cores=False, backward=False, options=None):
         self.variant = variant
         self.B, self.T, self.H, self.K, self.V = B, T, H, K, V
         self.HV = H if HV is None else HV
@@ -47,14 +51,18 @@ class Case:
         self.initial_state = initial_state
         self.tensor_cores = tensor_cores
         self.backward = backward
+        #: further la-lower-to-nvvm options (the schedule sweep's), e.g.
+        #: ``{"threads-per-block": 256}``
+        self.options = dict(options or {})
 
     @property
     def pipeline_options(self):
         """la-lower-to-nvvm's options for this case (None: the defaults)."""
-        if not self.tensor_cores:
-            return None
-        return {"tensor-cores": "true",
-                "mma-precision": "tf32" if self.dtype == "f32" else "bf16"}
+        options = {str(k): str(v) for k, v in self.options.items()}
+        if self.tensor_cores:
+            options.update({"tensor-cores": "true",
+                            "mma-precision": "tf32" if self.dtype == "f32" else "bf16"})
+        return options or None
 
     @property
     def shape(self):
@@ -66,7 +74,8 @@ class Case:
         if self.HV != self.H:
             dims += f"-hv{self.HV}"
         return (f"{self.variant}-{dims}-{self.dtype}" + ("-s0" if self.initial_state else "")
-                + ("-tc" if self.tensor_cores else "") + ("-grad" if self.backward else ""))
+                + ("-tc" if self.tensor_cores else "") + ("-grad" if self.backward else "")
+                + "".join(f"-{_SHORT.get(k, k)}{v}" for k, v in sorted(self.options.items())))
 
     def __repr__(self):
         return f"Case({self.name})"
@@ -113,6 +122,15 @@ PROFILE_CASES = [Case(v, 1, T, H, 128, 128, tensor_cores=tc)
                  for (T, H) in ((1024, 16), (2048, 16), (1024, 64)) for tc in (False, True)]
 
 
+#: the schedule sweep of bench/gpu_profile.py --sweep: threads per block,
+#: value tile and chunk size around la-lower-to-nvvm's defaults (128, 32,
+#: 32), without and with tensor cores, at (1,1024,16,128,128).
+SWEEP_CASES = [Case(v, 1, 1024, 16, 128, 128, tensor_cores=tc,
+                    options={"threads-per-block": t, "value-tile": vt, "chunk-size": c})
+               for v in ("gla", "gated_deltanet") for tc in (False, True)
+               for t in (128, 256, 512) for vt in (32, 16) for c in (32, 16)]
+
+
 def library_path(case, directory=DEFAULT_DIR):
     """The library of ``case`` in ``directory`` (its manifest: ``.json``)."""
     return os.path.join(directory, case.name + ".so")
@@ -136,7 +154,8 @@ def compile_case(case, directory=DEFAULT_DIR, pipeline_options=None, force=False
 def main(argv=None):
     p = argparse.ArgumentParser(description="compile la's GPU kernels for the device check")
     p.add_argument("--out", default=DEFAULT_DIR, help="output folder (default: %(default)s)")
-    p.add_argument("--set", choices=("all", "check", "bench", "profile"), default="all",
+    p.add_argument("--set", choices=("all", "check", "bench", "profile", "sweep"),
+                   default="all",
                    help="which cases (default: %(default)s)")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                    help="parallel compiles (default: %(default)s)")
@@ -151,9 +170,10 @@ def main(argv=None):
         print("gpu_cases: cannot compile GPU kernels here:\n  " + "\n  ".join(missing),
               file=sys.stderr)
         return 2
-    cases = {"all": list(CHECK_CASES) + list(BENCH_CASES) + list(PROFILE_CASES),
+    cases = {"all": list(CHECK_CASES) + list(BENCH_CASES) + list(PROFILE_CASES)
+             + list(SWEEP_CASES),
              "check": list(CHECK_CASES), "bench": list(BENCH_CASES),
-             "profile": list(PROFILE_CASES)}[args.set]
+             "profile": list(PROFILE_CASES), "sweep": list(SWEEP_CASES)}[args.set]
     os.makedirs(args.out, exist_ok=True)
     start = time.perf_counter()
     failures = 0

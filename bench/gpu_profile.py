@@ -13,6 +13,11 @@ without and with tensor cores) it prints:
   time, and the call's wall time, so that host work (stream creation,
   launches, waits) shows as the difference.
 
+``--sweep`` times :data:`gpu_cases.SWEEP_CASES` instead (threads per block,
+value tile and chunk size around la-lower-to-nvvm's defaults) and checks
+each against the fp64 reference (``rel_rms`` of o and of the final state,
+within the device check's tolerances), best first per variant.
+
 ``--ncu CASE`` instead runs that case once, for Nsight Compute
 (``ncu ... python3 bench/gpu_profile.py --ncu CASE``).
 """
@@ -68,10 +73,60 @@ def profile(case, directory):
         print(f"      {e.device_time / 1e3:9.3f} ms  {e.name[:90]}")
 
 
+def sweep(directory, budget_s):
+    """Times and checks every sweep case; prints them per variant and
+    tensor-core setting, fastest first."""
+    import numpy as np
+    import bench_gpu
+    import gpu_check
+    import torch
+    from la import gpu
+    from la import testing as lt
+    started = time.perf_counter()
+    rows, references = [], {}
+    for case in gpu_cases.SWEEP_CASES:
+        if time.perf_counter() - started > budget_s:
+            rows.append((case, None, None, None, "skipped (budget)"))
+            continue
+        try:
+            kernel = gpu.load_attention(gpu_cases.library_path(case, directory))
+            if case.variant not in references:
+                inputs = lt.make_inputs(case.variant, case.B, case.T, case.H, case.K, case.V,
+                                        seed=0, gate_scale=1 / 16)
+                references[case.variant] = (inputs, lt.reference_for(case.variant, inputs))
+            inputs, (o_ref, s_ref) = references[case.variant]
+            tensors = {n: torch.from_numpy(np.ascontiguousarray(a)).cuda()
+                       for n, a in inputs.items() if a is not None}
+            run = bench_gpu.LaRunner(kernel, tensors, case.dtype)
+            ms, _, _, (o, state) = bench_gpu.time_cuda(run, warmup=2, repeat=7, seconds=1.0)
+            err = max(lt.rel_rms(o_ref, o.cpu().numpy()), lt.rel_rms(s_ref, state.cpu().numpy()))
+            limit = (gpu_check.TOLERANCE_TENSOR_CORES if case.tensor_cores
+                     else gpu_check.TOLERANCE)[case.dtype]
+            rows.append((case, ms, err, limit, "ok" if err <= limit else "WRONG"))
+        except Exception as error:  # report and go on
+            rows.append((case, None, None, None, f"FAILED: {type(error).__name__}: {error}"))
+    failed = 0
+    for variant in dict.fromkeys(c.variant for c in gpu_cases.SWEEP_CASES):
+        for tc in (False, True):
+            group = [r for r in rows if r[0].variant == variant and r[0].tensor_cores == tc]
+            group.sort(key=lambda r: (r[1] is None, r[1] or 0))
+            print(f"\n{variant}, tensor cores {'on' if tc else 'off'} (1,1024,16,128,128) f32:")
+            print(f"  {'threads':>7} {'v-tile':>6} {'chunk':>5} {'ms':>9} {'rel_rms':>9}  result")
+            for case, ms, err, limit, result in group:
+                o = case.options
+                cells = (f"{ms:9.3f} {err:9.2e}" if ms is not None else f"{'-':>9} {'-':>9}")
+                print(f"  {o['threads-per-block']:>7} {o['value-tile']:>6} {o['chunk-size']:>5} "
+                      f"{cells}  {result}")
+                failed += result not in ("ok", "skipped (budget)")
+    return 1 if failed else 0
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--kernels", default=gpu_cases.DEFAULT_DIR)
     p.add_argument("--ncu", metavar="CASE", help="run CASE once (for Nsight Compute)")
+    p.add_argument("--sweep", action="store_true", help="time and check the schedule sweep")
+    p.add_argument("--budget", type=float, default=200, help="seconds for --sweep")
     args = p.parse_args(argv)
     import bench_gpu
     bench_gpu._use_kernels_runtime(args.kernels)
@@ -80,6 +135,8 @@ def main(argv=None):
     if not torch.cuda.is_available():
         print("gpu_profile: no CUDA GPU", file=sys.stderr)
         return 2
+    if args.sweep:
+        return sweep(args.kernels, args.budget)
     cases = {c.name: c for c in gpu_cases.PROFILE_CASES}
     if args.ncu:
         _, run = _runner(cases[args.ncu], args.kernels)

@@ -731,12 +731,13 @@ static LogicalResult launchPerIteration(RewriterBase &rewriter,
       AffineMap::get(0, 3, {width, all - block * width}, rewriter.getContext()),
       operands);
   LogicalResult result = success();
-  distributeOverThreads(
-      rewriter, loc, inBlock, launch.getThreadIds().x, threads,
-      [&](OpBuilder &, Location l, Value j) {
-        Value i = arith::AddIOp::create(rewriter, l, first, j);
-        result = emitParallelIteration(rewriter, l, op, loops, i);
-      });
+  distributeOverThreads(rewriter, loc, inBlock, launch.getThreadIds().x,
+                        threads, [&](OpBuilder &, Location l, Value j) {
+                          Value i =
+                              arith::AddIOp::create(rewriter, l, first, j);
+                          result =
+                              emitParallelIteration(rewriter, l, op, loops, i);
+                        });
   if (failed(result))
     return failure();
   rewriter.eraseOp(op);
