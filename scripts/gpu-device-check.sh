@@ -11,7 +11,8 @@
 #   4. python/tests/test_gpu_exec.py, only where la-run works (it needs
 #      libMLIR, which the device machine lacks);
 #   5. bench/bench_gpu.py: la vs fla vs a GEMM at the benchmark's shapes
-#      (LA_GPU_BENCH=0 skips it: a correctness-only run of about a minute).
+#      (LA_GPU_BENCH=0 skips it: a correctness-only run of about a minute;
+#      LA_GPU_BENCH_BUDGET, default 230 s, bounds it).
 #
 # Writes the log (and the two JSON results) to $OUT when it is set. Exits
 # non-zero when a check failed; the benchmark's numbers are reported, not
@@ -90,7 +91,7 @@ else
 fi
 if [ "${LA_GPU_BENCH:-1}" != 0 ]; then
   step "bench_gpu (la vs fla vs GEMM)" 290 \
-    python3 bench/bench_gpu.py --kernels .gpu/kernels --budget 230 \
+    python3 bench/bench_gpu.py --kernels .gpu/kernels --budget "${LA_GPU_BENCH_BUDGET:-230}" \
     ${OUT:+--json "$OUT/bench_gpu.json"}
 else
   echo

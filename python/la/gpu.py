@@ -193,8 +193,8 @@ def _option_value(value):
 def pipeline_spec(pipeline_options=None, *, c_wrappers=True):
     """The pass pipeline text (for la.ir.PassManager, or la-opt's
     ``--pass-pipeline``): ``la-lower-to-nvvm`` with
-    ``pipeline_options`` (e.g. ``{"chunk-size": 32, "value-tile": 32,
-    "threads-per-block": 128, "chip": "sm_90a", "format": "bin",
+    ``pipeline_options`` (e.g. ``{"chunk-size": 16, "value-tile": 16,
+    "threads-per-block": 256, "chip": "sm_90a", "format": "bin",
     "cuda-toolkit": "/usr/local/cuda", "ptxas-options": "-v"}``; keys may
     use ``_`` for ``-``), preceded by ``llvm-request-c-wrappers`` (which
     marks every ``func.func`` with ``llvm.emit_c_interface``, as la-run does
@@ -289,8 +289,8 @@ def compile_library(mlir_text, output_path, *, entry="attention", pipeline_optio
     shared library ``output_path`` and returns that path.
 
     ``pipeline_options`` are la-lower-to-nvvm's options (see
-    :func:`pipeline_spec`; its own defaults: chunk-size 32, value-tile 32,
-    128 threads per block, chip sm_90a, format bin, the CUDA toolkit from
+    :func:`pipeline_spec`; its own defaults: chunk-size 16, value-tile 16,
+    256 threads per block, chip sm_90a, format bin, the CUDA toolkit from
     ``$CUDA_ROOT``/``$CUDA_HOME``/``$CUDA_PATH`` or /usr/local/cuda).
     ``runtime_library`` is the ``libla_cuda_runtime.so`` to link against
     (default: :func:`la.cuda.library_path`); with ``copy_runtime`` (the
@@ -698,10 +698,10 @@ def compile_attention(output_path, variant, B, T, H, K, V, HV=None, *, dtype="f3
     ``cu_seqlens`` have no GPU backward yet (a :class:`GpuCompileError`
     says so).
 
-    Without a ``chunk-size`` in ``pipeline_options``, a chunk whose buffers
-    do not fit the shared memory (the general low-rank form of Gated
-    DeltaNet-2 and RWKV-7 at K = V = 128 needs more than a chunk of 32
-    leaves) is halved until they fit, down to 8; the manifest's
+    Without a ``chunk-size`` in ``pipeline_options``, a default chunk (16)
+    whose buffers do not fit the shared memory (the general low-rank form
+    of Gated DeltaNet-2 and RWKV-7 at K = V = 128 with an initial state and
+    without value tiles) is halved to 8; the manifest's
     ``pipeline_options`` record the chunk size used.
     """
     HV = H if HV is None else HV
@@ -717,7 +717,7 @@ def compile_attention(output_path, variant, B, T, H, K, V, HV=None, *, dtype="f3
     entry = "attention"
     if backward:
         try:
-            mlir = _gradient_mlir(mlir, options.get("chunk-size", 32))
+            mlir = _gradient_mlir(mlir, options.get("chunk-size", DEFAULT_CHUNK))
         except LaError as error:
             raise GpuCompileError(f"deriving the backward failed:\n{_clip(str(error))}",
                                   step="derive", stderr=str(error)) from None
@@ -762,9 +762,12 @@ def compile_attention(output_path, variant, B, T, H, K, V, HV=None, *, dtype="f3
     return manifest
 
 
+#: la-lower-to-nvvm's default chunk size (LowerToNVVMOptions)
+DEFAULT_CHUNK = 16
+
 #: chunk sizes tried, in order, when the default chunk's buffers exceed the
 #: shared memory (la-map-to-gpu's error)
-_FALLBACK_CHUNKS = (16, 8)
+_FALLBACK_CHUNKS = (8,)
 
 
 def _compile_fitting_chunk(mlir, output_path, entry, options):

@@ -230,8 +230,8 @@ def test_pipeline_options_reach_the_kernels(tmp_path, mock_driver):
 @needs_tools
 def test_call_with_pointers_launches_the_kernel(gla_library, mock_driver):
     # The fake driver never reads kernel arguments, so host buffers stand in
-    # for device memory. B = 2, HV = 2, V = 64 in value tiles of 32: a grid
-    # of 2 x 2 x 2 blocks of 128 threads.
+    # for device memory. B = 2, HV = 2, V = 64 in value tiles of 16 (the
+    # default): a grid of 2 x 2 x 4 blocks of 256 threads.
     proc = _python(f"""
         import numpy as np
         from la import gpu
@@ -246,7 +246,7 @@ def test_call_with_pointers_launches_the_kernel(gla_library, mock_driver):
         print("done")
         """, mock_driver)
     assert proc.returncode == 0, proc.stderr
-    assert re.search(r"^mock launch: attention_kernel grid 2x2x2 block 128x1x1 shared \d+$",
+    assert re.search(r"^mock launch: attention_kernel grid 2x2x4 block 256x1x1 shared \d+$",
                      proc.stderr, re.M), proc.stderr
     assert "TypeError: attention takes 7 pointers" in proc.stdout
     assert proc.stdout.rstrip().endswith("done")
@@ -275,7 +275,7 @@ def test_run_on_numpy_round_trips_device_buffers(gla_library, mock_driver, dtype
     assert proc.returncode == 0, proc.stderr
     assert f"ok gla {dtype}" in proc.stdout
     assert "ValueError: gla needs input 'k'" in proc.stdout
-    assert proc.stderr.count("mock launch: attention_kernel grid 2x2x2") == 1
+    assert proc.stderr.count("mock launch: attention_kernel grid 2x2x4") == 1
 
 
 @needs_tools
@@ -369,13 +369,16 @@ def test_backward_without_gpu_form_is_a_clear_error(tmp_path):
 
 @needs_tools
 def test_chunk_halved_until_its_buffers_fit(tmp_path):
-    """RWKV-7 (the general low-rank form) at K = V = 128: a chunk of 32
-    needs more shared memory than an sm_90a block has; without a chunk size
-    given, compile_attention takes 16 and says so in the manifest. A chunk
-    size given is kept, and its error raised."""
+    """RWKV-7 (the general low-rank form) at K = V = 128 with an initial
+    state and without value tiles: the default chunk of 16 needs more shared
+    memory than an sm_90a block has; without a chunk size given,
+    compile_attention takes 8 and says so in the manifest. A chunk size
+    given is kept, and its error raised."""
     path = tmp_path / "rwkv7.so"
-    manifest = gpu.compile_attention(str(path), "rwkv7", 1, 64, 1, 128, 128, scale=1.0)
-    assert manifest["pipeline_options"] == {"chunk-size": 16}
+    manifest = gpu.compile_attention(str(path), "rwkv7", 1, 64, 1, 128, 128, scale=1.0,
+                                     has_initial_state=True,
+                                     pipeline_options={"value-tile": 0})
+    assert manifest["pipeline_options"] == {"value-tile": 0, "chunk-size": 8}
     assert path.exists()
     with pytest.raises(gpu.GpuCompileError, match="shared memory for a chunk"):
         gpu.compile_attention(str(tmp_path / "rwkv7-32.so"), "rwkv7", 1, 64, 1, 128, 128,

@@ -8,12 +8,12 @@
 // The first half of la-lower-to-nvvm: one block per (batch, value head,
 // value tile) = 1 x 2 x 2, the chunk loop inside the block, the chunk's
 // buffers in dynamic shared memory, every op a loop of the block's threads
-// followed by a barrier. The function takes device memory; no la op, no
-// tensor and no host copy is left.
+// followed by a barrier (256 threads by default). The function takes device
+// memory; no la op, no tensor and no host copy is left.
 // CHECK-LABEL: func.func @gla
 // CHECK-SAME: (%{{.*}}: memref<1x64x2x16xf32>, %{{.*}}: memref<1x64x2x16xf32>, %{{.*}}: memref<1x64x2x16xf32>, %{{.*}}: memref<1x64x2x16xf32>, %[[O:.*]]: memref<1x64x2x16xf32>)
 // CHECK-NOT: memref.copy
-// CHECK: gpu.launch blocks(%{{.*}}, %{{.*}}, %{{.*}}) in (%{{.*}} = %c1, %{{.*}} = %c2, %{{.*}} = %c2) threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %[[NT:c128]], %{{.*}} = %c1, %{{.*}} = %c1) dynamic_shared_memory_size
+// CHECK: gpu.launch blocks(%{{.*}}, %{{.*}}, %{{.*}}) in (%{{.*}} = %c1, %{{.*}} = %c2, %{{.*}} = %c2) threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %[[NT:c256]], %{{.*}} = %c1, %{{.*}} = %c1) dynamic_shared_memory_size
 // CHECK: gpu.dynamic_shared_memory
 // CHECK: scf.for %{{.*}} = %c0 to %c64 step %c16 {
 // CHECK: scf.for %{{.*}} = %[[TX]] to %{{.*}} step %[[NT]] {
@@ -70,21 +70,22 @@ func.func @retention(%q: tensor<1x32x2x16xf32>, %k: tensor<1x32x2x16xf32>,
 // T = 40 is not a multiple of the chunk size (16): the padding of each input
 // to 48 tokens (a fill and a copy) and the copy of the output's first 40
 // tokens run outside the tasks, as kernels of their own (one element per
-// thread: 48 x 16 = 768 elements in 6 blocks, 40 x 16 = 640 in 5).
+// thread: 48 x 16 = 768 elements in 3 blocks of 256 threads, 40 x 16 = 640
+// in 3).
 // RET-LABEL: func.func @padded
 // RET-SAME: %[[Q:[a-z0-9]+]]: memref<1x40x1x16xf32>
 // RET-SAME: %[[O:[a-z0-9]+]]: memref<1x40x1x16xf32>)
 // RET: %[[QP:.*]], %{{.*}} = gpu.alloc async [%{{.*}}] () : memref<1x48x1x16xf32>
-// RET: gpu.launch blocks({{.*}}) in (%{{.*}} = %c6, %{{.*}} = %c1, %{{.*}} = %c1)
+// RET: gpu.launch blocks({{.*}}) in (%{{.*}} = %c3, %{{.*}} = %c1, %{{.*}} = %c1)
 // RET: linalg.map outs
 // RET: gpu.terminator
-// RET: gpu.launch blocks({{.*}}) in (%{{.*}} = %c5, %{{.*}} = %c1, %{{.*}} = %c1)
+// RET: gpu.launch blocks({{.*}}) in (%{{.*}} = %c3, %{{.*}} = %c1, %{{.*}} = %c1)
 // RET: memref.subview %[[Q]]
 // RET: linalg.copy
 // RET: gpu.terminator
 // RET: gpu.launch {{.*}} dynamic_shared_memory_size
 // RET: gpu.terminator
-// RET: gpu.launch blocks({{.*}}) in (%{{.*}} = %c5, %{{.*}} = %c1, %{{.*}} = %c1)
+// RET: gpu.launch blocks({{.*}}) in (%{{.*}} = %c3, %{{.*}} = %c1, %{{.*}} = %c1)
 // RET: memref.subview %[[O]]
 // RET: linalg.copy
 // RET: gpu.terminator

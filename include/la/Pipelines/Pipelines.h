@@ -99,19 +99,22 @@ struct LowerToCPUOptions : public PassPipelineOptions<LowerToCPUOptions> {
 };
 
 /// Options of `la-lower-to-nvvm`.
-/// The defaults (chunks of 32 tokens, 32 value columns per block) keep a
-/// block's buffers for K = V = 128 within sm_90's 227 KB of shared memory.
+/// The defaults (chunks of 16 tokens, 16 value columns per block, 256
+/// threads) are the fastest of a sweep on an H200 (docs/performance.md: GLA
+/// and Gated DeltaNet at K = V = 128, with and without tensor cores, 2-2.4x
+/// faster than 32, 32 and 128); they keep a block's buffers for K = V = 128
+/// within sm_90's 227 KB of shared memory for every variant.
 struct LowerToNVVMOptions : public PassPipelineOptions<LowerToNVVMOptions> {
   PassOptions::Option<int64_t> chunkSize{
       *this, "chunk-size", llvm::cl::desc("tokens per chunk (> 0)"),
-      llvm::cl::init(32)};
+      llvm::cl::init(16)};
   PassOptions::Option<int64_t> valueTile{
       *this, "value-tile",
       llvm::cl::desc("value columns per block (0: all of V)"),
-      llvm::cl::init(32)};
+      llvm::cl::init(16)};
   PassOptions::Option<int64_t> threadsPerBlock{
       *this, "threads-per-block", llvm::cl::desc("threads of each block"),
-      llvm::cl::init(128)};
+      llvm::cl::init(256)};
   PassOptions::Option<bool> tensorCores{
       *this, "tensor-cores",
       llvm::cl::desc("f32 contractions on tensor cores (mma.sync, tf32)"),
