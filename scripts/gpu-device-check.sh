@@ -18,15 +18,8 @@
 # non-zero when a check failed; the benchmark's numbers are reported, not
 # judged. Idempotent: it only writes to /tmp/site and $OUT.
 set -euo pipefail
+. "$(dirname "$0")/gpu-device-env.sh" gpu-device-check
 
-cd "$(dirname "$0")/.."
-ROOT=$(pwd)
-if [ -n "${OUT:-}" ]; then
-  mkdir -p "$OUT"
-  exec > >(tee "$OUT/gpu-device-check.log") 2>&1
-fi
-
-say() { echo "gpu-device-check: $*"; }
 status=0
 # step NAME SECONDS COMMAND...: runs COMMAND under a time limit, reports, and
 # records a failure without stopping the script.
@@ -44,20 +37,6 @@ step() {
     status=1
   fi
 }
-
-if [ ! -d .gpu/kernels ] || ! ls .gpu/kernels/*.json >/dev/null 2>&1; then
-  say "error: .gpu/kernels is missing: run scripts/gpu-device-prepare.sh on the build" \
-      "machine first and carry .gpu in the device run" >&2
-  exit 2
-fi
-
-export PYTHONUNBUFFERED=1
-export PYTHONPATH="$ROOT/python:/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
-export LA_CUDA_RUNTIME_LIB="$ROOT/.gpu/kernels/libla_cuda_runtime.so"
-export LD_LIBRARY_PATH="$ROOT/.gpu/kernels${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-# No libMLIR here, so no libLaCAPI.so: the package reads the variant registry
-# from the snapshot the prepare script wrote.
-export LA_VARIANTS_FILE="$ROOT/.gpu/variants.json"
 
 say "$(date -u +%FT%TZ) on $(hostname); python3 is $(command -v python3)"
 command -v nvidia-smi >/dev/null && nvidia-smi -L || say "nvidia-smi not found"

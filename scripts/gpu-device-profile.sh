@@ -15,19 +15,7 @@
 #
 # Writes its log to $OUT when it is set. Exits non-zero when a step failed.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-ROOT=$(pwd)
-if [ -n "${OUT:-}" ]; then
-  mkdir -p "$OUT"
-  exec > >(tee "$OUT/gpu-device-profile.log") 2>&1
-fi
-say() { echo "gpu-device-profile: $*"; }
-[ -f .gpu/variants.json ] || { say "error: run scripts/gpu-device-prepare.sh first" >&2; exit 2; }
-export PYTHONUNBUFFERED=1
-export PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}"
-export LA_CUDA_RUNTIME_LIB="$ROOT/.gpu/kernels/libla_cuda_runtime.so"
-export LD_LIBRARY_PATH="$ROOT/.gpu/kernels${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export LA_VARIANTS_FILE="$ROOT/.gpu/variants.json"
+. "$(dirname "$0")/gpu-device-env.sh" gpu-device-profile
 status=0
 if [ "${1:-}" = sweep ]; then
   say "== gpu_profile --sweep (limit 240 s)"
