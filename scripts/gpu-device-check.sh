@@ -12,7 +12,10 @@
 #      libMLIR, which the device machine lacks);
 #   5. bench/bench_gpu.py: la vs fla vs a GEMM at the benchmark's shapes
 #      (LA_GPU_BENCH=0 skips it: a correctness-only run of about a minute;
-#      LA_GPU_BENCH_BUDGET, default 230 s, bounds it).
+#      LA_GPU_BENCH_BUDGET, default 230 s, bounds it). fla runs in bf16 only
+#      (LA_GPU_FLA_DTYPES=bf16,f32 adds f32): its first call per variant,
+#      dtype and shape autotunes for up to two minutes on a fresh machine, and
+#      in f32 that left the first run time for GLA alone.
 #
 # Writes the log (and the two JSON results) to $OUT when it is set. Exits
 # non-zero when a check failed; the benchmark's numbers are reported, not
@@ -71,6 +74,7 @@ fi
 if [ "${LA_GPU_BENCH:-1}" != 0 ]; then
   step "bench_gpu (la vs fla vs GEMM)" 290 \
     python3 bench/bench_gpu.py --kernels .gpu/kernels --budget "${LA_GPU_BENCH_BUDGET:-230}" \
+    --fla-dtypes "${LA_GPU_FLA_DTYPES:-bf16}" \
     ${OUT:+--json "$OUT/bench_gpu.json"}
 else
   echo
