@@ -31,7 +31,8 @@ DEFAULT_DIR = os.path.join(_REPO, ".gpu", "kernels")
 
 
 #: short names of pipeline options in case names
-_SHORT = {"threads-per-block": "t", "value-tile": "vt", "chunk-size": "c"}
+_SHORT = {"threads-per-block": "t", "value-tile": "vt", "chunk-size": "c",
+          "state-in-shared-memory": "ss"}
 
 
 class Case:
@@ -123,12 +124,18 @@ PROFILE_CASES = [Case(v, 1, T, H, 128, 128, tensor_cores=tc)
 
 
 #: the schedule sweep of bench/gpu_profile.py --sweep: threads per block,
-#: value tile and chunk size around la-lower-to-nvvm's defaults (128, 32,
-#: 32), without and with tensor cores, at (1,1024,16,128,128).
+#: value tile and chunk size around la-lower-to-nvvm's earlier defaults
+#: (128, 32, 32; now 256, 16, 16), without and with tensor cores, at
+#: (1,1024,16,128,128); and state-in-shared-memory at 256 / 16 / 16 and
+#: 512 / 16 / 16 (not yet measured).
 SWEEP_CASES = [Case(v, 1, 1024, 16, 128, 128, tensor_cores=tc,
                     options={"threads-per-block": t, "value-tile": vt, "chunk-size": c})
                for v in ("gla", "gated_deltanet") for tc in (False, True)
-               for t in (128, 256, 512) for vt in (32, 16) for c in (32, 16)]
+               for t in (128, 256, 512) for vt in (32, 16) for c in (32, 16)] + \
+              [Case(v, 1, 1024, 16, 128, 128, tensor_cores=tc,
+                    options={"threads-per-block": t, "value-tile": 16, "chunk-size": 16,
+                             "state-in-shared-memory": "true"})
+               for v in ("gla", "gated_deltanet") for tc in (False, True) for t in (256, 512)]
 
 
 def library_path(case, directory=DEFAULT_DIR):

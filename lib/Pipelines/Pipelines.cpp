@@ -228,6 +228,7 @@ void mlir::la::buildGPUScheduleOnTensorsPipeline(
   LaTileForGPUPassOptions tileOptions;
   tileOptions.tensorCores = options.tensorCores;
   tileOptions.stageInputs = options.stageInputs;
+  tileOptions.stateInSharedMemory = options.stateInSharedMemory;
   pm.addNestedPass<func::FuncOp>(createLaTileForGPUPass(tileOptions));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());

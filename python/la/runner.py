@@ -363,6 +363,7 @@ def run_attention(
     target="cpu",
     tensor_cores=False,
     mma_precision=None,
+    state_in_shared_memory=False,
     repeat=1,
     output_final_state=True,
     la_run=None,
@@ -398,6 +399,8 @@ def run_attention(
     cores (tf32 mma.sync) on the GPU, and runs their warp tiling on the CPU
     with ``gpu_schedule`` (``--tensor-cores``); ``mma_precision`` ("tf32",
     "f16" or "bf16") is the instructions' input type (``--mma-precision``).
+    ``state_in_shared_memory=True`` keeps the GPU kernels' running state in
+    shared memory (``--state-in-shared-memory``).
 
     Returns ``(o, final_state, timing)``: ``o`` as la-run wrote it (float32
     for f32 and bf16, float16 for f16), ``final_state`` float32 or None when
@@ -484,6 +487,8 @@ def run_attention(
             cmd.append("--tensor-cores")
         if mma_precision is not None:
             cmd.append(f"--mma-precision={mma_precision}")
+        if state_in_shared_memory:
+            cmd.append("--state-in-shared-memory")
         cmd.append(f"--repeat={int(repeat)}")
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         if proc.returncode != 0:

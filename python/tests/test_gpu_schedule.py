@@ -83,6 +83,19 @@ def test_emulated_gpu_kernels_any_length(variant, T):
     assert lt.rel_rms(s_ref, s) < TOL
 
 
+@pytest.mark.parametrize("variant", EMULATED)
+def test_emulated_gpu_kernels_with_state_in_shared_memory(variant):
+    # la-lower-to-nvvm's state-in-shared-memory: the running state in a
+    # buffer of the block, the final state (initial state given, value tiles
+    # of 8, a partial last chunk) written once after the chunk loop.
+    inputs = lt.make_inputs(variant, 2, 40, 2, 16, 32, seed=7, with_initial_state=True)
+    o_ref, s_ref = lt.reference_for(variant, inputs)
+    o, s, _ = runner.run_attention(variant, inputs, chunk_size=16, value_tile=8,
+                                   target="gpu-emulator", state_in_shared_memory=True)
+    assert lt.rel_rms(o_ref, o) < TOL
+    assert lt.rel_rms(s_ref, s) < TOL
+
+
 def test_emulated_gpu_kernels_general_low_rank():
     # RWKV-7 (the dplr rule: la.recurrence's general low-rank form, the
     # kernels Gated DeltaNet-2 shares), value tiles of 8, a partial last

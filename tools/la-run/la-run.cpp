@@ -138,6 +138,10 @@ static cl::opt<bool> tensorCores(
     "tensor-cores", cl::cat(laRunCategory),
     cl::desc("GPU schedule: f32 contractions on tensor cores (mma.sync, "
              "tf32); with --gpu-schedule, their warp tiling on the CPU"));
+static cl::opt<bool> stateInSharedMemory(
+    "state-in-shared-memory", cl::cat(laRunCategory),
+    cl::desc("GPU schedule: the running state in shared memory, the final "
+             "state written once (la-lower-to-nvvm's option)"));
 static cl::opt<la::MmaPrecision> mmaPrecision(
     "mma-precision", cl::cat(laRunCategory),
     cl::desc("--target=gpu --tensor-cores: tf32, bf16 or f16 operands"),
@@ -559,6 +563,7 @@ int main(int argc, char **argv) {
       gpuOptions.valueTile = valueTile;
     gpuOptions.chip = gpuChip;
     gpuOptions.tensorCores = tensorCores;
+    gpuOptions.stateInSharedMemory = stateInSharedMemory;
     gpuOptions.mmaPrecision = mmaPrecision;
     if (failed(la::verifyLowerToNVVMOptions(
             gpuOptions, [](const llvm::Twine &message) -> LogicalResult {

@@ -124,6 +124,11 @@ struct LowerToNVVMOptions : public PassPipelineOptions<LowerToNVVMOptions> {
       llvm::cl::desc("copy each chunk of the inputs into shared memory "
                      "before the ops read it"),
       llvm::cl::init(true)};
+  PassOptions::Option<bool> stateInSharedMemory{
+      *this, "state-in-shared-memory",
+      llvm::cl::desc("keep the running state in shared memory, the final "
+                     "state written once (not yet measured on a GPU)"),
+      llvm::cl::init(false)};
   PassOptions::Option<MmaPrecision> mmaPrecision{
       *this, "mma-precision",
       llvm::cl::desc("with tensor-cores: the instructions' input type, tf32, "

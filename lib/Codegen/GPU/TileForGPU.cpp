@@ -290,8 +290,45 @@ static void stageInputSlices(RewriterBase &rewriter, scf::ForallOp tasks) {
   }
 }
 
+/// Gives each tensor that a loop of the task carries (the running state) a
+/// buffer of the task's own, in place of the task's slice of an output (the
+/// final state) that its initial value is written into: the producer of the
+/// initial value (a fill or the copy of the initial state, which do not
+/// read their destination) writes a fresh tensor instead. la-map-to-gpu
+/// then places the state in shared memory, and the output slice is written
+/// once, after the loop, instead of read and written in global memory at
+/// every chunk.
+static void keepLoopStatesInTask(RewriterBase &rewriter, scf::ForallOp tasks) {
+  auto isTaskOutputSlice = [&](Value value) {
+    auto slice = value.getDefiningOp<tensor::ExtractSliceOp>();
+    if (!slice || !slice.getType().hasStaticShape())
+      return false;
+    auto arg = dyn_cast<BlockArgument>(slice.getSource());
+    return arg && arg.getOwner() == tasks.getBody() &&
+           llvm::is_contained(tasks.getRegionIterArgs(), arg);
+  };
+  for (auto loop : tasks.getBody()->getOps<scf::ForOp>()) {
+    for (Value init : loop.getInitArgs()) {
+      auto producer = init.getDefiningOp<linalg::LinalgOp>();
+      if (!producer || producer->getNumResults() != 1 ||
+          !producer.hasPureTensorSemantics())
+        continue;
+      OpOperand *destination = producer.getDpsInitOperand(0);
+      if (!isTaskOutputSlice(destination->get()) ||
+          producer.payloadUsesValueFromOperand(destination))
+        continue;
+      auto type = cast<RankedTensorType>(destination->get().getType());
+      rewriter.setInsertionPoint(producer);
+      Value fresh = tensor::EmptyOp::create(
+          rewriter, producer.getLoc(), type.getShape(), type.getElementType());
+      rewriter.modifyOpInPlace(producer, [&] { destination->set(fresh); });
+    }
+  }
+}
+
 LogicalResult mlir::la::tileForGPU(RewriterBase &rewriter, scf::ForallOp tasks,
-                                   bool tensorCores, bool stageInputs) {
+                                   bool tensorCores, bool stageInputs,
+                                   bool stateInSharedMemory) {
   if (!tasks.isNormalized())
     return tasks.emitOpError(
         "must be normalized (lower bounds 0, steps 1) to map onto blocks");
@@ -307,6 +344,8 @@ LogicalResult mlir::la::tileForGPU(RewriterBase &rewriter, scf::ForallOp tasks,
   rewriter.modifyOpInPlace(
       tasks, [&] { tasks.setMappingAttr(rewriter.getArrayAttr(blocks)); });
   copyYieldsIntoIterArgs(rewriter, tasks.getBody()->getParentOp());
+  if (stateInSharedMemory)
+    keepLoopStatesInTask(rewriter, tasks);
   if (stageInputs)
     stageInputSlices(rewriter, tasks);
 
@@ -352,7 +391,8 @@ struct LaTileForGPUPass : la::impl::LaTileForGPUPassBase<LaTileForGPUPass> {
     for (scf::ForallOp forall : tasks) {
       if (isBlockForall(forall))
         continue;
-      if (failed(tileForGPU(rewriter, forall, tensorCores, stageInputs)))
+      if (failed(tileForGPU(rewriter, forall, tensorCores, stageInputs,
+                            stateInSharedMemory)))
         return signalPassFailure();
     }
   }

@@ -1,5 +1,6 @@
 // RUN: la-opt %s -split-input-file -la-tile-for-gpu="tensor-cores stage-inputs=0" -canonicalize -cse | FileCheck %s --check-prefix=TC
 // RUN: la-opt %s -split-input-file -la-tile-for-gpu=stage-inputs=0 -canonicalize -cse | FileCheck %s
+// RUN: la-opt %s -split-input-file -la-tile-for-gpu="stage-inputs=0 state-in-shared-memory" -canonicalize -cse | FileCheck %s --check-prefix=STATE
 
 // One task per batch: the task forall maps onto blocks; the fill and the
 // matmul become foralls over their 16 x 4 output elements, mapped onto
@@ -117,4 +118,73 @@ func.func @tensor_core_tiles(%a: tensor<32x16xf32>, %b: tensor<16x16xf32>,
     }
   }
   return %r#0, %r#1 : tensor<32x16xf32>, tensor<12x16xf32>
+}
+
+// -----
+
+// A loop-carried state whose initial value is written into the task's slice
+// of an output (the final state). By default the fill writes that slice, so
+// the state lives in the output's global memory. With
+// state-in-shared-memory the fill writes a fresh tensor instead, so that the
+// state gets a buffer of the task (shared memory) and the output slice is
+// written once, by the insert after the loop; a producer that reads its
+// destination (the accumulating generic) keeps it.
+// CHECK-LABEL: func.func @loop_state_in_task
+// CHECK: scf.forall (%[[T:.*]]) in (2) shared_outs(%[[OUT:.*]] = %{{.*}}, %{{.*}} = %{{.*}})
+// CHECK: %[[SLICE:.*]] = tensor.extract_slice %[[OUT]][%[[T]], 0, 0] [1, 4, 4]
+// CHECK: scf.forall ({{.*}}) in (4, 4) shared_outs(%{{.*}} = %[[SLICE]])
+// CHECK: linalg.fill
+// STATE-LABEL: func.func @loop_state_in_task
+// STATE: scf.forall (%[[T:.*]]) in (2) shared_outs(%[[OUT:.*]] = %{{.*}}, %[[OUT2:.*]] = %{{.*}})
+// STATE: %[[FRESH:.*]] = tensor.empty() : tensor<4x4xf32>
+// STATE: %[[ZERO:.*]] = scf.forall ({{.*}}) in (4, 4) shared_outs(%{{.*}} = %[[FRESH]])
+// STATE: linalg.fill
+// STATE: %[[S:.*]] = scf.for {{.*}} iter_args(%{{.*}} = %[[ZERO]])
+// STATE: %[[ACC:.*]] = tensor.extract_slice %[[OUT2]][%[[T]], 0, 0] [1, 4, 4]
+// STATE: scf.forall ({{.*}}) in (4, 4) shared_outs(%{{.*}} = %[[ACC]])
+// STATE: linalg.generic
+// STATE: tensor.parallel_insert_slice %[[S]] into %[[OUT]][%[[T]], 0, 0] [1, 4, 4]
+func.func @loop_state_in_task(%x: tensor<2x4x4xf32>)
+    -> (tensor<2x4x4xf32>, tensor<2x4x4xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c3 = arith.constant 3 : index
+  %init = tensor.empty() : tensor<2x4x4xf32>
+  %r:2 = scf.forall (%t) in (2) shared_outs(%out = %init, %out2 = %init)
+      -> (tensor<2x4x4xf32>, tensor<2x4x4xf32>) {
+    %xs = tensor.extract_slice %x[%t, 0, 0] [1, 4, 4] [1, 1, 1]
+        : tensor<2x4x4xf32> to tensor<4x4xf32>
+    %slice = tensor.extract_slice %out[%t, 0, 0] [1, 4, 4] [1, 1, 1]
+        : tensor<2x4x4xf32> to tensor<4x4xf32>
+    %z = linalg.fill ins(%zero : f32) outs(%slice : tensor<4x4xf32>) -> tensor<4x4xf32>
+    %s = scf.for %i = %c0 to %c3 step %c1 iter_args(%acc = %z) -> tensor<4x4xf32> {
+      %next = linalg.add ins(%acc, %xs : tensor<4x4xf32>, tensor<4x4xf32>)
+                         outs(%acc : tensor<4x4xf32>) -> tensor<4x4xf32>
+      scf.yield %next : tensor<4x4xf32>
+    }
+    %slice2 = tensor.extract_slice %out2[%t, 0, 0] [1, 4, 4] [1, 1, 1]
+        : tensor<2x4x4xf32> to tensor<4x4xf32>
+    %doubled = linalg.generic {
+        indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>,
+                         affine_map<(d0, d1) -> (d0, d1)>],
+        iterator_types = ["parallel", "parallel"]}
+        ins(%xs : tensor<4x4xf32>) outs(%slice2 : tensor<4x4xf32>) {
+    ^bb0(%in: f32, %o: f32):
+      %sum = arith.addf %in, %o : f32
+      linalg.yield %sum : f32
+    } -> tensor<4x4xf32>
+    %s2 = scf.for %i = %c0 to %c3 step %c1 iter_args(%acc = %doubled) -> tensor<4x4xf32> {
+      %next = linalg.add ins(%acc, %xs : tensor<4x4xf32>, tensor<4x4xf32>)
+                         outs(%acc : tensor<4x4xf32>) -> tensor<4x4xf32>
+      scf.yield %next : tensor<4x4xf32>
+    }
+    scf.forall.in_parallel {
+      tensor.parallel_insert_slice %s into %out[%t, 0, 0] [1, 4, 4] [1, 1, 1]
+          : tensor<4x4xf32> into tensor<2x4x4xf32>
+      tensor.parallel_insert_slice %s2 into %out2[%t, 0, 0] [1, 4, 4] [1, 1, 1]
+          : tensor<4x4xf32> into tensor<2x4x4xf32>
+    }
+  }
+  return %r#0, %r#1 : tensor<2x4x4xf32>, tensor<2x4x4xf32>
 }

@@ -54,8 +54,13 @@ std::optional<MmaContraction> getMmaContraction(linalg::LinalgOp op);
 /// With `stageInputs`, each slice the task reads from outside (its chunk
 /// of the inputs) is first copied into a task-local tensor (shared memory
 /// after la-map-to-gpu).
+/// With `stateInSharedMemory`, a loop-carried tensor (the running state)
+/// whose initial value would be written into the task's slice of an output
+/// (the final state) gets a task-local tensor instead, written to the
+/// output once after the loop.
 LogicalResult tileForGPU(RewriterBase &rewriter, scf::ForallOp tasks,
-                         bool tensorCores = false, bool stageInputs = false);
+                         bool tensorCores = false, bool stageInputs = false,
+                         bool stateInSharedMemory = false);
 
 /// How la-map-to-gpu builds kernels.
 struct GPUMappingOptions {

@@ -42,6 +42,16 @@ def LaTileForGPUPass : Pass<"la-tile-for-gpu", "func::FuncOp"> {
     copied (`linalg.copy`, tiled onto threads like the other ops) into a
     task-local tensor, which ends in shared memory: the block reads each
     chunk of its inputs from global memory once, coalesced.
+
+    State in shared memory (`state-in-shared-memory`): a tensor that a loop
+    of the task carries (the running state) is initialised by an op that
+    writes the task's slice of an output (the final state) and does not
+    read it (a fill, the copy of the initial state); that op writes a
+    task-local tensor instead, so the state lives in shared memory and the
+    output slice is written once, after the loop, instead of written and
+    read back in global memory at every chunk. It costs the state's bytes of
+    shared memory per block (8 KB at K = 128 and value tiles of 16); off by
+    default until measured on a GPU.
   }];
   let dependentDialects = [
     "::mlir::affine::AffineDialect",
@@ -56,7 +66,11 @@ def LaTileForGPUPass : Pass<"la-tile-for-gpu", "func::FuncOp"> {
            "tile f32 contractions onto warps for mma.sync (tf32)">,
     Option<"stageInputs", "stage-inputs", "bool", "true",
            "copy each chunk of the inputs into task-local buffers (shared "
-           "memory) before the ops read it">
+           "memory) before the ops read it">,
+    Option<"stateInSharedMemory", "state-in-shared-memory", "bool", "false",
+           "keep each task's running state in a task-local buffer (shared "
+           "memory) and write the final state once, instead of in the final "
+           "state's slice of global memory">
   ];
 }
 
