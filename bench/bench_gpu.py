@@ -6,8 +6,8 @@ A program, not a test, for the machine with the GPU (see docs/performance.md,
 and (2, 16384, 16, 128) (K = V = D, HV = H, no initial state, final state
 returned) it prints, all measured in one run:
 
-* **la**: the ahead-of-time libraries of :mod:`la.gpu` (la-lower-to-nvvm:
-  chunk 32, value tiles of 32, 128 threads per block), compiled beforehand
+* **la**: the ahead-of-time libraries of :mod:`la.gpu` (la-lower-to-nvvm's
+  defaults: chunks of 16, value tiles of 16, 256 threads per block), compiled beforehand
   by ``scripts/gpu-device-prepare.sh`` into ``.gpu/kernels`` (this machine
   needs no LLVM or MLIR), called on PyTorch CUDA tensors; f32 and bf16
   (q, k, v and o in bf16; gates, beta and the state in f32);
