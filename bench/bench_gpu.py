@@ -2,8 +2,8 @@
 """GPU benchmark: la's kernels against flash-linear-attention and a GEMM.
 
 A program, not a test, for the machine with the GPU (see docs/performance.md,
-"GPU"). For GLA, Gated DeltaNet and KDA at (B, T, H, D) = (1, 8192, 16, 128)
-and (2, 16384, 16, 128) (K = V = D, HV = H, no initial state, final state
+"GPU"). For GLA, Gated DeltaNet and KDA at (B, T, H, D) = (1, 8192, 16, 128),
+(2, 16384, 16, 128) and (1, 8192, 32, 128) (K = V = D, HV = H, no initial state, final state
 returned) it prints, all measured in one run:
 
 * **la**: the ahead-of-time libraries of :mod:`la.gpu` (la-lower-to-nvvm's
@@ -88,7 +88,7 @@ def parse_args(argv=None):
     p.add_argument("--variants", default=",".join(gpu_cases.BENCH_VARIANTS),
                    help="comma-separated variants (default: %(default)s)")
     p.add_argument("--shapes", nargs="+", type=_parse_shape, metavar="BxTxHxD",
-                   default=list(gpu_cases.BENCH_SHAPES), help="shapes (default: the two of "
+                   default=list(gpu_cases.BENCH_SHAPES), help="shapes (default: the three of "
                    "the issue)")
     p.add_argument("--la-dtypes", default="f32,bf16", help="la's dtypes (default: %(default)s)")
     p.add_argument("--fla-dtypes", default="bf16,f32",

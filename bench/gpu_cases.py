@@ -107,7 +107,7 @@ CHECK_CASES = (
 )
 
 #: (B, T, H, D) of the benchmark; K = V = D.
-BENCH_SHAPES = ((1, 8192, 16, 128), (2, 16384, 16, 128))
+BENCH_SHAPES = ((1, 8192, 16, 128), (2, 16384, 16, 128), (1, 8192, 32, 128))
 BENCH_VARIANTS = ("gla", "gated_deltanet", "kda")
 BENCH_DTYPES = ("f32", "bf16")
 BENCH_CASES = [Case(v, B, T, H, D, D, dtype=dt, tensor_cores=tc)
