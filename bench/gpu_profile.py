@@ -36,8 +36,9 @@ import gpu_cases  # noqa: E402
 
 
 def _chunk_size(kernel):
+    from la import gpu
     options = kernel.manifest.get("pipeline_options") or {}
-    return int(options.get("chunk-size", 32))
+    return int(options.get("chunk-size", gpu.DEFAULT_CHUNK))
 
 
 def _runner(case, directory):

@@ -621,7 +621,6 @@ class Param:
         return f"Param({self.name!r}, {self.shape}, {self.dtype!r}, {kind})"
 
 
-
 def attention_params(variant, B, T, H, K, V, HV=None, *, dtype="f32", has_initial_state=False,
                      output_final_state=True, cu_seqlens_len=None, backward=False):
     """The parameters of the function that :func:`la.runner.attention_mlir`

@@ -24,7 +24,7 @@ def pytest_collection_modifyitems(config, items):
     seen = {}
     kept, dropped = [], []
     for item in items:
-        function = (item.nodeid.split("[", 1)[0])
+        function = item.nodeid.split("[", 1)[0]
         index = seen.get(function, 0)
         seen[function] = index + 1
         (kept if index % every == 0 else dropped).append(item)
