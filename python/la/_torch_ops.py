@@ -22,15 +22,16 @@ import numpy as np
 from .ops import _DIFFERENTIABLE as DIFFERENTIABLE
 
 #: the inputs that are tensors, in the operators' argument order.
-TENSOR_INPUTS = ("q", "k", "v", "g", "beta", "erase", "write", "a", "b", "initial_state",
-                 "cu_seqlens", "log_decay")
+TENSOR_INPUTS = ("q", "k", "v", "g", "gv", "beta", "erase", "write", "a", "b",
+                 "initial_state", "cu_seqlens", "log_decay")
 
 
 _OPTIONS = ("scale", "output_final_state", "normalize", "eps", "qk_l2norm",
             "allow_neg_eigval", "chunk_size", "sequential", "dtype", "num_threads",
             "erase_read_key")
 
-_INPUT_SCHEMA = ("str variant, Tensor q, Tensor k, Tensor v, Tensor? g, Tensor? beta, "
+_INPUT_SCHEMA = ("str variant, Tensor q, Tensor k, Tensor v, Tensor? g, Tensor? gv, "
+                 "Tensor? beta, "
                  "Tensor? erase, Tensor? write, Tensor? a, Tensor? b, Tensor? initial_state, "
                  "Tensor? cu_seqlens, Tensor? log_decay, float? scale, "
                  "bool output_final_state, bool normalize, float? eps, bool qk_l2norm, "

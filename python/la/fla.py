@@ -13,7 +13,8 @@ fla's in-kernel gate activations (``use_gate_in_kernel`` with ``A_log``,
 here with torch (or NumPy) operations before the kernel, so ``A_log`` and
 ``dt_bias`` get gradients through autograd; they are not fused into la's
 kernel yet. What la cannot express raises :class:`la.LaError` with the
-reason (never a silently different result): a value-side gate ``gv``,
+reason (never a silently different result): a value-side gate ``gv`` with
+the delta rule (``fused_recurrent_gated_delta_rule``; GLA's ``gv`` runs),
 per-value-channel beta ``[B, T, HV, V]``, an initial
 normaliser state for linear attention, context parallelism. Gated
 DeltaNet-2 (``chunk_gdn2``) runs la's erase_write rule with
@@ -142,7 +143,7 @@ def _run(variant, q, k, v, g=None, beta=None, *, scale, initial_state, output_fi
         initial_state = _transpose_state(initial_state)
     if reverse:
         q, k, v, g, beta = (_flip(x, 1) for x in (q, k, v, g, beta))
-        options = {name: (_flip(x, 1) if name in ("a", "b") else x)
+        options = {name: (_flip(x, 1) if name in ("a", "b", "gv") else x)
                    for name, x in options.items()}
         if cu_seqlens is not None:
             # Sequence n of [a, b) becomes sequence N-1-n of [T-b, T-a).
@@ -295,13 +296,13 @@ def fused_recurrent_gla(q, k, v, gk=None, gv=None, scale=None, initial_state=Non
                         output_final_state=False, reverse=False, state_v_first=False,
                         cu_seqlens=None, **kwargs):
     """fla.ops.gla.fused_recurrent_gla: key-side gate ``gk [B, T, H, K]``
-    (``gv``, a value-side gate, raises LaError)."""
-    if gv is not None:
-        raise _unsupported("gv (a gate on the value side of the state)")
+    and value-side gate ``gv [B, T, HV, V]`` (log space, each optional):
+    ``S_t = Diag(exp(gk_t)) S_{t-1} Diag(exp(gv_t)) + k_t v_t^T``."""
     variant = "linear" if gk is None else "gla"
+    extra = {} if gv is None else {"gv": gv}
     return _run(variant, q, k, v, gk, scale=scale, initial_state=initial_state,
                 output_final_state=output_final_state, state_v_first=state_v_first,
-                cu_seqlens=cu_seqlens, reverse=bool(reverse))
+                cu_seqlens=cu_seqlens, reverse=bool(reverse), **extra)
 
 
 # --------------------------------------------------------------------------

@@ -308,7 +308,7 @@ def _check_target(target):
         raise LaError(f"target='cuda': {_GPU_UNAVAILABLE}")
 
 
-def _prepare(variant, q, k, v, g=None, beta=None, *, erase=None, write=None, a=None,
+def _prepare(variant, q, k, v, g=None, beta=None, *, gv=None, erase=None, write=None, a=None,
              b=None, log_decay=None, scale=None,
              initial_state=None, output_final_state=False, cu_seqlens=None, normalize=False,
              eps=None, qk_l2norm=False, allow_neg_eigval=False, chunk_size=64,
@@ -317,8 +317,9 @@ def _prepare(variant, q, k, v, g=None, beta=None, *, erase=None, write=None, a=N
     if variant not in VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; expected one of {tuple(VARIANTS)}")
     _check_target(target)
-    named = {"q": q, "k": k, "v": v, "g": g, "beta": beta, "erase": erase, "write": write,
-             "a": a, "b": b, "initial_state": initial_state, "cu_seqlens": cu_seqlens}
+    named = {"q": q, "k": k, "v": v, "g": g, "gv": gv, "beta": beta, "erase": erase,
+             "write": write, "a": a, "b": b, "initial_state": initial_state,
+             "cu_seqlens": cu_seqlens}
     for name, x in named.items():
         _device_check(name, x)
     update, gate = VARIANTS[variant]
@@ -397,6 +398,18 @@ def _prepare(variant, q, k, v, g=None, beta=None, *, erase=None, write=None, a=N
         names.append("g")
     elif g is not None:
         raise ValueError(f"{variant} takes no gate g")
+    if gv is not None:
+        if update != "additive" or normalize:
+            raise ValueError(f"the value-side gate gv needs an additive variant (linear, "
+                             f"retention, mamba2, gla) without normalize, not {variant!r}"
+                             + (" with normalize" if normalize else ""))
+        gv = _f32_array("gv", gv, "[B, T, HV, V]")
+        if gv.shape != (B, T, HV, V):
+            raise _shape_error("gv", f"[B, T, HV, V] = {(B, T, HV, V)} (the shape of v)",
+                               gv.shape, "(the value-side gate)")
+        _check_log_gates("gv", gv)
+        inputs.append(gv)
+        names.append("gv")
     if update == "delta":
         if beta is None:
             raise ValueError(f"{variant} needs beta [B, T, H]")
@@ -479,7 +492,7 @@ def _prepare(variant, q, k, v, g=None, beta=None, *, erase=None, write=None, a=N
             qk_l2norm=bool(qk_l2norm), normalizer=bool(normalize), scale=scale, eps=eps,
             log_decay=log_decay, allow_neg_eigval=bool(allow_neg_eigval),
             value_head_operands=tuple(value_heads), erase_read_key=bool(erase_read_key),
-            dynamic=dynamic, HQ=HQ, name=_ENTRY)
+            dynamic=dynamic, HQ=HQ, value_gate=gv is not None, name=_ENTRY)
 
     # The forward kernel takes any batch, length and number of sequences
     # (one compile per variant, heads, sizes, dtype and options). Sequences
@@ -1173,8 +1186,8 @@ def _torch_attention(options, named):
 # public functions
 # --------------------------------------------------------------------------
 
-def attention(variant, q, k, v, g=None, beta=None, *, erase=None, write=None, a=None,
-              b=None, log_decay=None, scale=None, initial_state=None, output_final_state=False,
+def attention(variant, q, k, v, g=None, beta=None, *, gv=None, erase=None, write=None,
+              a=None, b=None, log_decay=None, scale=None, initial_state=None, output_final_state=False,
               cu_seqlens=None, normalize=False, eps=None, qk_l2norm=False,
               allow_neg_eigval=False, chunk_size=64, sequential=False, dtype=None,
               target="cpu", num_threads=None, erase_read_key=False):
@@ -1192,6 +1205,9 @@ def attention(variant, q, k, v, g=None, beta=None, *, erase=None, write=None, a=
     ``Diag(exp(g)) - b a^T``; :func:`rwkv7` names the channel-gated one)
     and every attribute of the op:
 
+    * ``gv`` ``[B, T, HV, V]`` (additive variants without ``normalize``): a
+      log-gate on the value side of the state, flash-linear-attention's
+      ``gv``: ``S_t = alpha_t S_{t-1} Diag(exp(gv_t)) + k_t v_t^T``;
     * ``log_decay`` ``[H]`` (fixed-decay variants; None: RetNet's schedule);
     * ``scale`` (default ``K ** -0.5``), ``qk_l2norm`` (L2-normalise q and k
       over K first), ``normalize`` and ``eps`` (additive variants: divide by
@@ -1213,8 +1229,8 @@ def attention(variant, q, k, v, g=None, beta=None, *, erase=None, write=None, a=
 
     Returns ``(o, final_state)``.
     """
-    named = {"q": q, "k": k, "v": v, "g": g, "beta": beta, "erase": erase, "write": write,
-             "a": a, "b": b, "initial_state": initial_state}
+    named = {"q": q, "k": k, "v": v, "g": g, "gv": gv, "beta": beta, "erase": erase,
+             "write": write, "a": a, "b": b, "initial_state": initial_state}
     named = {name: x for name, x in named.items() if x is not None}
     options = dict(variant=variant, log_decay=log_decay, scale=scale,
                    output_final_state=output_final_state, cu_seqlens=cu_seqlens,
@@ -1228,14 +1244,14 @@ def attention(variant, q, k, v, g=None, beta=None, *, erase=None, write=None, a=
 
 
 def attention_backward(variant, q, k, v, g=None, beta=None, *, do, d_final_state=None,
-                       erase=None, write=None, a=None, b=None, log_decay=None, scale=None,
+                       gv=None, erase=None, write=None, a=None, b=None, log_decay=None, scale=None,
                        initial_state=None, cu_seqlens=None, normalize=False, eps=None,
                        qk_l2norm=False, allow_neg_eigval=False, chunk_size=64,
                        sequential=False, dtype=None, target="cpu", num_threads=None,
                        erase_read_key=False):
     """The gradients of :func:`attention` with the same arguments: of
     ``sum(o * do) + sum(final_state * d_final_state)`` with respect to every
-    differentiable input given (``q``, ``k``, ``v``, ``g``, ``beta``,
+    differentiable input given (``q``, ``k``, ``v``, ``g``, ``gv``, ``beta``,
     ``erase``, ``write``, ``a``, ``b``, ``initial_state``), for NumPy users (torch tensors
     that require grad get these through autograd from :func:`attention` and
     every layer function).
@@ -1255,7 +1271,7 @@ def attention_backward(variant, q, k, v, g=None, beta=None, *, do, d_final_state
     Returns a dict from input name to its gradient, float32 of the input's
     shape (torch tensors for torch inputs).
     """
-    call = _prepare(variant, q, k, v, g, beta, erase=erase, write=write, a=a, b=b,
+    call = _prepare(variant, q, k, v, g, beta, gv=gv, erase=erase, write=write, a=a, b=b,
                     log_decay=log_decay, scale=scale, initial_state=initial_state,
                     output_final_state=d_final_state is not None, cu_seqlens=cu_seqlens,
                     normalize=normalize, eps=eps, qk_l2norm=qk_l2norm,

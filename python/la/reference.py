@@ -370,15 +370,16 @@ def dplr_recurrence(
 
 def dplr_recurrence_vjp(
     q, k, v, do, d_final_state=None, log_alpha=None, a=None, b=None, scale=None,
-    initial_state=None, cu_seqlens=None,
+    initial_state=None, cu_seqlens=None, log_value_gate=None, reverse=False,
 ):
-    """The gradients of :func:`dplr_recurrence`, by hand-written reverse mode
+    """The gradients of :func:`dplr_recurrence` (``reverse`` as there), by
+    hand-written reverse mode
     in float64 (the adjoint recurrence, token by token, backward in time):
     the vector-Jacobian product of ``(o, final_state)`` with ``(do,
     d_final_state)`` (``d_final_state`` None means zero).
 
     Returns a dict with ``q, k, v`` and, as given, ``log_alpha``, ``a``,
-    ``b`` and ``initial_state``: each the gradient of
+    ``b``, ``log_value_gate`` and ``initial_state``: each the gradient of
     ``sum(o * do) + sum(final_state * d_final_state)`` with respect to that
     input. Per step, with ``P = Diag(alpha) S' - b (a^T S')`` and ``S = P +
     k v^T``::
@@ -390,7 +391,9 @@ def dplr_recurrence_vjp(
         dS' = Diag(alpha) dP + a du^T
 
     so the adjoint of a diagonal-plus-low-rank recurrence is one again, with
-    the transposed transition ``Diag(alpha) - a b^T``. Grouped value heads
+    the transposed transition ``Diag(alpha) - a b^T``. A value-side gate
+    (``S = P Diag(gamma) + k v^T``, ``gamma = exp(log_value_gate)``) gives
+    ``dlog_gamma = colsum(dS * P Diag(gamma))`` and ``dP = dS Diag(gamma)``. Grouped value heads
     sum their gradients into their key head. It is the independent
     reference the compiler's derived backward is tested against; it is
     itself checked against central finite differences
@@ -407,6 +410,12 @@ def dplr_recurrence_vjp(
         log_alpha = np.zeros((B, T, H, K), dtype=np.float64)
     a, b = _check_low_rank(a, b, B, T, H, K)
     low_rank = a is not None
+    given_value_gate = log_value_gate is not None
+    if given_value_gate:
+        log_value_gate = _f64(log_value_gate, "log_value_gate")
+        _check_shape(log_value_gate, (B, T, HV, V), "log_value_gate", "[B, T, HV, V]")
+    else:
+        log_value_gate = np.zeros((B, T, HV, V), dtype=np.float64)
     scale = _check_scale(scale, K)
     seqs = _sequences(cu_seqlens, B, T)
     N = len(seqs)
@@ -418,7 +427,8 @@ def dplr_recurrence_vjp(
         _check_shape(d_final_state, (N, HV, K, V), "d_final_state", "[N, HV, K, V]")
 
     grads = {name: np.zeros(x.shape, dtype=np.float64)
-             for name, x in (("q", q), ("k", k), ("v", v), ("log_alpha", log_alpha))}
+             for name, x in (("q", q), ("k", k), ("v", v), ("log_alpha", log_alpha),
+                             ("log_value_gate", log_value_gate))}
     if low_rank:
         grads["a"] = np.zeros(a.shape, dtype=np.float64)
         grads["b"] = np.zeros(b.shape, dtype=np.float64)
@@ -427,24 +437,33 @@ def dplr_recurrence_vjp(
     for n, (bi, start, end) in enumerate(seqs):
         for hv in range(HV):
             h = hv // group
-            # Forward, keeping every state: states[i] is S after token start + i - 1.
+            # Forward, keeping every state: states[i] is S before the i-th
+            # token of `order` (the processing order).
+            order = list(range(end - 1, start - 1, -1) if reverse else range(start, end))
             states = [s0[n, hv].copy()]
-            for t in range(start, end):
+            for t in order:
                 S = states[-1]
                 alpha_t = np.exp(log_alpha[bi, t, h])
                 P = alpha_t[:, None] * S
                 if low_rank:
                     P = P - np.outer(b[bi, t, h], a[bi, t, h] @ S)
+                P = P * np.exp(log_value_gate[bi, t, hv])[None, :]
                 states.append(P + np.outer(k[bi, t, h], v[bi, t, hv]))
             # Backward in time.
             dS = d_final_state[n, hv].copy()
-            for i, t in reversed(list(enumerate(range(start, end)))):
+            for i, t in reversed(list(enumerate(order))):
                 S, S_prev = states[i + 1], states[i]
                 qs = scale * q[bi, t, h]
                 dS = dS + np.outer(qs, do[bi, t, hv])
                 grads["q"][bi, t, h] += scale * (S @ do[bi, t, hv])
                 grads["k"][bi, t, h] += dS @ v[bi, t, hv]
                 grads["v"][bi, t, hv] += dS.T @ k[bi, t, h]
+                # S = P Diag(gamma) + k v^T: dlog_gamma = colsum(dS * (S - k v^T)),
+                # and P's adjoint is dS Diag(gamma).
+                gamma_t = np.exp(log_value_gate[bi, t, hv])
+                decayed = S - np.outer(k[bi, t, h], v[bi, t, hv])
+                grads["log_value_gate"][bi, t, hv] += np.sum(dS * decayed, axis=0)
+                dS = dS * gamma_t[None, :]
                 alpha_t = np.exp(log_alpha[bi, t, h])
                 grads["log_alpha"][bi, t, h] += alpha_t * np.sum(dS * S_prev, axis=1)
                 d_prev = alpha_t[:, None] * dS
@@ -458,6 +477,8 @@ def dplr_recurrence_vjp(
             d_s0[n, hv] = dS
     if not given_log_alpha:
         del grads["log_alpha"]
+    if not given_value_gate:
+        del grads["log_value_gate"]
     if initial_state is not None:
         grads["initial_state"] = d_s0
     return grads

@@ -172,12 +172,13 @@ def attention_mlir(
     erase_read_key=False,
     dynamic=False,
     HQ=None,
+    value_gate=False,
     name="attention",
 ):
     """MLIR text of one function ``@name`` holding one ``la.attention``.
 
     The arguments are exactly the present inputs, in the order
-    ``q, k, v, [g], [beta], [erase], [write], [a], [b], [initial_state],
+    ``q, k, v, [g], [gv], [beta], [erase], [write], [a], [b], [initial_state],
     [cu_seqlens]``;
     the results are ``o`` and, when ``output_final_state``, the f32 final
     state. q, k, v and o have element type ``dtype`` (``'f32'``, ``'f16'`` or
@@ -189,6 +190,8 @@ def attention_mlir(
     ``value_head_operands`` names those of g, beta and erase given per value
     head (``HV`` in place of ``H``). ``erase_read_key`` (erase_write
     variants) puts the erase gate on the key the state is read with.
+    ``value_gate`` (additive variants) adds the value-side log-gate ``gv``
+    (``[B, T, HV, V]``, f32; fla's ``gv``) after ``g``.
     ``HQ`` (a multiple of ``H``, with ``HV == H``) gives q more heads than
     k: ONNX's grouped query heads, each group of ``HQ / H`` query heads
     reading one key and value head's state; o then has ``HQ`` heads.
@@ -224,6 +227,9 @@ def attention_mlir(
         N = B
     if normalizer and update != "additive":
         raise ValueError(f"normalizer is only supported by additive variants, not {variant!r}")
+    if value_gate and (update != "additive" or normalizer):
+        raise ValueError(f"the value-side gate gv needs an additive variant without the "
+                         f"normalizer, not {variant!r}" + (" with it" if normalizer else ""))
 
     if dynamic:
         # With cu_seqlens the batch is 1 by contract; it stays static.
@@ -238,6 +244,10 @@ def attention_mlir(
         args.append((operand, t))
         if operand not in ("q", "k", "v"):
             groups.append(f"{operand}(%{operand} : {t})")
+        if value_gate and operand == ("g" if gate in ("scalar", "channel") else "v"):
+            gv_t = _tensor((B, T, HV, V), "f32")
+            args.append(("gv", gv_t))
+            groups.append(f"gv(%gv : {gv_t})")
     if HQ != H:
         args[0] = ("q", _tensor((B, T, HQ, K), dtype))
     q_t, k_t, v_t = args[0][1], args[1][1], args[2][1]

@@ -253,7 +253,9 @@ def reference_gradients(variant, inputs, do, d_final, scale=None, qk_l2norm=Fals
     rule's and Gated DeltaNet-2's encodings, the dplr rule's a and b as
     they are, gate broadcasts,
     allow_neg_eigval) chained in NumPy. Independent of the compiler's
-    derivation. Returns a dict from input name to gradient."""
+    derivation. A value-side gate ``gv`` in ``inputs`` (additive variants)
+    is the recurrence's ``log_value_gate``. Returns a dict from input name to
+    gradient."""
     update, gate = VARIANTS[variant]
     x = {key: np.asarray(val, np.float64) for key, val in inputs.items()
          if key in _DIFFERENTIABLE or key == "log_decay"}
@@ -279,8 +281,11 @@ def reference_gradients(variant, inputs, do, d_final, scale=None, qk_l2norm=Fals
         a, b = x["a"], x["b"]
     ref = reference.dplr_recurrence_vjp(
         qn, keys, values, do, d_final, log_alpha=log_alpha, a=a, b=b, scale=scale,
-        initial_state=x["initial_state"], cu_seqlens=inputs.get("cu_seqlens"))
+        initial_state=x["initial_state"], cu_seqlens=inputs.get("cu_seqlens"),
+        log_value_gate=x.get("gv"))
     grads = {"v": ref["v"], "initial_state": ref["initial_state"]}
+    if "gv" in x:
+        grads["gv"] = ref["log_value_gate"]
     d_kn, d_log_alpha = ref["k"], ref["log_alpha"]
     if update == "delta":
         beta = x["beta"][..., None] * (2.0 if allow_neg_eigval else 1.0)

@@ -83,7 +83,8 @@ VARIANTS = _Registry()
 #: the inputs of la.attention that have gradients, in the order of
 #: la.attention_grad's results (the package's backward, la.gpu's gradient
 #: libraries and la.testing's reverse mode all follow it).
-DIFFERENTIABLE = ("q", "k", "v", "g", "beta", "erase", "write", "a", "b", "initial_state")
+DIFFERENTIABLE = ("q", "k", "v", "g", "gv", "beta", "erase", "write", "a", "b",
+                  "initial_state")
 
 
 def write_snapshot(path):

@@ -124,14 +124,16 @@ def test_gla():
     assert _err(o_ref, o) <= F32 and _err(s_ref, s) <= F32
     o, s = lafla.fused_recurrent_gla(q, k, v, g, None, None, s0, True)
     assert _err(o_ref, o) <= F32 and _err(s_ref, s) <= F32
-    with pytest.raises(la.LaError, match="gv .* is not supported by la yet"):
-        lafla.fused_recurrent_gla(q, k, v, g, torch.zeros(B, T, H, V))
+    # A zero value-side gate changes nothing (test_value_gate_grad.py checks
+    # others against the fp64 reference; test_reverse below with reverse).
+    o, s = lafla.fused_recurrent_gla(q, k, v, g, torch.zeros(B, T, H, V), None, s0, True)
+    assert _err(o_ref, o) <= F32 and _err(s_ref, s) <= F32
 
 
-def _reverse_recurrence(q, k, v, gk, scale, s0, cu):
+def _reverse_recurrence(q, k, v, gk, scale, s0, cu, gv=None):
     """fla's fused_recurrent kernel with REVERSE, written out in float64
     torch: per sequence, from its last token to its first,
-    ``S = exp(gk_t) * S + k_t v_t^T``, ``o_t = S^T (scale q_t)``."""
+    ``S = exp(gk_t) * S * exp(gv_t) + k_t v_t^T``, ``o_t = S^T (scale q_t)``."""
     q, k, v, gk = (x.double() for x in (q, k, v, gk))
     o = torch.zeros(*v.shape, dtype=torch.float64)
     offsets = cu.tolist() if cu is not None else None
@@ -142,8 +144,10 @@ def _reverse_recurrence(q, k, v, gk, scale, s0, cu):
         row = 0 if cu is not None else n
         S = s0[n].double().clone()
         for t in range(b - 1, a - 1, -1):
-            S = torch.exp(gk[row, t])[..., None] * S + \
-                k[row, t][..., None] * v[row, t][:, None, :]
+            S = torch.exp(gk[row, t])[..., None] * S
+            if gv is not None:
+                S = S * torch.exp(gv[row, t].double())[:, None, :]
+            S = S + k[row, t][..., None] * v[row, t][:, None, :]
             o[row, t] = torch.einsum("hk,hkv->hv", scale * q[row, t], S)
         states.append(S)
     return o, torch.stack(states)
@@ -162,9 +166,11 @@ def test_reverse(packed):
     gk = F.logsigmoid(_randn(Bn, Tn, H, K, seed=44)) / 4
     g = F.logsigmoid(_randn(Bn, Tn, H, seed=45)) / 4
     s0 = _randn(N, H, K, V, seed=46)
+    gv = F.logsigmoid(_randn(Bn, Tn, H, V, seed=48)) / 4
     scale = K ** -0.5
     cases = {
         "gla": (lambda *a: lafla.fused_recurrent_gla(*a[:3], a[3], None, None, *a[4:]), gk),
+        "gla_gv": (lambda *a: lafla.fused_recurrent_gla(*a[:3], a[3], gv, None, *a[4:]), gk),
         "simple_gla": (lambda *a: lafla.fused_recurrent_simple_gla(*a[:3], a[3], None, None,
                                                                    *a[4:]), g),
         "linear": (lambda *a: lafla.fused_recurrent_linear_attn(*a[:3], None, *a[4:]), None),
@@ -174,13 +180,14 @@ def test_reverse(packed):
             (gate if gate.dim() == 4 else gate[..., None].expand(Bn, Tn, H, K))
         inputs = [x.clone().requires_grad_() for x in (q, k, v)]
         o, s = fn(*inputs, gate, s0, True, True, False, cu)
-        o_ref, s_ref = _reverse_recurrence(q, k, v, full, scale, s0, cu)
+        value_gate = gv if name == "gla_gv" else None
+        o_ref, s_ref = _reverse_recurrence(q, k, v, full, scale, s0, cu, value_gate)
         assert _err(o_ref, o) <= F32 and _err(s_ref, s) <= F32, name
         # Gradients of a weighted sum: against autograd through the loop.
         w = _randn(*o.shape, seed=47)
         (o * w).sum().backward()
         ref_inputs = [x.double().clone().requires_grad_() for x in (q, k, v)]
-        o_ref, _ = _reverse_recurrence(*ref_inputs, full, scale, s0, cu)
+        o_ref, _ = _reverse_recurrence(*ref_inputs, full, scale, s0, cu, value_gate)
         (o_ref * w.double()).sum().backward()
         for x, x_ref in zip(inputs, ref_inputs):
             assert _err(x_ref.grad, x.grad) <= F32, name

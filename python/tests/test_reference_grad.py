@@ -5,7 +5,7 @@ the forward (``la.reference.dplr_recurrence``).
 It is the independent reference the compiler's derived backward will be
 tested against (issue 18), so it is checked here on its own, element by
 element: every input (q, k, v, the log-decays, the low-rank vectors a and b,
-the initial state), grouped value heads, packed sequences, and a transition
+the value-side gate, the initial state), grouped value heads, packed sequences, and a transition
 without a low-rank part.
 """
 
@@ -15,7 +15,7 @@ import pytest
 from la import reference as ref
 
 
-def _inputs(B, T, H, K, V, HV, low_rank, seed, N=None):
+def _inputs(B, T, H, K, V, HV, low_rank, seed, N=None, value_gate=False):
     rng = np.random.default_rng(seed)
     N = B if N is None else N
     x = {
@@ -28,26 +28,29 @@ def _inputs(B, T, H, K, V, HV, low_rank, seed, N=None):
     if low_rank:
         x["a"] = 0.5 * rng.standard_normal((B, T, H, K))
         x["b"] = 0.5 * rng.standard_normal((B, T, H, K))
+    if value_gate:
+        x["log_value_gate"] = -np.abs(rng.standard_normal((B, T, HV, V)))
     return x
 
 
-def _loss(x, do, ds, scale, cu_seqlens):
+def _loss(x, do, ds, scale, cu_seqlens, reverse=False):
     o, s = ref.dplr_recurrence(x["q"], x["k"], x["v"], x.get("log_alpha"), x.get("a"),
                                x.get("b"), scale=scale, initial_state=x["initial_state"],
-                               cu_seqlens=cu_seqlens)
+                               cu_seqlens=cu_seqlens, log_value_gate=x.get("log_value_gate"),
+                               reverse=reverse)
     return np.sum(o * do) + np.sum(s * ds)
 
 
-def _finite_differences(x, do, ds, scale, cu_seqlens, step=1e-6):
+def _finite_differences(x, do, ds, scale, cu_seqlens, step=1e-6, reverse=False):
     grads = {}
     for name, value in x.items():
         g = np.zeros_like(value)
         for index in np.ndindex(value.shape):
             saved = value[index]
             value[index] = saved + step
-            up = _loss(x, do, ds, scale, cu_seqlens)
+            up = _loss(x, do, ds, scale, cu_seqlens, reverse)
             value[index] = saved - step
-            down = _loss(x, do, ds, scale, cu_seqlens)
+            down = _loss(x, do, ds, scale, cu_seqlens, reverse)
             value[index] = saved
             g[index] = (up - down) / (2 * step)
         grads[name] = g
@@ -58,19 +61,27 @@ def _finite_differences(x, do, ds, scale, cu_seqlens, step=1e-6):
     dict(B=1, T=5, H=1, K=3, V=2, HV=1, low_rank=True),
     dict(B=2, T=4, H=1, K=2, V=3, HV=2, low_rank=True),   # grouped value heads
     dict(B=1, T=6, H=2, K=3, V=2, HV=2, low_rank=False),  # diagonal only
-], ids=["dplr", "grouped", "diagonal"])
+    # fla's gv: a value-side gate, with grouped value heads
+    dict(B=2, T=5, H=1, K=2, V=3, HV=2, low_rank=False, value_gate=True),
+    # run backward in time (la.recurrence {reverse})
+    dict(B=1, T=5, H=1, K=3, V=2, HV=2, low_rank=True, reverse=True),
+    dict(B=1, T=4, H=1, K=2, V=2, HV=1, low_rank=False, value_gate=True, reverse=True),
+], ids=["dplr", "grouped", "diagonal", "value-gate", "reverse", "reverse-value-gate"])
 def test_vjp_matches_finite_differences(case):
     low_rank = case.pop("low_rank")
+    value_gate = case.pop("value_gate", False)
+    reverse = case.pop("reverse", False)
     B, T, H, K, V, HV = (case[n] for n in ("B", "T", "H", "K", "V", "HV"))
-    x = _inputs(B, T, H, K, V, HV, low_rank, seed=3)
+    x = _inputs(B, T, H, K, V, HV, low_rank, seed=3, value_gate=value_gate)
     rng = np.random.default_rng(4)
     do = rng.standard_normal((B, T, HV, V))
     ds = rng.standard_normal((B, HV, K, V))
     scale = 0.7
     grads = ref.dplr_recurrence_vjp(x["q"], x["k"], x["v"], do, ds, x["log_alpha"],
                                     x.get("a"), x.get("b"), scale=scale,
-                                    initial_state=x["initial_state"])
-    expected = _finite_differences(x, do, ds, scale, None)
+                                    initial_state=x["initial_state"],
+                                    log_value_gate=x.get("log_value_gate"), reverse=reverse)
+    expected = _finite_differences(x, do, ds, scale, None, reverse=reverse)
     assert set(grads) == set(expected)
     for name in expected:
         err = np.max(np.abs(grads[name] - expected[name]))
@@ -89,6 +100,14 @@ def test_vjp_with_packed_sequences():
                                     x["b"], scale=1.0, initial_state=x["initial_state"],
                                     cu_seqlens=cu)
     expected = _finite_differences(x, do, ds, 1.0, cu)
+    for name in expected:
+        np.testing.assert_allclose(grads[name], expected[name], rtol=1e-6, atol=1e-7,
+                                   err_msg=name)
+    # Each sequence run backward in time.
+    grads = ref.dplr_recurrence_vjp(x["q"], x["k"], x["v"], do, ds, x["log_alpha"], x["a"],
+                                    x["b"], scale=1.0, initial_state=x["initial_state"],
+                                    cu_seqlens=cu, reverse=True)
+    expected = _finite_differences(x, do, ds, 1.0, cu, reverse=True)
     for name in expected:
         np.testing.assert_allclose(grads[name], expected[name], rtol=1e-6, atol=1e-7,
                                    err_msg=name)

@@ -3,12 +3,17 @@ adjoint recurrences of the backward are of this kind), through the fused
 schedule (the T tiles visit the tokens from the end, each chunk is the
 forward chunk program on its tokens flipped), the materialised one
 (`la-chunk`), packed sequences, the GPU schedule and emulator, and the token
-loops, against the fp64 reference run backward."""
+loops, against the fp64 reference run backward; and its gradient
+(la-derive-backward), against the hand-written fp64 reverse mode run
+backward (`dplr_recurrence_vjp(reverse=True)`, checked against finite
+differences in test_reference_grad.py)."""
+
+import subprocess
 
 import numpy as np
 import pytest
 
-from la import reference
+from la import reference, runner
 from la import testing as lt
 
 from test_value_gate import _inputs, _la_run, _type
@@ -142,3 +147,87 @@ def test_reverse_gpu_schedules(extra):
     o, s = _la_run(_mlir(B, T, H, HV, K, V, gate="channel"), args, 2, chunk=16, extra=extra)
     assert lt.rel_rms(ref_o, o) <= 1e-5
     assert lt.rel_rms(ref_s, s) <= 1e-5
+
+
+# --------------------------------------------------------------------------
+# the gradient of a reverse recurrence (la-derive-backward: the forward
+# recurrence's gradient on the flipped tokens, flipped back)
+# --------------------------------------------------------------------------
+
+LA_OPT = runner.find_tool("la-opt", "LA_OPT")
+
+
+def _gradient_mlir(mlir):
+    """The gradient function that la-derive-backward derives from `mlir`'s
+    function (the forward dropped, so it is the module's only function)."""
+    result = subprocess.run([LA_OPT, "--la-derive-backward=keep-forward=0"], input=mlir,
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "la.recurrence_grad" in result.stdout
+    return result.stdout
+
+
+def _expected_gradients(gate, value_gate, delta, ref_args, q, k, v, beta, do, ds, cu=None):
+    """The hand-written fp64 reverse mode of the reverse recurrence, mapped
+    back from the general form (w = b = beta k, a = alpha k) by the chain
+    rule; the gradients in the order of the function's float arguments."""
+    w = beta[..., None] * k if delta else k
+    ref = reference.dplr_recurrence_vjp(q, w, v, do, ds, scale=0.25, cu_seqlens=cu,
+                                        reverse=True, **ref_args)
+    dk, d_log_alpha = ref["k"], ref.get("log_alpha")
+    if delta:
+        alpha = np.exp(ref_args["log_alpha"]) if ref_args["log_alpha"] is not None \
+            else np.ones_like(k)
+        dk = beta[..., None] * (ref["k"] + ref["b"]) + alpha * ref["a"]
+        dbeta = (k * (ref["k"] + ref["b"])).sum(-1)
+        if d_log_alpha is not None:
+            d_log_alpha = d_log_alpha + alpha * k * ref["a"]
+    grads = [ref["q"], dk, ref["v"]]
+    if gate == "channel":
+        grads.append(d_log_alpha)
+    elif gate == "scalar":
+        grads.append(d_log_alpha.sum(-1))
+    if value_gate:
+        grads.append(ref["log_value_gate"])
+    if delta:
+        grads.append(dbeta)
+    grads.append(ref["initial_state"])
+    return grads
+
+
+@pytest.mark.skipif(LA_OPT is None, reason="la-opt is not built")
+@pytest.mark.parametrize("gate,value_gate,delta", CASES)
+@pytest.mark.parametrize("options", [{"chunk": 16}, {"sequential": True}],
+                         ids=["chunked", "tokens"])
+def test_reverse_gradient(gate, value_gate, delta, options):
+    B, T, H, HV, K, V = 2, 37, 2, 4, 8, 6
+    args, ref_args, (q, k, v, beta) = _case(B, T, H, HV, K, V, B, gate, value_gate, delta, 12)
+    rng = np.random.default_rng(13)
+    do = rng.standard_normal((B, T, HV, V)).astype(np.float32)
+    ds = rng.standard_normal((B, HV, K, V)).astype(np.float32)
+    expected = _expected_gradients(gate, value_gate, delta, ref_args, q, k, v, beta, do, ds)
+    mlir = _gradient_mlir(_mlir(B, T, H, HV, K, V, gate=gate, value_gate=value_gate,
+                                delta=delta))
+    got = _la_run(mlir, args + [do, ds], len(expected), **options)
+    for index, (ref, out) in enumerate(zip(expected, got)):
+        limit = 1e-5 if index < 3 or index == len(expected) - 1 else 1e-4
+        assert lt.rel_rms(ref, out) <= limit, (index, lt.rel_rms(ref, out))
+
+
+@pytest.mark.skipif(LA_OPT is None, reason="la-opt is not built")
+@pytest.mark.parametrize("sequential", [False, True], ids=["chunked", "tokens"])
+def test_reverse_gradient_packed_sequences(sequential):
+    """Each sequence backward in time: the flipped problem takes the
+    sequences in reverse order (offsets T - cu[N - i], states flipped)."""
+    B, T, H, HV, K, V, N = 1, 45, 1, 2, 8, 6, 3
+    args, ref_args, (q, k, v, beta) = _case(B, T, H, HV, K, V, N, "channel", True, False, 14)
+    cu = np.array([0, 9, 9, 45], dtype=np.int32)
+    rng = np.random.default_rng(15)
+    do = rng.standard_normal((B, T, HV, V)).astype(np.float32)
+    ds = rng.standard_normal((N, HV, K, V)).astype(np.float32)
+    expected = _expected_gradients("channel", True, False, ref_args, q, k, v, beta, do, ds,
+                                   cu=cu)
+    mlir = _gradient_mlir(_mlir(B, T, H, HV, K, V, gate="channel", value_gate=True, N=N))
+    got = _la_run(mlir, args + [cu, do, ds], len(expected), chunk=16, sequential=sequential)
+    for index, (ref, out) in enumerate(zip(expected, got)):
+        assert lt.rel_rms(ref, out) <= 1e-4, (index, lt.rel_rms(ref, out))

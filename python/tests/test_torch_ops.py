@@ -77,19 +77,26 @@ def test_opcheck():
     """torch.library.opcheck: the schema, the fake kernel against the real
     one, the autograd registration and AOT dispatch with dynamic shapes."""
     t = _leaves()
+    # The schema's order: variant, q, k, v, g, gv, beta, erase, write, a, b,
+    # initial_state, cu_seqlens, log_decay, then the options.
     arguments = [
-        ("kda", t["q"], t["k"], t["v"], t["g"], t["beta"], None, None, None, None, t["s0"],
-         None, None, None, True, False, None, True, False, CHUNK, False, None, 1, False),
+        ("kda", t["q"], t["k"], t["v"], t["g"], None, t["beta"], None, None, None, None,
+         t["s0"], None, None, None, True, False, None, True, False, CHUNK, False, None, 1,
+         False),
         ("mamba2", t["q"], t["k"], t["v"], t["scalar_g"], None, None, None, None, None, None,
-         None, None, 0.5, False, False, None, False, False, CHUNK, False, None, 0, False),
-        ("linear", t["q"], t["k"], t["v"], None, None, None, None, None, None, None,
+         None, None, None, 0.5, False, False, None, False, False, CHUNK, False, None, 0, False),
+        ("linear", t["q"], t["k"], t["v"], None, None, None, None, None, None, None, None,
          torch.tensor([0, 4, 11]), None, None, True, True, 1e-3, False, False, CHUNK, True,
          None, 1, False),
         # the dplr rule's a and b (RWKV-7)
-        ("rwkv7", t["q"], t["k"], t["v"], t["g"], None, None, None,
+        ("rwkv7", t["q"], t["k"], t["v"], t["g"], None, None, None, None,
          (0.3 * t["k"].detach()).requires_grad_(), (0.1 * t["k"].detach()).requires_grad_(),
          t["s0"], None, None, 1.0, True, False, None, False, False, CHUNK,
          False, None, 1, False),
+        # fla's value-side gate gv (GLA's gk and gv)
+        ("gla", t["q"], t["k"], t["v"], t["g"], (-0.2 * t["v"].detach().abs()).requires_grad_(),
+         None, None, None, None, None, t["s0"], None, None, None, True, False, None, False,
+         False, CHUNK, False, None, 1, False),
     ]
     for args in arguments:
         result = torch.library.opcheck(torch.ops.la.attention.default, args)

@@ -26,11 +26,11 @@ namespace {
 /// The gradients written token by token, each [B,T,...] f32. Absent ones
 /// are null.
 struct Gradients {
-  Value dq, dk, dv, dg, dbeta, da, db;
+  Value dq, dk, dv, dg, dgv, dbeta, da, db;
 
   SmallVector<Value> values() const {
     SmallVector<Value> list;
-    for (Value value : {dq, dk, dv, dg, dbeta, da, db})
+    for (Value value : {dq, dk, dv, dg, dgv, dbeta, da, db})
       if (value)
         list.push_back(value);
     return list;
@@ -42,6 +42,7 @@ struct Gradients {
     for (auto [slot, present] :
          {std::pair{&result.dq, like.dq}, std::pair{&result.dk, like.dk},
           std::pair{&result.dv, like.dv}, std::pair{&result.dg, like.dg},
+          std::pair{&result.dgv, like.dgv},
           std::pair{&result.dbeta, like.dbeta}, std::pair{&result.da, like.da},
           std::pair{&result.db, like.db}})
       if (present)
@@ -70,6 +71,8 @@ public:
     Value v = extractUnitSlice(b, loc, in.v, 1, t);
     Value dOut = extractUnitSlice(b, loc, dO, 1, t);
     Value g = in.g ? extractUnitSlice(b, loc, in.g, 1, t) : Value();
+    // The value-side log-gate [B,HV,V] (no low-rank part with it).
+    Value gv = in.gv ? extractUnitSlice(b, loc, in.gv, 1, t) : Value();
     Value beta = in.beta ? extractUnitSlice(b, loc, in.beta, 1, t) : Value();
     Value lowA = in.a ? extractUnitSlice(b, loc, in.a, 1, t) : Value();
     Value lowB = in.b ? extractUnitSlice(b, loc, in.b, 1, t) : Value();
@@ -118,14 +121,20 @@ public:
                         scaleBy(b, loc, rowContract(b, loc, dState, u), -1.0f));
       dLowA = sumGroups(b, loc, rowContract(b, loc, before, du));
     }
+    // With gv, P = Diag(alpha) S_{t-1} Diag(gamma): dalpha carries gamma,
+    // and dgv = colsum(dS * P).
     Value dAlpha;
     if (g)
-      dAlpha = sumGroups(b, loc, rowDot(b, loc, dState, before));
+      dAlpha = sumGroups(b, loc, rowDot(b, loc, dState, before, gv));
+    if (gv)
+      grads.dgv =
+          insertAt(b, loc, valueGateGradient(b, loc, dState, before, g, gv),
+                   grads.dgv, 1, t);
 
     writeKeyGradients(b, loc, k, g, beta, dw, dLowA, dLowB, dAlpha, t, grads);
 
-    // dS_{t-1} = Diag(alpha) dS + a du^T.
-    return adjointTransition(b, loc, dState, k, g, lowA, du);
+    // dS_{t-1} = Diag(alpha) dS Diag(gamma) + a du^T.
+    return adjointTransition(b, loc, dState, k, g, gv, lowA, du);
   }
 
 private:
@@ -149,15 +158,54 @@ private:
         });
   }
 
-  /// out[b,hv,kk] = sum_vv X[b,hv,kk,vv] Y[b,hv,kk,vv].
-  Value rowDot(OpBuilder &b, Location loc, Value x, Value y) {
+  /// out[b,hv,kk] = sum_vv X[b,hv,kk,vv] Y[b,hv,kk,vv] (times
+  /// exp(gv[b,hv,vv]) when `gv` is given).
+  Value rowDot(OpBuilder &b, Location loc, Value x, Value y, Value gv) {
     SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, x);
-    return buildGeneric(b, loc, ValueRange{x, y},
-                        zeroTensor(b, loc, {sizes[0], sizes[1], sizes[2]}),
-                        {stateMap(), stateMap(), dimMap(ctx, 4, {0, 1, 2})}, 3,
-                        1, [&](OpBuilder &nb, Location l, ValueRange a) {
-                          return addF(nb, l, a[2], mulF(nb, l, a[0], a[1]));
-                        });
+    SmallVector<Value> inputs = {x, y};
+    SmallVector<AffineMap> maps = {stateMap(), stateMap()};
+    if (gv) {
+      inputs.push_back(gv);
+      maps.push_back(valueMap());
+    }
+    maps.push_back(dimMap(ctx, 4, {0, 1, 2}));
+    return buildGeneric(
+        b, loc, inputs, zeroTensor(b, loc, {sizes[0], sizes[1], sizes[2]}),
+        maps, 3, 1, [&](OpBuilder &nb, Location l, ValueRange a) {
+          Value term = mulF(nb, l, a[0], a[1]);
+          if (gv)
+            term = mulF(nb, l, term,
+                        math::ExpOp::create(nb, l, extendToF32(nb, l, a[2])));
+          return addF(nb, l, a.back(), term);
+        });
+  }
+
+  /// dgv[b,hv,vv] = sum_kk dS * P with P = alpha * S_{t-1} * gamma: loops
+  /// (b, hv, vv, kk), the reduction over key channels last.
+  Value valueGateGradient(OpBuilder &b, Location loc, Value dState,
+                          Value before, Value g, Value gv) {
+    SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, dState);
+    AffineMap state = dimMap(ctx, 4, {0, 1, 3, 2});
+    SmallVector<Value> inputs = {dState, before, gv};
+    SmallVector<AffineMap> maps = {state, state, dimMap(ctx, 4, {0, 1, 2})};
+    if (g) {
+      inputs.push_back(g);
+      maps.push_back(in.gate == GateKind::Channel
+                         ? dimMap(ctx, 4, {0, -2, 3}, group)
+                         : dimMap(ctx, 4, {0, -2}, group));
+    }
+    maps.push_back(dimMap(ctx, 4, {0, 1, 2}));
+    return buildGeneric(
+        b, loc, inputs, zeroTensor(b, loc, {sizes[0], sizes[1], sizes[3]}),
+        maps, 3, 1, [&](OpBuilder &nb, Location l, ValueRange a) {
+          Value term = mulF(nb, l, a[0], a[1]);
+          term = mulF(nb, l, term,
+                      math::ExpOp::create(nb, l, extendToF32(nb, l, a[2])));
+          if (g)
+            term = mulF(nb, l, term,
+                        math::ExpOp::create(nb, l, extendToF32(nb, l, a[3])));
+          return addF(nb, l, a.back(), term);
+        });
   }
 
   /// factor * x, elementwise (x f32).
@@ -292,16 +340,34 @@ private:
     grads.dg = insertAt(b, loc, dg, grads.dg, 1, t);
   }
 
-  /// Diag(alpha) dS + a du^T, the transposed transition applied to dS.
+  /// Diag(alpha) dS Diag(gamma) + a du^T, the transposed transition
+  /// applied to dS (gamma = exp(gv) only without a low-rank part).
   Value adjointTransition(OpBuilder &b, Location loc, Value dState, Value k,
-                          Value g, Value lowA, Value du) {
-    if (!g && !du)
+                          Value g, Value gv, Value lowA, Value du) {
+    if (!g && !du && !gv)
       return dState;
     SmallVector<Value> inputs = {dState};
     SmallVector<AffineMap> maps = {stateMap()};
     if (g) {
       inputs.push_back(g);
       maps.push_back(gateMap());
+    }
+    if (gv) {
+      inputs.push_back(gv);
+      maps.push_back(valueMap());
+      maps.push_back(stateMap());
+      return buildGeneric(
+          b, loc, inputs, dState, maps, 4, 0,
+          [&](OpBuilder &nb, Location l, ValueRange a) {
+            Value result = mulF(
+                nb, l, a[0],
+                math::ExpOp::create(nb, l, extendToF32(nb, l, a[g ? 2 : 1])));
+            if (g)
+              result =
+                  mulF(nb, l, result,
+                       math::ExpOp::create(nb, l, extendToF32(nb, l, a[1])));
+            return result;
+          });
     }
     if (du) {
       inputs.push_back(in.lowRank == LowRank::General ? lowA : k);
@@ -357,6 +423,7 @@ struct RecurrenceGradToLoops : OpRewritePattern<RecurrenceGradOp> {
     int64_t group = valueHeads / heads;
 
     RecurrenceInputs in = RecurrenceInputs::of(op);
+    in.gv = op.getGv();
     if (in.gate == GateKind::Fixed) {
       in.g = broadcastLogDecay(rewriter, loc, *op.getLogDecay(), op.getQ());
       in.gate = GateKind::Scalar;
@@ -382,6 +449,8 @@ struct RecurrenceGradToLoops : OpRewritePattern<RecurrenceGradOp> {
     zeros.dv = zerosLike(op.getV());
     if (op.getDg())
       zeros.dg = zerosLike(op.getG());
+    if (op.getDgv())
+      zeros.dgv = zerosLike(op.getGv());
     if (op.getDbeta())
       zeros.dbeta = zerosLike(op.getBeta());
     if (op.getDa())
@@ -501,7 +570,7 @@ struct RecurrenceGradToLoops : OpRewritePattern<RecurrenceGradOp> {
     auto finish = [&](Value dInitial, const Gradients &grads) {
       Gradients all = grads;
       results = {all.dq, all.dk, all.dv, dInitial};
-      for (Value optional : {all.dg, all.dbeta, all.da, all.db})
+      for (Value optional : {all.dg, all.dgv, all.dbeta, all.da, all.db})
         if (optional)
           results.push_back(optional);
       rewriter.replaceOp(op, castAll(rewriter, loc, op, results));

@@ -49,3 +49,30 @@ func.func @grouped_delta(%q: tensor<1x8x1x4xf32>, %v: tensor<1x8x2x6xf32>, %g: t
   %r:6 = la.recurrence_grad decay(scalar) low_rank(delta) %q, %q, %v g(%g : tensor<1x8x1xf32>) beta(%beta : tensor<1x8x1xf32>) initial_state(%s : tensor<1x2x4x6xf32>) d_o(%v : tensor<1x8x2x6xf32>) {scale = 1.0 : f32} : tensor<1x8x1x4xf32>, tensor<1x8x1x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x1x4xf32>, tensor<1x8x1x4xf32>, tensor<1x8x2x6xf32>, tensor<1x2x4x6xf32>, tensor<1x8x1xf32>, tensor<1x8x1xf32>
   return %r#1 : tensor<1x8x1x4xf32>
 }
+
+// -----
+
+// A value-side gate gv: per token, dgv = colsum(dS * S_{t-1} * gamma) (a
+// reduction over the key channels, the state read transposed), and the
+// adjoint carried back is dS * gamma.
+// CHECK-DAG: #[[VROW:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>
+// CHECK-DAG: #[[T:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d3, d2)>
+// CHECK-DAG: #[[HEAD:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+// CHECK-LABEL: func.func @value_gate
+// CHECK-SAME: (%{{[^:]*}}: {{.*}}, %{{[^:]*}}: {{.*}}, %[[GV:[^:]*]]: {{.*}}, %{{[^:]*}}: {{.*}})
+// CHECK: %[[PASS2:.*]]:5 = scf.for
+// CHECK: scf.for
+// CHECK: %[[BACK:.*]]:5 = scf.for {{.*}} iter_args(%[[DSI:.*]] = %{{.*}}, %{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}, %[[DGV:.*]] = %{{.*}})
+// CHECK: %[[GVT:.*]] = tensor.extract_slice %[[GV]][0, %{{.*}}, 0, 0] [1, 1, 1, 6]
+// CHECK: %[[DS:.*]] = linalg.generic {{.*}} ins(%[[DSI]], %{{.*}}, %{{.*}} : {{.*}}) outs(%[[DSI]] : {{.*}})
+// CHECK: %[[DGVT:.*]] = linalg.generic {indexing_maps = [#[[T]], #[[T]], #[[HEAD]], #[[HEAD]]], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%[[DS]], %{{.*}}, %[[GVT]] :
+// CHECK: math.exp
+// CHECK: tensor.insert_slice %[[DGVT]] into %[[DGV]]
+// CHECK: %[[CARRIED:.*]] = linalg.generic {{.*}} ins(%[[DS]], %[[GVT]] : tensor<1x1x4x6xf32>, tensor<1x1x6xf32>) outs(%[[DS]] :
+// CHECK: math.exp
+// CHECK: scf.yield %[[CARRIED]],
+// CHECK: return %[[PASS2]]#4
+func.func @value_gate(%q: tensor<1x8x1x4xf32>, %v: tensor<1x8x1x6xf32>, %gv: tensor<1x8x1x6xf32>, %s: tensor<1x1x4x6xf32>) -> tensor<1x8x1x6xf32> {
+  %r:5 = la.recurrence_grad decay(none) low_rank(none) %q, %q, %v gv(%gv : tensor<1x8x1x6xf32>) initial_state(%s : tensor<1x1x4x6xf32>) d_o(%v : tensor<1x8x1x6xf32>) {scale = 1.0 : f32, checkpoint = 4 : i64} : tensor<1x8x1x4xf32>, tensor<1x8x1x4xf32>, tensor<1x8x1x6xf32> -> tensor<1x8x1x4xf32>, tensor<1x8x1x4xf32>, tensor<1x8x1x6xf32>, tensor<1x1x4x6xf32>, tensor<1x8x1x6xf32>
+  return %r#4 : tensor<1x8x1x6xf32>
+}

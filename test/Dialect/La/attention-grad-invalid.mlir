@@ -4,7 +4,7 @@
 !v = tensor<1x8x2x6xf32>
 
 func.func @missing_gate_gradient(%q: !qk, %v: !v, %g: tensor<1x8x2xf32>) {
-  // expected-error @+1 {{expects 4 results (dq, dk, dv and one per given g, beta, erase, write, a, b, initial_state), got 3}}
+  // expected-error @+1 {{expects 4 results (dq, dk, dv and one per given g, gv, beta, erase, write, a, b, initial_state), got 3}}
   %r:3 = la.attention_grad mamba2 %q, %q, %v g(%g : tensor<1x8x2xf32>) d_o(%v : !v) : !qk, !qk, !v -> !qk, !qk, !v
   return
 }
@@ -81,7 +81,7 @@ func.func @beta_without_delta(%q: !qk, %v: !v, %beta: tensor<1x8x2xf32>) {
 !v = tensor<1x8x2x6xf32>
 
 func.func @missing_state_gradient(%q: !qk, %v: !v, %s: tensor<1x2x4x6xf32>) {
-  // expected-error @+1 {{expects 4 results (dq, dk, dv and one per given g, beta, erase, write, a, b, initial_state), got 3}}
+  // expected-error @+1 {{expects 4 results (dq, dk, dv and one per given g, gv, beta, erase, write, a, b, initial_state), got 3}}
   %r:3 = la.attention_grad linear %q, %q, %v initial_state(%s : tensor<1x2x4x6xf32>) d_o(%v : !v) : !qk, !qk, !v -> !qk, !qk, !v
   return
 }
@@ -104,7 +104,18 @@ func.func @normalizer_with_delta(%q: !qk, %v: !v, %beta: !h) {
 !v = tensor<1x8x2x6xf32>
 
 func.func @missing_low_rank_gradient(%q: !qk, %v: !v) {
-  // expected-error @+1 {{expects 5 results (dq, dk, dv and one per given g, beta, erase, write, a, b, initial_state), got 4}}
+  // expected-error @+1 {{expects 5 results (dq, dk, dv and one per given g, gv, beta, erase, write, a, b, initial_state), got 4}}
   %r:4 = la.attention_grad dplr %q, %q, %v a(%q : !qk) b(%q : !qk) d_o(%v : !v) : !qk, !qk, !v -> !qk, !qk, !v, !qk
+  return
+}
+
+// -----
+
+!qk = tensor<1x8x2x4xf32>
+!v = tensor<1x8x2x6xf32>
+
+func.func @value_gate_gradient_shape(%q: !qk, %v: !v) {
+  // expected-error @+1 {{expects 'dgv' of shape [1,8,2,6] like its input, got [1,8,2,4]}}
+  %r:4 = la.attention_grad linear %q, %q, %v gv(%v : !v) d_o(%v : !v) : !qk, !qk, !v -> !qk, !qk, !v, !qk
   return
 }

@@ -46,3 +46,19 @@ func.func @gated_deltanet2(%q: !qk, %k: !qk, %v: !v, %g: !kf, %e: !kf,
       : !qk, !qk, !v -> !kf, !kf, !vf, !kf, !kf, !vf, !s
   return %ds0 : !s
 }
+
+// -----
+
+// GLA with fla's value-side gate gv: dgv follows dg.
+!qk = tensor<1x8x2x4xf32>
+!v = tensor<1x8x2x6xf32>
+
+// CHECK-LABEL: func.func @gla_value_gate
+// CHECK: %{{.*}}, %{{.*}}, %{{.*}}, %[[IG:.*]]:2 = la.attention_grad gla %{{.*}}, %{{.*}}, %{{.*}} g(%{{.*}} : tensor<1x8x2x4xf32>) gv(%{{.*}} : tensor<1x8x2x6xf32>) d_o(%{{.*}} : tensor<1x8x2x6xf32>)
+// CHECK: return %[[IG]]#1
+func.func @gla_value_gate(%q: !qk, %k: !qk, %v: !v, %g: !qk, %gv: !v,
+                          %do: !v) -> !v {
+  %dq, %dk, %dv, %dg, %dgv = la.attention_grad gla %q, %k, %v g(%g : !qk)
+      gv(%gv : !v) d_o(%do : !v) : !qk, !qk, !v -> !qk, !qk, !v, !qk, !v
+  return %dgv : !v
+}

@@ -33,31 +33,3 @@ func.func @taken(%q: !qk, %k: !qk, %v: !v) -> !v {
 func.func @taken_grad() {
   return
 }
-
-// -----
-
-// A value-side gate and a reverse recurrence have no gradient op yet: an
-// error at the op, not a wrong gradient.
-!qk = tensor<1x8x2x4xf32>
-!v = tensor<1x8x2x6xf32>
-!s = tensor<1x2x4x6xf32>
-
-func.func @value_gate(%q: !qk, %k: !qk, %v: !v, %gv: !v, %s0: !s) -> !v {
-  %oi = tensor.empty() : !v
-  // expected-error @+1 {{'la.recurrence' op with a value-side gate 'gv' or 'reverse' cannot be differentiated yet}}
-  %o, %s = la.recurrence decay(none) low_rank(none) %q, %k, %v gv(%gv : !v) outs(%oi, %s0 : !v, !s) {scale = 1.0 : f32} : !qk, !qk, !v -> !v, !s
-  return %o : !v
-}
-
-// -----
-
-!qk = tensor<1x8x2x4xf32>
-!v = tensor<1x8x2x6xf32>
-!s = tensor<1x2x4x6xf32>
-
-func.func @reverse(%q: !qk, %k: !qk, %v: !v, %s0: !s) -> !v {
-  %oi = tensor.empty() : !v
-  // expected-error @+1 {{'la.recurrence' op with a value-side gate 'gv' or 'reverse' cannot be differentiated yet}}
-  %o, %s = la.recurrence decay(none) low_rank(none) %q, %k, %v outs(%oi, %s0 : !v, !s) {reverse, scale = 1.0 : f32} : !qk, !qk, !v -> !v, !s
-  return %o : !v
-}

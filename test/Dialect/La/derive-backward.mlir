@@ -161,3 +161,68 @@ func.func @rwkv7(%q: !qk, %k: !qk, %v: !v, %g: !qk, %a: !qk, %b: !qk, %s0: !s)
       initial_state(%s0 : !s) {scale = 1.0 : f32} : !qk, !qk, !v -> !v
   return %o : !v
 }
+
+// -----
+
+// fla's value-side gate gv, at both levels: la.attention_grad and
+// la.recurrence_grad take it and return its gradient after dg's.
+!qk = tensor<1x8x2x4xf32>
+!v = tensor<1x8x2x6xf32>
+!s = tensor<1x2x4x6xf32>
+
+// CHECK-LABEL: func.func @gla_value_gate_grad(
+// CHECK-SAME: %[[Q:[^:]*]]: tensor<1x8x2x4xf32>, %[[K:[^:]*]]: tensor<1x8x2x4xf32>, %[[V:[^:]*]]: tensor<1x8x2x6xf32>, %[[G:[^:]*]]: tensor<1x8x2x4xf32>, %[[GV:[^:]*]]: tensor<1x8x2x6xf32>, %[[DO:[^:]*]]: tensor<1x8x2x6xf32>)
+// CHECK: %[[DQ:[^,]*]], %[[DK:[^,]*]], %[[DV:[^,]*]], %[[IG:.*]]:2 = la.attention_grad gla %[[Q]], %[[K]], %[[V]] g(%[[G]] : tensor<1x8x2x4xf32>) gv(%[[GV]] : tensor<1x8x2x6xf32>) d_o(%[[DO]] : tensor<1x8x2x6xf32>)
+// CHECK: return %[[DQ]], %[[DK]], %[[DV]], %[[IG]]#0, %[[IG]]#1
+func.func @gla_value_gate(%q: !qk, %k: !qk, %v: !v, %g: !qk, %gv: !v) -> !v {
+  %o = la.attention gla %q, %k, %v g(%g : !qk) gv(%gv : !v) : !qk, !qk, !v -> !v
+  return %o : !v
+}
+
+// CHECK-LABEL: func.func @recurrence_value_gate_grad(
+// CHECK-SAME: %[[Q:[^:]*]]: tensor<1x8x2x4xf32>, %[[V:[^:]*]]: tensor<1x8x2x6xf32>, %[[GV:[^:]*]]: tensor<1x8x2x6xf32>, %[[S0:[^:]*]]: tensor<1x2x4x6xf32>, %[[DO:[^:]*]]: tensor<1x8x2x6xf32>)
+// CHECK: %{{[^,]*}}, %{{[^,]*}}, %[[DV:[^,]*]], %[[DS0:[^,]*]], %[[DGV:.*]] = la.recurrence_grad decay(none) low_rank(none) %[[Q]], %[[Q]], %[[V]] gv(%[[GV]] : tensor<1x8x2x6xf32>) initial_state(%[[S0]] : tensor<1x2x4x6xf32>) d_o(%[[DO]] : tensor<1x8x2x6xf32>)
+// CHECK: return %{{.*}}, %[[DV]], %[[DGV]], %[[DS0]]
+func.func @recurrence_value_gate(%q: !qk, %v: !v, %gv: !v, %s0: !s) -> !v {
+  %oi = tensor.empty() : !v
+  %o, %s = la.recurrence decay(none) low_rank(none) %q, %q, %v gv(%gv : !v)
+      outs(%oi, %s0 : !v, !s) {scale = 0.5 : f32} : !qk, !qk, !v -> !v, !s
+  return %o : !v
+}
+
+// -----
+
+// A reverse recurrence is the forward one on its tokens flipped: its
+// gradient is the forward la.recurrence_grad on the flipped operands, the
+// token gradients flipped back. With packed sequences the flipped tokens
+// hold the sequences in reverse order: offsets T - cu[N - i], and the
+// states (and d_initial_state) flipped along N.
+!qk = tensor<1x8x2x4xf32>
+!v = tensor<1x8x2x6xf32>
+!s = tensor<3x2x4x6xf32>
+
+// CHECK-DAG: #[[FLIPT:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, -d1 + 7, d2, d3)>
+// CHECK-DAG: #[[FLIPN:.*]] = affine_map<(d0, d1, d2, d3) -> (-d0 + 2, d1, d2, d3)>
+// CHECK-LABEL: func.func @reverse_grad(
+// CHECK-SAME: %[[Q:[^:]*]]: tensor<1x8x2x4xf32>, %[[V:[^:]*]]: tensor<1x8x2x6xf32>, %[[S0:[^:]*]]: tensor<3x2x4x6xf32>, %[[CU:[^:]*]]: tensor<4xi32>, %[[DO:[^:]*]]: tensor<1x8x2x6xf32>)
+// CHECK: %[[OFFSETS:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<4xi32>)
+// CHECK: linalg.index 0
+// CHECK: tensor.extract %[[CU]]
+// CHECK: arith.subi
+// CHECK: %[[QF:.*]] = linalg.generic {indexing_maps = [#[[FLIPT]], {{.*}}]{{.*}} ins(%[[Q]] :
+// CHECK: %[[VF:.*]] = linalg.generic {indexing_maps = [#[[FLIPT]], {{.*}}]{{.*}} ins(%[[V]] :
+// CHECK: %[[S0F:.*]] = linalg.generic {indexing_maps = [#[[FLIPN]], {{.*}}]{{.*}} ins(%[[S0]] :
+// CHECK: %[[DOF:.*]] = linalg.generic {indexing_maps = [#[[FLIPT]], {{.*}}]{{.*}} ins(%[[DO]] :
+// CHECK: %[[DQ:[^,]*]], %[[DK:[^,]*]], %[[DV:[^,]*]], %[[DS0:[^,]*]] = la.recurrence_grad decay(none) low_rank(none) %[[QF]], %{{.*}}, %[[VF]] cu_seqlens(%[[OFFSETS]] : tensor<4xi32>) initial_state(%[[S0F]] : tensor<3x2x4x6xf32>) d_o(%[[DOF]] : tensor<1x8x2x6xf32>)
+// CHECK-NOT: reverse
+// CHECK: linalg.generic {indexing_maps = [#[[FLIPT]], {{.*}}]{{.*}} ins(%[[DQ]] :
+// CHECK: linalg.generic {indexing_maps = [#[[FLIPT]], {{.*}}]{{.*}} ins(%[[DV]] :
+// CHECK: linalg.generic {indexing_maps = [#[[FLIPN]], {{.*}}]{{.*}} ins(%[[DS0]] :
+// CHECK: return
+func.func @reverse(%q: !qk, %v: !v, %s0: !s, %cu: tensor<4xi32>) -> !v {
+  %oi = tensor.empty() : !v
+  %o, %s = la.recurrence decay(none) low_rank(none) %q, %q, %v
+      cu_seqlens(%cu : tensor<4xi32>) outs(%oi, %s0 : !v, !s)
+      {reverse, scale = 0.5 : f32} : !qk, !qk, !v -> !v, !s
+  return %o : !v
+}

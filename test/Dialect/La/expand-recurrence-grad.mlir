@@ -234,3 +234,70 @@ func.func @dynamic_time(%q: !qk, %k: !qk, %v: !v, %g: !h, %s0: !s,
       {scale = 0.5 : f32} : !qk, !qk, !v -> !qk, !qk, !v, !s, !h
   return %dq, %dk, %dv, %ds0, %dg : !qk, !qk, !v, !s, !h
 }
+
+// -----
+
+// A value-side gate gv with a scalar decay and grouped value heads: gv
+// decays the V side of S, the key side of the transposed recurrences (dq,
+// dk), where the scalar decay is folded into it (a scalar commutes): a
+// channel gate [B,T,HV,V]. dv's recurrence keeps both, shifted by one token.
+// dS_0 takes gamma_0 too, and dgv (a reverse running sum of o . do - v . dv
+// plus colsum(S_T dS_T)) needs o: a fourth recurrence, the forward itself.
+!qk = tensor<1x8x2x4xf32>
+!v = tensor<1x8x4x6xf32>
+!h = tensor<1x8x2xf32>
+!s = tensor<1x4x4x6xf32>
+
+// CHECK-LABEL: func.func @mamba2_value_gate
+// CHECK-SAME: (%[[Q:[^:]*]]: {{.*}}, %[[K:[^:]*]]: {{.*}}, %[[V:[^:]*]]: {{.*}}, %[[G:[^:]*]]: {{.*}}, %[[GV:[^:]*]]: {{.*}}, %[[S0:[^:]*]]: {{.*}}, %[[DO:[^:]*]]: {{.*}}, %[[DSF:[^:]*]]: {{.*}})
+// CHECK: %[[GVLATER:.*]] = tensor.extract_slice %[[GV]][0, 1, 0, 0] [1, 7, 4, 6] [1, 1, 1, 1]
+// CHECK: %[[GVSHIFTED:.*]] = tensor.pad %[[GVLATER]] low[0, 0, 0, 0] high[0, 1, 0, 0]
+// CHECK: %[[FOLDED:.*]] = linalg.generic {{.*}} ins(%[[GV]], %{{.*}} : tensor<1x8x4x6xf32>, tensor<1x8x4xf32>)
+// CHECK: %{{.*}}, %[[SFT:.*]] = la.recurrence decay(channel) low_rank(none) %[[DO]], %[[V]], %{{.*}} g(%[[FOLDED]] : tensor<1x8x4x6xf32>) outs(
+// CHECK-NOT: gv(
+// CHECK-SAME: {scale = 5.000000e-01 : f32}
+// CHECK: %[[DV:.*]], %[[G0:.*]] = la.recurrence decay(scalar) low_rank(none) %[[K]], %[[Q]], %{{.*}} g(%{{.*}} : tensor<1x8x2xf32>) gv(%[[GVSHIFTED]] : tensor<1x8x4x6xf32>) outs(%{{.*}}, %[[DSF]] : {{.*}}) {reverse, scale = 1.000000e+00 : f32}
+// CHECK: %[[GV0:.*]] = tensor.extract_slice %[[GV]][0, 0, 0, 0] [1, 1, 4, 6]
+// CHECK: linalg.generic {{.*}} ins(%[[GV0]], %[[G0]] :
+// CHECK: la.recurrence decay(channel) low_rank(none) %[[V]], %[[DO]], %{{.*}} g(%{{.*}} : tensor<1x8x4x6xf32>) outs({{.*}}) {reverse, scale = 1.000000e+00 : f32}
+// CHECK: %[[O:.*]], %{{.*}} = la.recurrence decay(scalar) low_rank(none) %[[Q]], %[[K]], %[[V]] g(%[[G]] : tensor<1x8x2xf32>) gv(%[[GV]] : tensor<1x8x4x6xf32>) outs(%{{.*}}, %[[S0]] : {{.*}}) {scale = 5.000000e-01 : f32}
+// CHECK: %[[DC:.*]] = linalg.generic {{.*}} ins(%[[O]], %[[DO]], %[[V]], %[[DV]] :
+// CHECK: arith.subf
+// CHECK: %[[FINAL:.*]] = linalg.generic {{.*}} ins(%[[SFT]], %[[DSF]] : tensor<1x4x6x4xf32>, tensor<1x4x4x6xf32>) outs(%{{.*}} : tensor<1x4x6xf32>)
+// CHECK: %[[SUMS:.*]]:2 = scf.for
+// CHECK: %[[DGV:.*]] = linalg.generic {{.*}} ins(%[[SUMS]]#1, %[[FINAL]] :
+// CHECK: return %{{.*}}, %{{.*}}, %[[DV]], %{{.*}}, %{{.*}}, %[[DGV]]
+func.func @mamba2_value_gate(%q: !qk, %k: !qk, %v: !v, %g: !h, %gv: !v,
+                             %s0: !s, %do: !v, %dsf: !s)
+    -> (!qk, !qk, !v, !s, !h, !v) {
+  %dq, %dk, %dv, %ds0, %dg, %dgv = la.recurrence_grad decay(scalar)
+      low_rank(none) %q, %k, %v g(%g : !h) gv(%gv : !v)
+      initial_state(%s0 : !s) d_o(%do : !v) d_final_state(%dsf : !s)
+      {scale = 0.5 : f32} : !qk, !qk, !v -> !qk, !qk, !v, !s, !h, !v
+  return %dq, %dk, %dv, %ds0, %dg, %dgv : !qk, !qk, !v, !s, !h, !v
+}
+
+// -----
+
+// A channel gate with gv: each keeps its side, swapped in the transposed
+// recurrences (gv as their key-side channel gate, g as their `gv`).
+!qk = tensor<1x8x2x4xf32>
+!v = tensor<1x8x2x6xf32>
+!s = tensor<1x2x4x6xf32>
+
+// CHECK-LABEL: func.func @gla_value_gate
+// CHECK-SAME: (%[[Q:[^:]*]]: {{.*}}, %[[K:[^:]*]]: {{.*}}, %[[V:[^:]*]]: {{.*}}, %[[G:[^:]*]]: {{.*}}, %[[GV:[^:]*]]: {{.*}}, %[[S0:[^:]*]]: {{.*}}, %[[DO:[^:]*]]: {{.*}})
+// CHECK: la.recurrence decay(channel) low_rank(none) %[[DO]], %[[V]], %[[K]] g(%[[GV]] : tensor<1x8x2x6xf32>) gv(%[[G]] : tensor<1x8x2x4xf32>)
+// CHECK: la.recurrence decay(channel) low_rank(none) %[[K]], %[[Q]], %{{.*}} g(%{{.*}} : tensor<1x8x2x4xf32>) gv(%{{.*}} : tensor<1x8x2x6xf32>) {{.*}}reverse
+// CHECK: la.recurrence decay(channel) low_rank(none) %[[V]], %[[DO]], %{{.*}} g(%{{.*}} : tensor<1x8x2x6xf32>) gv(%{{.*}} : tensor<1x8x2x4xf32>) {{.*}}reverse
+// CHECK: la.recurrence decay(channel) low_rank(none) %[[Q]], %[[K]], %[[V]] g(%[[G]] : tensor<1x8x2x4xf32>) gv(%[[GV]] : tensor<1x8x2x6xf32>)
+// CHECK-NOT: la.recurrence
+// CHECK: return
+func.func @gla_value_gate(%q: !qk, %k: !qk, %v: !v, %g: !qk, %gv: !v,
+                          %s0: !s, %do: !v) -> (!qk, !v) {
+  %dq, %dk, %dv, %ds0, %dg, %dgv = la.recurrence_grad decay(channel)
+      low_rank(none) %q, %k, %v g(%g : !qk) gv(%gv : !v)
+      initial_state(%s0 : !s) d_o(%do : !v) {scale = 0.5 : f32}
+      : !qk, !qk, !v -> !qk, !qk, !v, !s, !qk, !v
+  return %dg, %dgv : !qk, !v
+}

@@ -622,3 +622,27 @@ func.func @dplr_normalizer(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>) {
   %o = la.attention dplr %q, %q, %v a(%q : tensor<1x8x2x4xf32>) b(%q : tensor<1x8x2x4xf32>) {normalizer} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
   return
 }
+
+// -----
+
+func.func @value_gate_with_delta(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>, %b: tensor<1x8x2xf32>) {
+  // expected-error @+1 {{'gv' (the value-side gate) is only valid with the additive rule and without 'normalizer'}}
+  %o = la.attention deltanet %q, %q, %v gv(%v : tensor<1x8x2x6xf32>) beta(%b : tensor<1x8x2xf32>) : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  return
+}
+
+// -----
+
+func.func @value_gate_with_normalizer(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>) {
+  // expected-error @+1 {{'gv' (the value-side gate) is only valid with the additive rule and without 'normalizer'}}
+  %o = la.attention linear %q, %q, %v gv(%v : tensor<1x8x2x6xf32>) {normalizer} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  return
+}
+
+// -----
+
+func.func @value_gate_shape(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>, %gv: tensor<1x8x2x4xf32>) {
+  // expected-error @+1 {{expects 'gv' of shape [1,8,2,6] [B,T,HV,V] like 'v', got [1,8,2,4]}}
+  %o = la.attention linear %q, %q, %v gv(%gv : tensor<1x8x2x4xf32>) : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  return
+}

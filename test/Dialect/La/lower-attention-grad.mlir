@@ -197,3 +197,23 @@ func.func @scalar_gated_dplr_value_head_gate(%q: !qk, %k: !qk, %v: !v, %g: !h,
       : !qk, !qk, !v -> !qk, !qk, !v, !h, !qk, !qk
   return %dq, %dk, %dv, %dg, %da, %db : !qk, !qk, !v, !h, !qk, !qk
 }
+
+// -----
+
+// A value-side gate passes to the level-1 gradient as it is (per value
+// head already), and its gradient comes back unchanged.
+!qk = tensor<1x8x2x4xf32>
+!v = tensor<1x8x4x6xf32>
+!h = tensor<1x8x2xf32>
+
+// CHECK-LABEL: func.func @mamba2_value_gate
+// CHECK-SAME: (%[[Q:[^:]*]]: {{.*}}, %[[K:[^:]*]]: {{.*}}, %[[V:[^:]*]]: {{.*}}, %[[G:[^:]*]]: {{.*}}, %[[GV:[^:]*]]: {{.*}}, %[[DO:[^:]*]]: {{.*}})
+// CHECK: %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[IG:.*]]:2 = la.recurrence_grad decay(scalar) low_rank(none) %[[Q]], %[[K]], %[[V]] g(%[[G]] : tensor<1x8x2xf32>) gv(%[[GV]] : tensor<1x8x4x6xf32>) initial_state(
+// CHECK: return %{{.*}}, %{{.*}}, %{{.*}}, %[[IG]]#0, %[[IG]]#1
+func.func @mamba2_value_gate(%q: !qk, %k: !qk, %v: !v, %g: !h, %gv: !v,
+                             %do: !v) -> (!qk, !qk, !v, !h, !v) {
+  %dq, %dk, %dv, %dg, %dgv = la.attention_grad mamba2 %q, %k, %v g(%g : !h)
+      gv(%gv : !v) d_o(%do : !v) {scale = 0.5 : f32}
+      : !qk, !qk, !v -> !qk, !qk, !v, !h, !v
+  return %dq, %dk, %dv, %dg, %dgv : !qk, !qk, !v, !h, !v
+}

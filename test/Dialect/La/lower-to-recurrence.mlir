@@ -295,3 +295,17 @@ func.func @rwkv7(%q: !qk, %k: !qk, %v: !v, %g: tensor<1x8x2x4xf32>, %a: !qk, %b:
   %o = la.attention rwkv7 %q, %k, %v g(%g : tensor<1x8x2x4xf32>) a(%a : !qk) b(%b : !qk) {scale = 1.0 : f32} : !qk, !qk, !v -> !v
   return %o : !v
 }
+
+// -----
+
+// fla's value-side gate gv becomes la.recurrence's gv.
+!qk = tensor<1x8x2x4xf32>
+!v = tensor<1x8x2x6xf32>
+
+// CHECK-LABEL: func.func @gla_value_gate
+// CHECK-SAME: (%{{[^:]*}}: {{.*}}, %{{[^:]*}}: {{.*}}, %{{[^:]*}}: {{.*}}, %[[G:[^:]*]]: {{.*}}, %[[GV:[^:]*]]: {{.*}})
+// CHECK: la.recurrence decay(channel) low_rank(none) %{{.*}}, %{{.*}}, %{{.*}} g(%[[G]] : tensor<1x8x2x4xf32>) gv(%[[GV]] : tensor<1x8x2x6xf32>) outs(
+func.func @gla_value_gate(%q: !qk, %k: !qk, %v: !v, %g: !qk, %gv: !v) -> !v {
+  %o = la.attention gla %q, %k, %v g(%g : !qk) gv(%gv : !v) : !qk, !qk, !v -> !v
+  return %o : !v
+}

@@ -5,7 +5,7 @@
 !s = tensor<1x2x4x6xf32>
 
 func.func @missing_gate_gradient(%q: !qk, %v: !v, %g: tensor<1x8x2xf32>, %s: !s) {
-  // expected-error @+1 {{expects 5 results (dq, dk, dv, d_initial_state and one per given g, beta, a, b), got 4}}
+  // expected-error @+1 {{expects 5 results (dq, dk, dv, d_initial_state and one per given g, gv, beta, a, b), got 4}}
   %r:4 = la.recurrence_grad decay(scalar) low_rank(none) %q, %q, %v g(%g : tensor<1x8x2xf32>) initial_state(%s : !s) d_o(%v : !v) {scale = 1.0 : f32} : !qk, !qk, !v -> !qk, !qk, !v, !s
   return
 }
@@ -91,5 +91,29 @@ func.func @normalizer_with_low_rank(%q: !qk, %v: !v, %s: !s, %beta: tensor<1x8x2
 func.func @eps_without_normalizer(%q: !qk, %v: !v, %s: !s) {
   // expected-error @+1 {{'eps' is only valid with 'normalizer'}}
   %r:4 = la.recurrence_grad decay(none) low_rank(none) %q, %q, %v initial_state(%s : !s) d_o(%v : !v) {scale = 1.0 : f32, eps = 1.0e-3 : f32} : !qk, !qk, !v -> !qk, !qk, !v, !s
+  return
+}
+
+// -----
+
+!qk = tensor<1x8x2x4xf32>
+!v = tensor<1x8x2x6xf32>
+!s = tensor<1x2x4x6xf32>
+
+func.func @value_gate_with_delta(%q: !qk, %v: !v, %s: !s, %beta: tensor<1x8x2xf32>) {
+  // expected-error @+1 {{'gv' (the value-side gate) is only valid without a low-rank part and without the normaliser}}
+  %r:6 = la.recurrence_grad decay(none) low_rank(delta) %q, %q, %v gv(%v : !v) beta(%beta : tensor<1x8x2xf32>) initial_state(%s : !s) d_o(%v : !v) {scale = 1.0 : f32} : !qk, !qk, !v -> !qk, !qk, !v, !s, !v, tensor<1x8x2xf32>
+  return
+}
+
+// -----
+
+!qk = tensor<1x8x2x4xf32>
+!v = tensor<1x8x2x6xf32>
+!s = tensor<1x2x4x6xf32>
+
+func.func @value_gate_without_its_gradient(%q: !qk, %v: !v, %s: !s) {
+  // expected-error @+1 {{expects 5 results (dq, dk, dv, d_initial_state and one per given g, gv, beta, a, b), got 4}}
+  %r:4 = la.recurrence_grad decay(none) low_rank(none) %q, %q, %v gv(%v : !v) initial_state(%s : !s) d_o(%v : !v) {scale = 1.0 : f32} : !qk, !qk, !v -> !qk, !qk, !v, !s
   return
 }

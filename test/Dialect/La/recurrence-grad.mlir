@@ -46,3 +46,23 @@ func.func @general_packed(%q: !qk, %k: !qk, %v: !v, %g: !g, %a: !g, %b: !g,
         tensor<1x16x2x6xf32>, !s, !g, !g, !g
   return %r#0 : tensor<1x16x2x4xf32>
 }
+
+// -----
+
+// A value-side gate: its gradient follows dg.
+!qk = tensor<1x8x2x4xf32>
+!v = tensor<1x8x2x6xf32>
+!h = tensor<1x8x2xf32>
+!s = tensor<1x2x4x6xf32>
+
+// CHECK-LABEL: func.func @value_gate
+// CHECK: %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[IG:.*]]:2 = la.recurrence_grad decay(scalar) low_rank(none) %{{.*}}, %{{.*}}, %{{.*}} g(%{{.*}} : tensor<1x8x2xf32>) gv(%{{.*}} : tensor<1x8x2x6xf32>) initial_state(
+// CHECK: return %[[IG]]#1
+func.func @value_gate(%q: !qk, %k: !qk, %v: !v, %g: !h, %gv: !v, %s0: !s,
+                      %do: !v) -> !v {
+  %dq, %dk, %dv, %ds0, %dg, %dgv = la.recurrence_grad decay(scalar)
+      low_rank(none) %q, %k, %v g(%g : !h) gv(%gv : !v)
+      initial_state(%s0 : !s) d_o(%do : !v) {scale = 0.5 : f32}
+      : !qk, !qk, !v -> !qk, !qk, !v, !s, !h, !v
+  return %dgv : !v
+}

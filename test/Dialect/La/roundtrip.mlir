@@ -30,7 +30,7 @@ func.func @linear(%q: !qk, %k: !qk, %v: !v) -> !v {
 // CHECK: la.attention linear %{{.*}}, %{{.*}}, %{{.*}} initial_state(%{{.*}} : tensor<2x2x4x6xf32>) {eps = 1.000000e-03 : f32, normalizer, scale = 5.000000e-01 : f32}
 // CHECK-SAME: -> tensor<2x8x2x6xf32>, tensor<2x2x4x6xf32>
 // GENERIC-LABEL: sym_name = "linear_normalized"
-// GENERIC: operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0, 0, 0, 1, 0>
+// GENERIC: operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0>
 func.func @linear_normalized(%q: !qk, %k: !qk, %v: !v, %s0: !s) -> (!v, !s) {
   %o, %s = la.attention linear %q, %k, %v initial_state(%s0 : !s) {normalizer, eps = 1.0e-3 : f32, scale = 0.5 : f32} : !qk, !qk, !v -> !v, !s
   return %o, %s : !v, !s
@@ -76,6 +76,23 @@ func.func @mamba2(%q: !qk, %k: !qk, %v: !v, %g: !g) -> !v {
 func.func @gla(%q: !qk, %k: !qk, %v: !v, %g: !qk, %s0: !s) -> (!v, !s) {
   %o, %s = la.attention gla %q, %k, %v g(%g : !qk) initial_state(%s0 : !s) : !qk, !qk, !v -> !v, !s
   return %o, %s : !v, !s
+}
+
+// -----
+
+// fla's value-side gate gv, with and without a key-side gate.
+!qk = tensor<1x8x2x4xf32>
+!v = tensor<1x8x2x6xf32>
+
+// CHECK-LABEL: func.func @value_gate
+// CHECK: la.attention gla %{{.*}}, %{{.*}}, %{{.*}} g(%{{.*}} : tensor<1x8x2x4xf32>) gv(%{{.*}} : tensor<1x8x2x6xf32>) :
+// CHECK: la.attention linear %{{.*}}, %{{.*}}, %{{.*}} gv(%{{.*}} : tensor<1x8x2x6xf32>) :
+// GENERIC-LABEL: sym_name = "value_gate"
+// GENERIC: operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0>
+func.func @value_gate(%q: !qk, %k: !qk, %v: !v, %g: !qk, %gv: !v) -> (!v, !v) {
+  %o = la.attention gla %q, %k, %v g(%g : !qk) gv(%gv : !v) : !qk, !qk, !v -> !v
+  %p = la.attention linear %q, %k, %v gv(%gv : !v) : !qk, !qk, !v -> !v
+  return %o, %p : !v, !v
 }
 
 // -----

@@ -69,6 +69,10 @@ def La_AttentionOp : La_Op<"attention", [Pure, AttrSizedOperandSegments]> {
     flash-linear-attention's Gated DeltaNet and KDA take them): value head
     `hv` then uses its own; `la-lower-to-recurrence` repeats the key side (q,
     k and the per-key-head operands) to one head per value head.
+    `gv : [B,T,HV,V]` (the additive rule only, without `normalizer`) is a
+    log-gate on the value side of the state, flash-linear-attention's `gv`:
+    `S_t = alpha_t S_{t-1} Diag(exp(gv_t)) + k_t v_t^T`, with `alpha_t` the
+    key-side decay of `gate` (GLA's `gk` with `gv`).
     `initial_state : [N,HV,K,V]` is f32, with N = B, or the number of
     sequences when `cu_seqlens : [N+1]` (i32 offsets, B = 1) packs several
     variable-length sequences into one.
@@ -113,6 +117,7 @@ def La_AttentionOp : La_Op<"attention", [Pure, AttrSizedOperandSegments]> {
     La_FloatTensor:$k,
     La_FloatTensor:$v,
     Optional<La_FloatTensor>:$g,
+    Optional<La_FloatTensor>:$gv,
     Optional<La_FloatTensor>:$beta,
     Optional<La_FloatTensor>:$erase,
     Optional<La_FloatTensor>:$write,
@@ -135,6 +140,7 @@ def La_AttentionOp : La_Op<"attention", [Pure, AttrSizedOperandSegments]> {
   let assemblyFormat = [{
     custom<Variant>($update, $gate) $q `,` $k `,` $v
     (`g` `(` $g^ `:` type($g) `)`)?
+    (`gv` `(` $gv^ `:` type($gv) `)`)?
     (`beta` `(` $beta^ `:` type($beta) `)`)?
     (`erase` `(` $erase^ `:` type($erase) `)`)?
     (`write` `(` $write^ `:` type($write) `)`)?
@@ -184,7 +190,7 @@ def La_AttentionGradOp : La_Op<"attention_grad", [
     Operands: those of `la.attention`, then `d_o` (`[B,T,HV,V]`, the element
     type of `v`) and optionally `d_final_state` (`[N,HV,K,V]`, f32).
     Results, all f32 and each of its input's shape: `dq`, `dk`, `dv`, then,
-    for those given and in this order, the gradients of `g`, `beta`, `erase`,
+    for those given and in this order, the gradients of `g`, `gv`, `beta`, `erase`,
     `write`, `a`, `b` and `initial_state`. A `fixed` gate (`log_decay`) is an attribute
     and `cu_seqlens` are integers: neither gets a gradient. With
     `normalizer`, the level-1 op carries it (see `la.recurrence_grad`).
@@ -209,6 +215,7 @@ def La_AttentionGradOp : La_Op<"attention_grad", [
     La_FloatTensor:$k,
     La_FloatTensor:$v,
     Optional<La_FloatTensor>:$g,
+    Optional<La_FloatTensor>:$gv,
     Optional<La_FloatTensor>:$beta,
     Optional<La_FloatTensor>:$erase,
     Optional<La_FloatTensor>:$write,
@@ -239,6 +246,7 @@ def La_AttentionGradOp : La_Op<"attention_grad", [
   let assemblyFormat = [{
     custom<Variant>($update, $gate) $q `,` $k `,` $v
     (`g` `(` $g^ `:` type($g) `)`)?
+    (`gv` `(` $gv^ `:` type($gv) `)`)?
     (`beta` `(` $beta^ `:` type($beta) `)`)?
     (`erase` `(` $erase^ `:` type($erase) `)`)?
     (`write` `(` $write^ `:` type($write) `)`)?
@@ -258,17 +266,18 @@ def La_AttentionGradOp : La_Op<"attention_grad", [
     float getEffectiveEps();
     /// The gradients of the optional inputs; null where the input is absent.
     Value getDg() { return getInputGrad(0); }
-    Value getDbeta() { return getInputGrad(1); }
-    Value getDerase() { return getInputGrad(2); }
-    Value getDwrite() { return getInputGrad(3); }
-    Value getDa() { return getInputGrad(4); }
-    Value getDb() { return getInputGrad(5); }
-    Value getDInitialState() { return getInputGrad(6); }
+    Value getDgv() { return getInputGrad(1); }
+    Value getDbeta() { return getInputGrad(2); }
+    Value getDerase() { return getInputGrad(3); }
+    Value getDwrite() { return getInputGrad(4); }
+    Value getDa() { return getInputGrad(5); }
+    Value getDb() { return getInputGrad(6); }
+    Value getDInitialState() { return getInputGrad(7); }
 
   private:
     /// Result `input_grads[i]` counts the optional inputs before `which`
-    /// (0: g, 1: beta, 2: erase, 3: write, 4: a, 5: b, 6: initial_state)
-    /// that are given.
+    /// (0: g, 1: gv, 2: beta, 3: erase, 4: write, 5: a, 6: b,
+    /// 7: initial_state) that are given.
     Value getInputGrad(unsigned which);
   }];
 }
@@ -423,13 +432,16 @@ def La_RecurrenceGradOp : La_Op<"recurrence_grad", [
     `delta`, `b = w = beta k` and `a = alpha * k` give `dk`, `dbeta` and a
     second term of the gate's gradient; log-gates get `alpha * dalpha`
     (summed over K for a scalar gate). Grouped value heads sum their key-side
-    gradients into their key head.
+    gradients into their key head. A value-side gate `gv` (no low-rank part)
+    scales the columns, `P = Diag(alpha_t) S_{t-1} Diag(gamma_t)`: then
+    `dalpha` and the state's adjoint carry `gamma_t` too, and
+    `dgv_t = colsum(dS * P)` (`sum_K`).
 
     Operands: those of `la.recurrence` with the initial state as
     `initial_state` (f32, a zero tensor when there is none), and `d_o`
     (`[B,T,HV,V]`) and optionally `d_final_state` (`[N,HV,K,V]`, f32).
     Results (all f32): `dq`, `dk`, `dv`, `d_initial_state`, then, for those
-    given and in this order, the gradients of `g`, `beta`, `a` and `b` (each
+    given and in this order, the gradients of `g`, `gv`, `beta`, `a` and `b` (each
     of its input's shape). A `fixed` gate is an attribute and gets no
     gradient.
 
@@ -466,6 +478,7 @@ def La_RecurrenceGradOp : La_Op<"recurrence_grad", [
     La_FloatTensor:$k,
     La_FloatTensor:$v,
     Optional<La_FloatTensor>:$g,
+    Optional<La_FloatTensor>:$gv,
     Optional<La_FloatTensor>:$beta,
     Optional<La_FloatTensor>:$a,
     Optional<La_FloatTensor>:$b,
@@ -494,6 +507,7 @@ def La_RecurrenceGradOp : La_Op<"recurrence_grad", [
     `low_rank` `(` custom<EnumKeyword>($low_rank) `)`
     $q `,` $k `,` $v
     (`g` `(` $g^ `:` type($g) `)`)?
+    (`gv` `(` $gv^ `:` type($gv) `)`)?
     (`beta` `(` $beta^ `:` type($beta) `)`)?
     (`a` `(` $a^ `:` type($a) `)`)?
     (`b` `(` $b^ `:` type($b) `)`)?
@@ -510,13 +524,14 @@ def La_RecurrenceGradOp : La_Op<"recurrence_grad", [
     float getEffectiveEps();
     /// The gradients of the optional inputs; null where the input is absent.
     Value getDg() { return getInputGrad(0); }
-    Value getDbeta() { return getInputGrad(1); }
-    Value getDa() { return getInputGrad(2); }
-    Value getDb() { return getInputGrad(3); }
+    Value getDgv() { return getInputGrad(1); }
+    Value getDbeta() { return getInputGrad(2); }
+    Value getDa() { return getInputGrad(3); }
+    Value getDb() { return getInputGrad(4); }
 
   private:
     /// Result `input_grads[i]` counts the optional inputs before `which`
-    /// (0: g, 1: beta, 2: a, 3: b) that are given.
+    /// (0: g, 1: gv, 2: beta, 3: a, 4: b) that are given.
     Value getInputGrad(unsigned which);
   }];
 }

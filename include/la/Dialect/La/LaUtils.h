@@ -107,9 +107,14 @@ Value sumGroups(OpBuilder &b, Location loc, Value x, unsigned headDim,
 Value repeatHeads(OpBuilder &b, Location loc, Value x, unsigned headDim,
                   int64_t group);
 
-/// `x` [B,T,...] with its time axis (dim 1) reversed, in its element type:
-/// an affine map `T - 1 - t` when T is static, a gather otherwise.
-Value flipTime(OpBuilder &b, Location loc, Value x);
+/// `x` with its axis `dim` reversed, in its element type: an affine map
+/// `n - 1 - i` when the axis is static, a gather otherwise.
+Value flipDim(OpBuilder &b, Location loc, Value x, unsigned dim);
+
+/// `x` [B,T,...] with its time axis (dim 1) reversed.
+inline Value flipTime(OpBuilder &b, Location loc, Value x) {
+  return flipDim(b, loc, x, 1);
+}
 
 /// A fixed per-head decay `logDecay` ([H]) as a scalar log-gate tensor
 /// [B,T,H] (f32) for the q : [B,T,H,K] it applies to.

@@ -422,6 +422,14 @@ static LogicalResult verifyAttentionOperands(OpT op, Value o,
     return op.emitOpError("'a' and 'b' are only valid with the dplr rule");
   if (op.getUpdate() != UpdateRule::Additive && op.getNormalizer())
     return op.emitOpError("'normalizer' is only valid with the additive rule");
+  if (op.getGv() &&
+      (op.getUpdate() != UpdateRule::Additive || op.getNormalizer()))
+    return op.emitOpError("'gv' (the value-side gate) is only valid with the "
+                          "additive rule and without 'normalizer'");
+  if (Value gv = op.getGv();
+      gv && failed(verifyShape(op, gv, "gv", op.getV().getType().getShape(),
+                               "[B,T,HV,V] like 'v'")))
+    return failure();
   if (op.getErase() && qType.getRank() == 4 &&
       op.getK().getType().getRank() == 4 &&
       op.getV().getType().getRank() == 4) {
@@ -503,8 +511,8 @@ static LogicalResult verifyGradient(Operation *op, Value input, Value gradient,
 }
 
 Value AttentionGradOp::getInputGrad(unsigned which) {
-  Value inputs[] = {getG(), getBeta(), getErase(),       getWrite(),
-                    getA(), getB(),    getInitialState()};
+  Value inputs[] = {getG(),     getGv(), getBeta(), getErase(),
+                    getWrite(), getA(),  getB(),    getInitialState()};
   return optionalInputGrad(inputs, which, getInputGrads());
 }
 
@@ -519,19 +527,20 @@ LogicalResult AttentionGradOp::verify() {
   if (failed(verifyAttentionOperands(*this, getDO(), sig)))
     return failure();
 
-  Value optional[] = {getG(), getBeta(), getErase(),       getWrite(),
-                      getA(), getB(),    getInitialState()};
+  Value optional[] = {getG(),     getGv(), getBeta(), getErase(),
+                      getWrite(), getA(),  getB(),    getInitialState()};
   size_t given = llvm::count_if(optional, [](Value v) { return v != nullptr; });
   if (getInputGrads().size() != given)
     return emitOpError() << "expects " << 3 + given
-                         << " results (dq, dk, dv and one per given g, beta, "
-                            "erase, write, a, b, initial_state), got "
+                         << " results (dq, dk, dv and one per given g, gv, "
+                            "beta, erase, write, a, b, initial_state), got "
                          << getNumResults();
   Operation *op = getOperation();
   if (failed(verifyGradient(op, getQ(), getDq(), "dq")) ||
       failed(verifyGradient(op, getK(), getDk(), "dk")) ||
       failed(verifyGradient(op, getV(), getDv(), "dv")) ||
       failed(verifyGradient(op, getG(), getDg(), "dg")) ||
+      failed(verifyGradient(op, getGv(), getDgv(), "dgv")) ||
       failed(verifyGradient(op, getBeta(), getDbeta(), "dbeta")) ||
       failed(verifyGradient(op, getErase(), getDerase(), "derase")) ||
       failed(verifyGradient(op, getWrite(), getDwrite(), "dwrite")) ||
@@ -635,7 +644,7 @@ LogicalResult RecurrenceOp::verify() {
 //===----------------------------------------------------------------------===//
 
 Value RecurrenceGradOp::getInputGrad(unsigned which) {
-  Value inputs[] = {getG(), getBeta(), getA(), getB()};
+  Value inputs[] = {getG(), getGv(), getBeta(), getA(), getB()};
   return optionalInputGrad(inputs, which, getInputGrads());
 }
 
@@ -650,10 +659,17 @@ LogicalResult RecurrenceGradOp::verify() {
   if (getCheckpoint() < 1)
     return emitOpError() << "expects 'checkpoint' >= 1, got "
                          << getCheckpoint();
+  if (getGv() && (getLowRank() != LowRank::None || getNormalizer()))
+    return emitOpError("'gv' (the value-side gate) is only valid without a "
+                       "low-rank part and without the normaliser");
 
   RecurrenceSignature sig =
       getGradientSignature(*this, getScale().convertToFloat());
   if (failed(verifySignature(*this, sig)))
+    return failure();
+  if (Value gv = getGv();
+      gv && failed(verifyShape(*this, gv, "gv", getV().getType().getShape(),
+                               "[B,T,HV,V] like 'v'")))
     return failure();
   ArrayRef<int64_t> qShape = getQ().getType().getShape();
   for (auto [value, name] : {std::pair{getA(), "a"}, std::pair{getB(), "b"}})
@@ -662,13 +678,13 @@ LogicalResult RecurrenceGradOp::verify() {
       return failure();
 
   // One gradient per differentiable input, of its shape.
-  Value optional[] = {getG(), getBeta(), getA(), getB()};
+  Value optional[] = {getG(), getGv(), getBeta(), getA(), getB()};
   size_t optionalInputs =
       llvm::count_if(optional, [](Value v) { return v != nullptr; });
   if (getInputGrads().size() != optionalInputs)
     return emitOpError() << "expects " << 4 + optionalInputs
                          << " results (dq, dk, dv, d_initial_state and one "
-                            "per given g, beta, a, b), got "
+                            "per given g, gv, beta, a, b), got "
                          << getNumResults();
   Operation *op = getOperation();
   auto checkGradient = [&](Value input, Value gradient, StringRef name) {
@@ -678,6 +694,7 @@ LogicalResult RecurrenceGradOp::verify() {
       failed(checkGradient(getK(), getDk(), "dk")) ||
       failed(checkGradient(getV(), getDv(), "dv")) ||
       failed(checkGradient(getG(), getDg(), "dg")) ||
+      failed(checkGradient(getGv(), getDgv(), "dgv")) ||
       failed(checkGradient(getBeta(), getDbeta(), "dbeta")) ||
       failed(checkGradient(getA(), getDa(), "da")) ||
       failed(checkGradient(getB(), getDb(), "db")) ||

@@ -147,6 +147,30 @@ static SmallVector<Type> gradientTypes(ArrayRef<Value> values) {
   return types;
 }
 
+/// The offsets of packed sequences taken in reverse order over the flipped
+/// tokens: `T - cu[N - i]` for i in [0, N] (`q` gives T).
+static Value reversedOffsets(OpBuilder &b, Location loc, Value cuSeqlens,
+                             Value q) {
+  Value one = arith::ConstantIndexOp::create(b, loc, 1);
+  Value count = tensor::DimOp::create(b, loc, cuSeqlens, 0);
+  Value last = arith::SubIOp::create(b, loc, count, one);
+  Value tokens = tensor::DimOp::create(b, loc, q, 1);
+  auto type = cast<RankedTensorType>(cuSeqlens.getType());
+  Value tokensInt =
+      arith::IndexCastOp::create(b, loc, type.getElementType(), tokens);
+  Value init =
+      emptyTensor(b, loc, mixedSizes(b, loc, cuSeqlens), type.getElementType());
+  return buildGeneric(
+      b, loc, ValueRange{}, init, {b.getMultiDimIdentityMap(1)}, 1, 0,
+      [&](OpBuilder &nb, Location l, ValueRange) -> Value {
+        Value i = linalg::IndexOp::create(nb, l, 0);
+        Value mirrored = arith::SubIOp::create(nb, l, last, i);
+        Value offset =
+            tensor::ExtractOp::create(nb, l, cuSeqlens, ValueRange{mirrored});
+        return arith::SubIOp::create(nb, l, tokensInt, offset);
+      });
+}
+
 /// The adjoint of `result` as a d_o: the element type of `like`, or zeros.
 static Value outputCotangent(OpBuilder &b, Location loc, Value adjoint,
                              Value primalResult, Type element) {
@@ -186,27 +210,29 @@ LaDeriveBackwardPass::differentiate(Operation *op, OpBuilder &b,
           castShape(b, loc, convertElements(b, loc, dFinal, b.getF32Type()),
                     attention.getFinalState().getType());
     auto mapped = [&](Value v) { return v ? primal.lookup(v) : Value(); };
-    Value inputs[] = {attention.getQ(),     attention.getK(),
-                      attention.getV(),     attention.getG(),
-                      attention.getBeta(),  attention.getErase(),
-                      attention.getWrite(), attention.getA(),
-                      attention.getB(),     attention.getInitialState()};
+    Value inputs[] = {
+        attention.getQ(),     attention.getK(),           attention.getV(),
+        attention.getG(),     attention.getGv(),          attention.getBeta(),
+        attention.getErase(), attention.getWrite(),       attention.getA(),
+        attention.getB(),     attention.getInitialState()};
     auto grad = AttentionGradOp::create(
         b, loc, gradientTypes(inputs), mapped(attention.getQ()),
         mapped(attention.getK()), mapped(attention.getV()),
-        mapped(attention.getG()), mapped(attention.getBeta()),
-        mapped(attention.getErase()), mapped(attention.getWrite()),
-        mapped(attention.getA()), mapped(attention.getB()),
-        mapped(attention.getInitialState()), mapped(attention.getCuSeqlens()),
-        dO, dFinal, attention.getUpdateAttr(), attention.getGateAttr(),
-        attention.getLogDecayAttr(), attention.getScaleAttr(),
-        attention.getNormalizerAttr(), attention.getEpsAttr(),
-        attention.getQkL2normAttr(), attention.getAllowNegEigvalAttr(),
-        attention.getEraseReadKeyAttr(), b.getI64IntegerAttr(checkpoint));
+        mapped(attention.getG()), mapped(attention.getGv()),
+        mapped(attention.getBeta()), mapped(attention.getErase()),
+        mapped(attention.getWrite()), mapped(attention.getA()),
+        mapped(attention.getB()), mapped(attention.getInitialState()),
+        mapped(attention.getCuSeqlens()), dO, dFinal, attention.getUpdateAttr(),
+        attention.getGateAttr(), attention.getLogDecayAttr(),
+        attention.getScaleAttr(), attention.getNormalizerAttr(),
+        attention.getEpsAttr(), attention.getQkL2normAttr(),
+        attention.getAllowNegEigvalAttr(), attention.getEraseReadKeyAttr(),
+        b.getI64IntegerAttr(checkpoint));
     accumulate(attention.getQ(), grad.getDq());
     accumulate(attention.getK(), grad.getDk());
     accumulate(attention.getV(), grad.getDv());
     accumulate(attention.getG(), grad.getDg());
+    accumulate(attention.getGv(), grad.getDgv());
     accumulate(attention.getBeta(), grad.getDbeta());
     accumulate(attention.getErase(), grad.getDerase());
     accumulate(attention.getWrite(), grad.getDwrite());
@@ -217,10 +243,6 @@ LaDeriveBackwardPass::differentiate(Operation *op, OpBuilder &b,
   }
 
   auto recurrence = cast<RecurrenceOp>(op);
-  if (recurrence.getGv() || recurrence.getReverse())
-    return recurrence.emitOpError(
-        "with a value-side gate 'gv' or 'reverse' cannot be differentiated "
-        "yet");
   Value dO = adjoints.lookup(recurrence.getO());
   Value dFinal = adjoints.lookup(recurrence.getFinalState());
   if (!dO && !dFinal)
@@ -231,29 +253,60 @@ LaDeriveBackwardPass::differentiate(Operation *op, OpBuilder &b,
     dFinal = convertElements(b, loc, dFinal, b.getF32Type());
   auto mapped = [&](Value v) { return v ? primal.lookup(v) : Value(); };
   Value state = recurrence.getInitialState();
-  Value inputs[] = {recurrence.getQ(), recurrence.getK(),
-                    recurrence.getV(), state,
-                    recurrence.getG(), recurrence.getBeta(),
-                    recurrence.getA(), recurrence.getB()};
+  if (dFinal)
+    dFinal = castShape(b, loc, dFinal, state.getType());
+
+  // A reverse recurrence is the forward one on its tokens flipped; with
+  // cu_seqlens its sequences then come in reverse order too (offsets
+  // T - cu[N - i], states flipped along N). Its gradient is the forward
+  // recurrence's on the flipped operands, flipped back.
+  bool reverse = recurrence.getReverse();
+  Value cuSeqlens = mapped(recurrence.getCuSeqlens());
+  auto flipTokens = [&](Value x) {
+    return x && reverse ? flipTime(b, loc, x) : x;
+  };
+  auto flipSequences = [&](Value x) {
+    return x && reverse && cuSeqlens ? flipDim(b, loc, x, 0) : x;
+  };
+  auto forwardOperand = [&](Value x) { return flipTokens(mapped(x)); };
+  Value forwardOffsets = cuSeqlens;
+  if (reverse && cuSeqlens)
+    forwardOffsets =
+        reversedOffsets(b, loc, cuSeqlens, mapped(recurrence.getQ()));
+
+  Value inputs[] = {recurrence.getQ(),    recurrence.getK(),
+                    recurrence.getV(),    state,
+                    recurrence.getG(),    recurrence.getGv(),
+                    recurrence.getBeta(), recurrence.getA(),
+                    recurrence.getB()};
+  // One op per statement: the IR must not depend on the order in which
+  // the host compiler evaluates arguments.
+  Value q = forwardOperand(recurrence.getQ());
+  Value k = forwardOperand(recurrence.getK());
+  Value v = forwardOperand(recurrence.getV());
+  Value g = forwardOperand(recurrence.getG());
+  Value gv = forwardOperand(recurrence.getGv());
+  Value beta = forwardOperand(recurrence.getBeta());
+  Value lowA = forwardOperand(recurrence.getA());
+  Value lowB = forwardOperand(recurrence.getB());
+  Value initial = flipSequences(mapped(state));
+  dO = flipTokens(dO);
+  dFinal = flipSequences(dFinal);
   auto grad = RecurrenceGradOp::create(
-      b, loc, gradientTypes(inputs), mapped(recurrence.getQ()),
-      mapped(recurrence.getK()), mapped(recurrence.getV()),
-      mapped(recurrence.getG()), mapped(recurrence.getBeta()),
-      mapped(recurrence.getA()), mapped(recurrence.getB()),
-      mapped(recurrence.getCuSeqlens()), mapped(state), dO,
-      dFinal ? castShape(b, loc, dFinal, state.getType()) : Value(),
-      recurrence.getGateAttr(), recurrence.getLogDecayAttr(),
-      recurrence.getLowRankAttr(), recurrence.getScaleAttr(),
-      recurrence.getNormalizerAttr(), recurrence.getEpsAttr(),
-      b.getI64IntegerAttr(checkpoint));
-  accumulate(recurrence.getQ(), grad.getDq());
-  accumulate(recurrence.getK(), grad.getDk());
-  accumulate(recurrence.getV(), grad.getDv());
-  accumulate(state, grad.getDInitialState());
-  accumulate(recurrence.getG(), grad.getDg());
-  accumulate(recurrence.getBeta(), grad.getDbeta());
-  accumulate(recurrence.getA(), grad.getDa());
-  accumulate(recurrence.getB(), grad.getDb());
+      b, loc, gradientTypes(inputs), q, k, v, g, gv, beta, lowA, lowB,
+      forwardOffsets, initial, dO, dFinal, recurrence.getGateAttr(),
+      recurrence.getLogDecayAttr(), recurrence.getLowRankAttr(),
+      recurrence.getScaleAttr(), recurrence.getNormalizerAttr(),
+      recurrence.getEpsAttr(), b.getI64IntegerAttr(checkpoint));
+  accumulate(recurrence.getQ(), flipTokens(grad.getDq()));
+  accumulate(recurrence.getK(), flipTokens(grad.getDk()));
+  accumulate(recurrence.getV(), flipTokens(grad.getDv()));
+  accumulate(state, flipSequences(grad.getDInitialState()));
+  accumulate(recurrence.getG(), flipTokens(grad.getDg()));
+  accumulate(recurrence.getGv(), flipTokens(grad.getDgv()));
+  accumulate(recurrence.getBeta(), flipTokens(grad.getDbeta()));
+  accumulate(recurrence.getA(), flipTokens(grad.getDa()));
+  accumulate(recurrence.getB(), flipTokens(grad.getDb()));
   return success();
 }
 

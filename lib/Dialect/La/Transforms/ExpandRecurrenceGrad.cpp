@@ -16,7 +16,14 @@
 // exp(c_u - c_t) with c the cumulative log-gates; for a scalar gate the
 // products are summed over K). A channel-wise gate decays the K side of S,
 // which is the value side of the transposed recurrences: their gate is
-// la.recurrence's `gv`.
+// la.recurrence's `gv`. A value-side gate `gv` (`S_t = Diag(alpha_t) S_{t-1}
+// Diag(gamma_t) + k_t v_t^T`) is the same on the other side: the key-side
+// gate of the transposed recurrences (a scalar decay folded into it), the
+// value-side gate of G; and by the same argument over V,
+//
+//   dgv_t = sum_{u >= t} (o_u * do_u - v_u * dv_u) + colsum(S_T * dS_T)
+//
+// with o recomputed by a fourth recurrence (the forward's).
 //
 // The delta rule (`S_t = D_t S_{t-1} - b_t a_t^T S_{t-1} + b_t v_t^T`,
 // `b = beta k`, `a = alpha * k`) is a diagonal recurrence once its reads
@@ -360,6 +367,11 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
     // G_t decays by alpha_{t+1}: the gates shifted one token earlier (none
     // after a sequence's last token), for the recurrences in reverse time.
     Value shiftedGate = gate ? a.shift(gate, /*later=*/false) : Value();
+    // The value-side log-gate [B,T,HV,V] (f32), likewise shifted for the
+    // recurrences in reverse time.
+    Value valueGate = op.getGv() ? a.remap(op.getGv(), false) : Value();
+    Value shiftedValueGate =
+        valueGate ? a.shift(valueGate, /*later=*/false) : Value();
     Value dFinal = op.getDFinalState();
     if (!dFinal)
       dFinal = zeroTensor(rewriter, loc,
@@ -418,11 +430,15 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
     // A channel gate decays the K side: the values of this recurrence.
     Value forwardGate = gate ? a.remap(gate, true) : Value();
     Value forwardState = a.transpose(op.getInitialState());
+    // (Not a structured binding: the lambda below captures them.)
+    std::pair<Value, Value> forwardGates =
+        transposedGates(a, forwardGate, valueGate, channel);
+    Value forwardKeyGate = forwardGates.first;
+    Value forwardValueGate = forwardGates.second;
     auto transposedForward = [&](Value query, float queryScale) {
-      return a.recurrence(query, values, forwardValues,
-                          channel ? Value() : forwardGate,
-                          channel ? forwardGate : Value(), forwardState,
-                          queryScale, /*reverse=*/false);
+      return a.recurrence(query, values, forwardValues, forwardKeyGate,
+                          forwardValueGate, forwardState, queryScale,
+                          /*reverse=*/false);
     };
     RecurrenceOp forward = transposedForward(dO, scale);
     Value dq = a.sumGroups(forward.getO(), 2);
@@ -443,15 +459,26 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
     } else {
       Value scaledDO = a.remap(op.getDO(), false, scale);
       adjoint = a.recurrence(op.getK(), op.getQ(), scaledDO, shiftedGate,
-                             /*valueGate=*/Value(), dFinal, 1.0f,
+                             shiftedValueGate, dFinal, 1.0f,
                              /*reverse=*/true);
     }
     Value dv = adjoint.getO();
 
-    // dS_0 = D_0 G_0 (- a_0 dv_0^T), per sequence at its first token.
+    // dS_0 = D_0 G_0 Diag(gamma_0) (- a_0 dv_0^T), per sequence at its first
+    // token.
     Value dInitial = adjoint.getFinalState();
     OpFoldResult numSequences =
         tensor::getMixedSize(rewriter, loc, dInitial, 0);
+    if (valueGate) {
+      Value first = a.firstTokens(valueGate, numSequences);
+      dInitial = buildGeneric(
+          rewriter, loc, ValueRange{first, dInitial},
+          emptyTensor(rewriter, loc, mixedSizes(rewriter, loc, dInitial), f32),
+          {dimMap(ctx, 4, {0, 1, 3}), id4, id4}, 4, 0,
+          [](OpBuilder &nb, Location l, ValueRange args) {
+            return mulF(nb, l, math::ExpOp::create(nb, l, args[0]), args[1]);
+          });
+    }
     if (gate || delta) {
       SmallVector<Value> inputs;
       SmallVector<AffineMap> maps;
@@ -496,10 +523,11 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
     Value transposedValues = a.remap(op.getQ(), true, scale);
     Value transposedGate = shiftedGate ? a.remap(shiftedGate, true) : Value();
     Value transposedState = a.transpose(dFinal);
+    auto [transposedKeyGate, transposedValueGate] =
+        transposedGates(a, transposedGate, shiftedValueGate, channel);
     RecurrenceOp transposed = a.recurrence(
-        values, dO, transposedValues, channel ? Value() : transposedGate,
-        channel ? transposedGate : Value(), transposedState, 1.0f,
-        /*reverse=*/true);
+        values, dO, transposedValues, transposedKeyGate, transposedValueGate,
+        transposedState, 1.0f, /*reverse=*/true);
     Value dk = a.sumGroups(transposed.getO(), 2);
     // The factor of k in the gate's gradient: dk, or beta y - z.
     Value keyFactor = dk;
@@ -568,10 +596,98 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
     if (op.getG())
       results.push_back(gateGradient(rewriter, op, a, dq, keyFactor,
                                      forward.getFinalState(), dFinal));
+    if (valueGate) {
+      // o, recomputed: the forward recurrence itself (f32 output).
+      RecurrenceOp outputs =
+          a.recurrence(op.getQ(), op.getK(), values, gate, valueGate,
+                       op.getInitialState(), scale, /*reverse=*/false);
+      results.push_back(valueGateGradient(rewriter, op, a, outputs.getO(), dv,
+                                          forward.getFinalState(), dFinal));
+    }
     if (dBeta)
       results.push_back(dBeta);
     replaceWithCasts(rewriter, op, results);
     return success();
+  }
+
+  /// The key and value-side gates of a transposed recurrence (whose keys
+  /// are on S's V side) from S's key-side gate `keyGate` (widened to the
+  /// value heads) and value-side gate `valueGate` ([B,T,HV,V]): a channel
+  /// gate moves to the other side; a scalar one stays on the key side,
+  /// folded into `valueGate` when there is one (a scalar commutes).
+  static std::pair<Value, Value> transposedGates(AdjointBuilder &a,
+                                                 Value keyGate, Value valueGate,
+                                                 bool channel) {
+    if (!valueGate || !keyGate)
+      return channel ? std::pair{valueGate, keyGate}
+                     : std::pair{valueGate ? valueGate : keyGate, Value()};
+    if (channel)
+      return {valueGate, keyGate};
+    AffineMap id = a.b.getMultiDimIdentityMap(4);
+    Value folded =
+        buildGeneric(a.b, a.loc, ValueRange{valueGate, keyGate},
+                     emptyTensor(a.b, a.loc, mixedSizes(a.b, a.loc, valueGate),
+                                 a.b.getF32Type()),
+                     {id, dimMap(a.ctx, 4, {0, 1, 2}), id}, 4, 0,
+                     [](OpBuilder &nb, Location l, ValueRange args) {
+                       return addF(nb, l, args[0], args[1]);
+                     });
+    return {folded, Value()};
+  }
+
+  /// `init[n] + sum_{u >= t} dc_u` of the sequence n of each token t (per
+  /// sequence with cu_seqlens), for dc [B,T,...] and the final state's term
+  /// `finalTerm` [N,...].
+  static Value sumFromFinal(PatternRewriter &rewriter, Location loc,
+                            AdjointBuilder &a, Value dc, Value finalTerm) {
+    if (a.cuSeqlens)
+      return a.reverseCumsumPerSequence(dc, finalTerm);
+    Value sums = a.reverseCumsum(dc);
+    unsigned rowRank = cast<RankedTensorType>(dc.getType()).getRank();
+    AffineMap rowId = rewriter.getMultiDimIdentityMap(rowRank);
+    SmallVector<int64_t> finalDims = {0};
+    for (unsigned d = 2; d < rowRank; ++d)
+      finalDims.push_back(d);
+    return buildGeneric(
+        rewriter, loc, ValueRange{sums, finalTerm},
+        emptyTensor(rewriter, loc, mixedSizes(rewriter, loc, dc),
+                    rewriter.getF32Type()),
+        {rowId, dimMap(a.ctx, rowRank, finalDims), rowId}, rowRank, 0,
+        [](OpBuilder &nb, Location l, ValueRange args) {
+          return addF(nb, l, args[0], args[1]);
+        });
+  }
+
+  /// The value-side log-gate's gradient `dgv_t = sum_{u >= t} (o_u * do_u -
+  /// v_u * dv_u)` plus the final state's `S_T * dS_T` summed over K (S_T^T
+  /// is `finalTransposed`), per sequence with cu_seqlens.
+  static Value valueGateGradient(PatternRewriter &rewriter, RecurrenceGradOp op,
+                                 AdjointBuilder &a, Value o, Value dv,
+                                 Value finalTransposed, Value dFinal) {
+    Location loc = op.getLoc();
+    MLIRContext *ctx = op.getContext();
+    AffineMap id = rewriter.getMultiDimIdentityMap(4);
+    Value dc = buildGeneric(
+        rewriter, loc, ValueRange{o, op.getDO(), op.getV(), dv},
+        emptyTensor(rewriter, loc, mixedSizes(rewriter, loc, op.getV()),
+                    rewriter.getF32Type()),
+        {id, id, id, id, id}, 4, 0,
+        [](OpBuilder &nb, Location l, ValueRange args) {
+          Value fromO = mulF(nb, l, args[0], extendToF32(nb, l, args[1]));
+          Value fromV = mulF(nb, l, extendToF32(nb, l, args[2]), args[3]);
+          return arith::SubFOp::create(nb, l, fromO, fromV).getResult();
+        });
+    // colsum(S_T * dS_T): loops (n, hv, vv, kk), the reduction last.
+    SmallVector<OpFoldResult> headSizes = mixedSizes(rewriter, loc, dFinal);
+    headSizes = {headSizes[0], headSizes[1], headSizes[3]};
+    Value finalTerm = buildGeneric(
+        rewriter, loc, ValueRange{finalTransposed, dFinal},
+        zeroTensor(rewriter, loc, headSizes),
+        {id, dimMap(ctx, 4, {0, 1, 3, 2}), dimMap(ctx, 4, {0, 1, 2})}, 3, 1,
+        [](OpBuilder &nb, Location l, ValueRange args) {
+          return addF(nb, l, args[2], mulF(nb, l, args[0], args[1]));
+        });
+    return sumFromFinal(rewriter, loc, a, dc, finalTerm);
   }
 
   /// The log-gate's gradient `dg_t = sum_{u >= t} (q_u * dq_u - k_u *
@@ -612,18 +728,7 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
         });
     finalTerm = a.sumGroups(finalTerm, 1);
     // Each sequence's own sum, from its final state's term.
-    if (a.cuSeqlens)
-      return a.reverseCumsumPerSequence(dc, finalTerm);
-    Value sums = a.reverseCumsum(dc);
-    AffineMap rowId = rewriter.getMultiDimIdentityMap(rowRank);
-    return buildGeneric(
-        rewriter, loc, ValueRange{sums, finalTerm},
-        emptyTensor(rewriter, loc, rowSizes, rewriter.getF32Type()),
-        {rowId, channel ? dimMap(ctx, 4, {0, 2, 3}) : dimMap(ctx, 3, {0, 2}),
-         rowId},
-        rowRank, 0, [](OpBuilder &nb, Location l, ValueRange args) {
-          return addF(nb, l, args[0], args[1]);
-        });
+    return sumFromFinal(rewriter, loc, a, dc, finalTerm);
   }
 };
 

@@ -323,6 +323,7 @@ static OpT repeatPerQueryHead(PatternRewriter &rewriter, OpT op,
   };
   Value k = repeat(op.getK(), 2), v = repeat(op.getV(), 2);
   Value g = repeat(op.getG(), 2), beta = repeat(op.getBeta(), 2);
+  Value gv = repeat(op.getGv(), 2);
   Value erase = repeat(op.getErase(), 2), write = repeat(op.getWrite(), 2);
   Value lowRankA = repeat(op.getA(), 2), lowRankB = repeat(op.getB(), 2);
   Value state = repeat(op.getInitialState(), 1);
@@ -331,6 +332,8 @@ static OpT repeatPerQueryHead(PatternRewriter &rewriter, OpT op,
   repeated.getVMutable().assign(v);
   if (g)
     repeated.getGMutable().assign(g);
+  if (gv)
+    repeated.getGvMutable().assign(gv);
   if (beta)
     repeated.getBetaMutable().assign(beta);
   if (erase)
@@ -426,18 +429,20 @@ struct ExpandQueryGroupsGrad : OpRewritePattern<AttentionGradOp> {
       repeated.getDFinalStateMutable().assign(scattered);
     // The repeated inputs' gradients: [.., H*G, ..] results, summed back.
     SmallVector<Value> results = {repeated.getDq()};
-    Value inputs[] = {op.getK(),    op.getV(),     op.getG(),
-                      op.getBeta(), op.getErase(), op.getWrite(),
-                      op.getA(),    op.getB(),     op.getInitialState()};
-    Value gradients[] = {
-        repeated.getDk(),    repeated.getDv(),     repeated.getDg(),
-        repeated.getDbeta(), repeated.getDerase(), repeated.getDwrite(),
-        repeated.getDa(),    repeated.getDb(),     repeated.getDInitialState()};
+    Value inputs[] = {op.getK(),           op.getV(),    op.getG(),
+                      op.getGv(),          op.getBeta(), op.getErase(),
+                      op.getWrite(),       op.getA(),    op.getB(),
+                      op.getInitialState()};
+    Value gradients[] = {repeated.getDk(),     repeated.getDv(),
+                         repeated.getDg(),     repeated.getDgv(),
+                         repeated.getDbeta(),  repeated.getDerase(),
+                         repeated.getDwrite(), repeated.getDa(),
+                         repeated.getDb(),     repeated.getDInitialState()};
     for (auto [index, pair] : llvm::enumerate(llvm::zip(inputs, gradients))) {
       auto [input, gradient] = pair;
       if (!input)
         continue;
-      unsigned headDim = index == 8 ? 1 : 2;
+      unsigned headDim = index == 9 ? 1 : 2;
       auto inputType = cast<RankedTensorType>(input.getType());
       SmallVector<int64_t> shape(inputType.getShape());
       if (!ShapedType::isDynamic(shape[headDim]))
@@ -482,7 +487,7 @@ struct AttentionToRecurrence : OpRewritePattern<AttentionOp> {
     }
     auto recurrence = RecurrenceOp::create(
         rewriter, loc, oInit.getType(), state.getType(), q, k, values, c.g,
-        /*gv=*/Value(), beta, a, b, op.getCuSeqlens(), ValueRange{oInit, state},
+        op.getGv(), beta, a, b, op.getCuSeqlens(), ValueRange{oInit, state},
         op.getGateAttr(), c.logDecay, LowRankAttr::get(ctx, lowRank),
         rewriter.getF32FloatAttr(op.getEffectiveScale()),
         op.getNormalizerAttr(), eps);
@@ -589,21 +594,22 @@ struct AttentionGradToRecurrenceGrad : OpRewritePattern<AttentionGradOp> {
     };
     SmallVector<Type> resultTypes = {f32Like(c.q), f32Like(c.k),
                                      f32Like(c.values), f32Like(state)};
-    for (Value input : {c.g, c.beta, c.a, c.b})
+    for (Value input : {c.g, Value(op.getGv()), c.beta, c.a, c.b})
       if (input)
         resultTypes.push_back(f32Like(input));
     FloatAttr eps;
     if (op.getNormalizer())
       eps = rewriter.getF32FloatAttr(op.getEffectiveEps());
     auto grad = RecurrenceGradOp::create(
-        rewriter, loc, resultTypes, c.q, c.k, c.values, c.g, c.beta, c.a, c.b,
-        op.getCuSeqlens(), state, op.getDO(), op.getDFinalState(),
+        rewriter, loc, resultTypes, c.q, c.k, c.values, c.g, op.getGv(), c.beta,
+        c.a, c.b, op.getCuSeqlens(), state, op.getDO(), op.getDFinalState(),
         op.getGateAttr(), c.logDecay, LowRankAttr::get(ctx, c.lowRank),
         rewriter.getF32FloatAttr(op.getEffectiveScale()),
         op.getNormalizerAttr(), eps, op.getCheckpointAttr());
 
     Value dq = grad.getDq(), dk = grad.getDk(), dv = grad.getDv();
-    Value dg = grad.getDg(), dbeta = grad.getDbeta(), derase, dwrite, da, db;
+    Value dg = grad.getDg(), dgv = grad.getDgv(), dbeta = grad.getDbeta();
+    Value derase, dwrite, da, db;
     if (op.getUpdate() == UpdateRule::Dplr) {
       da = fromValueHeads(rewriter, loc, grad.getDa(), op.getA(), c.group);
       db = fromValueHeads(rewriter, loc, grad.getDb(), op.getB(), c.group);
@@ -722,7 +728,7 @@ struct AttentionGradToRecurrenceGrad : OpRewritePattern<AttentionGradOp> {
     }
 
     SmallVector<Value> results = {dq, dk, dv};
-    for (Value gradient : {dg, dbeta, derase, dwrite, da, db})
+    for (Value gradient : {dg, dgv, dbeta, derase, dwrite, da, db})
       if (gradient)
         results.push_back(gradient);
     if (op.getInitialState())

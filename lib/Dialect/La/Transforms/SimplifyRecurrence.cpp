@@ -252,10 +252,10 @@ struct NormalizerGradToValueColumn : OpRewritePattern<RecurrenceGradOp> {
     resultTypes[3] = state.getType();
     auto grad = RecurrenceGradOp::create(
         rewriter, loc, resultTypes, op.getQ(), op.getK(), values, op.getG(),
-        op.getBeta(), op.getA(), op.getB(), op.getCuSeqlens(), state, dOutput,
-        dFinal, op.getGateAttr(), op.getLogDecayAttr(), op.getLowRankAttr(),
-        op.getScaleAttr(), /*normalizer=*/nullptr, /*eps=*/nullptr,
-        op.getCheckpointAttr());
+        /*gv=*/Value(), op.getBeta(), op.getA(), op.getB(), op.getCuSeqlens(),
+        state, dOutput, dFinal, op.getGateAttr(), op.getLogDecayAttr(),
+        op.getLowRankAttr(), op.getScaleAttr(), /*normalizer=*/nullptr,
+        /*eps=*/nullptr, op.getCheckpointAttr());
 
     // The gradients of v and of the initial state without the extra column.
     auto dropLastColumn = [&](Value x, Value like) {

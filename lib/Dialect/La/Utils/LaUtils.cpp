@@ -333,25 +333,25 @@ Value mlir::la::broadcastLogDecay(OpBuilder &b, Location loc,
                       [](OpBuilder &, Location, ValueRange a) { return a[0]; });
 }
 
-Value mlir::la::flipTime(OpBuilder &b, Location loc, Value x) {
+Value mlir::la::flipDim(OpBuilder &b, Location loc, Value x, unsigned dim) {
   auto type = cast<RankedTensorType>(x.getType());
   unsigned rank = type.getRank();
   MLIRContext *ctx = b.getContext();
   Value init =
       emptyTensor(b, loc, mixedSizes(b, loc, x), type.getElementType());
   AffineMap id = b.getMultiDimIdentityMap(rank);
-  int64_t time = type.getDimSize(1);
-  if (!ShapedType::isDynamic(time)) {
+  int64_t extent = type.getDimSize(dim);
+  if (!ShapedType::isDynamic(extent)) {
     SmallVector<AffineExpr> exprs(id.getResults());
-    exprs[1] = getAffineConstantExpr(time - 1, ctx) - exprs[1];
+    exprs[dim] = getAffineConstantExpr(extent - 1, ctx) - exprs[dim];
     return buildGeneric(
         b, loc, ValueRange{x}, init, {AffineMap::get(rank, 0, exprs, ctx), id},
         rank, 0,
         [](OpBuilder &, Location, ValueRange args) { return args[0]; });
   }
-  // A dynamic T: each element reads x at T - 1 - t.
+  // A dynamic extent n: each element reads x at n - 1 - i.
   // One op per statement: argument evaluation order is the compiler's.
-  Value tokens = tensor::DimOp::create(b, loc, x, 1);
+  Value tokens = tensor::DimOp::create(b, loc, x, dim);
   Value one = arith::ConstantIndexOp::create(b, loc, 1);
   Value last = arith::SubIOp::create(b, loc, tokens, one);
   return buildGeneric(b, loc, ValueRange{}, init, {id}, rank, 0,
@@ -359,8 +359,8 @@ Value mlir::la::flipTime(OpBuilder &b, Location loc, Value x) {
                         SmallVector<Value> indices;
                         for (unsigned d = 0; d < rank; ++d)
                           indices.push_back(linalg::IndexOp::create(nb, l, d));
-                        indices[1] =
-                            arith::SubIOp::create(nb, l, last, indices[1]);
+                        indices[dim] =
+                            arith::SubIOp::create(nb, l, last, indices[dim]);
                         return tensor::ExtractOp::create(nb, l, x, indices);
                       });
 }
