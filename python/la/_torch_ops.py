@@ -28,7 +28,7 @@ TENSOR_INPUTS = ("q", "k", "v", "g", "gv", "beta", "erase", "write", "a", "b",
 
 _OPTIONS = ("scale", "output_final_state", "normalize", "eps", "qk_l2norm",
             "allow_neg_eigval", "chunk_size", "sequential", "dtype", "num_threads",
-            "erase_read_key")
+            "erase_read_key", "reverse")
 
 _INPUT_SCHEMA = ("str variant, Tensor q, Tensor k, Tensor v, Tensor? g, Tensor? gv, "
                  "Tensor? beta, "
@@ -36,7 +36,7 @@ _INPUT_SCHEMA = ("str variant, Tensor q, Tensor k, Tensor v, Tensor? g, Tensor? 
                  "Tensor? cu_seqlens, Tensor? log_decay, float? scale, "
                  "bool output_final_state, bool normalize, float? eps, bool qk_l2norm, "
                  "bool allow_neg_eigval, int chunk_size, bool sequential, str? dtype, "
-                 "int num_threads, bool erase_read_key")
+                 "int num_threads, bool erase_read_key, bool reverse")
 FORWARD_SCHEMA = f"({_INPUT_SCHEMA}) -> (Tensor, Tensor)"
 BACKWARD_SCHEMA = f"({_INPUT_SCHEMA}, Tensor do, Tensor? d_final_state) -> Tensor[]"
 

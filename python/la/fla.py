@@ -121,43 +121,21 @@ def _chunk_size(kwargs, default=64):
     return int(kwargs.get("chunk_size", default))
 
 
-def _flip(x, axis):
-    """x reversed along ``axis`` (torch: keeps autograd)."""
-    if x is None:
-        return None
-    if _torch_module(x) is not None:
-        return x.flip(axis)
-    return np.ascontiguousarray(np.flip(np.asarray(x), axis))
-
-
 def _run(variant, q, k, v, g=None, beta=None, *, scale, initial_state, output_final_state,
          state_v_first=False, cu_seqlens=None, qk_l2norm=False, chunk_size=64,
          reverse=False, **options):
     """la.attention with fla's state layout option and ``reverse``: the
-    recurrence run from the last token to the first (every sequence's
-    tokens, and the packed sequences, reversed; exact, since fla's reverse
-    decay between tokens t < s is ``g_t + ... + g_{s-1}``, the forward
-    decay of the reversed sequence)."""
+    recurrence run from the last token to the first in the kernel (the op's
+    ``reverse``: every sequence's tokens visited from its end; fla's reverse
+    decay between tokens t < s is ``g_t + ... + g_{s-1}``, as la's)."""
     _check_scale(scale)
     if state_v_first:
         initial_state = _transpose_state(initial_state)
-    if reverse:
-        q, k, v, g, beta = (_flip(x, 1) for x in (q, k, v, g, beta))
-        options = {name: (_flip(x, 1) if name in ("a", "b", "gv") else x)
-                   for name, x in options.items()}
-        if cu_seqlens is not None:
-            # Sequence n of [a, b) becomes sequence N-1-n of [T-b, T-a).
-            T = np.shape(q)[1]
-            cu_seqlens = T - _flip(cu_seqlens, 0)
-            initial_state = _flip(initial_state, 0)
     o, state = ops.attention(variant, q, k, v, g, beta, scale=scale,
                              initial_state=initial_state,
                              output_final_state=output_final_state, cu_seqlens=cu_seqlens,
-                             qk_l2norm=qk_l2norm, chunk_size=chunk_size, **options)
-    if reverse:
-        o = _flip(o, 1)
-        if cu_seqlens is not None:
-            state = _flip(state, 0)
+                             qk_l2norm=qk_l2norm, chunk_size=chunk_size, reverse=bool(reverse),
+                             **options)
     if state_v_first:
         state = _transpose_state(state)
     return o, state

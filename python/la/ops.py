@@ -313,7 +313,7 @@ def _prepare(variant, q, k, v, g=None, beta=None, *, gv=None, erase=None, write=
              initial_state=None, output_final_state=False, cu_seqlens=None, normalize=False,
              eps=None, qk_l2norm=False, allow_neg_eigval=False, chunk_size=64,
              sequential=False, dtype=None, target="cpu", num_threads=None,
-             erase_read_key=False):
+             erase_read_key=False, reverse=False):
     if variant not in VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; expected one of {tuple(VARIANTS)}")
     _check_target(target)
@@ -492,7 +492,8 @@ def _prepare(variant, q, k, v, g=None, beta=None, *, gv=None, erase=None, write=
             qk_l2norm=bool(qk_l2norm), normalizer=bool(normalize), scale=scale, eps=eps,
             log_decay=log_decay, allow_neg_eigval=bool(allow_neg_eigval),
             value_head_operands=tuple(value_heads), erase_read_key=bool(erase_read_key),
-            dynamic=dynamic, HQ=HQ, value_gate=gv is not None, name=_ENTRY)
+            dynamic=dynamic, HQ=HQ, value_gate=gv is not None, reverse=bool(reverse),
+            name=_ENTRY)
 
     # The forward kernel takes any batch, length and number of sequences
     # (one compile per variant, heads, sizes, dtype and options). Sequences
@@ -1173,6 +1174,7 @@ def _torch_attention(options, named):
         allow_neg_eigval=bool(options["allow_neg_eigval"]), chunk_size=chunk_size,
         sequential=bool(options["sequential"]), dtype=_compute_dtype(options["dtype"]),
         erase_read_key=bool(options["erase_read_key"]),
+        reverse=bool(options["reverse"]),
         # 0: torch.get_num_threads() when the kernel runs (not when traced).
         num_threads=(0 if options["num_threads"] is None
                      else _thread_count(options["num_threads"], True)))
@@ -1190,7 +1192,7 @@ def attention(variant, q, k, v, g=None, beta=None, *, gv=None, erase=None, write
               a=None, b=None, log_decay=None, scale=None, initial_state=None, output_final_state=False,
               cu_seqlens=None, normalize=False, eps=None, qk_l2norm=False,
               allow_neg_eigval=False, chunk_size=64, sequential=False, dtype=None,
-              target="cpu", num_threads=None, erase_read_key=False):
+              target="cpu", num_threads=None, erase_read_key=False, reverse=False):
     """Any ``la.attention`` variant (``linear``, ``retention``, ``mamba2``,
     ``gla``, ``deltanet``, ``decayed_deltanet``, ``gated_deltanet``, ``kda``,
     Gated DeltaNet-2's ``deltanet2``, ``decayed_deltanet2``,
@@ -1221,7 +1223,10 @@ def attention(variant, q, k, v, g=None, beta=None, *, gv=None, erase=None, write
       ``torch.get_num_threads()`` for torch tensors, 1 for NumPy arrays);
     * ``erase_read_key`` (erase_write variants): the erase gate multiplies
       the key the state is read with, ``(I - k (e * k)^T)`` (fla's
-      ``chunk_gdn2``), instead of the written key, ``(I - (e * k) k^T)``.
+      ``chunk_gdn2``), instead of the written key, ``(I - (e * k) k^T)``;
+    * ``reverse``: every sequence runs from its last token to its first,
+      starting from ``initial_state`` (fla's ``reverse=True``), in the kernel
+      (la.recurrence's ``reverse``; its gradient too).
 
     With torch tensors the call is the custom operator
     ``torch.ops.la.attention`` (autograd, ``torch.compile(fullgraph=True)``,
@@ -1237,7 +1242,7 @@ def attention(variant, q, k, v, g=None, beta=None, *, gv=None, erase=None, write
                    normalize=normalize, eps=eps, qk_l2norm=qk_l2norm,
                    allow_neg_eigval=allow_neg_eigval, chunk_size=chunk_size,
                    sequential=sequential, dtype=dtype, target=target, num_threads=num_threads,
-                   erase_read_key=erase_read_key)
+                   erase_read_key=erase_read_key, reverse=reverse)
     if any(_is_tensor(x) for x in named.values()):
         return _torch_attention(options, named)
     return _execute(_prepare(**options, **named))
@@ -1248,7 +1253,7 @@ def attention_backward(variant, q, k, v, g=None, beta=None, *, do, d_final_state
                        initial_state=None, cu_seqlens=None, normalize=False, eps=None,
                        qk_l2norm=False, allow_neg_eigval=False, chunk_size=64,
                        sequential=False, dtype=None, target="cpu", num_threads=None,
-                       erase_read_key=False):
+                       erase_read_key=False, reverse=False):
     """The gradients of :func:`attention` with the same arguments: of
     ``sum(o * do) + sum(final_state * d_final_state)`` with respect to every
     differentiable input given (``q``, ``k``, ``v``, ``g``, ``gv``, ``beta``,
@@ -1277,7 +1282,7 @@ def attention_backward(variant, q, k, v, g=None, beta=None, *, do, d_final_state
                     normalize=normalize, eps=eps, qk_l2norm=qk_l2norm,
                     allow_neg_eigval=allow_neg_eigval, chunk_size=chunk_size,
                     sequential=sequential, dtype=dtype, target=target, num_threads=num_threads,
-                    erase_read_key=erase_read_key)
+                    erase_read_key=erase_read_key, reverse=reverse)
     return _gradients(call, do, d_final_state)
 
 

@@ -173,6 +173,7 @@ def attention_mlir(
     dynamic=False,
     HQ=None,
     value_gate=False,
+    reverse=False,
     name="attention",
 ):
     """MLIR text of one function ``@name`` holding one ``la.attention``.
@@ -190,6 +191,8 @@ def attention_mlir(
     ``value_head_operands`` names those of g, beta and erase given per value
     head (``HV`` in place of ``H``). ``erase_read_key`` (erase_write
     variants) puts the erase gate on the key the state is read with.
+    ``reverse`` runs every sequence from its last token to its first (the
+    op's ``reverse``; fla's ``reverse=True``).
     ``value_gate`` (additive variants) adds the value-side log-gate ``gv``
     (``[B, T, HV, V]``, f32; fla's ``gv``) after ``g``.
     ``HQ`` (a multiple of ``H``, with ``HV == H``) gives q more heads than
@@ -286,6 +289,8 @@ def attention_mlir(
         if update != "erase_write":
             raise ValueError(f"erase_read_key needs the erase_write rule, not {variant!r}")
         attrs.append("erase_read_key")
+    if reverse:
+        attrs.append("reverse")
 
     results = [("o", o_t)] + ([("s", s_t)] if output_final_state else [])
     result_types = ", ".join(t for _, t in results)

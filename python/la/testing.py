@@ -243,7 +243,7 @@ def _l2norm_vjp(x, dy):
 
 
 def reference_gradients(variant, inputs, do, d_final, scale=None, qk_l2norm=False,
-                        allow_neg_eigval=False):
+                        allow_neg_eigval=False, reverse=False):
     """The gradients of ``sum(o * do) + sum(final_state * d_final)`` with
     respect to every differentiable input of ``variant`` in ``inputs`` (a
     ``make_inputs`` dict with an initial state), in float64: the hand-written
@@ -254,8 +254,8 @@ def reference_gradients(variant, inputs, do, d_final, scale=None, qk_l2norm=Fals
     they are, gate broadcasts,
     allow_neg_eigval) chained in NumPy. Independent of the compiler's
     derivation. A value-side gate ``gv`` in ``inputs`` (additive variants)
-    is the recurrence's ``log_value_gate``. Returns a dict from input name to
-    gradient."""
+    is the recurrence's ``log_value_gate``; ``reverse`` runs every sequence
+    backward in time. Returns a dict from input name to gradient."""
     update, gate = VARIANTS[variant]
     x = {key: np.asarray(val, np.float64) for key, val in inputs.items()
          if key in _DIFFERENTIABLE or key == "log_decay"}
@@ -282,7 +282,7 @@ def reference_gradients(variant, inputs, do, d_final, scale=None, qk_l2norm=Fals
     ref = reference.dplr_recurrence_vjp(
         qn, keys, values, do, d_final, log_alpha=log_alpha, a=a, b=b, scale=scale,
         initial_state=x["initial_state"], cu_seqlens=inputs.get("cu_seqlens"),
-        log_value_gate=x.get("gv"))
+        log_value_gate=x.get("gv"), reverse=reverse)
     grads = {"v": ref["v"], "initial_state": ref["initial_state"]}
     if "gv" in x:
         grads["gv"] = ref["log_value_gate"]

@@ -231,3 +231,48 @@ def test_reverse_gradient_packed_sequences(sequential):
     got = _la_run(mlir, args + [cu, do, ds], len(expected), chunk=16, sequential=sequential)
     for index, (ref, out) in enumerate(zip(expected, got)):
         assert lt.rel_rms(ref, out) <= 1e-4, (index, lt.rel_rms(ref, out))
+
+
+@pytest.mark.parametrize("variant,extra", [
+    ("gated_deltanet", {"cu_seqlens": [0, 9, 9, 30], "qk_l2norm": True}),
+    ("kda", {}),
+    ("gated_deltanet2", {}),   # the general low-rank form: token-loop backward
+], ids=["gated_deltanet-packed", "kda", "gated_deltanet2"])
+@pytest.mark.parametrize("sequential", [False, True], ids=["chunked", "tokens"])
+def test_attention_reverse_gradient(variant, extra, sequential):
+    """la.attention(reverse=True) (level 0, lowered to the forward gradient
+    on flipped tokens with the level-0 maps around it) against the
+    hand-written fp64 reverse mode run backward."""
+    import la
+
+    make = {key: val for key, val in extra.items() if key == "cu_seqlens"}
+    attrs = {key: val for key, val in extra.items() if key != "cu_seqlens"}
+    B, T, H, HV, K, V = 1, 30, 1, 2, 8, 6
+    inputs = lt.make_inputs(variant, B, T, H, K, V, HV=HV, seed=21, with_initial_state=True,
+                            **make)
+    N = B if "cu_seqlens" not in make else len(make["cu_seqlens"]) - 1
+    rng = np.random.default_rng(22)
+    do = rng.standard_normal((B, T, HV, V)).astype(np.float32)
+    d_final = rng.standard_normal((N, HV, K, V)).astype(np.float32)
+    kwargs = {key: inputs[key] for key in ("g", "beta", "erase", "write", "initial_state",
+                                           "cu_seqlens") if key in inputs}
+    # The forward: the fp64 reference on each sequence's tokens in reverse
+    # order (token t of a sequence [a, b) at a + b - 1 - t), flipped back.
+    cu = make.get("cu_seqlens", [0, T])
+    order = np.concatenate([np.arange(b - 1, a - 1, -1) for a, b in zip(cu[:-1], cu[1:])])
+    flipped = {key: (np.asarray(x)[:, order] if key in ("q", "k", "v", "g", "beta", "erase",
+                                                        "write") else x)
+               for key, x in inputs.items()}
+    ref_o, ref_s = lt.reference_for(variant, flipped, **attrs)
+    o, s = la.attention(variant, inputs["q"], inputs["k"], inputs["v"], output_final_state=True,
+                        chunk_size=8, sequential=sequential, reverse=True, **kwargs, **attrs)
+    assert lt.rel_rms(ref_o[:, order], o) <= 1e-5 and lt.rel_rms(ref_s, s) <= 1e-5
+
+    got = la.attention_backward(variant, inputs["q"], inputs["k"], inputs["v"], do=do,
+                                d_final_state=d_final, chunk_size=8, sequential=sequential,
+                                reverse=True, **kwargs, **attrs)
+    expected = lt.reference_gradients(variant, inputs, do, d_final, reverse=True, **attrs)
+    assert sorted(got) == sorted(expected)
+    for name, value in expected.items():
+        limit = 1e-5 if name in ("q", "k", "v", "initial_state") else 1e-4
+        assert lt.rel_rms(value, got[name]) <= limit, (name, lt.rel_rms(value, got[name]))

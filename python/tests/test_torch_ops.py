@@ -78,25 +78,27 @@ def test_opcheck():
     one, the autograd registration and AOT dispatch with dynamic shapes."""
     t = _leaves()
     # The schema's order: variant, q, k, v, g, gv, beta, erase, write, a, b,
-    # initial_state, cu_seqlens, log_decay, then the options.
+    # initial_state, cu_seqlens, log_decay, then the options (reverse last).
     arguments = [
         ("kda", t["q"], t["k"], t["v"], t["g"], None, t["beta"], None, None, None, None,
          t["s0"], None, None, None, True, False, None, True, False, CHUNK, False, None, 1,
-         False),
+         False, False),
+        # reverse (the last option): backward in time
         ("mamba2", t["q"], t["k"], t["v"], t["scalar_g"], None, None, None, None, None, None,
-         None, None, None, 0.5, False, False, None, False, False, CHUNK, False, None, 0, False),
+         None, None, None, 0.5, False, False, None, False, False, CHUNK, False, None, 0, False,
+         True),
         ("linear", t["q"], t["k"], t["v"], None, None, None, None, None, None, None, None,
          torch.tensor([0, 4, 11]), None, None, True, True, 1e-3, False, False, CHUNK, True,
-         None, 1, False),
+         None, 1, False, False),
         # the dplr rule's a and b (RWKV-7)
         ("rwkv7", t["q"], t["k"], t["v"], t["g"], None, None, None, None,
          (0.3 * t["k"].detach()).requires_grad_(), (0.1 * t["k"].detach()).requires_grad_(),
          t["s0"], None, None, 1.0, True, False, None, False, False, CHUNK,
-         False, None, 1, False),
+         False, None, 1, False, False),
         # fla's value-side gate gv (GLA's gk and gv)
         ("gla", t["q"], t["k"], t["v"], t["g"], (-0.2 * t["v"].detach().abs()).requires_grad_(),
          None, None, None, None, None, t["s0"], None, None, None, True, False, None, False,
-         False, CHUNK, False, None, 1, False),
+         False, CHUNK, False, None, 1, False, False),
     ]
     for args in arguments:
         result = torch.library.opcheck(torch.ops.la.attention.default, args)

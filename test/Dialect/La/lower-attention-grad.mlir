@@ -217,3 +217,31 @@ func.func @mamba2_value_gate(%q: !qk, %k: !qk, %v: !v, %g: !h, %gv: !v,
       : !qk, !qk, !v -> !qk, !qk, !v, !h, !v
   return %dq, %dk, %dv, %dg, %dgv : !qk, !qk, !v, !h, !v
 }
+
+// -----
+
+// `reverse`: the gradient of the forward recurrence on the flipped tokens
+// (the canonical operands and d_o flipped), its results flipped back before
+// the level-0 maps.
+!qk = tensor<1x8x2x4xf32>
+!v = tensor<1x8x2x6xf32>
+!h = tensor<1x8x2xf32>
+
+// CHECK-DAG: #[[FLIP:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, -d1 + 7, d2, d3)>
+// CHECK-DAG: #[[FLIP3:.*]] = affine_map<(d0, d1, d2) -> (d0, -d1 + 7, d2)>
+// CHECK-LABEL: func.func @reverse
+// CHECK-SAME: (%[[Q:[^:]*]]: {{.*}}, %[[K:[^:]*]]: {{.*}}, %[[V:[^:]*]]: {{.*}}, %[[G:[^:]*]]: {{.*}}, %[[DO:[^:]*]]: {{.*}})
+// CHECK: %[[QF:.*]] = linalg.generic {indexing_maps = [#[[FLIP]], {{.*}}]{{.*}} ins(%[[Q]] :
+// CHECK: %[[GF:.*]] = linalg.generic {indexing_maps = [#[[FLIP3]], {{.*}}]{{.*}} ins(%[[G]] :
+// CHECK: %[[DOF:.*]] = linalg.generic {indexing_maps = [#[[FLIP]], {{.*}}]{{.*}} ins(%[[DO]] :
+// CHECK: %[[DQ:[^,]*]], %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %[[DG:.*]] = la.recurrence_grad decay(scalar) low_rank(none) %[[QF]], %{{.*}}, %{{.*}} g(%[[GF]] : tensor<1x8x2xf32>) initial_state(%{{.*}}) d_o(%[[DOF]] :
+// CHECK-NOT: reverse
+// CHECK: %[[DQB:.*]] = linalg.generic {indexing_maps = [#[[FLIP]], {{.*}}]{{.*}} ins(%[[DQ]] :
+// CHECK: %[[DGB:.*]] = linalg.generic {indexing_maps = [#[[FLIP3]], {{.*}}]{{.*}} ins(%[[DG]] :
+// CHECK: return %[[DQB]], {{.*}}, %[[DGB]]
+func.func @reverse(%q: !qk, %k: !qk, %v: !v, %g: !h, %do: !v)
+    -> (!qk, !qk, !v, !h) {
+  %dq, %dk, %dv, %dg = la.attention_grad mamba2 %q, %k, %v g(%g : !h)
+      d_o(%do : !v) {reverse, scale = 0.5 : f32} : !qk, !qk, !v -> !qk, !qk, !v, !h
+  return %dq, %dk, %dv, %dg : !qk, !qk, !v, !h
+}

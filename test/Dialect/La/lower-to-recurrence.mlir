@@ -309,3 +309,16 @@ func.func @gla_value_gate(%q: !qk, %k: !qk, %v: !v, %g: !qk, %gv: !v) -> !v {
   %o = la.attention gla %q, %k, %v g(%g : !qk) gv(%gv : !v) : !qk, !qk, !v -> !v
   return %o : !v
 }
+
+// -----
+
+// `reverse` is la.recurrence's.
+!qk = tensor<1x8x2x4xf32>
+!v = tensor<1x8x2x6xf32>
+
+// CHECK-LABEL: func.func @reverse
+// CHECK: la.recurrence decay(channel) low_rank(none) {{.*}} {reverse, scale = 5.000000e-01 : f32}
+func.func @reverse(%q: !qk, %k: !qk, %v: !v, %g: !qk) -> !v {
+  %o = la.attention gla %q, %k, %v g(%g : !qk) {reverse} : !qk, !qk, !v -> !v
+  return %o : !v
+}

@@ -97,6 +97,21 @@ func.func @value_gate(%q: !qk, %k: !qk, %v: !v, %g: !qk, %gv: !v) -> (!v, !v) {
 
 // -----
 
+// Backward in time.
+!qk = tensor<1x8x2x4xf32>
+!v = tensor<1x8x2x6xf32>
+
+// CHECK-LABEL: func.func @reverse
+// CHECK: la.attention linear %{{.*}}, %{{.*}}, %{{.*}} {reverse} :
+// GENERIC-LABEL: sym_name = "reverse"
+// GENERIC: reverse
+func.func @reverse(%q: !qk, %k: !qk, %v: !v) -> !v {
+  %o = la.attention linear %q, %k, %v {reverse} : !qk, !qk, !v -> !v
+  return %o : !v
+}
+
+// -----
+
 !qk = tensor<1x8x2x4xf32>
 !v = tensor<1x8x2x6xf32>
 !b = tensor<1x8x2xf32>

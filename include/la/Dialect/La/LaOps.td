@@ -101,6 +101,9 @@ def La_AttentionOp : La_Op<"attention", [Pure, AttrSizedOperandSegments]> {
     `S_t = (I - k_t (e_t * k_t)^T) Diag(exp(g_t)) S_{t-1} + k_t (w_t * v_t)^T`,
     flash-linear-attention's `chunk_gdn2`; without it
     `(I - (e_t * k_t) k_t^T)`: the two agree when `e_t` is constant over K).
+    `reverse`: each sequence runs from its last token to its first (token t
+    follows token t + 1, from `initial_state`; flash-linear-attention's
+    `reverse=True`), lowered to la.recurrence's `reverse`.
 
     Example:
 
@@ -133,7 +136,8 @@ def La_AttentionOp : La_Op<"attention", [Pure, AttrSizedOperandSegments]> {
     OptionalAttr<F32Attr>:$eps,
     UnitAttr:$qk_l2norm,
     UnitAttr:$allow_neg_eigval,
-    UnitAttr:$erase_read_key
+    UnitAttr:$erase_read_key,
+    UnitAttr:$reverse
   );
   let results = (outs La_FloatTensor:$o, Optional<La_F32Tensor>:$final_state);
 
@@ -234,6 +238,7 @@ def La_AttentionGradOp : La_Op<"attention_grad", [
     UnitAttr:$qk_l2norm,
     UnitAttr:$allow_neg_eigval,
     UnitAttr:$erase_read_key,
+    UnitAttr:$reverse,
     DefaultValuedAttr<I64Attr, "64">:$checkpoint
   );
   let results = (outs

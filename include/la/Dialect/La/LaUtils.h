@@ -116,6 +116,12 @@ inline Value flipTime(OpBuilder &b, Location loc, Value x) {
   return flipDim(b, loc, x, 1);
 }
 
+/// The offsets `cu_seqlens` [N+1] of packed sequences, taken in reverse
+/// order over the flipped tokens: `T - cu[N - i]` for i in [0, N] (`q`
+/// [B,T,...] gives T). A reverse recurrence is the forward one on these
+/// offsets, its tokens flipped and its states flipped along N.
+Value reversedOffsets(OpBuilder &b, Location loc, Value cuSeqlens, Value q);
+
 /// A fixed per-head decay `logDecay` ([H]) as a scalar log-gate tensor
 /// [B,T,H] (f32) for the q : [B,T,H,K] it applies to.
 Value broadcastLogDecay(OpBuilder &b, Location loc, ArrayRef<float> logDecay,

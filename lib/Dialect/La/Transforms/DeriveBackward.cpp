@@ -147,30 +147,6 @@ static SmallVector<Type> gradientTypes(ArrayRef<Value> values) {
   return types;
 }
 
-/// The offsets of packed sequences taken in reverse order over the flipped
-/// tokens: `T - cu[N - i]` for i in [0, N] (`q` gives T).
-static Value reversedOffsets(OpBuilder &b, Location loc, Value cuSeqlens,
-                             Value q) {
-  Value one = arith::ConstantIndexOp::create(b, loc, 1);
-  Value count = tensor::DimOp::create(b, loc, cuSeqlens, 0);
-  Value last = arith::SubIOp::create(b, loc, count, one);
-  Value tokens = tensor::DimOp::create(b, loc, q, 1);
-  auto type = cast<RankedTensorType>(cuSeqlens.getType());
-  Value tokensInt =
-      arith::IndexCastOp::create(b, loc, type.getElementType(), tokens);
-  Value init =
-      emptyTensor(b, loc, mixedSizes(b, loc, cuSeqlens), type.getElementType());
-  return buildGeneric(
-      b, loc, ValueRange{}, init, {b.getMultiDimIdentityMap(1)}, 1, 0,
-      [&](OpBuilder &nb, Location l, ValueRange) -> Value {
-        Value i = linalg::IndexOp::create(nb, l, 0);
-        Value mirrored = arith::SubIOp::create(nb, l, last, i);
-        Value offset =
-            tensor::ExtractOp::create(nb, l, cuSeqlens, ValueRange{mirrored});
-        return arith::SubIOp::create(nb, l, tokensInt, offset);
-      });
-}
-
 /// The adjoint of `result` as a d_o: the element type of `like`, or zeros.
 static Value outputCotangent(OpBuilder &b, Location loc, Value adjoint,
                              Value primalResult, Type element) {
@@ -227,7 +203,7 @@ LaDeriveBackwardPass::differentiate(Operation *op, OpBuilder &b,
         attention.getScaleAttr(), attention.getNormalizerAttr(),
         attention.getEpsAttr(), attention.getQkL2normAttr(),
         attention.getAllowNegEigvalAttr(), attention.getEraseReadKeyAttr(),
-        b.getI64IntegerAttr(checkpoint));
+        attention.getReverseAttr(), b.getI64IntegerAttr(checkpoint));
     accumulate(attention.getQ(), grad.getDq());
     accumulate(attention.getK(), grad.getDk());
     accumulate(attention.getV(), grad.getDv());

@@ -490,7 +490,7 @@ struct AttentionToRecurrence : OpRewritePattern<AttentionOp> {
         op.getGv(), beta, a, b, op.getCuSeqlens(), ValueRange{oInit, state},
         op.getGateAttr(), c.logDecay, LowRankAttr::get(ctx, lowRank),
         rewriter.getF32FloatAttr(op.getEffectiveScale()),
-        op.getNormalizerAttr(), eps);
+        op.getNormalizerAttr(), eps, op.getReverseAttr());
     SmallVector<Value> results = {recurrence.getO()};
     if (op.getFinalState())
       results.push_back(recurrence.getFinalState());
@@ -600,27 +600,52 @@ struct AttentionGradToRecurrenceGrad : OpRewritePattern<AttentionGradOp> {
     FloatAttr eps;
     if (op.getNormalizer())
       eps = rewriter.getF32FloatAttr(op.getEffectiveEps());
+    // `reverse`: the gradient of the forward recurrence on the flipped
+    // tokens (packed sequences in reverse order, their states flipped along
+    // N), flipped back; as la-derive-backward does for la.recurrence.
+    bool reverse = op.getReverse();
+    Value cuSeqlens = op.getCuSeqlens();
+    auto flipTokens = [&](Value x) {
+      return x && reverse ? flipTime(rewriter, loc, x) : x;
+    };
+    auto flipSequences = [&](Value x) {
+      return x && reverse && cuSeqlens ? flipDim(rewriter, loc, x, 0) : x;
+    };
+    Value offsets = cuSeqlens;
+    if (reverse && cuSeqlens)
+      offsets = reversedOffsets(rewriter, loc, cuSeqlens, c.q);
+    // One op per statement: the IR must not depend on the host compiler's
+    // argument order.
+    Value q = flipTokens(c.q), k = flipTokens(c.k);
+    Value values = flipTokens(c.values), g = flipTokens(c.g);
+    Value gv = flipTokens(op.getGv()), beta = flipTokens(c.beta);
+    Value lowA = flipTokens(c.a), lowB = flipTokens(c.b);
+    Value initial = flipSequences(state);
+    Value dO = flipTokens(op.getDO());
+    Value dFinal = flipSequences(op.getDFinalState());
     auto grad = RecurrenceGradOp::create(
-        rewriter, loc, resultTypes, c.q, c.k, c.values, c.g, op.getGv(), c.beta,
-        c.a, c.b, op.getCuSeqlens(), state, op.getDO(), op.getDFinalState(),
-        op.getGateAttr(), c.logDecay, LowRankAttr::get(ctx, c.lowRank),
+        rewriter, loc, resultTypes, q, k, values, g, gv, beta, lowA, lowB,
+        offsets, initial, dO, dFinal, op.getGateAttr(), c.logDecay,
+        LowRankAttr::get(ctx, c.lowRank),
         rewriter.getF32FloatAttr(op.getEffectiveScale()),
         op.getNormalizerAttr(), eps, op.getCheckpointAttr());
+    Value gradDa = flipTokens(grad.getDa()), gradDb = flipTokens(grad.getDb());
+    Value dInitialState = flipSequences(grad.getDInitialState());
 
-    Value dq = grad.getDq(), dk = grad.getDk(), dv = grad.getDv();
-    Value dg = grad.getDg(), dgv = grad.getDgv(), dbeta = grad.getDbeta();
+    Value dq = flipTokens(grad.getDq()), dk = flipTokens(grad.getDk());
+    Value dv = flipTokens(grad.getDv()), dg = flipTokens(grad.getDg());
+    Value dgv = flipTokens(grad.getDgv()), dbeta = flipTokens(grad.getDbeta());
     Value derase, dwrite, da, db;
     if (op.getUpdate() == UpdateRule::Dplr) {
-      da = fromValueHeads(rewriter, loc, grad.getDa(), op.getA(), c.group);
-      db = fromValueHeads(rewriter, loc, grad.getDb(), op.getB(), c.group);
+      da = fromValueHeads(rewriter, loc, gradDa, op.getA(), c.group);
+      db = fromValueHeads(rewriter, loc, gradDb, op.getB(), c.group);
     }
     AffineMap id = rewriter.getMultiDimIdentityMap(4);
     if (op.getUpdate() == UpdateRule::EraseWrite) {
       // a = alpha * k and b = erase * k (erase_read_key: a = alpha * erase *
       // k and b = k): both feed dk, erase and alpha the gate.
       bool readKey = c.eraseReadKey;
-      SmallVector<Value> inputs = {c.k, grad.getDa(), grad.getDb(), c.erase,
-                                   dk};
+      SmallVector<Value> inputs = {c.k, gradDa, gradDb, c.erase, dk};
       SmallVector<AffineMap> maps = {id, id, id, id, id};
       addGateInput(rewriter, loc, c, inputs, maps);
       maps.push_back(id);
@@ -647,7 +672,7 @@ struct AttentionGradToRecurrenceGrad : OpRewritePattern<AttentionGradOp> {
           });
       if (readKey) {
         // derase = alpha * k * da.
-        SmallVector<Value> eraseInputs = {c.k, grad.getDa()};
+        SmallVector<Value> eraseInputs = {c.k, gradDa};
         SmallVector<AffineMap> eraseMaps = {id, id};
         addGateInput(rewriter, loc, c, eraseInputs, eraseMaps);
         eraseMaps.push_back(id);
@@ -665,7 +690,7 @@ struct AttentionGradToRecurrenceGrad : OpRewritePattern<AttentionGradOp> {
             });
       } else {
         derase = buildGeneric(
-            rewriter, loc, ValueRange{c.k, grad.getDb()},
+            rewriter, loc, ValueRange{c.k, gradDb},
             emptyTensor(rewriter, loc, mixedSizes(rewriter, loc, c.k), f32),
             {id, id, id}, 4, 0, [](OpBuilder &nb, Location l, ValueRange args) {
               return mulExtended(nb, l, args[0], args[1]);
@@ -676,7 +701,7 @@ struct AttentionGradToRecurrenceGrad : OpRewritePattern<AttentionGradOp> {
       if (dg) {
         bool scalar = op.getGate() == GateKind::Scalar;
         AffineMap gateMap = scalar ? dimMap(ctx, 4, {0, 1, 2}) : id;
-        SmallVector<Value> gateInputs = {c.k, grad.getDa()};
+        SmallVector<Value> gateInputs = {c.k, gradDa};
         SmallVector<AffineMap> gateMaps = {id, id};
         if (readKey) {
           gateInputs.push_back(c.erase);
@@ -732,7 +757,7 @@ struct AttentionGradToRecurrenceGrad : OpRewritePattern<AttentionGradOp> {
       if (gradient)
         results.push_back(gradient);
     if (op.getInitialState())
-      results.push_back(grad.getDInitialState());
+      results.push_back(dInitialState);
     replaceWithCasts(rewriter, op, results);
     return success();
   }

@@ -364,3 +364,25 @@ Value mlir::la::flipDim(OpBuilder &b, Location loc, Value x, unsigned dim) {
                         return tensor::ExtractOp::create(nb, l, x, indices);
                       });
 }
+
+Value mlir::la::reversedOffsets(OpBuilder &b, Location loc, Value cuSeqlens,
+                                Value q) {
+  Value one = arith::ConstantIndexOp::create(b, loc, 1);
+  Value count = tensor::DimOp::create(b, loc, cuSeqlens, 0);
+  Value last = arith::SubIOp::create(b, loc, count, one);
+  Value tokens = tensor::DimOp::create(b, loc, q, 1);
+  auto type = cast<RankedTensorType>(cuSeqlens.getType());
+  Value tokensInt =
+      arith::IndexCastOp::create(b, loc, type.getElementType(), tokens);
+  Value init =
+      emptyTensor(b, loc, mixedSizes(b, loc, cuSeqlens), type.getElementType());
+  return buildGeneric(
+      b, loc, ValueRange{}, init, {b.getMultiDimIdentityMap(1)}, 1, 0,
+      [&](OpBuilder &nb, Location l, ValueRange) -> Value {
+        Value i = linalg::IndexOp::create(nb, l, 0);
+        Value mirrored = arith::SubIOp::create(nb, l, last, i);
+        Value offset =
+            tensor::ExtractOp::create(nb, l, cuSeqlens, ValueRange{mirrored});
+        return arith::SubIOp::create(nb, l, tokensInt, offset);
+      });
+}
