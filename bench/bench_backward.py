@@ -17,6 +17,9 @@ A program, not a test. For each variant and shape it prints:
   the same chunked forward written in torch (``numpy_chunked.py`` on the
   torch backend, forward + ``backward()``) over la's forward + backward
   (target >= 5); torch runs on ``--threads`` threads;
+* with ``--value-gate``, each additive variant again with fla's value-side
+  gate ``gv`` (``variant+gv``; its adjoint is four recurrences, the FLOP
+  count stays the one above; no torch comparison);
 * which program la's backward is: ``chunked`` (la-expand-recurrence-grad:
   the adjoint as three chunked recurrences for a diagonal decay (scalar,
   channel-wise or none), six with the delta rule) or ``tokens`` (the
@@ -61,6 +64,8 @@ def parse_args(argv=None):
                    help="threads for torch (la runs on one)")
     p.add_argument("--sgemm-seconds", type=float, default=1.0)
     p.add_argument("--no-torch", action="store_true")
+    p.add_argument("--value-gate", action="store_true",
+                   help="also run each additive variant with a value-side gate gv")
     args = p.parse_args(argv)
     args.variants = [v for v in args.variants.split(",") if v]
     if args.shapes:
@@ -70,18 +75,23 @@ def parse_args(argv=None):
     return args
 
 
-def _inputs(variant, B, T, H, K, V, seed=0):
+def _inputs(variant, B, T, H, K, V, seed=0, value_gate=False):
     from la.testing import make_inputs
     inputs = make_inputs(variant, B, T, H, K, V, seed=seed, gate_scale=1 / 16)
     import numpy as np
-    do = np.random.default_rng(seed + 1).standard_normal((B, T, H, V)).astype(np.float32)
+    rng = np.random.default_rng(seed + 1)
+    do = rng.standard_normal((B, T, H, V)).astype(np.float32)
+    if value_gate:
+        # log-sigmoid / 16, as the key-side gates
+        gv = -np.logaddexp(0.0, -rng.standard_normal((B, T, H, V))) / 16
+        inputs["gv"] = gv.astype(np.float32)
     return inputs, do
 
 
 def _la_calls(variant, inputs, do, C):
     import la
-    kwargs = {k: inputs[k] for k in ("g", "beta", "erase", "write", "a", "b", "log_decay")
-              if k in inputs}
+    kwargs = {k: inputs[k] for k in ("g", "gv", "beta", "erase", "write", "a", "b",
+                                     "log_decay") if k in inputs}
     q, k, v = inputs["q"], inputs["k"], inputs["v"]
 
     def forward():
@@ -153,9 +163,14 @@ def main(argv=None):
               "| bwd x sgemm 1T | torch fwd+bwd ms | la x torch | compile s (fwd, bwd) |")
     print(header)
     print("|" + "---|" * 11)
-    for variant in args.variants:
+    from la.variants import VARIANTS
+    runs = [(variant, False) for variant in args.variants]
+    if args.value_gate:
+        runs += [(variant, True) for variant in args.variants
+                 if VARIANTS[variant][0] == "additive"]
+    for variant, value_gate in runs:
         for (B, T, H, K, V) in args.shapes:
-            inputs, do = _inputs(variant, B, T, H, K, V)
+            inputs, do = _inputs(variant, B, T, H, K, V, value_gate=value_gate)
             forward, backward = _la_calls(variant, inputs, do, args.chunk_size)
             before = la.cache_info()["compile_seconds"]
             forward()
@@ -168,12 +183,13 @@ def main(argv=None):
             flops = 2 * bench_cpu.chunked_flops(variant, B, T, H, K, V, C=args.chunk_size)
             gflops = flops / (bwd_ms * 1e6)
             torch_ms = None
-            if tb is not None:
+            if tb is not None and not value_gate:
                 torch_ms, _ = bench_cpu.time_call(
                     _torch_autograd(tb, variant, inputs, do, args.chunk_size),
                     args.repeat, warmup=1)
             program = "chunked" if variant in CHUNKED_BACKWARD else "tokens"
-            print(f"| {variant} | {B},{T},{H},{K},{V} | {program} | {fwd_ms:.1f} | {bwd_ms:.1f} "
+            label = variant + ("+gv" if value_gate else "")
+            print(f"| {label} | {B},{T},{H},{K},{V} | {program} | {fwd_ms:.1f} | {bwd_ms:.1f} "
                   f"| {bwd_ms / fwd_ms:.2f} | {gflops:.1f} "
                   f"| {gflops / sgemm_1t:.3f} | "
                   + (f"{torch_ms:.1f} | {torch_ms / (fwd_ms + bwd_ms):.2f}" if torch_ms

@@ -368,6 +368,15 @@ def dplr_recurrence(
     return o, final_state
 
 
+def _log_gate_or_zero(x, name, shape, what):
+    """``x`` as a checked float64 array of ``shape``, or zeros when None."""
+    if x is None:
+        return np.zeros(shape, dtype=np.float64)
+    x = _f64(x, name)
+    _check_shape(x, shape, name, what)
+    return x
+
+
 def dplr_recurrence_vjp(
     q, k, v, do, d_final_state=None, log_alpha=None, a=None, b=None, scale=None,
     initial_state=None, cu_seqlens=None, log_value_gate=None, reverse=False,
@@ -403,19 +412,12 @@ def dplr_recurrence_vjp(
     do = _f64(do, "do")
     _check_shape(do, (B, T, HV, V), "do", "[B, T, HV, V]")
     given_log_alpha = log_alpha is not None
-    if given_log_alpha:
-        log_alpha = _f64(log_alpha, "log_alpha")
-        _check_shape(log_alpha, (B, T, H, K), "log_alpha", "[B, T, H, K]")
-    else:
-        log_alpha = np.zeros((B, T, H, K), dtype=np.float64)
+    log_alpha = _log_gate_or_zero(log_alpha, "log_alpha", (B, T, H, K), "[B, T, H, K]")
     a, b = _check_low_rank(a, b, B, T, H, K)
     low_rank = a is not None
     given_value_gate = log_value_gate is not None
-    if given_value_gate:
-        log_value_gate = _f64(log_value_gate, "log_value_gate")
-        _check_shape(log_value_gate, (B, T, HV, V), "log_value_gate", "[B, T, HV, V]")
-    else:
-        log_value_gate = np.zeros((B, T, HV, V), dtype=np.float64)
+    log_value_gate = _log_gate_or_zero(log_value_gate, "log_value_gate", (B, T, HV, V),
+                                       "[B, T, HV, V]")
     scale = _check_scale(scale, K)
     seqs = _sequences(cu_seqlens, B, T)
     N = len(seqs)
