@@ -16,8 +16,13 @@ clang_opt=${LA_BUILD_DIR:-$root/build}/bin/la-opt
 if [ -x "$clang_opt" ]; then
   out=$(mktemp -d)
   trap 'rm -rf "$out"' EXIT
+  # The gradient ops too (la.attention_grad and la.recurrence_grad of
+  # every form), whose chunked and token-loop lowerings build much IR.
   for input in "$root/test/Dialect/La/roundtrip.mlir" \
                "$root/test/Pipelines/Inputs/main-kernels.mlir" \
+               "$root/test/Dialect/La/attention-grad.mlir" \
+               "$root/test/Dialect/La/recurrence-grad.mlir" \
+               "$root/test/Dialect/La/lower-attention-grad.mlir" \
                "$root"/examples/*.mlir; do
     for pipeline in la-lower-to-cpu la-lower-to-cpu=parallel \
                     la-lower-to-cpu=sequential la-lower-to-gpu=tensor-cores \

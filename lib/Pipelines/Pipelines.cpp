@@ -40,6 +40,8 @@ using namespace mlir::la;
 /// once CSE has made the subviews one value.
 void mlir::la::buildBufferizationPipeline(OpPassManager &pm,
                                           bool allowReturnAllocsFromLoops) {
+  // A value returned twice would be one allocation for two out-parameters.
+  pm.addNestedPass<func::FuncOp>(createLaDistinctResultsPass());
   bufferization::OneShotBufferizePassOptions bufferizeOptions;
   bufferizeOptions.bufferizeFunctionBoundaries = true;
   bufferizeOptions.allowReturnAllocsFromLoops = allowReturnAllocsFromLoops;

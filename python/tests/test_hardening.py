@@ -220,3 +220,32 @@ def test_version():
     if os.path.exists(la_opt):
         out = subprocess.run([la_opt, "--version"], capture_output=True, text=True).stdout
         assert f"la version {cmake}" in out
+
+
+@pytest.mark.parametrize("flags", [(), ("--parallel",), ("--sequential",),
+                                   ("--target=gpu-emulator",)],
+                         ids=["cpu", "parallel", "sequential", "gpu-emulator"])
+def test_a_result_returned_twice(flags):
+    """A function that returns one tensor in two results (here the final
+    state) used to crash la-lower-to-cpu and the GPU pipelines (upstream
+    buffer-results-to-out-params erased the shared allocation); each result
+    now gets a buffer of its own (la-distinct-results), both correct."""
+    from la import reference, runner
+    from test_low_rank_general import _la_run
+
+    if runner.find_la_run() is None:
+        pytest.skip("la-run is not built")
+    rng = np.random.default_rng(3)
+    q = rng.standard_normal((1, 24, 2, 8)).astype(np.float32)
+    v = rng.standard_normal((1, 24, 2, 6)).astype(np.float32)
+    qt, vt, st = "tensor<1x24x2x8xf32>", "tensor<1x24x2x6xf32>", "tensor<1x2x8x6xf32>"
+    mlir = (f"func.func @twice(%q: {qt}, %v: {vt}) -> ({vt}, {st}, {st}) {{\n"
+            f"  %o, %s = la.attention linear %q, %q, %v : {qt}, {qt}, {vt} -> {vt}, {st}\n"
+            f"  return %o, %s, %s : {vt}, {st}, {st}\n}}\n")
+    extra = tuple(f for f in flags if f != "--sequential")
+    o, s1, s2 = _la_run(mlir, [q, v], 3, chunk=8, sequential="--sequential" in flags,
+                        extra=extra)
+    ref_o, ref_s = reference.recurrence(q, q, v, update="additive", gate="none")
+    assert testing.rel_rms(ref_o, o) <= 1e-5
+    assert testing.rel_rms(ref_s, s1) <= 1e-5
+    np.testing.assert_array_equal(s1, s2)

@@ -316,8 +316,11 @@ private:
             emptyTensor(b, loc, sizes, f32), {id, id, id, gate, id}, 3, 0,
             [&](OpBuilder &nb, Location l, ValueRange a) {
               Value fromA = mulF(nb, l, extendToF32(nb, l, a[2]), a[1]);
-              return mulF(nb, l, alphaOf(nb, l, a[3]),
-                          addF(nb, l, a[0], fromA));
+              // One op per statement: the IR must not depend on the host
+              // compiler's argument order.
+              Value alpha = alphaOf(nb, l, a[3]);
+              Value sum = addF(nb, l, a[0], fromA);
+              return mulF(nb, l, alpha, sum);
             });
     } else if (g && gateGradient) {
       dLogAlpha = buildGeneric(

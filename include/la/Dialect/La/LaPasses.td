@@ -155,6 +155,26 @@ def LaSimplifyRecurrencePass : Pass<"la-simplify-recurrence"> {
   ];
 }
 
+def LaDistinctResultsPass : Pass<"la-distinct-results",
+                                 "::mlir::func::FuncOp"> {
+  let summary = "Give every tensor result of a function a value of its own";
+  let description = [{
+    A function that returns one tensor value in several results (`return
+    %s, %s`) gets, for each repeat, a copy (`linalg.copy` into a
+    `tensor.empty`), so that after bufferization every result is a buffer
+    of its own. The pipelines run it before one-shot bufferization: with a
+    repeated allocation among a function's results, upstream
+    `buffer-results-to-out-params{hoist-static-allocs}` replaces the
+    allocation by the first out-parameter and then reads the erased
+    allocation for the second (a crash). Functions without repeats are left
+    unchanged.
+  }];
+  let dependentDialects = [
+    "::mlir::linalg::LinalgDialect",
+    "::mlir::tensor::TensorDialect"
+  ];
+}
+
 def LaChunkPass : Pass<"la-chunk"> {
   let summary = "Rewrite the canonical recurrence into its chunkwise-parallel form";
   let description = [{
