@@ -116,11 +116,29 @@ inline Value flipTime(OpBuilder &b, Location loc, Value x) {
   return flipDim(b, loc, x, 1);
 }
 
-/// The offsets `cu_seqlens` [N+1] of packed sequences, taken in reverse
-/// order over the flipped tokens: `T - cu[N - i]` for i in [0, N] (`q`
-/// [B,T,...] gives T). A reverse recurrence is the forward one on these
-/// offsets, its tokens flipped and its states flipped along N.
-Value reversedOffsets(OpBuilder &b, Location loc, Value cuSeqlens, Value q);
+/// The flips that make the gradient of a `reverse` recurrence the forward
+/// one's (la-derive-backward's for la.recurrence, la-lower-to-recurrence's
+/// for la.attention_grad): its per-token operands and gradients flipped in
+/// time, with packed sequences its states flipped along N and the offsets
+/// `T - cu[N - i]` (the sequences in reverse order). Every method returns its
+/// input unchanged without `reverse` (and for a null value).
+class ReverseFlips {
+public:
+  ReverseFlips(OpBuilder &b, Location loc, bool reverse, Value cuSeqlens,
+               Value q);
+  /// A [B,T,...] operand or gradient.
+  Value tokens(Value x) const;
+  /// An [N,...] state or state gradient.
+  Value sequences(Value x) const;
+  /// The forward problem's cu_seqlens (null without packed sequences).
+  Value offsets() const { return forwardOffsets; }
+
+private:
+  OpBuilder &b;
+  Location loc;
+  bool reverse;
+  Value cuSeqlens, forwardOffsets;
+};
 
 /// A fixed per-head decay `logDecay` ([H]) as a scalar log-gate tensor
 /// [B,T,H] (f32) for the q : [B,T,H,K] it applies to.

@@ -236,19 +236,10 @@ LaDeriveBackwardPass::differentiate(Operation *op, OpBuilder &b,
   // cu_seqlens its sequences then come in reverse order too (offsets
   // T - cu[N - i], states flipped along N). Its gradient is the forward
   // recurrence's on the flipped operands, flipped back.
-  bool reverse = recurrence.getReverse();
-  Value cuSeqlens = mapped(recurrence.getCuSeqlens());
-  auto flipTokens = [&](Value x) {
-    return x && reverse ? flipTime(b, loc, x) : x;
-  };
-  auto flipSequences = [&](Value x) {
-    return x && reverse && cuSeqlens ? flipDim(b, loc, x, 0) : x;
-  };
-  auto forwardOperand = [&](Value x) { return flipTokens(mapped(x)); };
-  Value forwardOffsets = cuSeqlens;
-  if (reverse && cuSeqlens)
-    forwardOffsets =
-        reversedOffsets(b, loc, cuSeqlens, mapped(recurrence.getQ()));
+  ReverseFlips flips(b, loc, recurrence.getReverse(),
+                     mapped(recurrence.getCuSeqlens()),
+                     mapped(recurrence.getQ()));
+  auto forwardOperand = [&](Value x) { return flips.tokens(mapped(x)); };
 
   Value inputs[] = {recurrence.getQ(),    recurrence.getK(),
                     recurrence.getV(),    state,
@@ -265,24 +256,24 @@ LaDeriveBackwardPass::differentiate(Operation *op, OpBuilder &b,
   Value beta = forwardOperand(recurrence.getBeta());
   Value lowA = forwardOperand(recurrence.getA());
   Value lowB = forwardOperand(recurrence.getB());
-  Value initial = flipSequences(mapped(state));
-  dO = flipTokens(dO);
-  dFinal = flipSequences(dFinal);
+  Value initial = flips.sequences(mapped(state));
+  dO = flips.tokens(dO);
+  dFinal = flips.sequences(dFinal);
   auto grad = RecurrenceGradOp::create(
       b, loc, gradientTypes(inputs), q, k, v, g, gv, beta, lowA, lowB,
-      forwardOffsets, initial, dO, dFinal, recurrence.getGateAttr(),
+      flips.offsets(), initial, dO, dFinal, recurrence.getGateAttr(),
       recurrence.getLogDecayAttr(), recurrence.getLowRankAttr(),
       recurrence.getScaleAttr(), recurrence.getNormalizerAttr(),
       recurrence.getEpsAttr(), b.getI64IntegerAttr(checkpoint));
-  accumulate(recurrence.getQ(), flipTokens(grad.getDq()));
-  accumulate(recurrence.getK(), flipTokens(grad.getDk()));
-  accumulate(recurrence.getV(), flipTokens(grad.getDv()));
-  accumulate(state, flipSequences(grad.getDInitialState()));
-  accumulate(recurrence.getG(), flipTokens(grad.getDg()));
-  accumulate(recurrence.getGv(), flipTokens(grad.getDgv()));
-  accumulate(recurrence.getBeta(), flipTokens(grad.getDbeta()));
-  accumulate(recurrence.getA(), flipTokens(grad.getDa()));
-  accumulate(recurrence.getB(), flipTokens(grad.getDb()));
+  accumulate(recurrence.getQ(), flips.tokens(grad.getDq()));
+  accumulate(recurrence.getK(), flips.tokens(grad.getDk()));
+  accumulate(recurrence.getV(), flips.tokens(grad.getDv()));
+  accumulate(state, flips.sequences(grad.getDInitialState()));
+  accumulate(recurrence.getG(), flips.tokens(grad.getDg()));
+  accumulate(recurrence.getGv(), flips.tokens(grad.getDgv()));
+  accumulate(recurrence.getBeta(), flips.tokens(grad.getDbeta()));
+  accumulate(recurrence.getA(), flips.tokens(grad.getDa()));
+  accumulate(recurrence.getB(), flips.tokens(grad.getDb()));
   return success();
 }
 

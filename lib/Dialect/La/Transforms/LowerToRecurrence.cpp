@@ -603,38 +603,30 @@ struct AttentionGradToRecurrenceGrad : OpRewritePattern<AttentionGradOp> {
     // `reverse`: the gradient of the forward recurrence on the flipped
     // tokens (packed sequences in reverse order, their states flipped along
     // N), flipped back; as la-derive-backward does for la.recurrence.
-    bool reverse = op.getReverse();
-    Value cuSeqlens = op.getCuSeqlens();
-    auto flipTokens = [&](Value x) {
-      return x && reverse ? flipTime(rewriter, loc, x) : x;
-    };
-    auto flipSequences = [&](Value x) {
-      return x && reverse && cuSeqlens ? flipDim(rewriter, loc, x, 0) : x;
-    };
-    Value offsets = cuSeqlens;
-    if (reverse && cuSeqlens)
-      offsets = reversedOffsets(rewriter, loc, cuSeqlens, c.q);
+    ReverseFlips flips(rewriter, loc, op.getReverse(), op.getCuSeqlens(), c.q);
     // One op per statement: the IR must not depend on the host compiler's
     // argument order.
-    Value q = flipTokens(c.q), k = flipTokens(c.k);
-    Value values = flipTokens(c.values), g = flipTokens(c.g);
-    Value gv = flipTokens(op.getGv()), beta = flipTokens(c.beta);
-    Value lowA = flipTokens(c.a), lowB = flipTokens(c.b);
-    Value initial = flipSequences(state);
-    Value dO = flipTokens(op.getDO());
-    Value dFinal = flipSequences(op.getDFinalState());
+    Value q = flips.tokens(c.q), k = flips.tokens(c.k);
+    Value values = flips.tokens(c.values), g = flips.tokens(c.g);
+    Value gv = flips.tokens(op.getGv()), beta = flips.tokens(c.beta);
+    Value lowA = flips.tokens(c.a), lowB = flips.tokens(c.b);
+    Value initial = flips.sequences(state);
+    Value dO = flips.tokens(op.getDO());
+    Value dFinal = flips.sequences(op.getDFinalState());
     auto grad = RecurrenceGradOp::create(
         rewriter, loc, resultTypes, q, k, values, g, gv, beta, lowA, lowB,
-        offsets, initial, dO, dFinal, op.getGateAttr(), c.logDecay,
+        flips.offsets(), initial, dO, dFinal, op.getGateAttr(), c.logDecay,
         LowRankAttr::get(ctx, c.lowRank),
         rewriter.getF32FloatAttr(op.getEffectiveScale()),
         op.getNormalizerAttr(), eps, op.getCheckpointAttr());
-    Value gradDa = flipTokens(grad.getDa()), gradDb = flipTokens(grad.getDb());
-    Value dInitialState = flipSequences(grad.getDInitialState());
+    Value gradDa = flips.tokens(grad.getDa());
+    Value gradDb = flips.tokens(grad.getDb());
+    Value dInitialState = flips.sequences(grad.getDInitialState());
 
-    Value dq = flipTokens(grad.getDq()), dk = flipTokens(grad.getDk());
-    Value dv = flipTokens(grad.getDv()), dg = flipTokens(grad.getDg());
-    Value dgv = flipTokens(grad.getDgv()), dbeta = flipTokens(grad.getDbeta());
+    Value dq = flips.tokens(grad.getDq()), dk = flips.tokens(grad.getDk());
+    Value dv = flips.tokens(grad.getDv()), dg = flips.tokens(grad.getDg());
+    Value dgv = flips.tokens(grad.getDgv());
+    Value dbeta = flips.tokens(grad.getDbeta());
     Value derase, dwrite, da, db;
     if (op.getUpdate() == UpdateRule::Dplr) {
       da = fromValueHeads(rewriter, loc, gradDa, op.getA(), c.group);

@@ -365,8 +365,12 @@ Value mlir::la::flipDim(OpBuilder &b, Location loc, Value x, unsigned dim) {
                       });
 }
 
-Value mlir::la::reversedOffsets(OpBuilder &b, Location loc, Value cuSeqlens,
-                                Value q) {
+/// The offsets `cu_seqlens` [N+1] of packed sequences, taken in reverse
+/// order over the flipped tokens: `T - cu[N - i]` for i in [0, N] (`q`
+/// [B,T,...] gives T). A reverse recurrence is the forward one on these
+/// offsets, its tokens flipped and its states flipped along N.
+static Value reversedOffsets(OpBuilder &b, Location loc, Value cuSeqlens,
+                             Value q) {
   Value one = arith::ConstantIndexOp::create(b, loc, 1);
   Value count = tensor::DimOp::create(b, loc, cuSeqlens, 0);
   Value last = arith::SubIOp::create(b, loc, count, one);
@@ -385,4 +389,20 @@ Value mlir::la::reversedOffsets(OpBuilder &b, Location loc, Value cuSeqlens,
             tensor::ExtractOp::create(nb, l, cuSeqlens, ValueRange{mirrored});
         return arith::SubIOp::create(nb, l, tokensInt, offset);
       });
+}
+
+ReverseFlips::ReverseFlips(OpBuilder &b, Location loc, bool reverse,
+                           Value cuSeqlens, Value q)
+    : b(b), loc(loc), reverse(reverse), cuSeqlens(cuSeqlens),
+      forwardOffsets(cuSeqlens) {
+  if (reverse && cuSeqlens)
+    forwardOffsets = reversedOffsets(b, loc, cuSeqlens, q);
+}
+
+Value ReverseFlips::tokens(Value x) const {
+  return x && reverse ? flipTime(b, loc, x) : x;
+}
+
+Value ReverseFlips::sequences(Value x) const {
+  return x && reverse && cuSeqlens ? flipDim(b, loc, x, 0) : x;
 }
