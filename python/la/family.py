@@ -7,8 +7,9 @@ la ops rather than as a variant of their own (docs/family.md).
   its own; a memory that a token is not routed to is left as it is (no
   write, no decay), and the output mixes the memories' reads with the
   router's weights.
-* :func:`log_linear_attention`: log-linear attention over Mamba-2 (Guo
-  et al., 2025): a Fenwick-tree hierarchy of O(log T) bucket states, each
+* :func:`log_linear_attention`: log-linear attention (Guo et al., 2025)
+  over Mamba-2, Gated DeltaNet and la's other additive and delta-rule
+  recurrences: a Fenwick-tree hierarchy of O(log T) bucket states, each
   level one la call over aligned blocks.
 * :func:`hedgehog_features` and :func:`sliding_window_hybrid`: Hedgehog's
   learned feature map, and LoLCATs' softmax-in-a-window plus linear
@@ -243,61 +244,136 @@ def _pad_time(x, length):
     return np.concatenate([x, np.zeros((x.shape[0], extra) + x.shape[2:], x.dtype)], 1)
 
 
-def log_linear_attention(q, k, v, g, level_scales, *, scale=1.0, chunk_size=64,
-                         num_threads=None):
-    """Log-linear attention over Mamba-2's gated recurrence (Guo et al.,
-    2025, "Log-Linear Attention"): the tokens before t fall into the
-    Fenwick-tree buckets of t, level ``l(t, s) = floor(log2(t xor s)) + 1``
-    for ``s < t`` (a bucket of ``2^(l-1)`` tokens, present when bit ``l-1``
-    of t is set) and level 0 for ``s = t``, and each bucket's state is read
-    with its own weight:
+#: log-linear attention's base recurrences: the la variant, and whether its
+#: write is scaled by beta (the delta rule) and its gate is per channel
+_LOG_LINEAR = {"linear": (False, None), "mamba2": (False, "scalar"),
+               "gla": (False, "channel"), "deltanet": (True, None),
+               "gated_deltanet": (True, "scalar"), "kda": (True, "channel")}
 
-        o_t = sum_{s <= t} level_scales[t, l(t, s)] exp(g_{s+1} + ... + g_t)
-              scale (q_t . k_s) v_s
+
+def _check_log_linear_operand(x, name, B, T, H, HV, K, per_channel):
+    """g or beta: ``[B, T, H]`` or ``[B, T, HV]``, with K last per channel."""
+    shape = tuple(np.shape(x))
+    tail = (K,) if per_channel else ()
+    if shape not in ((B, T, H) + tail, (B, T, HV) + tail):
+        what = "[B, T, H, K] or [B, T, HV, K]" if per_channel else "[B, T, H] or [B, T, HV]"
+        raise ValueError(f"{name} must be {what} = {(B, T, H) + tail} or {(B, T, HV) + tail}, "
+                         f"got {shape}")
+
+
+def _unpack_sequences(cu_seqlens, T):
+    """(index [N, Tmax] of each sequence's tokens, clamped past its end;
+    sequence and position of every packed token) for packed sequences."""
+    offsets = np.asarray(cu_seqlens, dtype=np.int64).reshape(-1)
+    if offsets.size < 2 or offsets[0] != 0 or offsets[-1] != T or np.any(np.diff(offsets) < 0):
+        raise ValueError(f"cu_seqlens must rise from 0 to T = {T}, got {offsets.tolist()}")
+    lengths = np.diff(offsets)
+    longest = max(int(lengths.max()), 1)
+    index = np.minimum(offsets[:-1, None] + np.arange(longest)[None, :], max(T - 1, 0))
+    sequence = np.repeat(np.arange(lengths.size), lengths)
+    position = np.arange(T) - offsets[sequence]
+    return index, sequence, position
+
+
+def log_linear_attention(q, k, v, g, level_scales, *, variant=None, beta=None, scale=1.0,
+                         cu_seqlens=None, chunk_size=64, num_threads=None):
+    """Log-linear attention (Guo et al., 2025, "Log-Linear Attention") over
+    la's recurrences: the tokens before t fall into the Fenwick-tree buckets
+    of t, level ``l(t, s) = floor(log2(t xor s)) + 1`` for ``s < t`` (a
+    bucket of ``2^(l-1)`` tokens, present when bit ``l-1`` of t is set) and
+    level 0 for ``s = t``, and each bucket is read with its own weight:
+
+        o_t = sum_{s <= t} level_scales[t, l(t, s)] scale q_t^T P(t, s) w_s v_s^T
+
+    where ``P(t, s) = A_t ... A_{s+1}`` are the base recurrence's transitions
+    and ``w_s`` its write key: the paper's ``(A ⊙ M^H) V`` with ``A`` the base
+    model's attention matrix. ``variant`` (default ``mamba2``, or ``linear``
+    without ``g``) is the base: ``linear``, ``mamba2`` (``g [B, T, HV]``),
+    ``gla`` (``g [B, T, H, K]``), or the delta rule's ``deltanet``,
+    ``gated_deltanet`` (log-linear Gated DeltaNet) and ``kda`` with
+    ``beta`` (``A_s = (I - beta_s k_s k_s^T) Diag(exp(g_s))``, ``w_s =
+    beta_s k_s``); g and beta may be per key head or per value head.
 
     ``q, k : [B, T, H, K]``, ``v : [B, T, HV, V]`` (HV a multiple of H),
-    ``g : [B, T, HV]`` (log gates; None: no decay), ``level_scales : [B, T,
-    HV, L]`` with ``L >= ceil(log2 T) + 1`` levels. ``scale`` defaults to 1
-    (fla's ``chunk_log_linear_attn``).
+    ``level_scales : [B, T, HV, L]`` with ``L >= ceil(log2 T) + 1`` levels.
+    ``scale`` defaults to 1 (fla's ``chunk_log_linear_attn``). With
+    ``cu_seqlens`` (B = 1) each packed sequence has its own buckets, counted
+    from its first token.
 
     A composition of O(log T) la calls: the bucket of level l is the first
     half of the aligned block of ``2^l`` tokens that holds t, so level l is
-    la's gated linear attention over those blocks as sequences of their own
-    (a reshape, no reset), on keys zeroed in each block's second half and
-    read in it; level 0 is the diagonal ``scale (q_t . k_t) v_t``. Work
-    O(T log T); the kernel is la's ``mamba2`` (``linear`` without ``g``).
-    Returns ``o : [B, T, HV, V]``."""
+    the base recurrence over those blocks as sequences of their own (a
+    reshape, no reset), with the values zeroed in each block's second half
+    (its tokens still apply their transitions: the delta rule's erase and
+    the decay) and the output read there; level 0 is the diagonal ``scale
+    (q_t . w_t) v_t``. Work O(T log T). Returns ``o : [B, T, HV, V]``."""
+    if variant is None:
+        variant = "mamba2" if g is not None else "linear"
+    if variant not in _LOG_LINEAR:
+        raise ValueError(f"log-linear attention's variant must be one of {sorted(_LOG_LINEAR)}, "
+                         f"got {variant!r}")
+    delta, gate = _LOG_LINEAR[variant]
     B, T, H, K = np.shape(q)
     HV, V = np.shape(v)[2], np.shape(v)[3]
     if np.shape(k) != (B, T, H, K) or np.shape(v)[:2] != (B, T) or HV % H:
         raise ValueError(f"k must be {(B, T, H, K)} like q and v [B, T, HV, V] with HV a "
                          f"multiple of H, got {tuple(np.shape(k))} and {tuple(np.shape(v))}")
+    if cu_seqlens is not None and B != 1:
+        raise ValueError(f"cu_seqlens needs B = 1 (packed sequences), got B = {B}")
     levels = int(np.ceil(np.log2(T))) + 1 if T > 1 else 1
     if np.ndim(level_scales) != 4 or tuple(np.shape(level_scales)[:3]) != (B, T, HV) or \
             np.shape(level_scales)[3] < levels:
         raise ValueError(f"level_scales must be [B, T, HV, L] = {(B, T, HV)} x L with "
                          f"L >= {levels} levels, got {tuple(np.shape(level_scales))}")
-    if g is not None and tuple(np.shape(g)) != (B, T, HV):
-        raise ValueError(f"g must be [B, T, HV] = {(B, T, HV)}, got {tuple(np.shape(g))}")
-    torch = _torch_module(q, k, v, g, level_scales)
+    if (g is None) != (gate is None):
+        raise ValueError(f"{variant} {'takes no' if gate is None else 'needs a'} gate g")
+    if g is not None:
+        _check_log_linear_operand(g, "g", B, T, H, HV, K, gate == "channel")
+    if (beta is None) == delta:
+        raise ValueError(f"{variant} {'needs' if delta else 'takes no'} beta")
+    if beta is not None:
+        _check_log_linear_operand(beta, "beta", B, T, H, HV, K, False)
+    torch = _torch_module(q, k, v, g, beta, level_scales)
     if torch is None:
         q, k, v, level_scales = (np.asarray(x, np.float32) for x in (q, k, v, level_scales))
         g = None if g is None else np.asarray(g, np.float32)
+        beta = None if beta is None else np.asarray(beta, np.float32)
+    if cu_seqlens is not None:
+        # Each sequence a batch row of its own, padded at its end (causal:
+        # the padding never reaches a sequence's tokens), then packed back.
+        index, sequence, position = _unpack_sequences(cu_seqlens, T)
+        if torch is not None:
+            index = torch.as_tensor(index, device=q.device)
+        rows = [None if x is None else x[0][index] for x in (q, k, v, g, level_scales, beta)]
+        o = log_linear_attention(*rows[:5], variant=variant, beta=rows[5], scale=scale,
+                                 chunk_size=chunk_size, num_threads=num_threads)
+        if torch is not None:
+            sequence = torch.as_tensor(sequence, device=q.device)
+            position = torch.as_tensor(position, device=q.device)
+        return o[sequence, position][None]
+
     group = HV // H
+
+    def per_value_head(x):
+        """[B, T, H or HV] -> [B, T, HV]."""
+        if x.shape[2] == HV:
+            return x
+        return x.repeat_interleave(group, 2) if torch is not None else np.repeat(x, group, 2)
+
     positions = np.arange(T)
-    # Level 0: the token itself.
-    qk = (q * k).sum(-1)                                            # [B, T, H]
-    if group > 1:
-        qk = qk.repeat_interleave(group, 2) if torch is not None else np.repeat(qk, group, 2)
-    o = (level_scales[..., 0] * qk * scale)[..., None] * v
+    # Level 0: the token itself, scale (q_t . w_t) v_t.
+    diagonal = per_value_head((q * k).sum(-1)) * scale              # [B, T, HV]
+    if beta is not None:
+        diagonal = diagonal * per_value_head(beta)
+    o = (level_scales[..., 0] * diagonal)[..., None] * v
     for level in range(1, levels):
         size, half = 1 << level, 1 << (level - 1)
         padded = -(-T // size) * size
-        written = (np.arange(padded) % size) < half                  # keys of the first half
+        written = (np.arange(padded) % size) < half                  # values of the first half
         read = (positions % size) >= half                            # queries of the second
         if torch is not None:
-            written_t = torch.tensor(written, dtype=k.dtype)
-            read_t = torch.tensor(read, dtype=level_scales.dtype)
+            written_t = torch.tensor(written, dtype=v.dtype, device=v.device)
+            read_t = torch.tensor(read, dtype=level_scales.dtype, device=v.device)
         else:
             written_t, read_t = written.astype(np.float32), read.astype(np.float32)
 
@@ -305,14 +381,11 @@ def log_linear_attention(q, k, v, g, level_scales, *, scale=1.0, chunk_size=64,
             x = _pad_time(x, padded)
             return x.reshape((B * (padded // size), size) + tuple(x.shape[2:]))
 
-        keys = _pad_time(k, padded) * written_t[None, :, None, None]
-        args = [blocks(q), keys.reshape((B * (padded // size), size, H, K)), blocks(v)]
-        variant = "linear"
-        if g is not None:
-            args.append(blocks(g))
-            variant = "mamba2"
-        o_level, _ = ops.attention(variant, *args, scale=scale, chunk_size=chunk_size,
-                                   num_threads=num_threads)
+        values = _pad_time(v, padded) * written_t[None, :, None, None]
+        args = [blocks(q), blocks(k), values.reshape((B * (padded // size), size, HV, V))]
+        o_level, _ = ops.attention(variant, *args, None if g is None else blocks(g),
+                                   None if beta is None else blocks(beta), scale=scale,
+                                   chunk_size=chunk_size, num_threads=num_threads)
         o_level = o_level.reshape((B, padded, HV, V))[:, :T]
         weight = level_scales[..., level] * read_t[None, :, None]   # [B, T, HV]
         o = o + weight[..., None] * o_level

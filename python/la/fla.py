@@ -671,14 +671,13 @@ def chunk_log_linear_attn(q, k, v, g, level_scales, initial_state=None,
     """fla.ops.log_linear_attn.chunk_log_linear_attn: log-linear attention
     over Mamba-2 (``g : [B, T, H]`` per value head, ``level_scales : [B, T,
     H, L]``), as :func:`la.family.log_linear_attention` composes it from
-    O(log T) la calls. fla's Fenwick-tree states (``initial_state``,
-    ``output_final_state``) and ``cu_seqlens`` are not supported yet."""
+    O(log T) la calls; ``cu_seqlens`` gives each packed sequence buckets of
+    its own. fla's Fenwick-tree states (``initial_state``,
+    ``output_final_state``) are not supported yet."""
     from . import family
     if initial_state is not None or output_final_state:
         raise _unsupported("log-linear attention's Fenwick-tree state "
                            "(initial_state, output_final_state)")
-    if cu_seqlens is not None:
-        raise _unsupported("cu_seqlens with log-linear attention")
-    return family.log_linear_attention(q, k, v, g, level_scales,
+    return family.log_linear_attention(q, k, v, g, level_scales, cu_seqlens=cu_seqlens,
                                        scale=scale if scale is not None
                                        else np.shape(q)[-1] ** -0.5), None

@@ -729,27 +729,43 @@ def sliding_window_hybrid(q, k, v, feature_q, feature_k, window, scale=None):
     return o
 
 
-def log_linear_attention(q, k, v, g, level_scales, scale=1.0):
-    """Log-linear attention over Mamba-2's recurrence, pair by pair in
-    float64: ``o_t = sum_{s <= t} level_scales[t, l] exp(g_{s+1} + ... +
-    g_t) scale (q_t . k_s) v_s`` with ``l = 0`` for ``s = t`` and ``l =
-    floor(log2(t xor s)) + 1`` for ``s < t`` (the Fenwick-tree level of s
-    seen from t). ``q, k : [B, T, H, K]``, ``v : [B, T, HV, V]``, ``g :
-    [B, T, HV]`` or None, ``level_scales : [B, T, HV, L]``."""
+def log_linear_attention(q, k, v, g, level_scales, scale=1.0, *, beta=None, cu_seqlens=None):
+    """Log-linear attention, pair by pair in float64:
+
+        o_t = sum_{s <= t} level_scales[t, l] scale q_t^T A_t ... A_{s+1} w_s v_s^T
+
+    with ``l = 0`` for ``s = t`` and ``l = floor(log2(t xor s)) + 1`` for
+    ``s < t`` (the Fenwick-tree level of s seen from t, positions counted
+    from the sequence's first token). The transitions are those of la's
+    recurrences: ``A_s = Diag(exp(g_s))`` and ``w_s = k_s`` (additive), or
+    with ``beta`` the delta rule's ``A_s = (I - beta_s k_s k_s^T)
+    Diag(exp(g_s))`` and ``w_s = beta_s k_s``. ``q, k : [B, T, H, K]``,
+    ``v : [B, T, HV, V]``, ``g``: None, ``[B, T, H or HV]`` (scalar) or
+    ``[B, T, H or HV, K]`` (per channel), ``beta : [B, T, H or HV]``,
+    ``level_scales : [B, T, HV, L]``; ``cu_seqlens`` packs sequences (B = 1).
+
+    The product ``q_t^T A_t ... A_{s+1}`` is carried from s = t down to the
+    sequence's first token, one transition at a time."""
     q, k, v = _f64(q, "q"), _f64(k, "k"), _f64(v, "v")
     lam = _f64(level_scales, "level_scales")
     B, T, H, K = q.shape
     HV = v.shape[2]
+    group = HV // H
     g = np.zeros((B, T, HV)) if g is None else _f64(g, "g")
-    cumulative = np.cumsum(g, axis=1)
+    beta = None if beta is None else _f64(beta, "beta")
     o = np.zeros(v.shape)
-    for bi in range(B):
+    for bi, start, end in _sequences(cu_seqlens, B, T):
         for hv in range(HV):
-            h = hv // (HV // H)
-            for t in range(T):
-                for s in range(t + 1):
-                    level = 0 if s == t else int(np.floor(np.log2(t ^ s))) + 1
-                    decay = np.exp(cumulative[bi, t, hv] - cumulative[bi, s, hv])
-                    weight = lam[bi, t, hv, level] * decay * scale * (q[bi, t, h] @ k[bi, s, h])
-                    o[bi, t, hv] += weight * v[bi, s, hv]
+            h = hv // group
+            hg = hv if g.shape[2] == HV else h
+            hb = None if beta is None else (hv if beta.shape[2] == HV else h)
+            for t in range(start, end):
+                row = scale * q[bi, t, h]            # q_t^T A_t ... A_{s+1}
+                for s in range(t, start - 1, -1):
+                    level = 0 if s == t else int(np.floor(np.log2((t - start) ^ (s - start)))) + 1
+                    written = k[bi, s, h] if hb is None else beta[bi, s, hb] * k[bi, s, h]
+                    o[bi, t, hv] += lam[bi, t, hv, level] * (row @ written) * v[bi, s, hv]
+                    if hb is not None:                 # row (I - beta k k^T)
+                        row = row - beta[bi, s, hb] * (row @ k[bi, s, h]) * k[bi, s, h]
+                    row = row * np.exp(g[bi, s, hg])   # Diag(exp(g_s)), scalar or [K]
     return o

@@ -271,3 +271,152 @@ def test_log_linear_attention_errors():
         family.log_linear_attention(q, k, v, g, lam[..., :4])
     with pytest.raises(ValueError, match="g must be"):
         family.log_linear_attention(q, k, v, g[:, :, :, None], lam)
+    with pytest.raises(ValueError, match="variant must be one of"):
+        family.log_linear_attention(q, k, v, g, lam, variant="dplr")
+    beta = np.full((1, 9, 1), 0.5, np.float32)
+    with pytest.raises(ValueError, match="gated_deltanet needs beta"):
+        family.log_linear_attention(q, k, v, g, lam, variant="gated_deltanet")
+    with pytest.raises(ValueError, match="mamba2 takes no beta"):
+        family.log_linear_attention(q, k, v, g, lam, beta=beta)
+    with pytest.raises(ValueError, match="kda needs a gate g"):
+        family.log_linear_attention(q, k, v, None, lam, variant="kda", beta=beta)
+    with pytest.raises(ValueError, match=r"g must be \[B, T, H, K\]"):
+        family.log_linear_attention(q, k, v, g, lam, variant="kda", beta=beta)
+    with pytest.raises(ValueError, match="beta must be"):
+        family.log_linear_attention(q, k, v, g, lam, variant="gated_deltanet",
+                                    beta=beta[:, :5])
+    with pytest.raises(ValueError, match="cu_seqlens must rise from 0 to T = 9"):
+        family.log_linear_attention(q, k, v, g, lam, cu_seqlens=[0, 4, 8])
+    with pytest.raises(ValueError, match="cu_seqlens must rise"):
+        family.log_linear_attention(q, k, v, g, lam, cu_seqlens=[0, 6, 4, 9])
+    q2, k2, v2, g2, lam2 = _log_linear_inputs(2, 9, 1, 1, 4, 3, seed=42)
+    with pytest.raises(ValueError, match="cu_seqlens needs B = 1"):
+        family.log_linear_attention(q2, k2, v2, g2, lam2, cu_seqlens=[0, 9])
+
+
+# --------------------------------------------------------------------------
+# log-linear attention over the other bases (Gated DeltaNet, KDA, ...)
+# --------------------------------------------------------------------------
+
+def _log_linear_base_inputs(variant, B, T, H, HV, K, V, seed, per_value_head=False):
+    """q, k (L2-normalised: the delta rule's keys), v, g, beta and
+    level_scales for log-linear attention over ``variant``."""
+    rng = np.random.default_rng(seed)
+    q = rng.standard_normal((B, T, H, K)).astype(np.float32)
+    k = rng.standard_normal((B, T, H, K))
+    k = (k / np.linalg.norm(k, axis=-1, keepdims=True)).astype(np.float32)
+    v = rng.standard_normal((B, T, HV, V)).astype(np.float32)
+    heads = HV if per_value_head else H
+    delta, gate = family._LOG_LINEAR[variant]
+    g = None
+    if gate is not None:
+        shape = (B, T, heads) + ((K,) if gate == "channel" else ())
+        g = (-np.log1p(np.exp(-rng.standard_normal(shape))) / 4).astype(np.float32)
+    beta = rng.uniform(0.05, 0.95, (B, T, heads)).astype(np.float32) if delta else None
+    levels = int(np.ceil(np.log2(max(T, 2)))) + 1
+    level_scales = rng.uniform(0.2, 1.5, (B, T, HV, levels)).astype(np.float32)
+    return q, k, v, g, beta, level_scales
+
+
+LOG_LINEAR_BASES = ["linear", "mamba2", "gla", "deltanet", "gated_deltanet", "kda"]
+
+
+@pytest.mark.parametrize("variant", LOG_LINEAR_BASES)
+@pytest.mark.parametrize("T", [1, 6, 37, 64])
+def test_log_linear_over_every_base(variant, T):
+    """Log-linear attention over each base recurrence against the pairwise
+    fp64 reference (the transitions carried from t back to s one token at a
+    time): T of one token, below, across and at a power of two, B = 2,
+    grouped value heads, K != V, gates and beta per key head."""
+    q, k, v, g, beta, lam = _log_linear_base_inputs(variant, 2, T, 2, 4, 8, 6, seed=60 + T)
+    o = family.log_linear_attention(q, k, v, g, lam, variant=variant, beta=beta, scale=0.5,
+                                    chunk_size=16)
+    o_ref = reference.log_linear_attention(q, k, v, g, lam, scale=0.5, beta=beta)
+    assert o.shape == (2, T, 4, 6)
+    assert rel_rms(o_ref, o) <= 1e-5
+
+
+@pytest.mark.parametrize("variant", ["gated_deltanet", "kda"])
+def test_log_linear_gates_per_value_head(variant):
+    """fla's Gated DeltaNet and KDA take g and beta per value head."""
+    q, k, v, g, beta, lam = _log_linear_base_inputs(variant, 1, 29, 1, 3, 8, 4, seed=70,
+                                                    per_value_head=True)
+    o = family.log_linear_attention(q, k, v, g, lam, variant=variant, beta=beta, chunk_size=8)
+    o_ref = reference.log_linear_attention(q, k, v, g, lam, beta=beta)
+    assert rel_rms(o_ref, o) <= 1e-5
+
+
+@pytest.mark.parametrize("variant", ["gated_deltanet", "kda", "deltanet"])
+def test_log_linear_with_unit_scales_is_the_base(variant):
+    """Every level weighted 1 is the base recurrence itself (the Fenwick
+    buckets partition the tokens before t): against la.reference's plain
+    token-by-token delta rule, independent of the level arithmetic."""
+    q, k, v, g, beta, lam = _log_linear_base_inputs(variant, 2, 45, 2, 2, 8, 5, seed=71)
+    o = family.log_linear_attention(q, k, v, g, np.ones_like(lam), variant=variant, beta=beta,
+                                    scale=0.3, chunk_size=16)
+    gate = family._LOG_LINEAR[variant][1] or "none"
+    o_ref, _ = reference.recurrence(q, k, v, update="delta", gate=gate, g=g, beta=beta,
+                                    scale=0.3)
+    assert rel_rms(o_ref, o) <= 1e-5
+
+
+def test_log_linear_gated_deltanet_levels_one_by_one():
+    """Each level alone reads exactly its bucket through the delta rule's
+    transitions (its tokens' erases and decays up to t)."""
+    q, k, v, g, beta, lam = _log_linear_base_inputs("gated_deltanet", 1, 23, 1, 1, 4, 3,
+                                                    seed=72)
+    for level in range(lam.shape[-1]):
+        only = np.zeros_like(lam)
+        only[..., level] = lam[..., level]
+        o = family.log_linear_attention(q, k, v, g, only, variant="gated_deltanet",
+                                        beta=beta, chunk_size=8)
+        o_ref = reference.log_linear_attention(q, k, v, g, only, beta=beta)
+        assert rel_rms(o_ref, o) <= 1e-5, level
+
+
+@pytest.mark.parametrize("variant", ["mamba2", "gated_deltanet"])
+def test_log_linear_packed_sequences(variant):
+    """cu_seqlens: each sequence's buckets counted from its own first token
+    (an empty sequence, one of one token, lengths across powers of two),
+    against the reference and against each sequence run alone."""
+    q, k, v, g, beta, lam = _log_linear_base_inputs(variant, 1, 40, 2, 4, 8, 6, seed=73)
+    cu = np.array([0, 9, 9, 10, 27, 40])
+    o = family.log_linear_attention(q, k, v, g, lam, variant=variant, beta=beta,
+                                    cu_seqlens=cu, chunk_size=8)
+    o_ref = reference.log_linear_attention(q, k, v, g, lam, beta=beta, cu_seqlens=cu)
+    assert rel_rms(o_ref, o) <= 1e-5
+    for start, end in zip(cu[:-1], cu[1:]):
+        if start == end:
+            continue
+        part = [None if x is None else x[:, start:end] for x in (q, k, v, g, beta)]
+        alone = family.log_linear_attention(*part[:4], lam[:, start:end], variant=variant,
+                                            beta=part[4], chunk_size=8)
+        assert rel_rms(alone, o[:, start:end]) <= 1e-6
+
+
+def test_log_linear_gated_deltanet_gradients():
+    """Autograd through the composition (la's derived delta-rule backward
+    per level) against central differences of the fp64 pairwise reference,
+    for every input, packed sequences included."""
+    torch = pytest.importorskip("torch")
+    q, k, v, g, beta, lam = _log_linear_base_inputs("gated_deltanet", 1, 11, 1, 2, 4, 3,
+                                                    seed=74)
+    cu = np.array([0, 4, 11])
+    leaves = {"q": q, "k": k, "v": v, "g": g, "beta": beta, "level_scales": lam}
+    tensors = {n: torch.tensor(x, requires_grad=True) for n, x in leaves.items()}
+    do = np.random.default_rng(75).standard_normal((1, 11, 2, 3))
+    o = family.log_linear_attention(tensors["q"], tensors["k"], tensors["v"], tensors["g"],
+                                    tensors["level_scales"], variant="gated_deltanet",
+                                    beta=tensors["beta"], cu_seqlens=cu, chunk_size=4)
+    (o * torch.tensor(do, dtype=torch.float32)).sum().backward()
+    base = {n: np.asarray(x, np.float64) for n, x in leaves.items()}
+
+    def loss(values):
+        out = reference.log_linear_attention(values["q"], values["k"], values["v"],
+                                             values["g"], values["level_scales"],
+                                             beta=values["beta"], cu_seqlens=cu)
+        return float((out * do).sum())
+
+    for name in leaves:
+        expected = _central_differences(loss, base, name)
+        assert rel_rms(expected, tensors[name].grad.numpy()) <= 1e-4, name
