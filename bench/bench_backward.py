@@ -22,9 +22,10 @@ A program, not a test. For each variant and shape it prints:
   count stays the one above; no torch comparison);
 * which program la's backward is: ``chunked`` (la-expand-recurrence-grad:
   the adjoint as three chunked recurrences for a diagonal decay (scalar,
-  channel-wise or none), six with the delta rule) or ``tokens`` (the
-  checkpointed token loops that Gated DeltaNet-2's general low-rank form
-  still gets).
+  channel-wise or none), six with the delta rule, five (two of them over
+  sub-steps) for the general low-rank form of Gated DeltaNet-2 and RWKV-7)
+  for every variant since the general form's was chunked; ``tokens`` (the
+  checkpointed token loops, ``sequential=True``) is not timed here.
 
 Usage::
 
@@ -48,9 +49,6 @@ import bench_cpu  # noqa: E402  (sgemm, machine facts, FLOP count, timing)
 DEFAULT_VARIANTS = ("gla", "gated_deltanet", "kda", "mamba2", "retention")
 FULL_SHAPES = ((1, 4096, 8, 128, 128), (2, 8192, 4, 128, 128))
 QUICK_SHAPES = ((1, 512, 4, 64, 64),)
-#: variants whose gradient la-expand-recurrence-grad chunks
-CHUNKED_BACKWARD = ("linear", "retention", "mamba2", "gla", "deltanet",
-                    "decayed_deltanet", "gated_deltanet", "kda")
 
 
 def parse_args(argv=None):
@@ -187,7 +185,7 @@ def main(argv=None):
                 torch_ms, _ = bench_cpu.time_call(
                     _torch_autograd(tb, variant, inputs, do, args.chunk_size),
                     args.repeat, warmup=1)
-            program = "chunked" if variant in CHUNKED_BACKWARD else "tokens"
+            program = "chunked"
             label = variant + ("+gv" if value_gate else "")
             print(f"| {label} | {B},{T},{H},{K},{V} | {program} | {fwd_ms:.1f} | {bwd_ms:.1f} "
                   f"| {bwd_ms / fwd_ms:.2f} | {gflops:.1f} "

@@ -266,12 +266,11 @@ def _emulated_gradients(variant, inputs, do, d_final, chunk, **attrs):
     return dict(zip(names, values))
 
 
-#: The forward tests' shapes that the GPU path takes (no packed sequences;
-#: the general low-rank form, Gated DeltaNet-2's and the dplr rule's, keeps
-#: token loops, which have no GPU form): T < C, T % C != 0, B > 1, grouped
-#: value heads, K != V, strong gates.
-GPU_CASES = [case for case in CASES if "cu_seqlens" not in case[8]
-             and VARIANTS[case[0]][0] not in ("erase_write", "dplr")]
+#: The forward tests' shapes that the GPU path takes (no packed sequences):
+#: T < C, T % C != 0, B > 1, grouped value heads, K != V, strong gates; the
+#: general low-rank form (Gated DeltaNet-2's and the dplr rule's) too, its
+#: adjoint chunked like the delta rule's.
+GPU_CASES = [case for case in CASES if "cu_seqlens" not in case[8]]
 
 
 @pytest.mark.skipif(runner.find_la_run() is None, reason="la-run is not built")

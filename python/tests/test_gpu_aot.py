@@ -356,15 +356,26 @@ def test_backward_library(tmp_path, mock_driver):
 
 @needs_tools
 def test_backward_without_gpu_form_is_a_clear_error(tmp_path):
-    # Gated DeltaNet-2's general low-rank form keeps token loops, which have
+    # Packed sequences' backward runs a loop over the sequences, which has
     # no GPU form: the error names the op and why, and no library is left.
-    path = tmp_path / "gdn2-grad.so"
+    path = tmp_path / "gdn-packed-grad.so"
     with pytest.raises(gpu.GpuCompileError,
                        match="runs in a loop outside the attention's GPU tasks") as error:
-        gpu.compile_attention(str(path), "gated_deltanet2", 1, 32, 1, 16, 16,
-                              has_initial_state=True, backward=True)
+        gpu.compile_attention(str(path), "gated_deltanet", 1, 32, 1, 16, 16,
+                              has_initial_state=True, backward=True, cu_seqlens_len=3)
     assert error.value.step == "lower"
     assert not path.exists()
+
+
+@needs_tools
+def test_general_low_rank_backward_compiles_for_the_gpu(tmp_path):
+    # Gated DeltaNet-2's adjoint (the general low-rank form: two general
+    # recurrences and three diagonal ones over sub-steps) is chunked, so its
+    # library builds and ptxas accepts it.
+    path = tmp_path / "gdn2-grad.so"
+    manifest = gpu.compile_attention(str(path), "gated_deltanet2", 1, 32, 1, 16, 16,
+                                     has_initial_state=True, backward=True)
+    assert path.exists() and manifest["variant"] == "gated_deltanet2"
 
 
 @needs_tools

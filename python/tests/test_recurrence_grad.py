@@ -171,6 +171,25 @@ def test_delta_rule_over_several_chunks(gate):
     _check("delta", gate, B=1, T=150, H=2, HV=4)
 
 
+@pytest.mark.parametrize("gate", ["none", "scalar", "channel"])
+def test_general_low_rank_over_several_chunks(gate):
+    # The general form's five recurrences (two general, three over 3, 3 and
+    # 2 sub-steps per token: 450, 450 and 300 steps in chunks of 64), the
+    # states and adjoints carried across chunk boundaries.
+    _check("general", gate, B=1, T=150, H=2, HV=4)
+
+
+def test_general_low_rank_packed_sequences_chunked():
+    # The sub-steps' offsets are the sequences' times 3 (or 2): an empty
+    # sequence, one of one token, and a boundary inside a chunk.
+    _check("general", "scalar", B=1, T=140, cu_seqlens=[0, 1, 70, 70, 140])
+
+
+def test_general_low_rank_sequential_token_loops():
+    # `--sequential` keeps the checkpointed token loops: the same gradients.
+    _check("general", "channel", T=21, flags=["--sequential"])
+
+
 def test_delta_rule_packed_sequences_chunked():
     # (no gate and a fixed one over several chunks: test_attention_grad's
     # DeltaNet T = 65 and decayed DeltaNet cases)
@@ -178,7 +197,7 @@ def test_delta_rule_packed_sequences_chunked():
 
 
 @pytest.mark.parametrize("gate", ["none", "fixed", "scalar", "channel"])
-@pytest.mark.parametrize("low_rank", ["none", "delta"])
+@pytest.mark.parametrize("low_rank", ["none", "delta", "general"])
 def test_gpu_emulated_kernels(low_rank, gate):
     # la-lower-to-gpu's kernels run by la-emulate-gpu: the adjoint recurrences
     # as the forward's task kernels (chunks of 8 over T = 21, so the last

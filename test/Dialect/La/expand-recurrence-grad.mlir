@@ -192,21 +192,65 @@ func.func @gated_delta(%q: !qk, %k: !qk, %v: !v, %g: !h, %beta: !h, %s0: !s,
 
 // -----
 
-// The general low-rank form keeps the gradient op (convert-la-to-linalg
-// lowers it to token loops).
+// The general low-rank form: the reads p_t = S_{t-1}^T a_t (the forward
+// recurrence one token later, queried with a) and r_t = G_t^T b_t (the
+// transposed transition in reverse time) are general recurrences; given
+// them, S^T (reads r_t at S_{t-1} and do_t at S_t), G^T (reads p_t and v_t)
+// and G (reads k_t) are diagonal ones over three or two steps per token.
 !qk = tensor<1x8x2x4xf32>
 !v = tensor<1x8x2x6xf32>
 !s = tensor<1x2x4x6xf32>
+!g = tensor<1x8x2xf32>
 
-// CHECK-LABEL: func.func @kept
-// CHECK: la.recurrence_grad decay(none) low_rank(general)
-// CHECK-NOT: la.recurrence decay
-func.func @kept(%q: !qk, %k: !qk, %v: !v, %a: !qk, %b: !qk, %s0: !s,
-                %do: !v) -> !qk {
-  %r:6 = la.recurrence_grad decay(none) low_rank(general) %q, %k, %v
-      a(%a : !qk) b(%b : !qk) initial_state(%s0 : !s) d_o(%do : !v)
-      {scale = 0.5 : f32} : !qk, !qk, !v -> !qk, !qk, !v, !s, !qk, !qk
-  return %r#0 : !qk
+// CHECK-LABEL: func.func @general(
+// CHECK-SAME: %[[Q:[a-z0-9]+]]: tensor<1x8x2x4xf32>, %[[K:[a-z0-9]+]]: tensor<1x8x2x4xf32>, %[[V:[a-z0-9]+]]: tensor<1x8x2x6xf32>, %[[G:[a-z0-9]+]]: tensor<1x8x2xf32>, %[[A:[a-z0-9]+]]: tensor<1x8x2x4xf32>, %[[B:[a-z0-9]+]]: tensor<1x8x2x4xf32>, %[[S0:[a-z0-9]+]]: tensor<1x2x4x6xf32>, %[[DO:[a-z0-9]+]]: tensor<1x8x2x6xf32>)
+// CHECK: %[[P:[a-z0-9_]+]], %{{.*}} = la.recurrence decay(scalar) low_rank(general) %[[A]], %{{.*}}, %{{.*}} g(%{{.*}} : tensor<1x8x2xf32>) a(%{{.*}}) b(%{{.*}}) outs(%{{.*}}, %[[S0]] : {{.*}}) {scale = 1.000000e+00 : f32}
+// CHECK: %[[R:[a-z0-9_]+]], %[[G0:[a-z0-9_]+]] = la.recurrence decay(scalar) low_rank(general) %[[B]], %{{.*}}, %[[DO]] g({{.*}}) a({{.*}}) b({{.*}}) outs({{.*}}) {reverse, scale = 1.000000e+00 : f32}
+// CHECK: %[[ST:[a-z0-9_]+]], %[[SFINAL:[a-z0-9_]+]] = la.recurrence decay(scalar) low_rank(none) %{{.*}} g(%{{.*}} : tensor<1x24x2xf32>) outs({{.*}}) {scale = 1.000000e+00 : f32} : tensor<1x24x2x6xf32>, tensor<1x24x2x6xf32>, tensor<1x24x2x4xf32> -> tensor<1x24x2x4xf32>, tensor<1x2x6x4xf32>
+// CHECK: %[[ST_STEPS:.*]] = tensor.expand_shape %[[ST]] {{\[}}[0], [1, 2], [3], [4]] output_shape [1, 8, 3, 2, 4]
+// CHECK: %[[GT:[a-z0-9_]+]], %{{.*}} = la.recurrence decay(scalar) low_rank(none) %{{.*}} g(%{{.*}} : tensor<1x24x2xf32>) outs({{.*}}) {reverse, scale = 1.000000e+00 : f32} : tensor<1x24x2x6xf32>, tensor<1x24x2x6xf32>, tensor<1x24x2x4xf32>
+// CHECK: %[[GV:[a-z0-9_]+]], %{{.*}} = la.recurrence decay(scalar) low_rank(none) %{{.*}} g(%{{.*}} : tensor<1x16x2xf32>) outs({{.*}}) {reverse, scale = 1.000000e+00 : f32} : tensor<1x16x2x4xf32>, tensor<1x16x2x4xf32>, tensor<1x16x2x6xf32>
+// CHECK: %[[DV_STEPS:.*]] = tensor.expand_shape %[[GV]] {{\[}}[0], [1, 2], [3], [4]] output_shape [1, 8, 2, 2, 6]
+// CHECK: %[[DV:.*]] = tensor.extract_slice %[[DV_STEPS]][0, 0, 0, 0, 0] [1, 8, 1, 2, 6] [1, 1, 1, 1, 1]
+// CHECK-NOT: la.recurrence_grad
+// CHECK: return %{{.*}}, %{{.*}}, %[[DV]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} :
+func.func @general(%q: !qk, %k: !qk, %v: !v, %g: !g, %a: !qk, %b: !qk, %s0: !s,
+                   %do: !v) -> (!qk, !qk, !v, !s, !g, !qk, !qk) {
+  %r:7 = la.recurrence_grad decay(scalar) low_rank(general) %q, %k, %v
+      g(%g : !g) a(%a : !qk) b(%b : !qk) initial_state(%s0 : !s) d_o(%do : !v)
+      {scale = 0.5 : f32} : !qk, !qk, !v -> !qk, !qk, !v, !s, !g, !qk, !qk
+  return %r#0, %r#1, %r#2, %r#3, %r#4, %r#5, %r#6
+      : !qk, !qk, !v, !s, !g, !qk, !qk
+}
+
+// -----
+
+// A channel gate with grouped value heads and packed sequences: the gate
+// decays the K side of S, the value side of S^T and G^T (their `gv`, per
+// value head), and the offsets count sub-steps (times 3 and times 2).
+!qk = tensor<1x8x1x4xf32>
+!gk = tensor<1x8x1x4xf32>
+!v = tensor<1x8x2x6xf32>
+!s = tensor<2x2x4x6xf32>
+
+// CHECK-LABEL: func.func @general_channel_packed(
+// CHECK-DAG: %[[C3:.*]] = arith.constant 3 : i32
+// CHECK-DAG: %[[C2:.*]] = arith.constant 2 : i32
+// CHECK: arith.muli %{{.*}}, %[[C3]] : i32
+// CHECK: la.recurrence decay(none) low_rank(none) %{{.*}} gv(%{{.*}} : tensor<1x24x2x4xf32>) cu_seqlens(%{{.*}} : tensor<3xi32>) outs({{.*}}) {scale = 1.000000e+00 : f32} : tensor<1x24x2x6xf32>, tensor<1x24x2x6xf32>, tensor<1x24x2x4xf32>
+// CHECK: la.recurrence decay(none) low_rank(none) %{{.*}} gv(%{{.*}} : tensor<1x24x2x4xf32>) cu_seqlens(%{{.*}} : tensor<3xi32>) outs({{.*}}) {reverse, scale = 1.000000e+00 : f32}
+// CHECK: arith.muli %{{.*}}, %[[C2]] : i32
+// CHECK: la.recurrence decay(channel) low_rank(none) %{{.*}} g(%{{.*}} : tensor<1x16x1x4xf32>) cu_seqlens(%{{.*}} : tensor<3xi32>) outs({{.*}}) {reverse, scale = 1.000000e+00 : f32} : tensor<1x16x1x4xf32>, tensor<1x16x1x4xf32>, tensor<1x16x2x6xf32>
+func.func @general_channel_packed(%q: !qk, %k: !qk, %v: !v, %g: !gk, %a: !qk,
+                                  %b: !qk, %s0: !s, %do: !v,
+                                  %cu: tensor<3xi32>)
+    -> (!qk, !qk, !v, !s, !gk, !qk, !qk) {
+  %r:7 = la.recurrence_grad decay(channel) low_rank(general) %q, %k, %v
+      g(%g : !gk) a(%a : !qk) b(%b : !qk) cu_seqlens(%cu : tensor<3xi32>)
+      initial_state(%s0 : !s) d_o(%do : !v)
+      {scale = 0.5 : f32} : !qk, !qk, !v -> !qk, !qk, !v, !s, !gk, !qk, !qk
+  return %r#0, %r#1, %r#2, %r#3, %r#4, %r#5, %r#6
+      : !qk, !qk, !v, !s, !gk, !qk, !qk
 }
 
 // -----

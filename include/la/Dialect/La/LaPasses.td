@@ -114,12 +114,21 @@ def LaExpandRecurrenceGradPass : Pass<"la-expand-recurrence-grad"> {
     two recurrences, one per term) give dq, dk, dbeta and the gate's
     gradient; `dS_0 = D_0 G_0 - a_0 dv_0^T`.
 
-    Left to the token loops of `convert-la-to-linalg`: the general low-rank
-    form (Gated DeltaNet-2's erase/write form: its `b` and `w` differ, so
-    each of `S` and `G` would need two recurrences per product), and dynamic
-    H or HV (a dynamic B or T is kept: the time shifts and the gate's
-    reverse sum read T from q; a run-time T must be at least 1, as la's
-    Python package checks before it calls a kernel).
+    The general low-rank form (`S_t = D_t S_{t-1} - b_t a_t^T S_{t-1} + k_t
+    v_t^T`, Gated DeltaNet-2's and the dplr rule's, whose `b` and `k`
+    differ) becomes five: the reads `p_t = a_t^T S_{t-1}` and `r_t = G_t^T
+    b_t` as above (both general), and then, with S and G diagonal but
+    written twice per token (`k v^T - b p^T`, `s q do^T - a r^T`), three
+    diagonal recurrences over sub-steps (their inputs interleaved along T,
+    so one op writes both terms and reads its state twice): S^T over three
+    steps per token (dq and `da = -S_{t-1} r_t`), G^T over three (dk and
+    `db = -G_t p_t`), G over two (dv); the gate's gradient counts the reads
+    `a_u` at `S_{u-1}` from the token after.
+
+    Left to the token loops of `convert-la-to-linalg`: dynamic H or HV (a
+    dynamic B or T is kept: the time shifts and the gate's reverse sum read
+    T from q; a run-time T must be at least 1, as la's Python package checks
+    before it calls a kernel).
   }];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

@@ -46,8 +46,26 @@
 //   dS_0 = D_0 G_0 - a_0 dv_0^T
 //
 // (`z` is `-(D_t S_{t-1}) dv_t`, formed from `S_t` without dividing by the
-// gate). Six recurrences instead of token loops; the general low-rank form
-// keeps the token loops of convert-la-to-linalg.
+// gate). Six recurrences instead of token loops.
+//
+// The general low-rank form (`S_t = D_t S_{t-1} - b_t a_t^T S_{t-1} + k_t
+// v_t^T`, b != k) takes the same two general reads, p and `r_t = G_t^T b_t`;
+// then S and G are diagonal but written twice per token, and each product
+// reads a state twice, so the diagonal recurrences run over sub-steps (the
+// inputs interleaved along T, `AdjointBuilder::interleave`):
+//
+//   S^T, forward, per token: (read r_t)         da_t = -S_{t-1} r_t
+//                            (decay, write v k^T)
+//                            (write -p b^T, read s do_t)   dq_t
+//   G^T, reverse, per token: (read p_t)         db_t = -G_t p_t
+//                            (write do (s q)^T, read v_t)   dk_t
+//                            (decay D_{t+1}, write -r_{t+1} a_{t+1}^T)
+//   G,   reverse, per token: (write (s q) do^T, read k_t)  dv_t
+//                            (decay D_{t+1}, write -a_{t+1} r_{t+1}^T)
+//   dg_t = sum_{u >= t} (q*dq - k*dk - b*db + a*da)_u - (a*da)_t
+//          + rowsum(S_T * dS_T)
+//
+// (the read `a_u^T S_{u-1}` depends on the gates before u only).
 //
 //===----------------------------------------------------------------------===//
 
@@ -321,6 +339,71 @@ struct AdjointBuilder {
       return loop.getResult(1);
     });
   }
+
+  /// The parts [B,T,...] (any float type; null for zeros), all of shape
+  /// `sizes`, interleaved along T as one f32 tensor [B,T*n,...]: token t's
+  /// part i at t*n + i. A recurrence over it takes n steps per token, so
+  /// one la.recurrence writes two terms per token or reads its state
+  /// twice.
+  Value interleave(ArrayRef<Value> parts, ArrayRef<OpFoldResult> sizes) {
+    int64_t n = parts.size();
+    unsigned rank = sizes.size();
+    SmallVector<OpFoldResult> split(sizes);
+    split.insert(split.begin() + 2, b.getIndexAttr(n));
+    Value whole = zeroTensor(b, loc, split);
+    AffineMap id = b.getMultiDimIdentityMap(rank);
+    for (int64_t i = 0; i < n; ++i) {
+      if (!parts[i])
+        continue;
+      Value slot = extractUnitSlice(b, loc, whole, 2, b.getIndexAttr(i));
+      Value part =
+          buildGeneric(b, loc, ValueRange{parts[i]}, slot, {id, id}, rank, 0,
+                       [](OpBuilder &nb, Location l, ValueRange args) {
+                         return extendToF32(nb, l, args[0]);
+                       });
+      whole = insertAt(b, loc, part, whole, 2, b.getIndexAttr(i));
+    }
+    return tensor::CollapseShapeOp::create(b, loc, whole,
+                                           subStepReassociation(rank));
+  }
+
+  /// Part i of x [B,T*n,...] (f32): [B,T,...].
+  Value subStep(Value x, int64_t n, int64_t i) {
+    SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, x);
+    sizes[1] = time;
+    sizes.insert(sizes.begin() + 2, b.getIndexAttr(n));
+    Value split = tensor::ExpandShapeOp::create(
+        b, loc, RankedTensorType::get(staticShape(sizes), b.getF32Type()), x,
+        subStepReassociation(sizes.size() - 1), sizes);
+    return extractUnitSlice(b, loc, split, 2, b.getIndexAttr(i));
+  }
+
+  /// [B,T,n,...] <-> [B,T*n,...] for a tensor of `rank` dims.
+  static SmallVector<ReassociationIndices> subStepReassociation(unsigned rank) {
+    SmallVector<ReassociationIndices> reassociation = {{0}, {1, 2}};
+    for (unsigned d = 2; d < rank; ++d)
+      reassociation.push_back({static_cast<int64_t>(d) + 1});
+    return reassociation;
+  }
+
+  /// This builder for recurrences over n steps per token: the packed
+  /// sequences' offsets times n.
+  AdjointBuilder withSubSteps(int64_t n) {
+    AdjointBuilder wide = *this;
+    if (!cuSeqlens)
+      return wide;
+    Type element = getElementTypeOrSelf(cuSeqlens.getType());
+    Value factor =
+        arith::ConstantOp::create(b, loc, b.getIntegerAttr(element, n));
+    AffineMap id = b.getMultiDimIdentityMap(1);
+    wide.cuSeqlens = buildGeneric(
+        b, loc, ValueRange{cuSeqlens},
+        emptyTensor(b, loc, mixedSizes(b, loc, cuSeqlens), element), {id, id},
+        1, 0, [&](OpBuilder &nb, Location l, ValueRange args) {
+          return arith::MulIOp::create(nb, l, args[0], factor).getResult();
+        });
+    return wide;
+  }
 };
 
 /// la.recurrence_grad with no, a scalar (or fixed) or a channel-wise decay,
@@ -333,10 +416,11 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
   LogicalResult matchAndRewrite(RecurrenceGradOp op,
                                 PatternRewriter &rewriter) const override {
     bool delta = op.getLowRank() == LowRank::Delta;
-    if ((op.getLowRank() != LowRank::None && !delta) || op.getNormalizer())
+    bool general = op.getLowRank() == LowRank::General;
+    if (op.getNormalizer() || (general && op.getGv()))
       return rewriter.notifyMatchFailure(
-          op, "only a diagonal decay, without or with the delta rule, and no "
-              "normaliser");
+          op, "no normaliser, and no value-side gate with the general "
+              "low-rank form");
     bool channel = op.getGate() == GateKind::Channel;
     RankedTensorType qType = op.getQ().getType();
     RankedTensorType vType = op.getV().getType();
@@ -378,6 +462,13 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
                           mixedSizes(rewriter, loc, op.getInitialState()));
     // Reads a key-head gate (scalar or channel) from a [B,T,H,K] iteration.
     AffineMap gateMap = channel ? id4 : dimMap(ctx, 4, {0, 1, 2});
+
+    if (general) {
+      replaceWithCasts(
+          rewriter, op,
+          generalAdjoint(rewriter, op, a, gate, shiftedGate, dFinal, scale));
+      return success();
+    }
 
     // The delta rule's b = beta k and a = alpha * k ([B,T,H,K], f32).
     Value keys, lowB, lowA, beta;
@@ -610,6 +701,167 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
     return success();
   }
 
+  /// The general low-rank form's adjoint (`S_t = D_t S_{t-1} - b_t p_t^T +
+  /// k_t v_t^T` with the reads `p_t = S_{t-1}^T a_t`): dq, dk, dv, dS_0,
+  /// dg, da, db. Given the reads p and `r_t = G_t^T b_t`, S and its adjoint
+  /// `G_{t-1} = D_t G_t - a_t r_t^T + s q_{t-1} do_{t-1}^T` are diagonal
+  /// recurrences with two writes per token, which one la.recurrence takes
+  /// as sub-steps (`interleave`); the gradients are their reads.
+  static SmallVector<Value> generalAdjoint(PatternRewriter &rewriter,
+                                           RecurrenceGradOp op,
+                                           AdjointBuilder &a, Value gate,
+                                           Value shiftedGate, Value dFinal,
+                                           float scale) {
+    Location loc = op.getLoc();
+    MLIRContext *ctx = op.getContext();
+    Type f32 = rewriter.getF32Type();
+    bool channel = op.getGate() == GateKind::Channel;
+    Value lowA = a.remap(op.getA(), false);
+    Value lowB = a.remap(op.getB(), false);
+    Value keys = a.remap(op.getK(), false);
+    Value values = a.remap(op.getV(), false);
+    Value dO = a.remap(op.getDO(), false);
+    SmallVector<OpFoldResult> keySizes = mixedSizes(rewriter, loc, keys);
+    SmallVector<OpFoldResult> valueSizes = mixedSizes(rewriter, loc, values);
+    SmallVector<OpFoldResult> wideKeySizes = mixedSizes(rewriter, loc, dO);
+    wideKeySizes[3] = keySizes[3];
+
+    // p_t = S_{t-1}^T a_t: the forward recurrence on its inputs one token
+    // later (its state at token t is S_{t-1}), queried with a.
+    Value laterA = a.shift(lowA, /*later=*/true);
+    Value laterB = a.shift(lowB, /*later=*/true);
+    Value laterKeys = a.shift(keys, /*later=*/true);
+    Value laterValues = a.shift(values, /*later=*/true);
+    Value laterGate = gate ? a.shift(gate, /*later=*/true) : Value();
+    RecurrenceOp reads = a.recurrence(
+        lowA, laterKeys, laterValues, laterGate, Value(), op.getInitialState(),
+        1.0f, /*reverse=*/false, Value(), laterA, laterB);
+    Value p = reads.getO();
+
+    // r_t = G_t^T b_t: G in reverse time, whose transition
+    // A_{t+1}^T = D_{t+1} - a_{t+1} b_{t+1}^T is the general form with
+    // a' = b_{t+1}, b' = a_{t+1}.
+    Value scaledQ = a.remap(op.getQ(), false, scale);
+    Value earlierA = a.shift(lowA, /*later=*/false);
+    Value earlierB = a.shift(lowB, /*later=*/false);
+    RecurrenceOp adjoint =
+        a.recurrence(lowB, scaledQ, dO, shiftedGate, Value(), dFinal, 1.0f,
+                     /*reverse=*/true, Value(), earlierB, earlierA);
+    Value r = adjoint.getO();
+    Value earlierR = a.shift(r, /*later=*/false);
+
+    // dS_0 = A_0^T G_0 = D_0 G_0 - a_0 r_0^T, per sequence at its first
+    // token.
+    Value dInitial = adjoint.getFinalState();
+    OpFoldResult numSequences =
+        tensor::getMixedSize(rewriter, loc, dInitial, 0);
+    AffineMap id4 = rewriter.getMultiDimIdentityMap(4);
+    {
+      SmallVector<Value> inputs;
+      SmallVector<AffineMap> maps;
+      if (gate) {
+        inputs.push_back(a.firstTokens(gate, numSequences));
+        maps.push_back(channel ? dimMap(ctx, 4, {0, -2, 2}, a.group)
+                               : dimMap(ctx, 4, {0, -2}, a.group));
+      }
+      Value firstA = a.firstTokens(lowA, numSequences);
+      Value firstR = a.firstTokens(r, numSequences);
+      inputs.append({dInitial, firstA, firstR});
+      maps.append({id4, dimMap(ctx, 4, {0, -2, 2}, a.group),
+                   dimMap(ctx, 4, {0, 1, 3}), id4});
+      bool hasGate = static_cast<bool>(gate);
+      dInitial = buildGeneric(
+          rewriter, loc, inputs,
+          emptyTensor(rewriter, loc, mixedSizes(rewriter, loc, dInitial), f32),
+          maps, 4, 0, [&](OpBuilder &nb, Location l, ValueRange args) {
+            unsigned at = hasGate ? 1 : 0;
+            Value result = args[at];
+            if (hasGate) {
+              Value alpha = math::ExpOp::create(nb, l, args[0]);
+              result = mulF(nb, l, alpha, result);
+            }
+            Value lowRank = mulF(nb, l, args[at + 1], args[at + 2]);
+            return arith::SubFOp::create(nb, l, result, lowRank).getResult();
+          });
+    }
+
+    // S^T in forward time, three steps per token: (read r_t: S_{t-1} r_t),
+    // (decay, write v_t k_t^T), (write -p_t b_t^T, read s do_t: S_t s do_t).
+    // A channel gate decays S's K side: the value side here.
+    AdjointBuilder threeSteps = a.withSubSteps(3);
+    Value wideGate = gate ? a.remap(gate, /*widen=*/true) : Value();
+    SmallVector<OpFoldResult> gateSizes =
+        gate ? mixedSizes(rewriter, loc, wideGate)
+             : SmallVector<OpFoldResult>();
+    Value stepGate =
+        gate ? a.interleave({Value(), wideGate, Value()}, gateSizes) : Value();
+    Value scaledDO = a.remap(op.getDO(), false, scale);
+    Value wideKeys = a.remap(op.getK(), /*widen=*/true);
+    Value negatedB = a.remap(lowB, /*widen=*/true, -1.0f);
+    RecurrenceOp forward = threeSteps.recurrence(
+        a.interleave({r, Value(), scaledDO}, valueSizes),
+        a.interleave({Value(), values, p}, valueSizes),
+        a.interleave({Value(), wideKeys, negatedB}, wideKeySizes),
+        channel ? Value() : stepGate, channel ? stepGate : Value(),
+        a.transpose(op.getInitialState()), 1.0f, /*reverse=*/false);
+    Value dq = a.sumGroups(a.subStep(forward.getO(), 3, 2), 2);
+    // da_t = -S_{t-1} r_t.
+    Value da =
+        a.sumGroups(a.remap(a.subStep(forward.getO(), 3, 0), false, -1.0f), 2);
+    // (remap returns its input for a scale of 1 only; -1 builds the copy.)
+
+    // G^T in reverse time, three steps per token, listed in time order
+    // (run last to first): (read p_t: G_t p_t), (write do_t s q_t^T, read
+    // v_t: G_t v_t), (decay D_{t+1}, write -r_{t+1} a_{t+1}^T).
+    Value wideShiftedGate =
+        shiftedGate ? a.remap(shiftedGate, /*widen=*/true) : Value();
+    Value reverseGate =
+        shiftedGate
+            ? a.interleave({Value(), Value(), wideShiftedGate}, gateSizes)
+            : Value();
+    Value wideScaledQ = a.remap(op.getQ(), /*widen=*/true, scale);
+    Value negatedEarlierA = a.remap(earlierA, /*widen=*/true, -1.0f);
+    RecurrenceOp transposed = threeSteps.recurrence(
+        a.interleave({p, values, Value()}, valueSizes),
+        a.interleave({Value(), dO, earlierR}, valueSizes),
+        a.interleave({Value(), wideScaledQ, negatedEarlierA}, wideKeySizes),
+        channel ? Value() : reverseGate, channel ? reverseGate : Value(),
+        a.transpose(dFinal), 1.0f, /*reverse=*/true);
+    Value dk = a.sumGroups(a.subStep(transposed.getO(), 3, 1), 2);
+    // db_t = -G_t p_t.
+    Value db = a.sumGroups(
+        a.remap(a.subStep(transposed.getO(), 3, 0), false, -1.0f), 2);
+
+    // dv_t = G_t^T k_t: G in reverse time, two steps per token in time
+    // order: (write s q_t do_t^T, read k_t), (decay D_{t+1}, write
+    // -a_{t+1} r_{t+1}^T).
+    AdjointBuilder twoSteps = a.withSubSteps(2);
+    Value keyStepGate =
+        shiftedGate ? a.interleave({Value(), shiftedGate},
+                                   mixedSizes(rewriter, loc, shiftedGate))
+                    : Value();
+    Value negatedEarlierKeyA = a.remap(earlierA, false, -1.0f);
+    RecurrenceOp values2 = twoSteps.recurrence(
+        a.interleave({keys, Value()}, keySizes),
+        a.interleave({scaledQ, negatedEarlierKeyA}, keySizes),
+        a.interleave({dO, earlierR}, valueSizes), keyStepGate, Value(), dFinal,
+        1.0f, /*reverse=*/true);
+    Value dv = a.subStep(values2.getO(), 2, 0);
+
+    SmallVector<Value> results = {dq, dk, dv, dInitial};
+    if (op.getG())
+      results.push_back(generalGateGradient(rewriter, op, a,
+                                            {{op.getQ(), dq, 1.0f},
+                                             {op.getK(), dk, -1.0f},
+                                             {lowB, db, -1.0f},
+                                             {lowA, da, 1.0f}},
+                                            {lowA, da, 1.0f},
+                                            forward.getFinalState(), dFinal));
+    results.push_back(da);
+    results.push_back(db);
+    return results;
+  }
+
   /// The key and value-side gates of a transposed recurrence (whose keys
   /// are on S's V side) from S's key-side gate `keyGate` (widened to the
   /// value heads) and value-side gate `valueGate` ([B,T,HV,V]): a channel
@@ -690,13 +942,17 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
     return sumFromFinal(rewriter, loc, a, dc, finalTerm);
   }
 
-  /// The log-gate's gradient `dg_t = sum_{u >= t} (q_u * dq_u - k_u *
-  /// keyFactor_u)` plus the final state's `S_T * dS_T` summed over V (S_T^T
-  /// is `finalTransposed`); summed over K for a scalar gate, and per
-  /// sequence with cu_seqlens.
-  static Value gateGradient(PatternRewriter &rewriter, RecurrenceGradOp op,
-                            AdjointBuilder &a, Value dq, Value keyFactor,
-                            Value finalTransposed, Value dFinal) {
+  /// A key-side term `sign * x * dx` ([B,T,H,K] each; x of any float type)
+  /// of the log-gate's gradient.
+  struct GateTerm {
+    Value x, dx;
+    float sign;
+  };
+
+  /// `sum_i sign_i * x_i * dx_i` per token, summed over K for a scalar gate:
+  /// [B,T,H] or [B,T,H,K].
+  static Value gateTerms(PatternRewriter &rewriter, RecurrenceGradOp op,
+                         ArrayRef<GateTerm> terms) {
     Location loc = op.getLoc();
     MLIRContext *ctx = op.getContext();
     bool channel = op.getGate() == GateKind::Channel;
@@ -706,15 +962,39 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
     if (!channel)
       rowSizes.pop_back();
     unsigned rowRank = rowSizes.size();
-    Value dc = buildGeneric(
-        rewriter, loc, ValueRange{op.getQ(), dq, op.getK(), keyFactor},
-        zeroTensor(rewriter, loc, rowSizes), {id, id, id, id, row}, rowRank,
-        4 - rowRank, [](OpBuilder &nb, Location l, ValueRange args) {
-          Value fromQ = mulF(nb, l, extendToF32(nb, l, args[0]), args[1]);
-          Value fromK = mulF(nb, l, extendToF32(nb, l, args[2]), args[3]);
-          return addF(nb, l, args[4],
-                      arith::SubFOp::create(nb, l, fromQ, fromK));
+    SmallVector<Value> inputs;
+    SmallVector<float> signs;
+    for (const GateTerm &term : terms) {
+      inputs.append({term.x, term.dx});
+      signs.push_back(term.sign);
+    }
+    SmallVector<AffineMap> maps(inputs.size(), id);
+    maps.push_back(row);
+    return buildGeneric(
+        rewriter, loc, inputs, zeroTensor(rewriter, loc, rowSizes), maps,
+        rowRank, 4 - rowRank, [&](OpBuilder &nb, Location l, ValueRange args) {
+          Value sum = args.back();
+          for (auto [i, sign] : llvm::enumerate(signs)) {
+            Value product =
+                mulF(nb, l, extendToF32(nb, l, args[2 * i]), args[2 * i + 1]);
+            sum = sign > 0
+                      ? addF(nb, l, sum, product)
+                      : arith::SubFOp::create(nb, l, sum, product).getResult();
+          }
+          return sum;
         });
+  }
+
+  /// The final state's term of the log-gate's gradient: `S_T * dS_T` summed
+  /// over V (S_T^T is `finalTransposed`), per key head, and over K for a
+  /// scalar gate: [N,H] or [N,H,K].
+  static Value gateFinalTerm(PatternRewriter &rewriter, RecurrenceGradOp op,
+                             AdjointBuilder &a, Value finalTransposed,
+                             Value dFinal) {
+    Location loc = op.getLoc();
+    MLIRContext *ctx = op.getContext();
+    bool channel = op.getGate() == GateKind::Channel;
+    AffineMap id = rewriter.getMultiDimIdentityMap(4);
     SmallVector<OpFoldResult> headSizes = mixedSizes(rewriter, loc, dFinal);
     headSizes.resize(channel ? 3 : 2);
     Value finalTerm = buildGeneric(
@@ -726,9 +1006,47 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
         [](OpBuilder &nb, Location l, ValueRange args) {
           return addF(nb, l, args[2], mulF(nb, l, args[0], args[1]));
         });
-    finalTerm = a.sumGroups(finalTerm, 1);
+    return a.sumGroups(finalTerm, 1);
+  }
+
+  /// The log-gate's gradient `dg_t = sum_{u >= t} (q_u * dq_u - k_u *
+  /// keyFactor_u)` plus the final state's `S_T * dS_T` summed over V (S_T^T
+  /// is `finalTransposed`); summed over K for a scalar gate, and per
+  /// sequence with cu_seqlens.
+  static Value gateGradient(PatternRewriter &rewriter, RecurrenceGradOp op,
+                            AdjointBuilder &a, Value dq, Value keyFactor,
+                            Value finalTransposed, Value dFinal) {
+    Value dc = gateTerms(
+        rewriter, op, {{op.getQ(), dq, 1.0f}, {op.getK(), keyFactor, -1.0f}});
+    Value finalTerm = gateFinalTerm(rewriter, op, a, finalTransposed, dFinal);
     // Each sequence's own sum, from its final state's term.
-    return sumFromFinal(rewriter, loc, a, dc, finalTerm);
+    return sumFromFinal(rewriter, op.getLoc(), a, dc, finalTerm);
+  }
+
+  /// The general low-rank form's log-gate gradient: by the same argument,
+  /// the reads of the state count (q_u at S_u, a_u at S_{u-1}) and the
+  /// writes subtract (k_u and -b_u), so
+  /// `dg_t = sum_{u >= t} (q*dq - k*dk - b*db + a*da)_u - (a*da)_t` plus the
+  /// final state's term: the read `a_t^T S_{t-1}` does not depend on g_t.
+  static Value generalGateGradient(PatternRewriter &rewriter,
+                                   RecurrenceGradOp op, AdjointBuilder &a,
+                                   ArrayRef<GateTerm> terms,
+                                   GateTerm beforeGate, Value finalTransposed,
+                                   Value dFinal) {
+    Location loc = op.getLoc();
+    Value dc = gateTerms(rewriter, op, terms);
+    Value excluded = gateTerms(rewriter, op, {beforeGate});
+    Value finalTerm = gateFinalTerm(rewriter, op, a, finalTransposed, dFinal);
+    Value sums = sumFromFinal(rewriter, loc, a, dc, finalTerm);
+    unsigned rank = cast<RankedTensorType>(sums.getType()).getRank();
+    AffineMap id = rewriter.getMultiDimIdentityMap(rank);
+    return buildGeneric(
+        rewriter, loc, ValueRange{sums, excluded},
+        emptyTensor(rewriter, loc, mixedSizes(rewriter, loc, sums),
+                    rewriter.getF32Type()),
+        {id, id, id}, rank, 0, [](OpBuilder &nb, Location l, ValueRange args) {
+          return arith::SubFOp::create(nb, l, args[0], args[1]).getResult();
+        });
   }
 };
 
