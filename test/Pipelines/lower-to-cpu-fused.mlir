@@ -19,3 +19,15 @@ func.func @gla(%q: tensor<1x64x2x32xf32>, %k: tensor<1x64x2x32xf32>, %v: tensor<
   %o, %s = la.attention gla %q, %k, %v g(%g : tensor<1x64x2x32xf32>) : tensor<1x64x2x32xf32>, tensor<1x64x2x32xf32>, tensor<1x64x2x32xf32> -> tensor<1x64x2x32xf32>, tensor<1x2x32x32xf32>
   return %o, %s : tensor<1x64x2x32xf32>, tensor<1x2x32x32xf32>
 }
+
+// A value-side gate gv: its chunk output adds the gated state part to the
+// intra part chosen at run time (one product or a term per exponential),
+// and is still written in place (it was copied element by element,
+// memrefCopy, which cost a gv recurrence a third of its time).
+// CHECK-LABEL: llvm.func @linear_value_gate(
+// CHECK-NOT: memrefCopy
+// CHECK: llvm.return
+func.func @linear_value_gate(%q: tensor<1x64x2x32xf32>, %k: tensor<1x64x2x32xf32>, %v: tensor<1x64x2x32xf32>, %gv: tensor<1x64x2x32xf32>) -> (tensor<1x64x2x32xf32>, tensor<1x2x32x32xf32>) {
+  %o, %s = la.attention linear %q, %k, %v gv(%gv : tensor<1x64x2x32xf32>) : tensor<1x64x2x32xf32>, tensor<1x64x2x32xf32>, tensor<1x64x2x32xf32> -> tensor<1x64x2x32xf32>, tensor<1x2x32x32xf32>
+  return %o, %s : tensor<1x64x2x32xf32>, tensor<1x2x32x32xf32>
+}

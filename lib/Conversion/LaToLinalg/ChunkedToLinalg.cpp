@@ -1416,10 +1416,17 @@ struct ChunkInterToLinalg : OpRewritePattern<ChunkInterOp> {
           return addF(b, l, args[2], mulF(b, l, args[0], args[1]));
         });
     if (valueGates) {
+      // Into a fresh destination, the intra part read as an input: the
+      // value-gated intra part is the result of a run-time choice (an
+      // scf.if), and a destination rooted there is not the task's output
+      // slice, which la-in-place-destinations would make it (else the
+      // chunk's output is copied there, element by element).
       AffineMap id = rewriter.getMultiDimIdentityMap(5);
       sum = buildGeneric(
-          rewriter, loc, ValueRange{sum, valueGates}, op.getIntra(),
-          {id, id, id}, 5, 0,
+          rewriter, loc, ValueRange{sum, valueGates, op.getIntra()},
+          emptyTensor(rewriter, loc, mixedSizes(rewriter, loc, op.getIntra()),
+                      f32),
+          {id, id, id, id}, 5, 0,
           [&](OpBuilder &b, Location l, ValueRange args) -> Value {
             return addF(b, l, args[2],
                         mulF(b, l, args[0], safeDecay(b, l, args[1])));
