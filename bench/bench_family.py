@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""CPU benchmark of the family members that enter la as compositions of la
+calls (``docs/family.md``), against their base variant and OpenBLAS sgemm,
+all measured in one run.
+
+A program, not a test. For each member and shape it prints the median time
+of ``--repeat`` calls through the Python package (NumPy inputs, one thread,
+after a warm-up call that compiles the kernels), the time of the base
+variant's one la call on the same q, k, v (the composition's cost), and
+GFLOP/s over the FLOPs of the la calls the composition makes, each counted
+as :func:`bench_cpu.chunked_flops` counts a forward (so the ratio to the
+same-run sgemm says how well those calls run; the composition's NumPy work
+between them, the masks, the gathers and the level-0 terms, is not counted):
+
+* log-linear attention over Mamba-2 and over Gated DeltaNet
+  (``la.family.log_linear_attention``): one la call per Fenwick level
+  ``l >= 1`` over blocks of ``2^l`` tokens, ``ceil(log2 T)`` calls over all
+  T tokens (chunks of ``min(C, 2^l)``);
+* Mixture-of-Memories (``la.family.mixture_of_memories``): ``--memories``
+  Gated DeltaNet memories as heads of one call, top-2 routing;
+* Gated DeltaProduct (``la.fla.chunk_gated_delta_product``): the delta rule
+  over ``T * n`` tokens, ``n = 2``.
+
+Usage::
+
+    python3 bench/bench_family.py                  # (1,4096,8,128,128)
+    python3 bench/bench_family.py --quick          # a small shape (seconds)
+"""
+
+import argparse
+import os
+import sys
+import time
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_REPO = os.path.dirname(_HERE)
+sys.path.insert(0, _HERE)
+sys.path.insert(0, os.path.join(_REPO, "python"))
+
+import bench_cpu  # noqa: E402  (sgemm, machine facts, FLOP count, timing)
+
+MEMBERS = ("log_linear_mamba2", "log_linear_gated_deltanet", "mixture_of_memories",
+           "gated_delta_product")
+FULL_SHAPE = (1, 4096, 8, 128, 128)
+QUICK_SHAPE = (1, 512, 2, 64, 64)
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--members", default=",".join(MEMBERS))
+    p.add_argument("--shape", default=None, help="BxTxHxKxV")
+    p.add_argument("--quick", action="store_true", help="a small shape")
+    p.add_argument("--repeat", type=int, default=3, help="timed calls (median)")
+    p.add_argument("--chunk-size", type=int, default=64)
+    p.add_argument("--memories", type=int, default=4, help="Mixture-of-Memories' M")
+    p.add_argument("--threads", type=int, default=1, help="sgemm's threads (la runs on one)")
+    p.add_argument("--sgemm-seconds", type=float, default=1.0)
+    return p.parse_args(argv)
+
+
+def _levels(T):
+    import numpy as np
+    return int(np.ceil(np.log2(T))) + 1 if T > 1 else 1
+
+
+def _member(name, B, T, H, K, V, C, memories, rng):
+    """(composition, base variant call, FLOPs of the composition's la calls,
+    base variant name) for one member."""
+    import numpy as np
+    import la
+    from la import family, fla
+
+    def normal(*shape):
+        return rng.standard_normal(shape).astype(np.float32)
+
+    def unit(x):
+        return (x / np.linalg.norm(x, axis=-1, keepdims=True)).astype(np.float32)
+
+    def log_gate(*shape):
+        return (-np.logaddexp(0.0, -rng.standard_normal(shape)) / 16).astype(np.float32)
+
+    q, k, v = normal(B, T, H, K), unit(normal(B, T, H, K)), normal(B, T, H, V)
+    flops = bench_cpu.chunked_flops
+    if name.startswith("log_linear"):
+        base = name[len("log_linear_"):]
+        g = log_gate(B, T, H)
+        beta = rng.uniform(0.1, 0.9, (B, T, H)).astype(np.float32) if base != "mamba2" else None
+        lam = rng.uniform(0.2, 1.5, (B, T, H, _levels(T))).astype(np.float32)
+        work = sum(flops(base, B * (-(-T // (1 << l))), 1 << l, H, K, V, C=min(C, 1 << l))
+                   for l in range(1, _levels(T)))
+
+        def run():
+            return family.log_linear_attention(q, k, v, g, lam, variant=base, beta=beta,
+                                               chunk_size=C)
+
+        def run_base():
+            return la.attention(base, q, k, v, g, beta, chunk_size=C)
+        return run, run_base, work, base
+    if name == "mixture_of_memories":
+        M = memories
+        mk, mv = unit(normal(B, T, M, H, K)), normal(B, T, M, H, V)
+        mg = log_gate(B, T, M, H)
+        mbeta = rng.uniform(0.1, 0.9, (B, T, M, H)).astype(np.float32)
+        scores = rng.standard_normal((B, T, M))
+        top = np.argsort(-scores, axis=-1)[..., :2]
+        routing = np.zeros((B, T, M), np.float32)
+        np.put_along_axis(routing, top, 0.5, -1)
+        g, beta = log_gate(B, T, H), rng.uniform(0.1, 0.9, (B, T, H)).astype(np.float32)
+
+        def run():
+            return family.mixture_of_memories(q, mk, mv, routing, "gated_deltanet", g=mg,
+                                              beta=mbeta, chunk_size=C)
+
+        def run_base():
+            return la.attention("gated_deltanet", q, k, v, g, beta, chunk_size=C)
+        return run, run_base, flops("gated_deltanet", B, T, M * H, K, V, C=C), \
+            "gated_deltanet"
+    if name == "gated_delta_product":
+        n = 2
+        pk, pv = unit(normal(B, T * n, H, K)), normal(B, T * n, H, V)
+        pbeta = rng.uniform(0.1, 0.9, (B, T * n, H)).astype(np.float32)
+        g, beta = log_gate(B, T, H), rng.uniform(0.1, 0.9, (B, T, H)).astype(np.float32)
+
+        def run():
+            return fla.chunk_gated_delta_product(q, pk, pv, g, pbeta, n)
+
+        def run_base():
+            return la.attention("gated_deltanet", q, k, v, g, beta, chunk_size=C)
+        return run, run_base, flops("gated_deltanet", B, T * n, H, K, V, C=C), \
+            "gated_deltanet"
+    raise SystemExit(f"unknown member {name!r}; expected one of {MEMBERS}")
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    import numpy as np
+    shape = QUICK_SHAPE if args.quick else FULL_SHAPE
+    if args.shape:
+        shape = tuple(int(x) for x in args.shape.lower().split("x"))
+    B, T, H, K, V = shape
+    facts = bench_cpu._machine_facts()
+    print("# la CPU benchmark: the family's compositions (fp32, forward)")
+    print(f"date: {time.strftime('%Y-%m-%d %H:%M:%S %Z')}")
+    print(f"command: {' '.join([os.path.basename(sys.executable)] + sys.argv)}")
+    print(f"machine: nproc={facts['nproc']}, cpu: {facts['cpu']}, avx512f: {facts['avx512f']}, "
+          f"loadavg at start: {facts['loadavg']}")
+    print(f"repository: {facts['git']}")
+    print(f"la: one thread; chunk size {args.chunk_size}; repeat {args.repeat} (median)")
+    print(flush=True)
+    sg = bench_cpu.measure_sgemm(args, {})
+    if not sg:
+        sys.exit("no sgemm measurement succeeded")
+    sgemm_1t = max(r["gflops"]["1"]["median"] for r in sg)
+    for r in sg:
+        print(f"sgemm 128^3 [{r['label']}]: {r['gflops']['1']['median']:.1f} GFLOP/s on "
+              f"1 thread (kernel {r['info']['corename']})")
+    print(f"limit used for the ratios: {sgemm_1t:.1f} GFLOP/s on 1 thread")
+    print(flush=True)
+    print("| member | B,T,H,K,V | ms | base | base ms | x base | GFLOP/s (la calls) "
+          "| x sgemm 1T |")
+    print("|---|---|---|---|---|---|---|---|")
+    rng = np.random.default_rng(0)
+    for name in args.members.split(","):
+        run, run_base, work, base = _member(name, B, T, H, K, V, args.chunk_size,
+                                            args.memories, rng)
+        ms, _ = bench_cpu.time_call(run, args.repeat)
+        base_ms, _ = bench_cpu.time_call(run_base, args.repeat)
+        gflops = work / (ms * 1e6)
+        print(f"| {name} | {B},{T},{H},{K},{V} | {ms:.1f} | {base} | {base_ms:.1f} "
+              f"| {ms / base_ms:.2f} | {gflops:.1f} | {gflops / sgemm_1t:.3f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
