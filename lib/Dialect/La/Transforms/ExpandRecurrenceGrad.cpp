@@ -570,43 +570,10 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
             return mulF(nb, l, math::ExpOp::create(nb, l, args[0]), args[1]);
           });
     }
-    if (gate || delta) {
-      SmallVector<Value> inputs;
-      SmallVector<AffineMap> maps;
-      if (gate) {
-        inputs.push_back(a.firstTokens(gate, numSequences));
-        maps.push_back(channel ? dimMap(ctx, 4, {0, -2, 2}, a.group)
-                               : dimMap(ctx, 4, {0, -2}, a.group));
-      }
-      inputs.push_back(dInitial);
-      maps.push_back(id4);
-      if (delta) {
-        Value firstA = a.firstTokens(lowA, numSequences);
-        inputs.push_back(firstA);
-        maps.push_back(dimMap(ctx, 4, {0, -2, 2}, a.group));
-        Value firstDv = a.firstTokens(dv, numSequences);
-        inputs.push_back(firstDv);
-        maps.push_back(dimMap(ctx, 4, {0, 1, 3}));
-      }
-      maps.push_back(id4);
-      bool hasGate = static_cast<bool>(gate);
-      dInitial = buildGeneric(
-          rewriter, loc, inputs,
-          emptyTensor(rewriter, loc, mixedSizes(rewriter, loc, dInitial), f32),
-          maps, 4, 0, [&](OpBuilder &nb, Location l, ValueRange args) {
-            Value result = args[hasGate ? 1 : 0];
-            if (hasGate) {
-              Value alpha = math::ExpOp::create(nb, l, args[0]);
-              result = mulF(nb, l, alpha, result);
-            }
-            if (delta) {
-              unsigned at = hasGate ? 2 : 1;
-              Value lowRank = mulF(nb, l, args[at], args[at + 1]);
-              result = arith::SubFOp::create(nb, l, result, lowRank);
-            }
-            return result;
-          });
-    }
+    if (gate || delta)
+      dInitial = initialStateGradient(rewriter, loc, a, gate, channel, dInitial,
+                                      delta ? lowA : Value(),
+                                      delta ? dv : Value(), numSequences);
 
     // G^T in reverse time, queried with the values of S: dk, or for the
     // delta rule y = G x (G^T as two recurrences: keys do, values s q; keys
@@ -701,6 +668,54 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
     return success();
   }
 
+  /// `dS_0 = A_0^T G_0 = D_0 G_0 - a_0 r_0^T`, per sequence at its first
+  /// token, from the adjoint's final state `adjointFinal` (G_0); the
+  /// low-rank part when `lowA` (and the reads `r` [B,T,HV,V]) are given.
+  static Value initialStateGradient(PatternRewriter &rewriter, Location loc,
+                                    AdjointBuilder &a, Value gate, bool channel,
+                                    Value adjointFinal, Value lowA, Value r,
+                                    OpFoldResult numSequences) {
+    MLIRContext *ctx = rewriter.getContext();
+    AffineMap id4 = rewriter.getMultiDimIdentityMap(4);
+    SmallVector<Value> inputs;
+    SmallVector<AffineMap> maps;
+    if (gate) {
+      inputs.push_back(a.firstTokens(gate, numSequences));
+      maps.push_back(channel ? dimMap(ctx, 4, {0, -2, 2}, a.group)
+                             : dimMap(ctx, 4, {0, -2}, a.group));
+    }
+    inputs.push_back(adjointFinal);
+    maps.push_back(id4);
+    bool lowRank = static_cast<bool>(lowA);
+    if (lowRank) {
+      Value firstA = a.firstTokens(lowA, numSequences);
+      inputs.push_back(firstA);
+      maps.push_back(dimMap(ctx, 4, {0, -2, 2}, a.group));
+      Value firstR = a.firstTokens(r, numSequences);
+      inputs.push_back(firstR);
+      maps.push_back(dimMap(ctx, 4, {0, 1, 3}));
+    }
+    maps.push_back(id4);
+    bool hasGate = static_cast<bool>(gate);
+    return buildGeneric(
+        rewriter, loc, inputs,
+        emptyTensor(rewriter, loc, mixedSizes(rewriter, loc, adjointFinal),
+                    rewriter.getF32Type()),
+        maps, 4, 0, [&](OpBuilder &nb, Location l, ValueRange args) {
+          Value result = args[hasGate ? 1 : 0];
+          if (hasGate) {
+            Value alpha = math::ExpOp::create(nb, l, args[0]);
+            result = mulF(nb, l, alpha, result);
+          }
+          if (lowRank) {
+            unsigned at = hasGate ? 2 : 1;
+            Value product = mulF(nb, l, args[at], args[at + 1]);
+            result = arith::SubFOp::create(nb, l, result, product);
+          }
+          return result;
+        });
+  }
+
   /// The general low-rank form's adjoint (`S_t = D_t S_{t-1} - b_t p_t^T +
   /// k_t v_t^T` with the reads `p_t = S_{t-1}^T a_t`): dq, dk, dv, dS_0,
   /// dg, da, db. Given the reads p and `r_t = G_t^T b_t`, S and its adjoint
@@ -713,8 +728,6 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
                                            Value shiftedGate, Value dFinal,
                                            float scale) {
     Location loc = op.getLoc();
-    MLIRContext *ctx = op.getContext();
-    Type f32 = rewriter.getF32Type();
     bool channel = op.getGate() == GateKind::Channel;
     Value lowA = a.remap(op.getA(), false);
     Value lowB = a.remap(op.getB(), false);
@@ -755,35 +768,8 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
     Value dInitial = adjoint.getFinalState();
     OpFoldResult numSequences =
         tensor::getMixedSize(rewriter, loc, dInitial, 0);
-    AffineMap id4 = rewriter.getMultiDimIdentityMap(4);
-    {
-      SmallVector<Value> inputs;
-      SmallVector<AffineMap> maps;
-      if (gate) {
-        inputs.push_back(a.firstTokens(gate, numSequences));
-        maps.push_back(channel ? dimMap(ctx, 4, {0, -2, 2}, a.group)
-                               : dimMap(ctx, 4, {0, -2}, a.group));
-      }
-      Value firstA = a.firstTokens(lowA, numSequences);
-      Value firstR = a.firstTokens(r, numSequences);
-      inputs.append({dInitial, firstA, firstR});
-      maps.append({id4, dimMap(ctx, 4, {0, -2, 2}, a.group),
-                   dimMap(ctx, 4, {0, 1, 3}), id4});
-      bool hasGate = static_cast<bool>(gate);
-      dInitial = buildGeneric(
-          rewriter, loc, inputs,
-          emptyTensor(rewriter, loc, mixedSizes(rewriter, loc, dInitial), f32),
-          maps, 4, 0, [&](OpBuilder &nb, Location l, ValueRange args) {
-            unsigned at = hasGate ? 1 : 0;
-            Value result = args[at];
-            if (hasGate) {
-              Value alpha = math::ExpOp::create(nb, l, args[0]);
-              result = mulF(nb, l, alpha, result);
-            }
-            Value lowRank = mulF(nb, l, args[at + 1], args[at + 2]);
-            return arith::SubFOp::create(nb, l, result, lowRank).getResult();
-          });
-    }
+    dInitial = initialStateGradient(rewriter, loc, a, gate, channel, dInitial,
+                                    lowA, r, numSequences);
 
     // S^T in forward time, three steps per token: (read r_t: S_{t-1} r_t),
     // (decay, write v_t k_t^T), (write -p_t b_t^T, read s do_t: S_t s do_t).
