@@ -5,6 +5,10 @@
 * :func:`decode_with_snapshots`: a few tokens per sequence (speculative
   decoding's draft) with the state after every one of them, so that a
   rejected suffix rolls back to the snapshot of the last accepted token.
+* :func:`prefill_with_checkpoints`: a prompt's prefill with the state after
+  every ``interval`` tokens of each sequence (prefix caching: a later
+  request that shares the first ``j * interval`` tokens starts from the
+  checkpoint), one kernel call per interval.
 
 It is one kernel call: the prefixes of the draft (lengths 1 to T) are
 packed as sequences of their own (``cu_seqlens``), each from the same
@@ -12,12 +16,15 @@ initial state, and their final states are the snapshots. That is
 ``T (T + 1) / 2`` tokens of work instead of T: meant for short drafts.
 """
 
+from typing import NamedTuple
+
 import numpy as np
 
 from . import ops
 from .fla import _torch_module
 
-__all__ = ["decode_with_snapshots", "step_state_pool"]
+__all__ = ["decode_with_snapshots", "prefill_with_checkpoints", "step_state_pool",
+           "Prefill"]
 
 #: the per-token inputs of la.attention (sliced along T like q)
 _TOKEN_INPUTS = ("g", "beta", "erase", "write", "a", "b")
@@ -111,3 +118,134 @@ def step_state_pool(variant, pool, indices, q, k, v, g=None, beta=None, **kwargs
                              output_final_state=True, **kwargs)
     pool[index] = state
     return o
+
+
+class Prefill(NamedTuple):
+    """:func:`prefill_with_checkpoints`'s result. ``checkpoints`` is ``[B,
+    T // interval, HV, K, V]`` without ``cu_seqlens``; with it, the
+    sequences' checkpoints one after the other, ``[C, HV, K, V]``, sequence
+    ``i``'s at rows ``checkpoint_offsets[i]:checkpoint_offsets[i + 1]``
+    (``len_i // interval`` of them; ``checkpoint_offsets`` is None without
+    ``cu_seqlens``)."""
+    o: object
+    final_state: object
+    checkpoints: object
+    checkpoint_offsets: object
+
+
+def prefill_with_checkpoints(variant, q, k, v, g=None, beta=None, *, interval,
+                             initial_state=None, cu_seqlens=None, **kwargs):
+    """:func:`la.attention` of ``variant`` with, besides ``o`` and the final
+    state, the state after every ``interval`` tokens of each sequence:
+    checkpoint ``j`` of a sequence is its state after its first ``(j + 1) *
+    interval`` tokens (only complete intervals: the final state covers the
+    rest). For prefix caching: a request that shares a cached prefix of
+    ``(j + 1) * interval`` tokens continues from checkpoint ``j``.
+
+    One kernel call per interval, each continuing from the states the last
+    one ended with, so the work is that of one call over T tokens, plus a
+    call's overhead per interval (the kernels are the package's, compiled
+    once for any T and number of sequences). With ``cu_seqlens`` (B = 1)
+    every call packs the sequences that still have tokens, from their own
+    positions. Returns a :class:`Prefill`; NumPy or torch (autograd flows
+    through every call). ``kwargs`` are :func:`la.attention`'s but
+    ``output_final_state``, ``normalize`` (its normaliser starts at zero in
+    every call) and ``reverse``."""
+    for name in ("output_final_state",):
+        if name in kwargs:
+            raise ValueError(f"prefill_with_checkpoints takes no {name}")
+    for name in ("normalize", "reverse"):
+        if kwargs.get(name):
+            raise ValueError(f"prefill_with_checkpoints cannot split a call with {name}=True "
+                             "(the normaliser's sum starts at zero in every call; a reverse "
+                             "recurrence starts at the end)")
+    if isinstance(interval, bool) or not isinstance(interval, (int, np.integer)) or interval < 1:
+        raise ValueError(f"interval must be a positive number of tokens, got {interval!r}")
+    interval = int(interval)
+    B, T = np.shape(q)[:2]
+    HV = np.shape(v)[2]
+    torch = _torch_module(q, k, v, g, beta, initial_state, *kwargs.values())
+    tokens = {name: kwargs.pop(name) for name in _TOKEN_INPUTS if kwargs.get(name) is not None}
+    tokens.update({name: x for name, x in (("g", g), ("beta", beta)) if x is not None})
+
+    def cat(parts, axis):
+        return torch.cat(parts, axis) if torch is not None else np.concatenate(parts, axis)
+
+    def stack(parts, axis):
+        return torch.stack(parts, axis) if torch is not None else np.stack(parts, axis)
+
+    def call(qs, ks, vs, others, state, offsets=None):
+        return ops.attention(variant, qs, ks, vs, others.get("g"), others.get("beta"),
+                             **{n: x for n, x in others.items() if n not in ("g", "beta")},
+                             initial_state=state, cu_seqlens=offsets,
+                             output_final_state=True, **kwargs)
+
+    if cu_seqlens is None:
+        outputs, checkpoints, state = [], [], initial_state
+        for start in range(0, max(T, 1), interval):
+            end = min(start + interval, T)
+            o, state = call(q[:, start:end], k[:, start:end], v[:, start:end],
+                            {n: x[:, start:end] for n, x in tokens.items()}, state)
+            outputs.append(o)
+            if end - start == interval:
+                checkpoints.append(state)
+        K, V = np.shape(q)[3], np.shape(v)[3]
+        if checkpoints:
+            stacked = stack(checkpoints, 1)
+        elif torch is not None:
+            stacked = torch.zeros((B, 0, HV, K, V), dtype=torch.float32)
+        else:
+            stacked = np.zeros((B, 0, HV, K, V), np.float32)
+        return Prefill(cat(outputs, 1), state, stacked, None)
+
+    if B != 1:
+        raise ValueError(f"cu_seqlens needs B = 1 (packed sequences), got B = {B}")
+    offsets = np.asarray(cu_seqlens.cpu() if torch is not None and
+                         isinstance(cu_seqlens, torch.Tensor) else cu_seqlens, np.int64)
+    if offsets.ndim != 1 or offsets.size < 2 or offsets[0] != 0 or offsets[-1] != T or \
+            np.any(np.diff(offsets) < 0):
+        raise ValueError(f"cu_seqlens must rise from 0 to T = {T}, got {offsets.tolist()}")
+    lengths = np.diff(offsets)
+    N = lengths.size
+    K, V = np.shape(q)[3], np.shape(v)[3]
+    if initial_state is None:
+        states = torch.zeros((N, HV, K, V), dtype=torch.float32) if torch is not None \
+            else np.zeros((N, HV, K, V), np.float32)
+    else:
+        states = initial_state
+    # Packed outputs of every call, and the packed token each of them is.
+    outputs, order, saved = [], [], []
+    for start in range(0, max(int(lengths.max()), 1), interval):
+        active = np.nonzero(lengths > start)[0]
+        if active.size == 0:
+            break
+        ends = np.minimum(lengths[active], start + interval)
+        take = np.concatenate([offsets[i] + np.arange(start, e) for i, e in zip(active, ends)])
+        cu = np.concatenate([[0], np.cumsum(ends - start)]).astype(np.int32)
+        index = torch.as_tensor(take) if torch is not None else take
+        rows = torch.as_tensor(active) if torch is not None else active
+        o, final = call(q[:, index], k[:, index], v[:, index],
+                        {n: x[:, index] for n, x in tokens.items()}, states[rows],
+                        torch.as_tensor(cu) if torch is not None else cu)
+        outputs.append(o)
+        order.append(take)
+        if torch is not None:
+            states = states.index_copy(0, rows, final.to(states.dtype))
+        else:
+            states = states.copy()
+            states[active] = final
+        for row, (i, e) in enumerate(zip(active, ends)):
+            if e - start == interval:
+                saved.append((i, start, final[row]))
+    inverse = np.argsort(np.concatenate(order), kind="stable")
+    o = cat(outputs, 1)[:, torch.as_tensor(inverse) if torch is not None else inverse]
+    saved.sort(key=lambda item: (item[0], item[1]))
+    counts = np.bincount([i for i, _, _ in saved], minlength=N)
+    checkpoint_offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    if saved:
+        checkpoints = stack([state for _, _, state in saved], 0)
+    elif torch is not None:
+        checkpoints = torch.zeros((0, HV, K, V), dtype=torch.float32)
+    else:
+        checkpoints = np.zeros((0, HV, K, V), np.float32)
+    return Prefill(o, states, checkpoints, checkpoint_offsets)

@@ -1,0 +1,142 @@
+"""la.serving.prefill_with_checkpoints: the state after every ``interval``
+tokens (prefix caching), against the fp64 reference run on each prefix
+alone (``la.testing.reference_for``: the checkpoint after ``(j + 1) *
+interval`` tokens is the reference's final state of that prefix), and its
+output and final state against one la call over the whole prompt."""
+
+import numpy as np
+import pytest
+
+import la
+from la import serving
+from la.testing import make_inputs, reference_for, rel_rms
+
+_TOKEN_KEYS = ("g", "beta", "erase", "write", "a", "b")
+
+
+def _prefix(inputs, end, start=0):
+    return {name: (x[:, start:end] if name in ("q", "k", "v") + _TOKEN_KEYS else x)
+            for name, x in inputs.items()}
+
+
+def _la_kwargs(inputs):
+    return {name: inputs[name] for name in _TOKEN_KEYS + ("log_decay",) if name in inputs}
+
+
+@pytest.mark.parametrize("variant", ["gated_deltanet", "gla", "mamba2", "kda",
+                                     "gated_deltanet2", "rwkv7"])
+@pytest.mark.parametrize("T,interval", [(37, 8), (32, 16), (5, 8), (20, 1)],
+                         ids=["partial-last", "exact", "shorter-than-interval", "every-token"])
+def test_checkpoints_against_each_prefix(variant, T, interval):
+    B, H, K, V = 2, 2, 8, 6
+    inputs = make_inputs(variant, B, T, H, K, V, seed=3)
+    s0 = np.random.default_rng(4).standard_normal((B, H, K, V)).astype(np.float32)
+    result = serving.prefill_with_checkpoints(
+        variant, inputs["q"], inputs["k"], inputs["v"], interval=interval, initial_state=s0,
+        chunk_size=4, **_la_kwargs(inputs))
+    assert result.checkpoint_offsets is None
+    assert result.checkpoints.shape == (B, T // interval, H, K, V)
+    for j in range(T // interval):
+        _, s_ref = reference_for(variant, _prefix(inputs, (j + 1) * interval), initial_state=s0)
+        assert rel_rms(s_ref, result.checkpoints[:, j]) <= 1e-5, j
+    o_ref, s_ref = reference_for(variant, inputs, initial_state=s0)
+    assert rel_rms(o_ref, result.o) <= 1e-5
+    assert rel_rms(s_ref, result.final_state) <= 1e-5
+    # the same numbers as one call (chunked the same way within each call)
+    o_one, s_one = la.attention(variant, inputs["q"], inputs["k"], inputs["v"],
+                                initial_state=s0, output_final_state=True, chunk_size=4,
+                                **_la_kwargs(inputs))
+    assert rel_rms(o_one, result.o) <= 1e-5 and rel_rms(s_one, result.final_state) <= 1e-5
+
+
+@pytest.mark.parametrize("variant", ["gated_deltanet", "gla"])
+def test_packed_sequences(variant):
+    """Each sequence's checkpoints counted from its own first token: an
+    empty sequence, one shorter than the interval, one of exactly two
+    intervals, one with a partial last interval; initial states per
+    sequence."""
+    H, K, V, interval = 2, 8, 6, 6
+    cu = np.array([0, 0, 4, 16, 31], np.int32)
+    T = int(cu[-1])
+    N = cu.size - 1
+    inputs = make_inputs(variant, 1, T, H, K, V, seed=5)
+    s0 = np.random.default_rng(6).standard_normal((N, H, K, V)).astype(np.float32)
+    result = serving.prefill_with_checkpoints(
+        variant, inputs["q"], inputs["k"], inputs["v"], interval=interval, initial_state=s0,
+        cu_seqlens=cu, chunk_size=4, **_la_kwargs(inputs))
+    lengths = np.diff(cu)
+    assert result.checkpoint_offsets.tolist() == [0, 0, 0, 2, 4]
+    assert result.checkpoints.shape == (4, H, K, V)
+    o_ref, s_ref = reference_for(variant, inputs, initial_state=s0, cu_seqlens=cu)
+    assert rel_rms(o_ref, result.o) <= 1e-5
+    assert rel_rms(s_ref, result.final_state) <= 1e-5
+    for i in range(N):
+        for j in range(lengths[i] // interval):
+            seq = _prefix(inputs, cu[i] + (j + 1) * interval, cu[i])
+            _, s_ref = reference_for(variant, seq, initial_state=s0[i:i + 1])
+            got = result.checkpoints[result.checkpoint_offsets[i] + j]
+            assert rel_rms(s_ref[0], got) <= 1e-5, (i, j)
+
+
+def test_gradients_through_every_call():
+    """torch: autograd through the calls gives one call's gradients."""
+    torch = pytest.importorskip("torch")
+    B, T, H, K, V = 1, 23, 2, 8, 4
+    inputs = make_inputs("gated_deltanet", B, T, H, K, V, seed=7)
+    s0 = np.random.default_rng(8).standard_normal((B, H, K, V)).astype(np.float32)
+    names = ("q", "k", "v", "g", "beta")
+    do = torch.tensor(np.random.default_rng(9).standard_normal((B, T, H, V)),
+                      dtype=torch.float32)
+    grads = []
+    for split in (True, False):
+        leaves = {n: torch.tensor(inputs[n], requires_grad=True) for n in names}
+        state = torch.tensor(s0, requires_grad=True)
+        if split:
+            result = serving.prefill_with_checkpoints(
+                "gated_deltanet", leaves["q"], leaves["k"], leaves["v"], leaves["g"],
+                leaves["beta"], interval=5, initial_state=state, chunk_size=4)
+            o, final = result.o, result.final_state
+            # a checkpoint's cotangent reaches the calls before it
+            loss = (o * do).sum() + result.checkpoints[:, 1].sum() + final.sum()
+        else:
+            o, final = la.attention("gated_deltanet", leaves["q"], leaves["k"], leaves["v"],
+                                    leaves["g"], leaves["beta"], initial_state=state,
+                                    output_final_state=True, chunk_size=4)
+            loss = (o * do).sum() + final.sum()
+            # checkpoint 1 (after 10 tokens): the state of the first 10 tokens
+            _, mid = la.attention("gated_deltanet", leaves["q"][:, :10], leaves["k"][:, :10],
+                                  leaves["v"][:, :10], leaves["g"][:, :10],
+                                  leaves["beta"][:, :10], initial_state=state,
+                                  output_final_state=True, chunk_size=4)
+            loss = loss + mid.sum()
+        loss.backward()
+        grads.append({n: leaves[n].grad.numpy().copy() for n in names} |
+                     {"initial_state": state.grad.numpy().copy()})
+    for name in grads[0]:
+        assert rel_rms(grads[1][name], grads[0][name]) <= 1e-5, name
+
+
+def test_no_complete_interval_gives_no_checkpoint():
+    inputs = make_inputs("gla", 1, 7, 1, 4, 4, seed=10)
+    result = serving.prefill_with_checkpoints("gla", inputs["q"], inputs["k"], inputs["v"],
+                                              inputs["g"], interval=8)
+    assert result.checkpoints.shape == (1, 0, 1, 4, 4)
+
+
+def test_errors():
+    inputs = make_inputs("gla", 1, 7, 1, 4, 4, seed=11)
+    q, k, v, g = inputs["q"], inputs["k"], inputs["v"], inputs["g"]
+    for bad in (0, -3, 2.5, True, None):
+        with pytest.raises(ValueError, match="interval must be a positive number"):
+            serving.prefill_with_checkpoints("gla", q, k, v, g, interval=bad)
+    with pytest.raises(ValueError, match="takes no output_final_state"):
+        serving.prefill_with_checkpoints("gla", q, k, v, g, interval=2, output_final_state=True)
+    with pytest.raises(ValueError, match="normalize=True"):
+        serving.prefill_with_checkpoints("linear", q, k, v, interval=2, normalize=True)
+    with pytest.raises(ValueError, match="reverse=True"):
+        serving.prefill_with_checkpoints("gla", q, k, v, g, interval=2, reverse=True)
+    with pytest.raises(ValueError, match="cu_seqlens must rise from 0 to T = 7"):
+        serving.prefill_with_checkpoints("gla", q, k, v, g, interval=2, cu_seqlens=[0, 3, 6])
+    q2, k2, v2, g2 = (np.concatenate([x, x]) for x in (q, k, v, g))
+    with pytest.raises(ValueError, match="cu_seqlens needs B = 1"):
+        serving.prefill_with_checkpoints("gla", q2, k2, v2, g2, interval=2, cu_seqlens=[0, 7])
