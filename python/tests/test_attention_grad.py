@@ -302,7 +302,8 @@ def test_beta_near_zero_and_one(beta_range):
 
 
 @pytest.mark.parametrize("sequential", [False, True], ids=["chunked", "tokens"])
-@pytest.mark.parametrize("variant", ["mamba2", "gla", "gated_deltanet"])
+@pytest.mark.parametrize("variant", ["mamba2", "gla", "gated_deltanet", "gated_deltanet2",
+                                     "rwkv7"])
 def test_hard_resets(variant, sequential):
     """-inf log-gates (a state reset) give finite gradients, those of the
     reverse mode (where alpha = 0 the gate's gradient is 0)."""

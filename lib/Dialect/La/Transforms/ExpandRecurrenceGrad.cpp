@@ -784,12 +784,17 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
     Value scaledDO = a.remap(op.getDO(), false, scale);
     Value wideKeys = a.remap(op.getK(), /*widen=*/true);
     Value negatedB = a.remap(lowB, /*widen=*/true, -1.0f);
+    // (One op-building call per statement: la's IR must not depend on the
+    // host compiler's argument order.)
+    Value forwardQueries = a.interleave({r, Value(), scaledDO}, valueSizes);
+    Value forwardKeys = a.interleave({Value(), values, p}, valueSizes);
+    Value forwardValues =
+        a.interleave({Value(), wideKeys, negatedB}, wideKeySizes);
+    Value forwardState = a.transpose(op.getInitialState());
     RecurrenceOp forward = threeSteps.recurrence(
-        a.interleave({r, Value(), scaledDO}, valueSizes),
-        a.interleave({Value(), values, p}, valueSizes),
-        a.interleave({Value(), wideKeys, negatedB}, wideKeySizes),
+        forwardQueries, forwardKeys, forwardValues,
         channel ? Value() : stepGate, channel ? stepGate : Value(),
-        a.transpose(op.getInitialState()), 1.0f, /*reverse=*/false);
+        forwardState, 1.0f, /*reverse=*/false);
     Value dq = a.sumGroups(a.subStep(forward.getO(), 3, 2), 2);
     // da_t = -S_{t-1} r_t.
     Value da =
@@ -807,12 +812,15 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
             : Value();
     Value wideScaledQ = a.remap(op.getQ(), /*widen=*/true, scale);
     Value negatedEarlierA = a.remap(earlierA, /*widen=*/true, -1.0f);
+    Value transposedQueries = a.interleave({p, values, Value()}, valueSizes);
+    Value transposedKeys = a.interleave({Value(), dO, earlierR}, valueSizes);
+    Value transposedValues =
+        a.interleave({Value(), wideScaledQ, negatedEarlierA}, wideKeySizes);
+    Value transposedState = a.transpose(dFinal);
     RecurrenceOp transposed = threeSteps.recurrence(
-        a.interleave({p, values, Value()}, valueSizes),
-        a.interleave({Value(), dO, earlierR}, valueSizes),
-        a.interleave({Value(), wideScaledQ, negatedEarlierA}, wideKeySizes),
+        transposedQueries, transposedKeys, transposedValues,
         channel ? Value() : reverseGate, channel ? reverseGate : Value(),
-        a.transpose(dFinal), 1.0f, /*reverse=*/true);
+        transposedState, 1.0f, /*reverse=*/true);
     Value dk = a.sumGroups(a.subStep(transposed.getO(), 3, 1), 2);
     // db_t = -G_t p_t.
     Value db = a.sumGroups(
@@ -827,12 +835,13 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
                                    mixedSizes(rewriter, loc, shiftedGate))
                     : Value();
     Value negatedEarlierKeyA = a.remap(earlierA, false, -1.0f);
-    RecurrenceOp values2 = twoSteps.recurrence(
-        a.interleave({keys, Value()}, keySizes),
-        a.interleave({scaledQ, negatedEarlierKeyA}, keySizes),
-        a.interleave({dO, earlierR}, valueSizes), keyStepGate, Value(), dFinal,
-        1.0f, /*reverse=*/true);
-    Value dv = a.subStep(values2.getO(), 2, 0);
+    Value adjointQueries = a.interleave({keys, Value()}, keySizes);
+    Value adjointKeys = a.interleave({scaledQ, negatedEarlierKeyA}, keySizes);
+    Value adjointValues = a.interleave({dO, earlierR}, valueSizes);
+    RecurrenceOp valueReads = twoSteps.recurrence(
+        adjointQueries, adjointKeys, adjointValues, keyStepGate, Value(),
+        dFinal, 1.0f, /*reverse=*/true);
+    Value dv = a.subStep(valueReads.getO(), 2, 0);
 
     SmallVector<Value> results = {dq, dk, dv, dInitial};
     if (op.getG())
