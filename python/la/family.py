@@ -276,7 +276,8 @@ def _unpack_sequences(cu_seqlens, T):
 
 
 def log_linear_attention(q, k, v, g, level_scales, *, variant=None, beta=None, scale=1.0,
-                         cu_seqlens=None, chunk_size=64, num_threads=None):
+                         cu_seqlens=None, start=0, initial_state=None,
+                         output_final_state=False, chunk_size=64, num_threads=None):
     """Log-linear attention (Guo et al., 2025, "Log-Linear Attention") over
     la's recurrences: the tokens before t fall into the Fenwick-tree buckets
     of t, level ``l(t, s) = floor(log2(t xor s)) + 1`` for ``s < t`` (a
@@ -306,7 +307,20 @@ def log_linear_attention(q, k, v, g, level_scales, *, variant=None, beta=None, s
     reshape, no reset), with the values zeroed in each block's second half
     (its tokens still apply their transitions: the delta rule's erase and
     the decay) and the output read there; level 0 is the diagonal ``scale
-    (q_t . w_t) v_t``. Work O(T log T). Returns ``o : [B, T, HV, V]``."""
+    (q_t . w_t) v_t``. Work O(T log T). Returns ``o : [B, T, HV, V]``.
+
+    The Fenwick-tree state carries a sequence across calls (decoding, or a
+    prompt in pieces): ``start`` is the position of the call's first token
+    (the tokens before it were in earlier calls; the buckets are counted
+    from position 0, and ``level_scales`` needs ``L >= ceil(log2(start +
+    T)) + 1``), ``initial_state [B, L', HV, K, V]`` the state those calls
+    ended with, and ``output_final_state=True`` returns ``(o,
+    final_state)`` with ``final_state [B, L - 1, HV, K, V]``: for each level
+    l >= 1, the base recurrence's state over the tokens of the open block
+    of ``2^l`` (zero when the call ends on the block's boundary), which the
+    next call continues; levels beyond ``L'`` start at zero. Not with
+    ``cu_seqlens`` yet (each packed sequence starts at position 0 from
+    zero states)."""
     if variant is None:
         variant = "mamba2" if g is not None else "linear"
     if variant not in _LOG_LINEAR:
@@ -320,11 +334,23 @@ def log_linear_attention(q, k, v, g, level_scales, *, variant=None, beta=None, s
                          f"multiple of H, got {tuple(np.shape(k))} and {tuple(np.shape(v))}")
     if cu_seqlens is not None and B != 1:
         raise ValueError(f"cu_seqlens needs B = 1 (packed sequences), got B = {B}")
-    levels = int(np.ceil(np.log2(T))) + 1 if T > 1 else 1
+    if isinstance(start, bool) or not isinstance(start, (int, np.integer)) or start < 0:
+        raise ValueError(f"start must be a token position >= 0, got {start!r}")
+    start = int(start)
+    if cu_seqlens is not None and (start or initial_state is not None or output_final_state):
+        raise ValueError("cu_seqlens with a carried Fenwick-tree state (start, initial_state, "
+                         "output_final_state) is not supported yet")
+    end = start + T
+    levels = int(np.ceil(np.log2(end))) + 1 if end > 1 else 1
     if np.ndim(level_scales) != 4 or tuple(np.shape(level_scales)[:3]) != (B, T, HV) or \
             np.shape(level_scales)[3] < levels:
         raise ValueError(f"level_scales must be [B, T, HV, L] = {(B, T, HV)} x L with "
                          f"L >= {levels} levels, got {tuple(np.shape(level_scales))}")
+    if initial_state is not None and (np.ndim(initial_state) != 5 or
+                                      tuple(np.shape(initial_state)[2:]) != (HV, K, V) or
+                                      np.shape(initial_state)[0] != B):
+        raise ValueError(f"initial_state must be [B, L', HV, K, V] = {B} x L' x {(HV, K, V)} "
+                         f"(one state per level >= 1), got {tuple(np.shape(initial_state))}")
     if (g is None) != (gate is None):
         raise ValueError(f"{variant} {'takes no' if gate is None else 'needs a'} gate g")
     if g is not None:
@@ -333,11 +359,13 @@ def log_linear_attention(q, k, v, g, level_scales, *, variant=None, beta=None, s
         raise ValueError(f"{variant} {'needs' if delta else 'takes no'} beta")
     if beta is not None:
         _check_log_linear_operand(beta, "beta", B, T, H, HV, K, False)
-    torch = _torch_module(q, k, v, g, beta, level_scales)
+    torch = _torch_module(q, k, v, g, beta, level_scales, initial_state)
     if torch is None:
         q, k, v, level_scales = (np.asarray(x, np.float32) for x in (q, k, v, level_scales))
         g = None if g is None else np.asarray(g, np.float32)
         beta = None if beta is None else np.asarray(beta, np.float32)
+        if initial_state is not None:
+            initial_state = np.asarray(initial_state, np.float32)
     if cu_seqlens is not None:
         # Each sequence a batch row of its own, padded at its end (causal:
         # the padding never reaches a sequence's tokens), then packed back.
@@ -360,33 +388,75 @@ def log_linear_attention(q, k, v, g, level_scales, *, variant=None, beta=None, s
             return x
         return x.repeat_interleave(group, 2) if torch is not None else np.repeat(x, group, 2)
 
-    positions = np.arange(T)
+    positions = start + np.arange(T)
     # Level 0: the token itself, scale (q_t . w_t) v_t.
     diagonal = per_value_head((q * k).sum(-1)) * scale              # [B, T, HV]
     if beta is not None:
         diagonal = diagonal * per_value_head(beta)
     o = (level_scales[..., 0] * diagonal)[..., None] * v
-    for level in range(1, levels):
+    zero_state = (torch.zeros((B, HV, K, V), dtype=torch.float32) if torch is not None
+                  else np.zeros((B, HV, K, V), np.float32))
+    final_states = []
+
+    def call(qs, ks, vs, gs, betas, state):
+        return ops.attention(variant, qs, ks, vs, gs, betas, scale=scale, initial_state=state,
+                             output_final_state=True, chunk_size=chunk_size,
+                             num_threads=num_threads)
+
+    # With a state to return, one level more: the tokens so far are all in
+    # the first half of its block, so its state (every token written) is
+    # that of every level above it, which the next call may open.
+    top = levels + 1 if output_final_state else levels
+    for level in range(1, top):
         size, half = 1 << level, 1 << (level - 1)
-        padded = -(-T // size) * size
-        written = (np.arange(padded) % size) < half                  # values of the first half
+        written = (positions % size) < half                          # values of the first half
         read = (positions % size) >= half                            # queries of the second
         if torch is not None:
             written_t = torch.tensor(written, dtype=v.dtype, device=v.device)
             read_t = torch.tensor(read, dtype=level_scales.dtype, device=v.device)
         else:
             written_t, read_t = written.astype(np.float32), read.astype(np.float32)
+        values = v * written_t[None, :, None, None]
+        # The tokens before the first block boundary continue the carried
+        # block (from the level's state); the rest are whole blocks.
+        head = min((-start) % size, T)
+        carried = None
+        if initial_state is not None and initial_state.shape[1]:
+            # levels above the carried ones share its top level's state
+            carried = initial_state[:, min(level, initial_state.shape[1]) - 1]
+        parts, state = [], zero_state
+        if head:
+            o_head, state = call(q[:, :head], k[:, :head], values[:, :head],
+                                 None if g is None else g[:, :head],
+                                 None if beta is None else beta[:, :head], carried)
+            parts.append(o_head)
+        if head < T:
+            rest = T - head
+            padded = -(-rest // size) * size
+            count = padded // size
 
-        def blocks(x):
-            x = _pad_time(x, padded)
-            return x.reshape((B * (padded // size), size) + tuple(x.shape[2:]))
+            def blocks(x):
+                x = _pad_time(x[:, head:], padded)
+                return x.reshape((B * count, size) + tuple(x.shape[2:]))
 
-        values = _pad_time(v, padded) * written_t[None, :, None, None]
-        args = [blocks(q), blocks(k), values.reshape((B * (padded // size), size, HV, V))]
-        o_level, _ = ops.attention(variant, *args, None if g is None else blocks(g),
-                                   None if beta is None else blocks(beta), scale=scale,
-                                   chunk_size=chunk_size, num_threads=num_threads)
-        o_level = o_level.reshape((B, padded, HV, V))[:, :T]
-        weight = level_scales[..., level] * read_t[None, :, None]   # [B, T, HV]
-        o = o + weight[..., None] * o_level
-    return o
+            o_tail, states = call(blocks(q), blocks(k), blocks(values),
+                                  None if g is None else blocks(g),
+                                  None if beta is None else blocks(beta), None)
+            parts.append(o_tail.reshape((B, padded, HV, V))[:, :rest])
+            # the last block's state (its padding is after its tokens)
+            state = states.reshape((B, count) + tuple(states.shape[1:]))[:, -1]
+        o_level = parts[0] if len(parts) == 1 else (
+            torch.cat(parts, 1) if torch is not None else np.concatenate(parts, 1))
+        if level < levels:
+            weight = level_scales[..., level] * read_t[None, :, None]   # [B, T, HV]
+            o = o + weight[..., None] * o_level
+        # A call that ends on the level's block boundary leaves no open block.
+        final_states.append(zero_state if end % size == 0 else state)
+    if not output_final_state:
+        return o
+    if final_states:
+        final = (torch.stack(final_states, 1) if torch is not None
+                 else np.stack(final_states, 1))
+    else:
+        final = zero_state[:, None][:, :0]
+    return o, final

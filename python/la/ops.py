@@ -1088,10 +1088,10 @@ _DIFFERENTIABLE = DIFFERENTIABLE
 def _backward_pipeline(chunk_size, sequential, threads=1):
     """The forward's module, differentiated by the compiler and lowered: the
     gradient function replaces the forward (keep-forward=0); its
-    la.recurrence_grad becomes chunked adjoint recurrences where the decay
-    is diagonal and the low-rank part none or the delta rule
-    (la-expand-recurrence-grad), checkpointed token loops otherwise (a checkpoint every ``chunk_size``
-    tokens), and token loops always with ``sequential``."""
+    la.recurrence_grad becomes chunked adjoint recurrences
+    (la-expand-recurrence-grad: three, six for the delta rule, five for the
+    general low-rank form), and checkpointed token loops with
+    ``sequential`` (a checkpoint every ``chunk_size`` tokens)."""
     lower = _lower_to_cpu(chunk_size, sequential, threads)
     return (f"builtin.module(la-derive-backward{{checkpoint={chunk_size} keep-forward=0}}, "
             f"{lower})")

@@ -420,3 +420,66 @@ def test_log_linear_gated_deltanet_gradients():
     for name in leaves:
         expected = _central_differences(loss, base, name)
         assert rel_rms(expected, tensors[name].grad.numpy()) <= 1e-4, name
+
+
+@pytest.mark.parametrize("variant", ["mamba2", "gated_deltanet", "kda"])
+@pytest.mark.parametrize("cuts", [[13], [16, 17], list(range(1, 45))],
+                         ids=["two-pieces", "at-a-boundary", "token-by-token"])
+def test_log_linear_carried_state(variant, cuts):
+    """A sequence in pieces (``start``, the Fenwick-tree state carried from
+    piece to piece): a cut mid-block, cuts on a block boundary and one token
+    after it, and decoding token by token, against the pairwise reference of
+    the whole sequence. The state grows a level when the sequence passes a
+    power of two (its top level stands for every level above)."""
+    q, k, v, g, beta, lam = _log_linear_base_inputs(variant, 2, 45, 1, 2, 8, 6, seed=76)
+    o_ref = reference.log_linear_attention(q, k, v, g, lam, beta=beta)
+    bounds = [0] + cuts + [45]
+    outputs, state = [], None
+    for start, end in zip(bounds[:-1], bounds[1:]):
+        piece = [None if x is None else x[:, start:end] for x in (q, k, v, g, beta, lam)]
+        o, state = family.log_linear_attention(*piece[:4], piece[5], variant=variant,
+                                               beta=piece[4], start=start,
+                                               initial_state=state, output_final_state=True,
+                                               chunk_size=8)
+        levels = int(np.ceil(np.log2(end))) + 1 if end > 1 else 1
+        assert state.shape == (2, levels, 2, 8, 6)
+        outputs.append(o)
+    assert rel_rms(o_ref, np.concatenate(outputs, 1)) <= 1e-5
+
+
+def test_log_linear_final_state_levels():
+    """After 32 tokens every level's block of 2, ..., 32 is closed (zero
+    state) and the top level (blocks of 64) holds the plain recurrence's
+    state; after 12 tokens the blocks of 2 and 4 are closed, and level 3's
+    block [8, 16) holds its tokens 8..11, written from a zero state."""
+    q, k, v, g, beta, lam = _log_linear_base_inputs("gated_deltanet", 1, 32, 1, 1, 4, 3,
+                                                    seed=77)
+    _, state = family.log_linear_attention(q, k, v, g, lam, variant="gated_deltanet",
+                                           beta=beta, output_final_state=True)
+    assert state.shape == (1, 6, 1, 4, 3)
+    assert not state[:, :5].any()
+    _, plain = reference.recurrence(q, k, v, update="delta", gate="scalar", g=g, beta=beta,
+                                    scale=1.0)
+    assert rel_rms(plain, state[:, 5]) <= 1e-5
+    _, state = family.log_linear_attention(q[:, :12], k[:, :12], v[:, :12], g[:, :12],
+                                           lam[:, :12], variant="gated_deltanet",
+                                           beta=beta[:, :12], output_final_state=True)
+    assert not state[:, :2].any() and state[:, 2].any()
+    # level 3's block [8, 16): tokens 8..11 written, from a zero state
+    _, block = reference.recurrence(q[:, 8:12], k[:, 8:12], v[:, 8:12], update="delta",
+                                    gate="scalar", g=g[:, 8:12], beta=beta[:, 8:12], scale=1.0)
+    assert rel_rms(block, state[:, 2]) <= 1e-5
+
+
+def test_log_linear_carried_state_errors():
+    q, k, v, g, lam = _log_linear_inputs(1, 9, 1, 1, 4, 3, seed=43)
+    for bad in (-1, 2.0, True):
+        with pytest.raises(ValueError, match="start must be a token position"):
+            family.log_linear_attention(q, k, v, g, lam, start=bad)
+    with pytest.raises(ValueError, match=r"L >= 6 levels"):
+        family.log_linear_attention(q, k, v, g, lam, start=20)
+    with pytest.raises(ValueError, match="initial_state must be"):
+        family.log_linear_attention(q, k, v, g, lam, initial_state=np.zeros((1, 1, 4, 3)))
+    with pytest.raises(ValueError, match="cu_seqlens with a carried"):
+        family.log_linear_attention(q, k, v, g, lam, cu_seqlens=[0, 9],
+                                    output_final_state=True)
