@@ -140,3 +140,34 @@ def test_errors():
     q2, k2, v2, g2 = (np.concatenate([x, x]) for x in (q, k, v, g))
     with pytest.raises(ValueError, match="cu_seqlens needs B = 1"):
         serving.prefill_with_checkpoints("gla", q2, k2, v2, g2, interval=2, cu_seqlens=[0, 7])
+
+
+def test_packed_gradients_through_every_call():
+    """torch, packed sequences: the calls' gradients are one packed call's
+    (the states carried by index_copy, the outputs put back in order)."""
+    torch = pytest.importorskip("torch")
+    cu = np.array([0, 0, 4, 16, 31], np.int32)
+    inputs = make_inputs("gated_deltanet", 1, 31, 2, 8, 6, seed=12)
+    s0 = np.random.default_rng(13).standard_normal((4, 2, 8, 6)).astype(np.float32)
+    do = torch.tensor(np.random.default_rng(14).standard_normal((1, 31, 2, 6)),
+                      dtype=torch.float32)
+    names = ("q", "k", "v", "g", "beta")
+    grads = []
+    for split in (True, False):
+        leaves = {n: torch.tensor(inputs[n], requires_grad=True) for n in names}
+        state = torch.tensor(s0, requires_grad=True)
+        args = [leaves[n] for n in names]
+        if split:
+            result = serving.prefill_with_checkpoints(
+                "gated_deltanet", *args, interval=6, initial_state=state,
+                cu_seqlens=torch.tensor(cu), chunk_size=4)
+            o, final = result.o, result.final_state
+        else:
+            o, final = la.attention("gated_deltanet", *args, initial_state=state,
+                                    cu_seqlens=torch.tensor(cu), output_final_state=True,
+                                    chunk_size=4)
+        ((o * do).sum() + final.sum()).backward()
+        grads.append({n: leaves[n].grad.numpy().copy() for n in names} |
+                     {"initial_state": state.grad.numpy().copy()})
+    for name in grads[0]:
+        assert rel_rms(grads[1][name], grads[0][name]) <= 1e-5, name
