@@ -454,9 +454,6 @@ def log_linear_attention(q, k, v, g, level_scales, *, variant=None, beta=None, s
         final_states.append(zero_state if end % size == 0 else state)
     if not output_final_state:
         return o
-    if final_states:
-        final = (torch.stack(final_states, 1) if torch is not None
-                 else np.stack(final_states, 1))
-    else:
-        final = zero_state[:, None][:, :0]
-    return o, final
+    # (never empty: with a state to return the loop runs level 1 at least)
+    stack = torch.stack if torch is not None else np.stack
+    return o, stack(final_states, 1)

@@ -151,9 +151,8 @@ def prefill_with_checkpoints(variant, q, k, v, g=None, beta=None, *, interval,
     through every call). ``kwargs`` are :func:`la.attention`'s but
     ``output_final_state``, ``normalize`` (its normaliser starts at zero in
     every call) and ``reverse``."""
-    for name in ("output_final_state",):
-        if name in kwargs:
-            raise ValueError(f"prefill_with_checkpoints takes no {name}")
+    if "output_final_state" in kwargs:
+        raise ValueError("prefill_with_checkpoints takes no output_final_state")
     for name in ("normalize", "reverse"):
         if kwargs.get(name):
             raise ValueError(f"prefill_with_checkpoints cannot split a call with {name}=True "
@@ -162,8 +161,8 @@ def prefill_with_checkpoints(variant, q, k, v, g=None, beta=None, *, interval,
     if isinstance(interval, bool) or not isinstance(interval, (int, np.integer)) or interval < 1:
         raise ValueError(f"interval must be a positive number of tokens, got {interval!r}")
     interval = int(interval)
-    B, T = np.shape(q)[:2]
-    HV = np.shape(v)[2]
+    B, T, _, K = np.shape(q)
+    HV, V = np.shape(v)[2], np.shape(v)[3]
     torch = _torch_module(q, k, v, g, beta, initial_state, *kwargs.values())
     tokens = {name: kwargs.pop(name) for name in _TOKEN_INPUTS if kwargs.get(name) is not None}
     tokens.update({name: x for name, x in (("g", g), ("beta", beta)) if x is not None})
@@ -173,6 +172,10 @@ def prefill_with_checkpoints(variant, q, k, v, g=None, beta=None, *, interval,
 
     def stack(parts, axis):
         return torch.stack(parts, axis) if torch is not None else np.stack(parts, axis)
+
+    def zeros(shape):
+        return torch.zeros(shape, dtype=torch.float32) if torch is not None \
+            else np.zeros(shape, np.float32)
 
     def call(qs, ks, vs, others, state, offsets=None):
         return ops.attention(variant, qs, ks, vs, others.get("g"), others.get("beta"),
@@ -189,13 +192,7 @@ def prefill_with_checkpoints(variant, q, k, v, g=None, beta=None, *, interval,
             outputs.append(o)
             if end - start == interval:
                 checkpoints.append(state)
-        K, V = np.shape(q)[3], np.shape(v)[3]
-        if checkpoints:
-            stacked = stack(checkpoints, 1)
-        elif torch is not None:
-            stacked = torch.zeros((B, 0, HV, K, V), dtype=torch.float32)
-        else:
-            stacked = np.zeros((B, 0, HV, K, V), np.float32)
+        stacked = stack(checkpoints, 1) if checkpoints else zeros((B, 0, HV, K, V))
         return Prefill(cat(outputs, 1), state, stacked, None)
 
     if B != 1:
@@ -207,12 +204,7 @@ def prefill_with_checkpoints(variant, q, k, v, g=None, beta=None, *, interval,
         raise ValueError(f"cu_seqlens must rise from 0 to T = {T}, got {offsets.tolist()}")
     lengths = np.diff(offsets)
     N = lengths.size
-    K, V = np.shape(q)[3], np.shape(v)[3]
-    if initial_state is None:
-        states = torch.zeros((N, HV, K, V), dtype=torch.float32) if torch is not None \
-            else np.zeros((N, HV, K, V), np.float32)
-    else:
-        states = initial_state
+    states = zeros((N, HV, K, V)) if initial_state is None else initial_state
     # Packed outputs of every call, and the packed token each of them is.
     outputs, order, saved = [], [], []
     for start in range(0, max(int(lengths.max()), 1), interval):
@@ -242,10 +234,6 @@ def prefill_with_checkpoints(variant, q, k, v, g=None, beta=None, *, interval,
     saved.sort(key=lambda item: (item[0], item[1]))
     counts = np.bincount([i for i, _, _ in saved], minlength=N)
     checkpoint_offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    if saved:
-        checkpoints = stack([state for _, _, state in saved], 0)
-    elif torch is not None:
-        checkpoints = torch.zeros((0, HV, K, V), dtype=torch.float32)
-    else:
-        checkpoints = np.zeros((0, HV, K, V), np.float32)
+    checkpoints = (stack([state for _, _, state in saved], 0) if saved
+                   else zeros((0, HV, K, V)))
     return Prefill(o, states, checkpoints, checkpoint_offsets)
