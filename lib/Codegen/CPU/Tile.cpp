@@ -347,12 +347,24 @@ mlir::la::tileForCPU(RewriterBase &rewriter, linalg::LinalgOp op,
                map.getDimPosition(map.getNumResults() - 1) != *dims.lanes;
       });
   int64_t rowTile = hasReduction || readsAcrossLanes ? options.rowTile : 1;
+  // A product without rows (a matrix-vector product: decoding's chunks of
+  // one token read the state this way) gets the rows' share of the register
+  // budget as lanes, in whole lane tiles: each reduction step then reads a
+  // long contiguous run of a row of the matrix instead of lane-tile-wide
+  // pieces at a row stride, and the accumulators still fill the registers.
+  // (An input read across the lanes is loaded as a transpose, whose cost
+  // grows with the tile: those keep the lane tile.)
+  int64_t laneTile = options.laneTile;
+  if (hasReduction && !readsAcrossLanes && !dims.rows && dims.lanes &&
+      ranges[*dims.lanes] > options.laneTile)
+    laneTile =
+        std::min(options.rowTile * options.laneTile,
+                 ranges[*dims.lanes] / options.laneTile * options.laneTile);
   for (unsigned d = 0; d < numLoops; ++d) {
     // A row tile of one is an outer loop like the others: in its own place
     // in the nest, where la.block_causal can bound the loops inside it.
     if (d == dims.lanes || (d == dims.rows && rowTile > 1)) {
-      innerSizes[d] =
-          std::min(d == dims.lanes ? options.laneTile : rowTile, ranges[d]);
+      innerSizes[d] = std::min(d == dims.lanes ? laneTile : rowTile, ranges[d]);
       continue;
     }
     if (iterators[d] == utils::IteratorType::reduction) {

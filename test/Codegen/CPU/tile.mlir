@@ -187,14 +187,16 @@ func.func @block_causal_outer(%y: tensor<16x4x8xf32>, %p: tensor<4x4x16xf32>) ->
 // -----
 
 // A one-dimensional output (a per-channel reduction over rows): the
-// channels are the lanes, there is no row loop, and the accumulator stays
-// in a register across the reduction.
+// channels are the lanes, there is no row loop, so the lanes take the rows'
+// share of the register budget (8 x 32: all 64 channels in one tile), and the
+// accumulator stays in registers across the reduction, which reads one whole
+// row per step.
 // CHECK-LABEL: func.func @one_dim_output
-// CHECK: scf.for %[[C:.*]] = %{{.*}} to %{{.*}} step %[[C32:.*]] iter_args
-// CHECK: %[[ACC0:.*]] = vector.transfer_read %{{.*}}[%[[C]]], %{{.*}} {in_bounds = [true]} : tensor<64xf32>, vector<32xf32>
-// CHECK: %[[ACC:.*]] = scf.for %{{.*}} iter_args(%[[RUNNING:.*]] = %[[ACC0]]) -> (vector<32xf32>)
-// CHECK: %[[ABS:.*]] = math.absf %{{.*}} : vector<32xf32>
-// CHECK: arith.maximumf %[[RUNNING]], %[[ABS]] : vector<32xf32>
+// CHECK: %[[ACC0:.*]] = vector.transfer_read %{{.*}}[%{{.*}}], %{{.*}} {in_bounds = [true]} : tensor<64xf32>, vector<64xf32>
+// CHECK: %[[ACC:.*]] = scf.for %{{.*}} iter_args(%[[RUNNING:.*]] = %[[ACC0]]) -> (vector<64xf32>)
+// CHECK: %[[ROW:.*]] = vector.transfer_read %{{.*}} : tensor<16x64xf32>, vector<64xf32>
+// CHECK: %[[ABS:.*]] = math.absf %[[ROW]] : vector<64xf32>
+// CHECK: arith.maximumf %[[RUNNING]], %[[ABS]] : vector<64xf32>
 // CHECK: vector.transfer_write %[[ACC]]
 func.func @one_dim_output(%g: tensor<16x64xf32>) -> tensor<64xf32> {
   %cst = arith.constant 0.0 : f32
@@ -207,6 +209,31 @@ func.func @one_dim_output(%g: tensor<16x64xf32>) -> tensor<64xf32> {
     linalg.yield %m : f32
   } -> tensor<64xf32>
   return %r : tensor<64xf32>
+}
+
+// -----
+
+// A matrix-vector product (decoding reads the state so: o = x^T S): no row
+// loop, so the lanes are 8 x 32 = 256 wide, in whole 32-lane tiles, and
+// each reduction step reads 256 contiguous elements of a row of S instead
+// of 32 at a row stride.
+// CHECK-LABEL: func.func @mat_vec
+// CHECK: scf.for %[[V:.*]] = %{{.*}} to %{{.*}} step %c256 iter_args
+// CHECK: %[[ACC:.*]] = scf.for %[[K:.*]] = %{{.*}} to %{{.*}} step %c1 iter_args(%[[RUNNING:.*]] = %{{.*}}) -> (vector<256xf32>)
+// CHECK: %[[ROW:.*]] = vector.transfer_read %{{.*}}[%[[K]], %[[V]]], %{{.*}} {in_bounds = [true]} : tensor<128x512xf32>, vector<256xf32>
+// CHECK: vector.fma %{{.*}}, %[[ROW]], %[[RUNNING]] : vector<256xf32>
+// CHECK: vector.transfer_write %[[ACC]]
+func.func @mat_vec(%x: tensor<128xf32>, %s: tensor<128x512xf32>) -> tensor<512xf32> {
+  %cst = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<512xf32>
+  %init = linalg.fill ins(%cst : f32) outs(%e : tensor<512xf32>) -> tensor<512xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(v, k) -> (k)>, affine_map<(v, k) -> (k, v)>, affine_map<(v, k) -> (v)>], iterator_types = ["parallel", "reduction"]} ins(%x, %s : tensor<128xf32>, tensor<128x512xf32>) outs(%init : tensor<512xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %n = arith.addf %acc, %m : f32
+    linalg.yield %n : f32
+  } -> tensor<512xf32>
+  return %r : tensor<512xf32>
 }
 
 // -----
