@@ -17,6 +17,9 @@
 
 #include <cstdlib>
 #include <mutex>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <unordered_map>
 #include <vector>
 
@@ -86,6 +89,14 @@ _mlir_memref_to_llvm_alloc(size_t size) {
 extern "C" LA_HOST_RUNTIME_EXPORT void _mlir_memref_to_llvm_free(void *block) {
   if (!block)
     return;
+#if defined(__GLIBC__)
+  // Small blocks (a decode kernel frees tens per head and sequence) never
+  // enter the cache: their usable size tells them apart without the lock.
+  if (malloc_usable_size(block) < kMinCachedBytes) {
+    std::free(block);
+    return;
+  }
+#endif
   BlockCache &c = cache();
   {
     std::lock_guard<std::mutex> lock(c.mutex);
