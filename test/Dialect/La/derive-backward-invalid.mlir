@@ -1,21 +1,80 @@
 // RUN: la-opt %s -split-input-file -la-derive-backward -verify-diagnostics
 
-// An element-wise feature map between an argument and the layer is not
-// differentiated yet: the pass stops there, with its location.
+// An element-wise map whose body has an op without a derivative rule: the
+// pass stops at that op, with its location.
 !qk = tensor<1x8x2x4xf32>
 !v = tensor<1x8x2x6xf32>
 #id = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
 
 func.func @feature_map(%q: !qk, %k: !qk, %v: !v) -> !v {
   %e = tensor.empty() : !qk
-  // expected-error @+1 {{'linalg.generic' op is on the path from an argument to a result, and la-derive-backward differentiates only la.attention, la.recurrence and tensor.cast}}
   %phi = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
       ins(%q : !qk) outs(%e : !qk) {
   ^bb0(%x: f32, %out: f32):
-    %y = math.exp %x : f32
+    // expected-error @+1 {{'math.sin' op in an element-wise map on the path from an argument to a result has no derivative in la-derive-backward}}
+    %y = math.sin %x : f32
     linalg.yield %y : f32
   } -> !qk
   %o = la.attention linear %phi, %k, %v : !qk, !qk, !v -> !v
+  return %o : !v
+}
+
+// -----
+
+// A map with a reduction (a sum over the channels) is not element-wise.
+!qk = tensor<1x8x2x4xf32>
+!v = tensor<1x8x2x6xf32>
+!g = tensor<1x8x2xf32>
+#id = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+#row = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+
+func.func @reduction(%q: !qk, %k: !qk, %v: !v) -> !v {
+  %e = tensor.empty() : !g
+  // expected-error @+1 {{'linalg.generic' op is on the path from an argument to a result and has reduction loops; la-derive-backward differentiates element-wise maps (parallel loops) only}}
+  %sum = linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%q : !qk) outs(%e : !g) {
+  ^bb0(%x: f32, %out: f32):
+    %y = arith.addf %x, %out : f32
+    linalg.yield %y : f32
+  } -> !g
+  %o = la.attention mamba2 %q, %k, %v g(%sum : !g) : !qk, !qk, !v -> !v
+  return %o : !v
+}
+
+// -----
+
+// A map that reads its output (an accumulation into an argument) is not a
+// function of its inputs alone.
+!qk = tensor<1x8x2x4xf32>
+!v = tensor<1x8x2x6xf32>
+#id = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+
+func.func @reads_output(%q: !qk, %k: !qk, %v: !v) -> !v {
+  // expected-error @+1 {{'linalg.generic' op is on the path from an argument to a result and reads its output; la-derive-backward differentiates element-wise maps of their inputs}}
+  %phi = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%q : !qk) outs(%k : !qk) {
+  ^bb0(%x: f32, %out: f32):
+    %y = arith.addf %x, %out : f32
+    linalg.yield %y : f32
+  } -> !qk
+  %o = la.attention linear %phi, %k, %v : !qk, !qk, !v -> !v
+  return %o : !v
+}
+
+// -----
+
+// Other ops on the path (a tensor.pad here) are not differentiated.
+!qk = tensor<1x8x2x4xf32>
+!v = tensor<1x8x2x6xf32>
+
+func.func @pad(%q: !qk, %k: tensor<1x7x2x4xf32>, %v: !v) -> !v {
+  %zero = arith.constant 0.0 : f32
+  // expected-error @+1 {{'tensor.pad' op is on the path from an argument to a result, and la-derive-backward differentiates only la.attention, la.recurrence, tensor.cast and element-wise linalg.generic maps}}
+  %kp = tensor.pad %k low[0, 0, 0, 0] high[0, 1, 0, 0] {
+  ^bb0(%i: index, %j: index, %l: index, %m: index):
+    tensor.yield %zero : f32
+  } : tensor<1x7x2x4xf32> to !qk
+  %o = la.attention linear %q, %kp, %v : !qk, !qk, !v -> !v
   return %o : !v
 }
 

@@ -226,3 +226,96 @@ func.func @reverse(%q: !qk, %v: !v, %s0: !s, %cu: tensor<4xi32>) -> !v {
       {reverse, scale = 0.5 : f32} : !qk, !qk, !v -> !v, !s
   return %o : !v
 }
+
+// -----
+
+// Element-wise producers (fla's in-kernel gate: g = -exp(A_log) *
+// softplus(a + dt_bias), A_log and dt_bias per head, broadcast over B and
+// T): each input's gradient is one generic over the producer's loops that
+// recomputes its body and runs it backwards from the cotangent (here
+// d(-x) = -dg, d(x*y), d exp, d log1p); a broadcast input's gradient is
+// summed over the loops it does not index (reduction iterators). `a` feeds
+// both the gate and beta, so its two gradients are added.
+!qk = tensor<1x8x2x4xf32>
+!v = tensor<1x8x2x6xf32>
+!g = tensor<1x8x2xf32>
+#id3 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+#h = affine_map<(d0, d1, d2) -> (d2)>
+
+// CHECK-DAG: #[[ID3:.*]] = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+// CHECK-DAG: #[[HEAD:.*]] = affine_map<(d0, d1, d2) -> (d2)>
+// CHECK-LABEL: func.func @in_kernel_gate_grad(
+// CHECK-SAME: %[[Q:[^:]*]]: tensor<1x8x2x4xf32>, %[[K:[^:]*]]: tensor<1x8x2x4xf32>, %[[V:[^:]*]]: tensor<1x8x2x6xf32>, %[[A:[^:]*]]: tensor<1x8x2xf32>, %[[ALOG:[^:]*]]: tensor<2xf32>, %[[BIAS:[^:]*]]: tensor<2xf32>, %[[DO:[^:]*]]: tensor<1x8x2x6xf32>)
+// CHECK: %[[GATE:.*]] = linalg.generic {{.*}} ins(%[[A]], %[[ALOG]], %[[BIAS]] :
+// CHECK: %{{.*}}, %{{.*}}, %{{.*}}, %[[IG:.*]]:2 = la.attention_grad gated_deltanet %[[Q]], %[[K]], %[[V]] g(%[[GATE]] : tensor<1x8x2xf32>) beta(%[[A]] : tensor<1x8x2xf32>)
+// CHECK: %[[DA_GATE:.*]] = linalg.generic {indexing_maps = [#[[ID3]], #[[HEAD]], #[[HEAD]], #[[ID3]], #[[ID3]]], iterator_types = ["parallel", "parallel", "parallel"]} ins(%[[A]], %[[ALOG]], %[[BIAS]], %[[IG]]#0 :
+// CHECK: ^bb0(%[[X:[^:]*]]: f32, %[[L:[^:]*]]: f32, %[[B:[^:]*]]: f32, %[[DG:[^:]*]]: f32, %[[ACC:[^:]*]]: f32):
+// CHECK: %[[S:.*]] = arith.addf %[[X]], %[[B]] : f32
+// CHECK: %[[E:.*]] = math.exp %[[S]] : f32
+// CHECK: %[[SP:.*]] = math.log1p %[[E]] : f32
+// CHECK: %[[EL:.*]] = math.exp %[[L]] : f32
+// CHECK: %[[NDG:.*]] = arith.negf %[[DG]] : f32
+// CHECK: %[[DSP:.*]] = arith.mulf %[[NDG]], %[[EL]] : f32
+// CHECK: %[[ONEPLUS:.*]] = arith.addf %{{.*}}, %[[E]] : f32
+// CHECK: %[[DE:.*]] = arith.divf %[[DSP]], %[[ONEPLUS]] : f32
+// CHECK: %[[DS:.*]] = arith.mulf %[[DE]], %[[E]] : f32
+// CHECK: %[[SUM:.*]] = arith.addf %[[ACC]], %[[DS]] : f32
+// CHECK: linalg.yield %[[SUM]] : f32
+// CHECK: %[[DA:.*]] = linalg.generic {{.*}} ins(%[[IG]]#1, %[[DA_GATE]] :
+// CHECK: %[[DALOG:.*]] = linalg.generic {indexing_maps = [#[[ID3]], #[[HEAD]], #[[HEAD]], #[[ID3]], #[[HEAD]]], iterator_types = ["reduction", "reduction", "parallel"]} ins(%[[A]], %[[ALOG]], %[[BIAS]], %[[IG]]#0 :
+// CHECK: %[[DBIAS:.*]] = linalg.generic {indexing_maps = [#[[ID3]], #[[HEAD]], #[[HEAD]], #[[ID3]], #[[HEAD]]], iterator_types = ["reduction", "reduction", "parallel"]} ins(%[[A]], %[[ALOG]], %[[BIAS]], %[[IG]]#0 :
+// CHECK: return %{{.*}}, %{{.*}}, %{{.*}}, %[[DA]], %[[DALOG]], %[[DBIAS]]
+func.func @in_kernel_gate(%q: !qk, %k: !qk, %v: !v, %a: !g, %alog: tensor<2xf32>, %dtb: tensor<2xf32>) -> !v {
+  %eg = tensor.empty() : !g
+  %g = linalg.generic {indexing_maps = [#id3, #h, #h, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%a, %alog, %dtb : !g, tensor<2xf32>, tensor<2xf32>) outs(%eg : !g) {
+  ^bb0(%x: f32, %l: f32, %bias: f32, %out: f32):
+    %s = arith.addf %x, %bias : f32
+    %ex = math.exp %s : f32
+    %sp = math.log1p %ex : f32
+    %el = math.exp %l : f32
+    %m = arith.mulf %el, %sp : f32
+    %n = arith.negf %m : f32
+    linalg.yield %n : f32
+  } -> !g
+  %o = la.attention gated_deltanet %q, %k, %v g(%g : !g) beta(%a : !g) : !qk, !qk, !v -> !v
+  return %o : !v
+}
+
+// -----
+
+// A feature map with a branch (1 + elu(x)): select routes the cotangent to
+// the branch taken, the comparison carries none.
+!qk = tensor<1x8x2x4xf32>
+!v = tensor<1x8x2x6xf32>
+#id = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+
+// CHECK-LABEL: func.func @feature_map_grad(
+// CHECK-SAME: %[[Q:[^:]*]]: tensor<1x8x2x4xf32>
+// CHECK: %[[DQ:[^,]*]], %{{.*}}, %{{.*}} = la.attention_grad linear
+// CHECK: %[[DPHI:.*]] = linalg.generic {{.*}} ins(%[[Q]], %[[DQ]] :
+// CHECK: ^bb0(%[[X:[^:]*]]: f32, %[[D:[^:]*]]: f32, %[[ACC:[^:]*]]: f32):
+// CHECK: %[[POS:.*]] = arith.cmpf ogt, %[[X]], %{{.*}} : f32
+// CHECK: %[[E:.*]] = math.exp %[[X]] : f32
+// CHECK: %[[TO_TRUE:.*]] = arith.select %[[POS]], %[[D]], %{{.*}} : f32
+// CHECK: %[[TO_FALSE:.*]] = arith.select %[[POS]], %{{.*}}, %[[D]] : f32
+// CHECK: %[[DEXP:.*]] = arith.mulf %[[TO_FALSE]], %[[E]] : f32
+// CHECK: %[[DX:.*]] = arith.addf %[[DEXP]], %[[TO_TRUE]] : f32
+// CHECK: arith.addf %[[ACC]], %[[DX]] : f32
+// CHECK: return %[[DPHI]],
+func.func @feature_map(%q: !qk, %k: !qk, %v: !v) -> !v {
+  %e = tensor.empty() : !qk
+  %phi = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%q : !qk) outs(%e : !qk) {
+  ^bb0(%x: f32, %out: f32):
+    %zero = arith.constant 0.0 : f32
+    %one = arith.constant 1.0 : f32
+    %pos = arith.cmpf ogt, %x, %zero : f32
+    %shifted = arith.addf %x, %one : f32
+    %ex = math.exp %x : f32
+    %y = arith.select %pos, %shifted, %ex : f32
+    linalg.yield %y : f32
+  } -> !qk
+  %o = la.attention linear %phi, %k, %v : !qk, !qk, !v -> !v
+  return %o : !v
+}

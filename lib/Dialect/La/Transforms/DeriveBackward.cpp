@@ -13,6 +13,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/SymbolTable.h"
@@ -56,6 +57,269 @@ static Value castShape(OpBuilder &b, Location loc, Value x, Type like) {
   if (type == target)
     return x;
   return tensor::CastOp::create(b, loc, target, x);
+}
+
+//===----------------------------------------------------------------------===//
+// Element-wise maps
+//===----------------------------------------------------------------------===//
+//
+// A linalg.generic of parallel loops whose body computes its one result from
+// its inputs (a feature map, a gate activation such as
+// `-exp(A_log) * softplus(g + dt_bias)`, a sigmoid beta) is differentiated
+// by reverse mode over its scalar body: the gradient of input i is one
+// linalg.generic over the same loops that recomputes the body, runs its ops
+// backwards from the cotangent and sums the adjoint of argument i over the
+// loops that input i does not index (a broadcast input's gradient is a
+// reduction).
+
+/// Whether `op` of an element-wise body has a rule below.
+static bool hasScalarAdjointRule(Operation *op) {
+  return isa<arith::AddFOp, arith::SubFOp, arith::MulFOp, arith::DivFOp,
+             arith::NegFOp, arith::MaximumFOp, arith::MaxNumFOp,
+             arith::MinimumFOp, arith::MinNumFOp, arith::SelectOp,
+             arith::ExtFOp, arith::TruncFOp, arith::CmpFOp, arith::ConstantOp,
+             math::ExpOp, math::LogOp, math::Log1pOp, math::TanhOp,
+             math::SqrtOp, math::RsqrtOp, math::AbsFOp>(op);
+}
+
+/// Checks that `generic` is an element-wise map la-derive-backward
+/// differentiates; emits the reason where it is not.
+static LogicalResult checkElementwiseMap(linalg::GenericOp generic) {
+  if (generic.getNumDpsInits() != 1 || generic->getNumResults() != 1)
+    return generic.emitOpError()
+           << "is on the path from an argument to a result with "
+           << generic.getNumDpsInits()
+           << " outputs; la-derive-backward differentiates element-wise maps "
+              "with one";
+  if (generic.getNumReductionLoops() != 0)
+    return generic.emitOpError()
+           << "is on the path from an argument to a result and has reduction "
+              "loops; la-derive-backward differentiates element-wise maps "
+              "(parallel loops) only";
+  if (!generic.getMatchingIndexingMap(generic.getDpsInitOperand(0))
+           .isPermutation())
+    return generic.emitOpError()
+           << "is on the path from an argument to a result and its output's "
+              "indexing map is not a permutation; la-derive-backward "
+              "differentiates element-wise maps";
+  for (OpOperand *input : generic.getDpsInputOperands())
+    if (!generic.getMatchingIndexingMap(input).isProjectedPermutation())
+      return generic.emitOpError()
+             << "is on the path from an argument to a result and input #"
+             << input->getOperandNumber()
+             << "'s indexing map is not a projected permutation; "
+                "la-derive-backward differentiates element-wise maps of "
+                "(broadcast) inputs";
+  Block &body = generic.getRegion().front();
+  if (!generic.getMatchingBlockArgument(generic.getDpsInitOperand(0))
+           .use_empty())
+    return generic.emitOpError()
+           << "is on the path from an argument to a result and reads its "
+              "output; la-derive-backward differentiates element-wise maps "
+              "of their inputs";
+  for (Operation &op : body.without_terminator()) {
+    if (hasScalarAdjointRule(&op))
+      continue;
+    return op.emitOpError()
+           << "in an element-wise map on the path from an argument to a "
+              "result has no derivative in la-derive-backward (it "
+              "differentiates arith add, sub, mul, div, neg, max, min, "
+              "select, extf, truncf and math exp, log, log1p, tanh, sqrt, "
+              "rsqrt, absf)";
+  }
+  return success();
+}
+
+namespace {
+/// Reverse mode over one element-wise body, cloned into a gradient
+/// generic: `primal` maps the body's values to their recomputed copies.
+class ScalarAdjoints {
+public:
+  ScalarAdjoints(OpBuilder &b, Location loc, IRMapping &primal)
+      : b(b), loc(loc), primal(primal) {}
+
+  /// Runs `body`'s ops backwards from `seed`, the adjoint of its yielded
+  /// value.
+  void run(Block &body, Value seed) {
+    Value yielded = body.getTerminator()->getOperand(0);
+    add(yielded, castFloat(b, loc, seed, yielded.getType()));
+    for (Operation &op : llvm::reverse(body.without_terminator()))
+      if (op.getNumResults() == 1)
+        if (Value a = adjoints.lookup(op.getResult(0)))
+          propagate(&op, a);
+  }
+
+  Value lookup(Value original) const { return adjoints.lookup(original); }
+
+private:
+  Value p(Value original) { return primal.lookupOrDefault(original); }
+
+  Value zeroLike(Value x) {
+    return arith::ConstantOp::create(b, loc, b.getFloatAttr(x.getType(), 0.0));
+  }
+
+  void add(Value original, Value adjoint) {
+    if (!isa<FloatType>(original.getType()))
+      return;
+    Value &slot = adjoints[original];
+    slot = slot ? arith::AddFOp::create(b, loc, slot, adjoint).getResult()
+                : adjoint;
+  }
+
+  /// select(c, a, 0) and select(c, 0, a) into `onTrue` and `onFalse`.
+  void route(Value c, Value a, Value onTrue, Value onFalse) {
+    Value zero = zeroLike(a);
+    Value toTrue = arith::SelectOp::create(b, loc, c, a, zero);
+    add(onTrue, toTrue);
+    Value toFalse = arith::SelectOp::create(b, loc, c, zero, a);
+    add(onFalse, toFalse);
+  }
+
+  void propagate(Operation *op, Value a) {
+    Value r = p(op->getResult(0));
+    if (auto add_ = dyn_cast<arith::AddFOp>(op)) {
+      add(add_.getLhs(), a);
+      add(add_.getRhs(), a);
+    } else if (auto sub = dyn_cast<arith::SubFOp>(op)) {
+      add(sub.getLhs(), a);
+      Value negated = arith::NegFOp::create(b, loc, a);
+      add(sub.getRhs(), negated);
+    } else if (auto mul = dyn_cast<arith::MulFOp>(op)) {
+      Value dLhs = arith::MulFOp::create(b, loc, a, p(mul.getRhs()));
+      add(mul.getLhs(), dLhs);
+      Value dRhs = arith::MulFOp::create(b, loc, a, p(mul.getLhs()));
+      add(mul.getRhs(), dRhs);
+    } else if (auto div = dyn_cast<arith::DivFOp>(op)) {
+      // d(x/y) = dx / y - (x/y) dy / y.
+      Value dLhs = arith::DivFOp::create(b, loc, a, p(div.getRhs()));
+      add(div.getLhs(), dLhs);
+      Value scaled = arith::MulFOp::create(b, loc, dLhs, r);
+      Value dRhs = arith::NegFOp::create(b, loc, scaled);
+      add(div.getRhs(), dRhs);
+    } else if (auto neg = dyn_cast<arith::NegFOp>(op)) {
+      Value negated = arith::NegFOp::create(b, loc, a);
+      add(neg.getOperand(), negated);
+    } else if (isa<arith::MaximumFOp, arith::MaxNumFOp>(op)) {
+      // The larger operand takes the gradient (the first on a tie).
+      Value c =
+          arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGE,
+                                p(op->getOperand(0)), p(op->getOperand(1)));
+      route(c, a, op->getOperand(0), op->getOperand(1));
+    } else if (isa<arith::MinimumFOp, arith::MinNumFOp>(op)) {
+      Value c =
+          arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLE,
+                                p(op->getOperand(0)), p(op->getOperand(1)));
+      route(c, a, op->getOperand(0), op->getOperand(1));
+    } else if (auto select = dyn_cast<arith::SelectOp>(op)) {
+      route(p(select.getCondition()), a, select.getTrueValue(),
+            select.getFalseValue());
+    } else if (auto ext = dyn_cast<arith::ExtFOp>(op)) {
+      add(ext.getIn(), castFloat(b, loc, a, ext.getIn().getType()));
+    } else if (auto trunc = dyn_cast<arith::TruncFOp>(op)) {
+      add(trunc.getIn(), castFloat(b, loc, a, trunc.getIn().getType()));
+    } else if (auto exp = dyn_cast<math::ExpOp>(op)) {
+      Value d = arith::MulFOp::create(b, loc, a, r);
+      add(exp.getOperand(), d);
+    } else if (auto log = dyn_cast<math::LogOp>(op)) {
+      Value d = arith::DivFOp::create(b, loc, a, p(log.getOperand()));
+      add(log.getOperand(), d);
+    } else if (auto log1p = dyn_cast<math::Log1pOp>(op)) {
+      Value one =
+          arith::ConstantOp::create(b, loc, b.getFloatAttr(a.getType(), 1.0));
+      Value onePlus = arith::AddFOp::create(b, loc, one, p(log1p.getOperand()));
+      Value d = arith::DivFOp::create(b, loc, a, onePlus);
+      add(log1p.getOperand(), d);
+    } else if (auto tanh = dyn_cast<math::TanhOp>(op)) {
+      // d tanh = (1 - tanh^2) dx.
+      Value one =
+          arith::ConstantOp::create(b, loc, b.getFloatAttr(a.getType(), 1.0));
+      Value square = arith::MulFOp::create(b, loc, r, r);
+      Value slope = arith::SubFOp::create(b, loc, one, square);
+      Value d = arith::MulFOp::create(b, loc, a, slope);
+      add(tanh.getOperand(), d);
+    } else if (auto sqrt = dyn_cast<math::SqrtOp>(op)) {
+      // d sqrt(x) = dx / (2 sqrt(x)).
+      Value twice = arith::AddFOp::create(b, loc, r, r);
+      Value d = arith::DivFOp::create(b, loc, a, twice);
+      add(sqrt.getOperand(), d);
+    } else if (auto rsqrt = dyn_cast<math::RsqrtOp>(op)) {
+      // d x^(-1/2) = -x^(-3/2) / 2 dx = -r^3 / 2 dx.
+      Value half =
+          arith::ConstantOp::create(b, loc, b.getFloatAttr(a.getType(), -0.5));
+      Value square = arith::MulFOp::create(b, loc, r, r);
+      Value cube = arith::MulFOp::create(b, loc, square, r);
+      Value slope = arith::MulFOp::create(b, loc, cube, half);
+      Value d = arith::MulFOp::create(b, loc, a, slope);
+      add(rsqrt.getOperand(), d);
+    } else if (auto abs = dyn_cast<math::AbsFOp>(op)) {
+      Value x = p(abs.getOperand());
+      Value negative = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT,
+                                             x, zeroLike(x));
+      Value negated = arith::NegFOp::create(b, loc, a);
+      Value d = arith::SelectOp::create(b, loc, negative, negated, a);
+      add(abs.getOperand(), d);
+    }
+    // cmpf and constants carry no gradient.
+  }
+
+  OpBuilder &b;
+  Location loc;
+  IRMapping &primal;
+  DenseMap<Value, Value> adjoints;
+};
+} // namespace
+
+/// The gradient of `generic`'s input operand `input` (f32, the input's
+/// shape) given `dResult`, the adjoint of its result.
+static Value elementwiseInputGradient(OpBuilder &b, linalg::GenericOp generic,
+                                      OpOperand *input, IRMapping &primal,
+                                      Value dResult) {
+  Location loc = generic.getLoc();
+  AffineMap inputMap = generic.getMatchingIndexingMap(input);
+  AffineMap outputMap =
+      generic.getMatchingIndexingMap(generic.getDpsInitOperand(0));
+  unsigned numLoops = generic.getNumLoops();
+  SmallVector<utils::IteratorType> iterators(numLoops,
+                                             utils::IteratorType::reduction);
+  for (AffineExpr result : inputMap.getResults())
+    iterators[cast<AffineDimExpr>(result).getPosition()] =
+        utils::IteratorType::parallel;
+
+  SmallVector<Value> inputs;
+  SmallVector<AffineMap> maps;
+  for (OpOperand *operand : generic.getDpsInputOperands()) {
+    inputs.push_back(primal.lookupOrDefault(operand->get()));
+    maps.push_back(generic.getMatchingIndexingMap(operand));
+  }
+  inputs.push_back(dResult);
+  maps.push_back(outputMap);
+  Value primalInput = primal.lookupOrDefault(input->get());
+  Value init = zeroTensor(b, loc, mixedSizes(b, loc, primalInput));
+  maps.push_back(inputMap);
+
+  Block &body = generic.getRegion().front();
+  unsigned inputIndex = input->getOperandNumber();
+  auto gradient = linalg::GenericOp::create(
+      b, loc, init.getType(), inputs, ValueRange{init}, maps, iterators,
+      [&](OpBuilder &nb, Location l, ValueRange args) {
+        IRMapping scalars;
+        for (auto [original, copy] :
+             llvm::zip(body.getArguments().drop_back(),
+                       args.take_front(generic.getNumDpsInputs())))
+          scalars.map(original, copy);
+        for (Operation &op : body.without_terminator())
+          nb.clone(op, scalars);
+        ScalarAdjoints adjoints(nb, l, scalars);
+        adjoints.run(body, args[generic.getNumDpsInputs()]);
+        Value adjoint = adjoints.lookup(body.getArgument(inputIndex));
+        Value sum = args.back();
+        if (adjoint) {
+          Value extended = extendToF32(nb, l, adjoint);
+          sum = arith::AddFOp::create(nb, l, sum, extended);
+        }
+        linalg::YieldOp::create(nb, l, sum);
+      });
+  return gradient.getResult(0);
 }
 
 namespace {
@@ -123,12 +387,17 @@ static LogicalResult findActive(Block &body, DenseSet<Value> &active) {
     });
     if (!dependsOnInput)
       continue;
-    if (!isa<AttentionOp, RecurrenceOp, tensor::CastOp>(op))
+    if (auto generic = dyn_cast<linalg::GenericOp>(op)) {
+      if (failed(checkElementwiseMap(generic)))
+        return failure();
+    } else if (!isa<AttentionOp, RecurrenceOp, tensor::CastOp>(op)) {
       return op.emitOpError()
              << "is on the path from an argument to a result, and "
                 "la-derive-backward differentiates only la.attention, "
-                "la.recurrence and tensor.cast (compute it outside the "
-                "function, or on inputs that need no gradient)";
+                "la.recurrence, tensor.cast and element-wise linalg.generic "
+                "maps (compute it outside the function, or on inputs that "
+                "need no gradient)";
+    }
     for (Value result : op.getResults())
       if (isFloatTensor(result.getType()))
         active.insert(result);
@@ -168,6 +437,17 @@ LaDeriveBackwardPass::differentiate(Operation *op, OpBuilder &b,
   if (auto cast = dyn_cast<tensor::CastOp>(op)) {
     if (Value adjoint = adjoints.lookup(cast.getResult()))
       accumulate(cast.getSource(), adjoint);
+    return success();
+  }
+
+  if (auto generic = dyn_cast<linalg::GenericOp>(op)) {
+    Value dResult = adjoints.lookup(generic->getResult(0));
+    if (!dResult)
+      return success();
+    for (OpOperand *input : generic.getDpsInputOperands())
+      if (active.contains(input->get()))
+        accumulate(input->get(), elementwiseInputGradient(b, generic, input,
+                                                          primal, dResult));
     return success();
   }
 
