@@ -53,9 +53,23 @@ def LaDeriveBackwardPass : Pass<"la-derive-backward", "::mlir::ModuleOp"> {
     from one to the next, or one tensor used as both q and k is
     differentiated exactly. Ops that do not depend on a float tensor
     argument (constants, `tensor.empty`, fills) are recomputed and get no
-    adjoint. Any other op on the path from an argument to a result (an
-    element-wise feature map, say) is an error, with its location: it is not
-    differentiated yet.
+    adjoint.
+
+    Element-wise maps on the path (a `linalg.generic` of parallel loops with
+    one output, indexed by a permutation, that its body does not read, and
+    inputs indexed by projected permutations: feature maps, fla's in-kernel
+    gate `-exp(A_log) * softplus(a + dt_bias)`, a sigmoid beta) are
+    differentiated by reverse mode over their scalar body: the gradient of
+    each input is one `linalg.generic` over the map's loops that recomputes
+    the body, runs it backwards from the cotangent and accumulates the
+    input's adjoint, with reduction loops where the input is broadcast
+    (A_log per head: summed over batch and time). The body's ops must be
+    arith `addf`, `subf`, `mulf`, `divf`, `negf`, `maximumf`, `maxnumf`,
+    `minimumf`, `minnumf`, `select`, `extf`, `truncf`, `cmpf`, constants, or
+    math `exp`, `log`, `log1p`, `tanh`, `sqrt`, `rsqrt`, `absf` (a max, min
+    or select routes the cotangent to the operand taken). Any other op on
+    the path from an argument to a result, or another op in such a body, is
+    an error with its location.
 
     `checkpoint` sets the gradient ops' `checkpoint` (tokens between stored
     states). With `keep-forward=false` the forward functions are erased once
@@ -66,6 +80,7 @@ def LaDeriveBackwardPass : Pass<"la-derive-backward", "::mlir::ModuleOp"> {
     "::mlir::arith::ArithDialect",
     "::mlir::func::FuncDialect",
     "::mlir::linalg::LinalgDialect",
+    "::mlir::math::MathDialect",
     "::mlir::tensor::TensorDialect"
   ];
   let options = [
