@@ -23,20 +23,23 @@ from .ops import _DIFFERENTIABLE as DIFFERENTIABLE
 
 #: the inputs that are tensors, in the operators' argument order.
 TENSOR_INPUTS = ("q", "k", "v", "g", "gv", "beta", "erase", "write", "a", "b",
-                 "initial_state", "cu_seqlens", "log_decay")
+                 "A_log", "dt_bias", "initial_state", "cu_seqlens", "log_decay")
 
 
 _OPTIONS = ("scale", "output_final_state", "normalize", "eps", "qk_l2norm",
             "allow_neg_eigval", "chunk_size", "sequential", "dtype", "num_threads",
-            "erase_read_key", "reverse")
+            "erase_read_key", "reverse", "gate_activation", "gate_lower_bound",
+            "beta_sigmoid")
 
 _INPUT_SCHEMA = ("str variant, Tensor q, Tensor k, Tensor v, Tensor? g, Tensor? gv, "
                  "Tensor? beta, "
-                 "Tensor? erase, Tensor? write, Tensor? a, Tensor? b, Tensor? initial_state, "
+                 "Tensor? erase, Tensor? write, Tensor? a, Tensor? b, Tensor? A_log, "
+                 "Tensor? dt_bias, Tensor? initial_state, "
                  "Tensor? cu_seqlens, Tensor? log_decay, float? scale, "
                  "bool output_final_state, bool normalize, float? eps, bool qk_l2norm, "
                  "bool allow_neg_eigval, int chunk_size, bool sequential, str? dtype, "
-                 "int num_threads, bool erase_read_key, bool reverse")
+                 "int num_threads, bool erase_read_key, bool reverse, "
+                 "str? gate_activation, float? gate_lower_bound, bool beta_sigmoid")
 FORWARD_SCHEMA = f"({_INPUT_SCHEMA}) -> (Tensor, Tensor)"
 BACKWARD_SCHEMA = f"({_INPUT_SCHEMA}, Tensor do, Tensor? d_final_state) -> Tensor[]"
 

@@ -9,10 +9,14 @@ numbers); inputs are CPU torch tensors (or NumPy arrays), gradients come
 from la's derived backward through autograd.
 
 fla's in-kernel gate activations (``use_gate_in_kernel`` with ``A_log``,
-``dt_bias``, ``lower_bound``; ``use_beta_sigmoid_in_kernel``) are applied
-here with torch (or NumPy) operations before the kernel, so ``A_log`` and
-``dt_bias`` get gradients through autograd; they are not fused into la's
-kernel yet. What la cannot express raises :class:`la.LaError` with the
+``dt_bias``, ``lower_bound``; ``use_beta_sigmoid_in_kernel``) run in la's
+kernel too: element-wise producers of the gate and beta in the kernel's
+function (``la.attention``'s ``gate_activation``, ``beta_sigmoid``), fused
+into the chunked program and differentiated by the compiler, so ``A_log``
+and ``dt_bias`` get their gradients from la's derived backward. (Only
+``fused_recurrent_gated_delta_rule`` with both ``g`` and ``gk`` applies the
+scalar gate's activation with torch first, since the two gates merge into
+one channel gate.) What la cannot express raises :class:`la.LaError` with the
 reason (never a silently different result): a value-side gate ``gv`` with
 the delta rule (``fused_recurrent_gated_delta_rule``; GLA's ``gv`` runs),
 per-value-channel beta ``[B, T, HV, V]``, an initial
@@ -79,13 +83,6 @@ def _softplus(x):
     if torch is not None:
         return torch.nn.functional.softplus(x)
     return np.where(x > 20.0, x, np.log1p(np.exp(np.minimum(x, 20.0)))).astype(np.float32)
-
-
-def _sigmoid(x):
-    torch = _torch_module(x)
-    if torch is not None:
-        return torch.sigmoid(x)
-    return (1.0 / (1.0 + np.exp(-x))).astype(np.float32)
 
 
 def _ones_like_heads(q):
@@ -292,18 +289,6 @@ def _check_beta(beta, v):
         raise _unsupported("beta per value channel ([B, T, HV, V])")
 
 
-def _beta(beta, use_beta_sigmoid_in_kernel, allow_neg_eigval):
-    """fla's beta options: sigmoid in the kernel, times 2 with
-    allow_neg_eigval (which needs the sigmoid)."""
-    if allow_neg_eigval and not use_beta_sigmoid_in_kernel:
-        raise ValueError("allow_neg_eigval=True requires use_beta_sigmoid_in_kernel=True")
-    if use_beta_sigmoid_in_kernel:
-        beta = _sigmoid(_float(beta))
-        if allow_neg_eigval:
-            beta = 2 * beta
-    return beta
-
-
 def _gdn_gate(g, A_log, dt_bias):
     """Gated DeltaNet's in-kernel gate: ``-exp(A_log) * softplus(g + dt_bias)``."""
     HV = np.shape(g)[2]
@@ -333,20 +318,35 @@ def fused_recurrent_delta_rule(q, k, v, beta=None, scale=None, initial_state=Non
                 qk_l2norm=use_qk_l2norm_in_kernel)
 
 
+def _in_kernel_beta(use_beta_sigmoid_in_kernel, allow_neg_eigval):
+    """fla's beta options as la's: ``beta_sigmoid`` (the sigmoid in the
+    kernel) and ``allow_neg_eigval`` (la doubles beta)."""
+    if allow_neg_eigval and not use_beta_sigmoid_in_kernel:
+        raise ValueError("allow_neg_eigval=True requires use_beta_sigmoid_in_kernel=True")
+    return {"beta_sigmoid": bool(use_beta_sigmoid_in_kernel),
+            "allow_neg_eigval": bool(allow_neg_eigval)}
+
+
 def _gated_delta(q, k, v, g, gk, beta, *, scale, initial_state, output_final_state,
                  use_qk_l2norm_in_kernel, use_gate_in_kernel, A_log, dt_bias,
                  use_beta_sigmoid_in_kernel, allow_neg_eigval, state_v_first, cu_seqlens,
                  chunk_size):
     _check_beta(beta, v)
+    options = {}
     if use_gate_in_kernel:
         if A_log is None:
             raise ValueError("A_log must be provided when use_gate_in_kernel=True")
         if g is None:
             raise ValueError("g must be provided when use_gate_in_kernel=True")
-        g = _gdn_gate(g, A_log, dt_bias)
+        if gk is None:
+            options = {"gate_activation": "softplus", "A_log": A_log, "dt_bias": dt_bias}
+        else:
+            g = _gdn_gate(g, A_log, dt_bias)
     if beta is None:
+        if use_beta_sigmoid_in_kernel:
+            raise ValueError("use_beta_sigmoid_in_kernel=True needs beta")
         beta = _ones_like_heads(q)
-    beta = _beta(beta, use_beta_sigmoid_in_kernel, allow_neg_eigval)
+    options.update(_in_kernel_beta(use_beta_sigmoid_in_kernel, allow_neg_eigval))
     if gk is not None:
         # A scalar and a channel gate multiply: one channel gate.
         variant, gate = "kda", _float(gk) + (_float(g)[..., None] if g is not None else 0.0)
@@ -357,7 +357,7 @@ def _gated_delta(q, k, v, g, gk, beta, *, scale, initial_state, output_final_sta
     return _run(variant, q, k, v, gate, beta, scale=scale, initial_state=initial_state,
                 output_final_state=output_final_state, state_v_first=state_v_first,
                 cu_seqlens=cu_seqlens, qk_l2norm=use_qk_l2norm_in_kernel,
-                chunk_size=chunk_size)
+                chunk_size=chunk_size, **options)
 
 
 def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None,
@@ -398,33 +398,28 @@ def fused_recurrent_gated_delta_rule(q, k, v, g=None, gk=None, gv=None, beta=Non
         chunk_size=64)
 
 
-def _kda_gate(g, A_log, dt_bias, lower_bound):
-    """KDA's in-kernel gate on ``g [B, T, HV, K]``: ``-exp(A_log) *
-    softplus(g + dt_bias)``, or with ``lower_bound``
-    ``lower_bound * sigmoid(exp(A_log) * (g + dt_bias))`` (A_log None: 1
-    for the sigmoid form's scale, and ``exp(A_log)`` = 1 in the softplus
-    form)."""
-    HV, K = np.shape(g)[2], np.shape(g)[3]
-    x = _float(g)
-    if dt_bias is not None:
-        x = x + _float(dt_bias).reshape(1, 1, HV, K)
-    a = _exp(_float(A_log)).reshape(1, 1, HV, 1) if A_log is not None else 1.0
-    if lower_bound is None:
-        return -a * _softplus(x)
-    return float(lower_bound) * _sigmoid(a * x)
-
-
 def _kda(q, k, v, g, beta, *, A_log, dt_bias, scale, initial_state, output_final_state,
          use_qk_l2norm_in_kernel, use_gate_in_kernel, use_beta_sigmoid_in_kernel,
          allow_neg_eigval, lower_bound, state_v_first, cu_seqlens, chunk_size):
     _check_beta(beta, v)
-    if use_gate_in_kernel:
-        g = _kda_gate(g, A_log, dt_bias, lower_bound)
-    beta = _beta(beta, use_beta_sigmoid_in_kernel, allow_neg_eigval)
+    options = _in_kernel_gate(A_log, dt_bias, lower_bound) if use_gate_in_kernel else {}
+    options.update(_in_kernel_beta(use_beta_sigmoid_in_kernel, allow_neg_eigval))
     return _run("kda", q, k, v, g, beta, scale=scale, initial_state=initial_state,
                 output_final_state=output_final_state, state_v_first=state_v_first,
                 cu_seqlens=cu_seqlens, qk_l2norm=use_qk_l2norm_in_kernel,
-                chunk_size=chunk_size)
+                chunk_size=chunk_size, **options)
+
+
+def _in_kernel_gate(A_log, dt_bias, lower_bound):
+    """KDA's and Gated DeltaNet-2's in-kernel channel gate on ``g [B, T, HV,
+    K]`` as la's ``gate_activation``: ``-exp(A_log) * softplus(g +
+    dt_bias)``, or with ``lower_bound`` ``lower_bound * sigmoid(exp(A_log) *
+    (g + dt_bias))`` (``A_log [HV]``, ``dt_bias [HV * K]``; A_log None: a
+    factor 1)."""
+    if lower_bound is None:
+        return {"gate_activation": "softplus", "A_log": A_log, "dt_bias": dt_bias}
+    return {"gate_activation": "sigmoid", "gate_lower_bound": float(lower_bound),
+            "A_log": A_log, "dt_bias": dt_bias}
 
 
 def _chunk_gate_options(kwargs, use_gate_in_kernel, safe_gate, lower_bound,
@@ -489,12 +484,12 @@ def fused_recurrent_kda(q, k, v, g, beta, A_log=None, dt_bias=None, scale=None,
 def _gdn2(q, k, v, g, b, w, *, A_log, dt_bias, scale, initial_state, output_final_state,
           use_qk_l2norm_in_kernel, use_gate_in_kernel, lower_bound, state_v_first, cu_seqlens,
           chunk_size):
-    if use_gate_in_kernel:
-        g = _kda_gate(g, A_log, dt_bias, lower_bound)
+    options = _in_kernel_gate(A_log, dt_bias, lower_bound) if use_gate_in_kernel else {}
     _check_scale(scale)
     if state_v_first:
         initial_state = _transpose_state(initial_state)
     o, state = ops.attention("gated_deltanet2", q, k, v, g, erase=b, write=w, scale=scale,
+                             **options,
                              initial_state=initial_state,
                              output_final_state=output_final_state, cu_seqlens=cu_seqlens,
                              qk_l2norm=use_qk_l2norm_in_kernel, chunk_size=chunk_size,

@@ -313,13 +313,14 @@ def _prepare(variant, q, k, v, g=None, beta=None, *, gv=None, erase=None, write=
              initial_state=None, output_final_state=False, cu_seqlens=None, normalize=False,
              eps=None, qk_l2norm=False, allow_neg_eigval=False, chunk_size=64,
              sequential=False, dtype=None, target="cpu", num_threads=None,
-             erase_read_key=False, reverse=False):
+             erase_read_key=False, reverse=False, A_log=None, dt_bias=None,
+             gate_activation=None, gate_lower_bound=None, beta_sigmoid=False):
     if variant not in VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; expected one of {tuple(VARIANTS)}")
     _check_target(target)
     named = {"q": q, "k": k, "v": v, "g": g, "gv": gv, "beta": beta, "erase": erase,
-             "write": write, "a": a, "b": b, "initial_state": initial_state,
-             "cu_seqlens": cu_seqlens}
+             "write": write, "a": a, "b": b, "A_log": A_log, "dt_bias": dt_bias,
+             "initial_state": initial_state, "cu_seqlens": cu_seqlens}
     for name, x in named.items():
         _device_check(name, x)
     update, gate = VARIANTS[variant]
@@ -393,11 +394,50 @@ def _prepare(variant, q, k, v, g=None, beta=None, *, gv=None, erase=None, write=
         if g.shape != shape:
             raise _shape_error("g", f"{what} = {shape}",
                                g.shape, f"({gate} gate of {variant})")
-        _check_log_gates("g", g)
+        if gate_activation is None:
+            _check_log_gates("g", g)
         inputs.append(g)
         names.append("g")
     elif g is not None:
         raise ValueError(f"{variant} takes no gate g")
+    # In-kernel activations: g (and beta) are pre-activations, activated by
+    # element-wise producers in the kernel's function.
+    activation_inputs = []
+    grad_shapes = {}  # inputs reshaped for the kernel: their shapes as given
+    if gate_activation not in (None, "softplus", "sigmoid"):
+        raise ValueError(f"gate_activation must be None, 'softplus' or 'sigmoid', got "
+                         f"{gate_activation!r}")
+    if gate_activation is None:
+        for name, x in (("A_log", A_log), ("dt_bias", dt_bias),
+                        ("gate_lower_bound", gate_lower_bound)):
+            if x is not None:
+                raise ValueError(f"{name} is used by an in-kernel gate activation only "
+                                 "(gate_activation='softplus' or 'sigmoid')")
+    else:
+        if gate not in ("scalar", "channel"):
+            raise ValueError(f"gate_activation needs a data-dependent gate g, not {variant!r}")
+        if gate_activation == "sigmoid":
+            if gate_lower_bound is None or not math.isfinite(float(gate_lower_bound)):
+                raise ValueError("gate_activation='sigmoid' needs a finite gate_lower_bound, "
+                                 f"got {gate_lower_bound!r}")
+        elif gate_lower_bound is not None:
+            raise ValueError("gate_lower_bound is used by gate_activation='sigmoid' only")
+        G = g.shape[2]
+        if A_log is not None:
+            A_log = _f32_array("A_log", A_log, "[G]")
+            if A_log.shape != (G,):
+                raise _shape_error("A_log", f"[G] = ({G},) (the gate's heads)", A_log.shape)
+            activation_inputs.append(("A_log", A_log))
+        if dt_bias is not None:
+            dt_bias = _f32_array("dt_bias", dt_bias, "[G]" if gate == "scalar" else "[G, K]")
+            shape = (G,) if gate == "scalar" else (G, K)
+            if gate == "channel" and dt_bias.shape == (G * K,):
+                dt_bias = dt_bias.reshape(G, K)  # fla's [H * K]
+                grad_shapes["dt_bias"] = (G * K,)
+            if dt_bias.shape != shape:
+                raise _shape_error("dt_bias", f"{shape}" + (" or (G * K,)" if gate == "channel"
+                                                            else ""), dt_bias.shape)
+            activation_inputs.append(("dt_bias", dt_bias))
     if gv is not None:
         if update != "additive" or normalize:
             raise ValueError(f"the value-side gate gv needs an additive variant (linear, "
@@ -422,6 +462,8 @@ def _prepare(variant, q, k, v, g=None, beta=None, *, gv=None, erase=None, write=
     else:
         if beta is not None:
             raise ValueError(f"{variant} takes no beta (only the delta rule does)")
+        if beta_sigmoid:
+            raise ValueError(f"beta_sigmoid needs the delta rule, not {variant!r}")
         if allow_neg_eigval:
             raise ValueError(f"allow_neg_eigval needs the delta rule, not {variant!r}")
     if update == "erase_write":
@@ -451,6 +493,9 @@ def _prepare(variant, q, k, v, g=None, beta=None, *, gv=None, erase=None, write=
             names.append(name)
     elif a is not None or b is not None:
         raise ValueError(f"{variant} takes no a or b (only the dplr rule, RWKV-7, does)")
+    for name, x in activation_inputs:
+        inputs.append(x)
+        names.append(name)
     if normalize and update != "additive":
         raise ValueError(f"normalize is only supported by additive variants, not {variant!r}")
     if gate == "fixed":
@@ -493,7 +538,10 @@ def _prepare(variant, q, k, v, g=None, beta=None, *, gv=None, erase=None, write=
             log_decay=log_decay, allow_neg_eigval=bool(allow_neg_eigval),
             value_head_operands=tuple(value_heads), erase_read_key=bool(erase_read_key),
             dynamic=dynamic, HQ=HQ, value_gate=gv is not None, reverse=bool(reverse),
-            name=_ENTRY)
+            gate_activation=gate_activation,
+            gate_lower_bound=None if gate_lower_bound is None else float(gate_lower_bound),
+            has_A_log=A_log is not None, has_dt_bias=dt_bias is not None,
+            beta_sigmoid=bool(beta_sigmoid), name=_ENTRY)
 
     # The forward kernel takes any batch, length and number of sequences
     # (one compile per variant, heads, sizes, dtype and options). Sequences
@@ -517,7 +565,8 @@ def _prepare(variant, q, k, v, g=None, beta=None, *, gv=None, erase=None, write=
                  dtype=compute, torch_out=torch_out,
                  numpy_bf16=(np.asarray(q).dtype if not torch_out and
                              kinds["q"] == "bf16" else None),
-                 chunk_size=chunk_size, sequential=bool(sequential), threads=threads)
+                 chunk_size=chunk_size, sequential=bool(sequential), threads=threads,
+                 grad_shapes=grad_shapes)
 
 
 # --------------------------------------------------------------------------
@@ -1133,6 +1182,8 @@ def _backward_call(call, do, d_final_state):
 def _gradients(call, do, d_final_state):
     backward = _backward_call(call, do, d_final_state)
     grads = dict(zip(backward.grad_names, _run(backward)))
+    for name, shape in getattr(call, "grad_shapes", {}).items():
+        grads[name] = grads[name].reshape(shape)
     if call.torch_out:
         torch = _torch()
         grads = {name: torch.from_numpy(x) for name, x in grads.items()}
@@ -1175,6 +1226,10 @@ def _torch_attention(options, named):
         sequential=bool(options["sequential"]), dtype=_compute_dtype(options["dtype"]),
         erase_read_key=bool(options["erase_read_key"]),
         reverse=bool(options["reverse"]),
+        gate_activation=options["gate_activation"],
+        gate_lower_bound=(None if options["gate_lower_bound"] is None
+                          else float(options["gate_lower_bound"])),
+        beta_sigmoid=bool(options["beta_sigmoid"]),
         # 0: torch.get_num_threads() when the kernel runs (not when traced).
         num_threads=(0 if options["num_threads"] is None
                      else _thread_count(options["num_threads"], True)))
@@ -1192,7 +1247,9 @@ def attention(variant, q, k, v, g=None, beta=None, *, gv=None, erase=None, write
               a=None, b=None, log_decay=None, scale=None, initial_state=None, output_final_state=False,
               cu_seqlens=None, normalize=False, eps=None, qk_l2norm=False,
               allow_neg_eigval=False, chunk_size=64, sequential=False, dtype=None,
-              target="cpu", num_threads=None, erase_read_key=False, reverse=False):
+              target="cpu", num_threads=None, erase_read_key=False, reverse=False,
+              A_log=None, dt_bias=None, gate_activation=None, gate_lower_bound=None,
+              beta_sigmoid=False):
     """Any ``la.attention`` variant (``linear``, ``retention``, ``mamba2``,
     ``gla``, ``deltanet``, ``decayed_deltanet``, ``gated_deltanet``, ``kda``,
     Gated DeltaNet-2's ``deltanet2``, ``decayed_deltanet2``,
@@ -1226,7 +1283,16 @@ def attention(variant, q, k, v, g=None, beta=None, *, gv=None, erase=None, write
       ``chunk_gdn2``), instead of the written key, ``(I - (e * k) k^T)``;
     * ``reverse``: every sequence runs from its last token to its first,
       starting from ``initial_state`` (fla's ``reverse=True``), in the kernel
-      (la.recurrence's ``reverse``; its gradient too).
+      (la.recurrence's ``reverse``; its gradient too);
+    * in-kernel activations (fla's ``use_gate_in_kernel`` and
+      ``use_beta_sigmoid_in_kernel``), element-wise producers in the
+      kernel's function, fused into it and differentiated by the compiler:
+      ``gate_activation='softplus'`` makes ``g`` the pre-activation of
+      ``-exp(A_log) * softplus(g + dt_bias)`` and ``'sigmoid'`` of
+      ``gate_lower_bound * sigmoid(exp(A_log) * (g + dt_bias))``, with
+      ``A_log [G]`` and ``dt_bias`` (``[G]`` for a scalar gate, ``[G, K]`` or
+      ``[G * K]`` for a channel gate; G the gate's heads; each optional);
+      ``beta_sigmoid`` applies ``sigmoid`` to ``beta``.
 
     With torch tensors the call is the custom operator
     ``torch.ops.la.attention`` (autograd, ``torch.compile(fullgraph=True)``,
@@ -1235,14 +1301,17 @@ def attention(variant, q, k, v, g=None, beta=None, *, gv=None, erase=None, write
     Returns ``(o, final_state)``.
     """
     named = {"q": q, "k": k, "v": v, "g": g, "gv": gv, "beta": beta, "erase": erase,
-             "write": write, "a": a, "b": b, "initial_state": initial_state}
+             "write": write, "a": a, "b": b, "A_log": A_log, "dt_bias": dt_bias,
+             "initial_state": initial_state}
     named = {name: x for name, x in named.items() if x is not None}
     options = dict(variant=variant, log_decay=log_decay, scale=scale,
                    output_final_state=output_final_state, cu_seqlens=cu_seqlens,
                    normalize=normalize, eps=eps, qk_l2norm=qk_l2norm,
                    allow_neg_eigval=allow_neg_eigval, chunk_size=chunk_size,
                    sequential=sequential, dtype=dtype, target=target, num_threads=num_threads,
-                   erase_read_key=erase_read_key, reverse=reverse)
+                   erase_read_key=erase_read_key, reverse=reverse,
+                   gate_activation=gate_activation, gate_lower_bound=gate_lower_bound,
+                   beta_sigmoid=beta_sigmoid)
     if any(_is_tensor(x) for x in named.values()):
         return _torch_attention(options, named)
     return _execute(_prepare(**options, **named))
@@ -1253,11 +1322,14 @@ def attention_backward(variant, q, k, v, g=None, beta=None, *, do, d_final_state
                        initial_state=None, cu_seqlens=None, normalize=False, eps=None,
                        qk_l2norm=False, allow_neg_eigval=False, chunk_size=64,
                        sequential=False, dtype=None, target="cpu", num_threads=None,
-                       erase_read_key=False, reverse=False):
+                       erase_read_key=False, reverse=False, A_log=None, dt_bias=None,
+                       gate_activation=None, gate_lower_bound=None, beta_sigmoid=False):
     """The gradients of :func:`attention` with the same arguments: of
     ``sum(o * do) + sum(final_state * d_final_state)`` with respect to every
     differentiable input given (``q``, ``k``, ``v``, ``g``, ``gv``, ``beta``,
-    ``erase``, ``write``, ``a``, ``b``, ``initial_state``), for NumPy users (torch tensors
+    ``erase``, ``write``, ``a``, ``b``, ``A_log``, ``dt_bias``,
+    ``initial_state``; with an in-kernel activation ``g`` and ``beta`` are
+    the pre-activations), for NumPy users (torch tensors
     that require grad get these through autograd from :func:`attention` and
     every layer function).
 
@@ -1282,7 +1354,9 @@ def attention_backward(variant, q, k, v, g=None, beta=None, *, do, d_final_state
                     normalize=normalize, eps=eps, qk_l2norm=qk_l2norm,
                     allow_neg_eigval=allow_neg_eigval, chunk_size=chunk_size,
                     sequential=sequential, dtype=dtype, target=target, num_threads=num_threads,
-                    erase_read_key=erase_read_key, reverse=reverse)
+                    erase_read_key=erase_read_key, reverse=reverse, A_log=A_log,
+                    dt_bias=dt_bias, gate_activation=gate_activation,
+                    gate_lower_bound=gate_lower_bound, beta_sigmoid=beta_sigmoid)
     return _gradients(call, do, d_final_state)
 
 

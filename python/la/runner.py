@@ -174,6 +174,11 @@ def attention_mlir(
     HQ=None,
     value_gate=False,
     reverse=False,
+    gate_activation=None,
+    gate_lower_bound=None,
+    has_A_log=False,
+    has_dt_bias=False,
+    beta_sigmoid=False,
     name="attention",
 ):
     """MLIR text of one function ``@name`` holding one ``la.attention``.
@@ -202,6 +207,18 @@ def attention_mlir(
     the length of ``cu_seqlens`` dynamic (``?``), so that one function
     serves any of them (B, T and ``cu_seqlens_len`` are then only checked;
     B stays 1 with ``cu_seqlens``).
+    ``gate_activation`` (gated variants) makes ``g`` the gate's
+    pre-activation, activated in the function by an element-wise
+    ``linalg.generic`` before the op (fla's in-kernel gate, fused into the
+    kernel as a producer and differentiated by la-derive-backward):
+    ``'softplus'``: ``g = -exp(A_log) * softplus(g + dt_bias)``;
+    ``'sigmoid'``: ``g = gate_lower_bound * sigmoid(exp(A_log) * (g +
+    dt_bias))`` (KDA's ``lower_bound`` form). ``has_A_log`` and
+    ``has_dt_bias`` add those operands (f32; ``A_log [G]``, ``dt_bias [G]``
+    for a scalar gate and ``[G, K]`` for a channel gate, G the gate's heads)
+    after ``b``, before the state; without ``A_log`` its factor is 1.
+    ``beta_sigmoid`` (delta rule) makes ``beta`` a pre-activation too:
+    ``sigmoid(beta)`` in the function.
     ``log_decay`` ([H] values) is required by the fixed-gate variants
     (retention, decayed_deltanet, decayed_deltanet2); None there means
     RetNet's schedule rounded to f32. ``scale``/``eps`` None leave the op's
@@ -251,6 +268,9 @@ def attention_mlir(
             gv_t = _tensor((B, T, HV, V), "f32")
             args.append(("gv", gv_t))
             groups.append(f"gv(%gv : {gv_t})")
+    activation = _activation_mlir(variant, gate, update, args, groups, K, gate_activation,
+                                  gate_lower_bound, has_A_log, has_dt_bias, beta_sigmoid,
+                                  value_head_operands, H, HV)
     if HQ != H:
         args[0] = ("q", _tensor((B, T, HQ, K), dtype))
     q_t, k_t, v_t = args[0][1], args[1][1], args[2][1]
@@ -305,9 +325,141 @@ def attention_mlir(
     op += f"\n      : {q_t}, {k_t}, {v_t} -> {result_types}"
     return (
         f"func.func @{name}(\n    {signature})\n    -> {op_results} {{\n"
+        f"{activation}"
         f"  {result_names} = {op}\n"
         f"  return {result_names} : {result_types}\n"
         "}\n"
+    )
+
+
+
+def _dims_of(value, t):
+    """tensor.dim ops for the dynamic sizes of ``value`` (type text ``t``);
+    returns (their MLIR, the operand list of a tensor.empty)."""
+    sizes = t[len("tensor<"):-1].split("x")[:-1]
+    lines, operands = [], []
+    for index, size in enumerate(sizes):
+        if size == "?":
+            lines.append(f"  %{value}_c{index} = arith.constant {index} : index\n"
+                         f"  %{value}_d{index} = tensor.dim %{value}, %{value}_c{index} : {t}\n")
+            operands.append(f"%{value}_d{index}")
+    return "".join(lines), ", ".join(operands)
+
+
+def _activation_mlir(variant, gate, update, args, groups, K, gate_activation,
+                     gate_lower_bound, has_A_log, has_dt_bias, beta_sigmoid,
+                     value_head_operands, H, HV):
+    """The element-wise producers of ``attention_mlir``'s activations: adds
+    their operands to ``args``, points the op's ``g``/``beta`` groups at
+    their results and returns their MLIR."""
+    if gate_activation not in (None, "softplus", "sigmoid"):
+        raise ValueError(f"gate_activation must be None, 'softplus' or 'sigmoid', got "
+                         f"{gate_activation!r}")
+    if gate_activation is None:
+        if has_A_log or has_dt_bias or gate_lower_bound is not None:
+            raise ValueError("A_log, dt_bias and gate_lower_bound need a gate_activation")
+    elif gate not in ("scalar", "channel"):
+        raise ValueError(f"gate_activation needs a data-dependent gate g, not {variant!r}")
+    if gate_activation == "sigmoid" and gate_lower_bound is None:
+        raise ValueError("gate_activation='sigmoid' needs gate_lower_bound")
+    if gate_activation == "softplus" and gate_lower_bound is not None:
+        raise ValueError("gate_lower_bound is used by gate_activation='sigmoid' only")
+    if beta_sigmoid and update != "delta":
+        raise ValueError(f"beta_sigmoid needs the delta rule, not {variant!r}")
+    types = dict(args)
+    text = ""
+    if gate_activation is not None:
+        g_t = types["g"]
+        G = HV if "g" in value_head_operands else H
+        head_shape = (G,) if gate == "scalar" else (G, K)
+        extra = []
+        if has_A_log:
+            extra.append(("A_log", _tensor((G,), "f32")))
+        if has_dt_bias:
+            extra.append(("dt_bias", _tensor(head_shape, "f32")))
+        # After the token operands (before the state and cu_seqlens).
+        position = len(args)
+        args[position:position] = extra
+        rank = 3 if gate == "scalar" else 4
+        dims = ", ".join(f"d{i}" for i in range(rank))
+        identity = f"affine_map<({dims}) -> ({dims})>"
+        head = f"affine_map<({dims}) -> (d2)>"
+        head_channel = identity.replace(f"-> ({dims})", "-> (d2, d3)") if rank == 4 else head
+        ins, maps, block = ["%g"], [identity], ["%x: f32"]
+        if has_A_log:
+            ins.append("%A_log")
+            maps.append(head)
+            block.append("%l: f32")
+        if has_dt_bias:
+            ins.append("%dt_bias")
+            maps.append(head_channel)
+            block.append("%bias: f32")
+        in_types = [g_t] + [t for _, t in extra]
+        body = ["%zero = arith.constant 0.0 : f32", "%one = arith.constant 1.0 : f32"]
+        x = "%x"
+        if has_dt_bias:
+            body.append("%s = arith.addf %x, %bias : f32")
+            x = "%s"
+        if gate_activation == "softplus":
+            # softplus(x) = max(x, 0) + log1p(exp(-|x|)): no overflow, and no
+            # 0 * inf in its gradient.
+            body += [f"%abs = math.absf {x} : f32", "%nabs = arith.negf %abs : f32",
+                     "%e = math.exp %nabs : f32", "%l1p = math.log1p %e : f32",
+                     f"%pos = arith.maximumf {x}, %zero : f32",
+                     "%sp = arith.addf %pos, %l1p : f32"]
+            if has_A_log:
+                body += ["%el = math.exp %l : f32", "%m = arith.mulf %el, %sp : f32",
+                         "%y = arith.negf %m : f32"]
+            else:
+                body.append("%y = arith.negf %sp : f32")
+        else:
+            z = x
+            if has_A_log:
+                body += ["%el = math.exp %l : f32", f"%z = arith.mulf %el, {x} : f32"]
+                z = "%z"
+            body += _sigmoid_lines(z, "%sig")
+            body += [f"%lb = arith.constant {_float_literal(np.float32(gate_lower_bound))} : f32",
+                     "%y = arith.mulf %lb, %sig : f32"]
+        dim_text, dim_operands = _dims_of("g", g_t)
+        text += dim_text
+        text += _generic_text("gate", ins, in_types, maps, identity, g_t, dim_operands, rank,
+                              block, body)
+        groups[:] = [grp.replace("g(%g :", "g(%gate :") for grp in groups]
+    if beta_sigmoid:
+        beta_t = types["beta"]
+        identity = "affine_map<(d0, d1, d2) -> (d0, d1, d2)>"
+        dim_text, dim_operands = _dims_of("beta", beta_t)
+        text += dim_text
+        body = ["%one = arith.constant 1.0 : f32", "%zero = arith.constant 0.0 : f32"]
+        body += _sigmoid_lines("%x", "%y")
+        text += _generic_text("beta_act", ["%beta"], [beta_t], [identity], identity, beta_t,
+                              dim_operands, 3, ["%x: f32"], body)
+        groups[:] = [grp.replace("beta(%beta :", "beta(%beta_act :") for grp in groups]
+    return text
+
+
+def _sigmoid_lines(x, result):
+    """sigmoid(x) from exp(-|x|) <= 1: no overflow in it or its gradient."""
+    return [f"%sabs = math.absf {x} : f32", "%snabs = arith.negf %sabs : f32",
+            "%se = math.exp %snabs : f32", "%sd = arith.addf %one, %se : f32",
+            "%spos = arith.divf %one, %sd : f32", "%sneg = arith.divf %se, %sd : f32",
+            f"%sc = arith.cmpf oge, {x}, %zero : f32",
+            f"{result} = arith.select %sc, %spos, %sneg : f32"]
+
+
+def _generic_text(result, ins, in_types, maps, out_map, out_t, dim_operands, rank, block,
+                  body):
+    iterators = ", ".join(['"parallel"'] * rank)
+    indent = "\n    "
+    return (
+        f"  %{result}_init = tensor.empty({dim_operands}) : {out_t}\n"
+        f"  %{result} = linalg.generic {{indexing_maps = [{', '.join(maps + [out_map])}], "
+        f"iterator_types = [{iterators}]}}\n"
+        f"      ins({', '.join(ins)} : {', '.join(in_types)}) outs(%{result}_init : {out_t}) {{\n"
+        f"  ^bb0({', '.join(block)}, %out: f32):\n"
+        f"    {indent.join(body)}\n"
+        f"    linalg.yield %y : f32\n"
+        f"  }} -> {out_t}\n"
     )
 
 

@@ -84,7 +84,7 @@ VARIANTS = _Registry()
 #: la.attention_grad's results (the package's backward, la.gpu's gradient
 #: libraries and la.testing's reverse mode all follow it).
 DIFFERENTIABLE = ("q", "k", "v", "g", "gv", "beta", "erase", "write", "a", "b",
-                  "initial_state")
+                  "A_log", "dt_bias", "initial_state")
 
 
 def write_snapshot(path):

@@ -219,3 +219,52 @@ def test_gradient_compiles_for_the_gpu(tmp_path):
     path = tmp_path / "producers-grad.so"
     gpu.compile_library(mlir, str(path), pipeline_options={"chunk-size": 16})
     assert path.exists() and path.stat().st_size > 0
+
+
+def test_in_kernel_activation_options():
+    """la.attention's in-kernel activations: the NumPy path's forward and
+    gradients against the activations applied outside (the kernel's fused
+    producers and their derived gradients against la's own unfused kernel,
+    chained by hand), and the option errors."""
+    import la
+    B, T, H, K, V = 1, 20, 2, 8, 4
+    rng = np.random.default_rng(9)
+    q, k = rng.standard_normal((2, B, T, H, K)).astype(np.float32)
+    v = rng.standard_normal((B, T, H, V)).astype(np.float32)
+    raw = rng.standard_normal((B, T, H, K)).astype(np.float32)
+    raw_beta = rng.standard_normal((B, T, H)).astype(np.float32)
+    A_log = np.log(rng.uniform(1, 4, H)).astype(np.float32)
+    dt_bias = rng.uniform(-1, 1, H * K).astype(np.float32)   # fla's flat [H * K]
+    lower = -5.0
+    fused = dict(A_log=A_log, dt_bias=dt_bias, gate_activation="sigmoid",
+                 gate_lower_bound=lower, beta_sigmoid=True, chunk_size=16)
+    o, _ = la.attention("kda", q, k, v, raw, raw_beta, **fused)
+    z = np.exp(A_log)[:, None] * (raw + dt_bias.reshape(H, K))
+    sig = 1 / (1 + np.exp(-z))
+    g, beta = (lower * sig).astype(np.float32), (1 / (1 + np.exp(-raw_beta))).astype(np.float32)
+    o_ref, _ = la.attention("kda", q, k, v, g, beta, chunk_size=16)
+    assert lt.rel_rms(o_ref, o) <= 1e-6
+    do = rng.standard_normal(o.shape).astype(np.float32)
+    got = la.attention_backward("kda", q, k, v, raw, raw_beta, do=do, **fused)
+    ref = la.attention_backward("kda", q, k, v, g, beta, do=do, chunk_size=16)
+    dz = ref["g"] * lower * sig * (1 - sig)
+    assert got["dt_bias"].shape == (H * K,)
+    assert lt.rel_rms(dz * np.exp(A_log)[:, None], got["g"]) <= 1e-5
+    assert lt.rel_rms((dz * z).sum(axis=(0, 1, 3)), got["A_log"]) <= 1e-5
+    assert lt.rel_rms((dz * np.exp(A_log)[:, None]).sum(axis=(0, 1)).reshape(-1),
+                      got["dt_bias"]) <= 1e-5
+    assert lt.rel_rms(ref["beta"] * beta * (1 - beta), got["beta"]) <= 1e-5
+
+    with pytest.raises(ValueError, match="used by an in-kernel gate activation only"):
+        la.attention("kda", q, k, v, g, beta, A_log=A_log)
+    with pytest.raises(ValueError, match="needs a finite gate_lower_bound"):
+        la.attention("kda", q, k, v, raw, beta, gate_activation="sigmoid")
+    with pytest.raises(ValueError, match="gate_activation must be None"):
+        la.attention("kda", q, k, v, raw, beta, gate_activation="relu")
+    with pytest.raises(ValueError, match="needs a data-dependent gate g"):
+        la.attention("deltanet", q, k, v, None, beta, gate_activation="softplus")
+    with pytest.raises(ValueError, match="beta_sigmoid needs the delta rule"):
+        la.attention("gla", q, k, v, g, beta_sigmoid=True)
+    with pytest.raises(ValueError, match="dt_bias"):
+        la.attention("kda", q, k, v, raw, beta, gate_activation="softplus",
+                     dt_bias=dt_bias[:-1])

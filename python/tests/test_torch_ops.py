@@ -73,32 +73,46 @@ def _eager(case, t):
 # the operator itself
 # --------------------------------------------------------------------------
 
+def _operator_args(variant, **given):
+    """The operator's positional arguments (its schema's order:
+    la._torch_ops._names()) with the options' defaults, `given` by name."""
+    from la import _torch_ops
+    defaults = dict(scale=None, output_final_state=True, normalize=False, eps=None,
+                    qk_l2norm=False, allow_neg_eigval=False, chunk_size=CHUNK,
+                    sequential=False, dtype=None, num_threads=1, erase_read_key=False,
+                    reverse=False, gate_activation=None, gate_lower_bound=None,
+                    beta_sigmoid=False)
+    values = dict(defaults, variant=variant, **given)
+    return tuple(values.get(name) for name in _torch_ops._names())
+
+
 def test_opcheck():
     """torch.library.opcheck: the schema, the fake kernel against the real
     one, the autograd registration and AOT dispatch with dynamic shapes."""
     t = _leaves()
-    # The schema's order: variant, q, k, v, g, gv, beta, erase, write, a, b,
-    # initial_state, cu_seqlens, log_decay, then the options (reverse last).
+    qkv = dict(q=t["q"], k=t["k"], v=t["v"])
     arguments = [
-        ("kda", t["q"], t["k"], t["v"], t["g"], None, t["beta"], None, None, None, None,
-         t["s0"], None, None, None, True, False, None, True, False, CHUNK, False, None, 1,
-         False, False),
-        # reverse (the last option): backward in time
-        ("mamba2", t["q"], t["k"], t["v"], t["scalar_g"], None, None, None, None, None, None,
-         None, None, None, 0.5, False, False, None, False, False, CHUNK, False, None, 0, False,
-         True),
-        ("linear", t["q"], t["k"], t["v"], None, None, None, None, None, None, None, None,
-         torch.tensor([0, 4, 11]), None, None, True, True, 1e-3, False, False, CHUNK, True,
-         None, 1, False, False),
+        _operator_args("kda", **qkv, g=t["g"], beta=t["beta"], initial_state=t["s0"],
+                       qk_l2norm=True),
+        # reverse: backward in time
+        _operator_args("mamba2", **qkv, g=t["scalar_g"], scale=0.5, output_final_state=False,
+                       num_threads=0, reverse=True),
+        _operator_args("linear", **qkv, cu_seqlens=torch.tensor([0, 4, 11]), normalize=True,
+                       eps=1e-3, sequential=True),
         # the dplr rule's a and b (RWKV-7)
-        ("rwkv7", t["q"], t["k"], t["v"], t["g"], None, None, None, None,
-         (0.3 * t["k"].detach()).requires_grad_(), (0.1 * t["k"].detach()).requires_grad_(),
-         t["s0"], None, None, 1.0, True, False, None, False, False, CHUNK,
-         False, None, 1, False, False),
+        _operator_args("rwkv7", **qkv, g=t["g"], a=(0.3 * t["k"].detach()).requires_grad_(),
+                       b=(0.1 * t["k"].detach()).requires_grad_(), initial_state=t["s0"],
+                       scale=1.0),
         # fla's value-side gate gv (GLA's gk and gv)
-        ("gla", t["q"], t["k"], t["v"], t["g"], (-0.2 * t["v"].detach().abs()).requires_grad_(),
-         None, None, None, None, None, t["s0"], None, None, None, True, False, None, False,
-         False, CHUNK, False, None, 1, False, False),
+        _operator_args("gla", **qkv, g=t["g"], gv=(-0.2 * t["v"].detach().abs()).requires_grad_(),
+                       initial_state=t["s0"]),
+        # in-kernel activations: A_log, dt_bias (flat [H * K]) and a sigmoid beta
+        _operator_args("kda", **qkv, g=t["g"].detach().clone().requires_grad_(),
+                       beta=t["beta"], initial_state=t["s0"],
+                       A_log=torch.zeros(t["g"].shape[2], requires_grad=True),
+                       dt_bias=torch.full((t["g"].shape[2] * t["g"].shape[3],), -1.0,
+                                          requires_grad=True),
+                       gate_activation="softplus", beta_sigmoid=True),
     ]
     for args in arguments:
         result = torch.library.opcheck(torch.ops.la.attention.default, args)

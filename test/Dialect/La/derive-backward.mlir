@@ -319,3 +319,38 @@ func.func @feature_map(%q: !qk, %k: !qk, %v: !v) -> !v {
   %o = la.attention linear %phi, %k, %v : !qk, !qk, !v -> !v
   return %o : !v
 }
+
+// -----
+
+// Dynamic sizes: the producer's tensor.empty takes tensor.dim of an
+// argument, which is on no gradient path (index results carry none); beta =
+// sigmoid(b) as 1 / (1 + exp(-b)).
+!qk = tensor<1x?x2x4xf32>
+!v = tensor<1x?x2x6xf32>
+!g = tensor<1x?x2xf32>
+#id3 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+
+// CHECK-LABEL: func.func @dynamic_sigmoid_beta_grad(
+// CHECK-SAME: %[[B:[^:]*]]: tensor<1x?x2xf32>, %[[DO:[^:]*]]: tensor<1x?x2x6xf32>)
+// CHECK: %{{.*}}, %{{.*}}, %{{.*}}, %[[DBETA:.*]] = la.attention_grad deltanet
+// CHECK: %[[DB:.*]] = linalg.generic {{.*}} ins(%[[B]], %[[DBETA]] :
+// CHECK: math.exp
+// CHECK: arith.divf
+// CHECK: return %{{.*}}, %{{.*}}, %{{.*}}, %[[DB]]
+func.func @dynamic_sigmoid_beta(%q: !qk, %k: !qk, %v: !v, %b: !g) -> !v {
+  %c1 = arith.constant 1 : index
+  %t = tensor.dim %b, %c1 : !g
+  %e = tensor.empty(%t) : !g
+  %beta = linalg.generic {indexing_maps = [#id3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%b : !g) outs(%e : !g) {
+  ^bb0(%x: f32, %out: f32):
+    %one = arith.constant 1.0 : f32
+    %nx = arith.negf %x : f32
+    %ex = math.exp %nx : f32
+    %d = arith.addf %one, %ex : f32
+    %y = arith.divf %one, %d : f32
+    linalg.yield %y : f32
+  } -> !g
+  %o = la.attention deltanet %q, %k, %v beta(%beta : !g) : !qk, !qk, !v -> !v
+  return %o : !v
+}

@@ -385,7 +385,9 @@ static LogicalResult findActive(Block &body, DenseSet<Value> &active) {
       for (Value operand : nested->getOperands())
         dependsOnInput |= active.contains(operand);
     });
-    if (!dependsOnInput)
+    // Shape queries (tensor.dim) and other ops without float tensor results
+    // carry no gradient.
+    if (!dependsOnInput || llvm::none_of(op.getResultTypes(), isFloatTensor))
       continue;
     if (auto generic = dyn_cast<linalg::GenericOp>(op)) {
       if (failed(checkElementwiseMap(generic)))
