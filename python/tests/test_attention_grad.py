@@ -533,3 +533,18 @@ def test_autograd_errors_instead_of_silent_detach():
     with torch.no_grad():
         o, _ = la.retention(q, k, v, log_decay=log_decay)
     assert not o.requires_grad
+
+
+@pytest.mark.parametrize("variant", ["gla", "gated_deltanet"])
+def test_backward_on_two_threads_equals_one(variant):
+    """The backward's kernel with OpenMP threads (its large ops distributed,
+    the per-token rows of its reverse cumulative sums and time flips kept
+    sequential by la-tile) gives the one-thread kernel's gradients exactly."""
+    inputs = lt.make_inputs(variant, 2, 150, 2, 16, 8, seed=3)
+    kwargs = {name: inputs[name] for name in ("g", "beta") if name in inputs}
+    do = np.random.default_rng(1).standard_normal((2, 150, 2, 8)).astype(np.float32)
+    grads = [la.attention_backward(variant, inputs["q"], inputs["k"], inputs["v"], do=do,
+                                   chunk_size=16, num_threads=threads, **kwargs)
+             for threads in (1, 2)]
+    for name in grads[0]:
+        np.testing.assert_array_equal(grads[0][name], grads[1][name], err_msg=name)

@@ -399,8 +399,16 @@ mlir::la::tileForCPU(RewriterBase &rewriter, linalg::LinalgOp op,
   };
   // Inside a task of an enclosing scf.forall (la-fuse-recurrence's tasks)
   // the outer loops stay sequential: as nested OpenMP regions they would run
-  // on one thread anyway, each entry paying for a region.
-  bool distribute = options.distribute && !op->getParentOfType<scf::ForallOp>();
+  // on one thread anyway, each entry paying for a region. So do the loops of
+  // a small op inside a loop (a row of a loop over tokens: the backward's
+  // reverse cumulative sums and time flips would enter a region per token).
+  int64_t work = 1;
+  for (int64_t range : ranges)
+    work *= range;
+  bool smallInLoop =
+      work < kMinDistributedWork && op->getParentOfType<scf::ForOp>();
+  bool distribute = options.distribute &&
+                    !op->getParentOfType<scf::ForallOp>() && !smallInLoop;
   if (anyOuter &&
       failed(tileStep(outerSizes,
                       distribute ? scf::SCFTilingOptions::LoopType::ForallOp

@@ -367,3 +367,48 @@ func.func @not_a_flip(%x: tensor<16x16xf32>) -> tensor<16x16xf32> {
   } -> tensor<16x16xf32>
   return %r : tensor<16x16xf32>
 }
+
+// -----
+
+// A small op inside a loop (one token's row of a loop over tokens: 8 x 128
+// iterations) keeps its outer loops sequential, since the loop would enter
+// a thread region per iteration; a large one (64 x 512) is still
+// distributed.
+// CHECK-LABEL: func.func @small_op_in_loop
+// CHECK: scf.for
+// CHECK-NOT: scf.forall
+// CHECK: return
+// CHECK-LABEL: func.func @large_op_in_loop
+// CHECK: scf.for
+// CHECK: scf.forall
+func.func @small_op_in_loop(%x: tensor<16x8x128xf32>, %init: tensor<8x128xf32>) -> tensor<8x128xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c16 = arith.constant 16 : index
+  %r = scf.for %t = %c0 to %c16 step %c1 iter_args(%acc = %init) -> (tensor<8x128xf32>) {
+    %row = tensor.extract_slice %x[%t, 0, 0] [1, 8, 128] [1, 1, 1] : tensor<16x8x128xf32> to tensor<8x128xf32>
+    %sum = linalg.generic {indexing_maps = [affine_map<(h, k) -> (h, k)>, affine_map<(h, k) -> (h, k)>], iterator_types = ["parallel", "parallel"]} ins(%row : tensor<8x128xf32>) outs(%acc : tensor<8x128xf32>) {
+    ^bb0(%a: f32, %b: f32):
+      %s = arith.addf %a, %b : f32
+      linalg.yield %s : f32
+    } -> tensor<8x128xf32>
+    scf.yield %sum : tensor<8x128xf32>
+  }
+  return %r : tensor<8x128xf32>
+}
+
+func.func @large_op_in_loop(%x: tensor<2x64x512xf32>, %init: tensor<64x512xf32>) -> tensor<64x512xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %r = scf.for %t = %c0 to %c2 step %c1 iter_args(%acc = %init) -> (tensor<64x512xf32>) {
+    %row = tensor.extract_slice %x[%t, 0, 0] [1, 64, 512] [1, 1, 1] : tensor<2x64x512xf32> to tensor<64x512xf32>
+    %sum = linalg.generic {indexing_maps = [affine_map<(h, k) -> (h, k)>, affine_map<(h, k) -> (h, k)>], iterator_types = ["parallel", "parallel"]} ins(%row : tensor<64x512xf32>) outs(%acc : tensor<64x512xf32>) {
+    ^bb0(%a: f32, %b: f32):
+      %s = arith.addf %a, %b : f32
+      linalg.yield %s : f32
+    } -> tensor<64x512xf32>
+    scf.yield %sum : tensor<64x512xf32>
+  }
+  return %r : tensor<64x512xf32>
+}

@@ -38,6 +38,11 @@ struct CPUTilingResult {
   Operation *tiledOp = nullptr;
 };
 
+/// Ops inside an scf.for with fewer loop iterations than this keep their
+/// outer loops sequential (an OpenMP region costs microseconds, about as
+/// long as such an op's work, and the loop would enter one per iteration).
+constexpr int64_t kMinDistributedWork = 16384;
+
 /// Ops with more loop iterations than this are not vectorised by
 /// vectorizeForCPU (they were not register-tiled).
 constexpr int64_t kMaxVectorElements = 4096;

@@ -18,9 +18,12 @@ def LaTilePass : Pass<"la-tile", "func::FuncOp"> {
     twice. The loops outside the register tile (batch, chunk, head, ...)
     become one `scf.forall` with one iteration per index, which
     `scf-forall-to-parallel` and `convert-scf-to-openmp` share among threads
-    (or `scf.for` with `distribute=false`, and for ops already inside an
+    (or `scf.for` with `distribute=false`, for ops already inside an
     `scf.forall`, such as la-fuse-recurrence's tasks, where nested OpenMP
-    regions would only add their cost). The register tile takes
+    regions would only add their cost, and for ops of fewer than 16384
+    iterations inside an `scf.for`, such as one token's row in a loop over
+    tokens, whose work would not pay for the region entered per iteration).
+    The register tile takes
     `lane-tile` iterations of the output's innermost loop (the vector lanes),
     `row-tile` iterations of an output loop that some input does not read
     (so each loaded vector is reused by every row) and `reduction-tile`
