@@ -216,7 +216,8 @@ def attention_mlir(
     dt_bias))`` (KDA's ``lower_bound`` form). ``has_A_log`` and
     ``has_dt_bias`` add those operands (f32; ``A_log [G]``, ``dt_bias [G]``
     for a scalar gate and ``[G, K]`` for a channel gate, G the gate's heads)
-    after ``b``, before the state; without ``A_log`` its factor is 1.
+    after the token operands, before the state; without ``A_log`` its factor
+    is 1.
     ``beta_sigmoid`` (delta rule) makes ``beta`` a pre-activation too:
     ``sigmoid(beta)`` in the function.
     ``log_decay`` ([H] values) is required by the fixed-gate variants
@@ -332,7 +333,6 @@ def attention_mlir(
     )
 
 
-
 def _dims_of(value, t):
     """tensor.dim ops for the dynamic sizes of ``value`` (type text ``t``);
     returns (their MLIR, the operand list of a tensor.empty)."""
@@ -384,7 +384,7 @@ def _activation_mlir(variant, gate, update, args, groups, K, gate_activation,
         dims = ", ".join(f"d{i}" for i in range(rank))
         identity = f"affine_map<({dims}) -> ({dims})>"
         head = f"affine_map<({dims}) -> (d2)>"
-        head_channel = identity.replace(f"-> ({dims})", "-> (d2, d3)") if rank == 4 else head
+        head_channel = f"affine_map<({dims}) -> (d2, d3)>" if rank == 4 else head
         ins, maps, block = ["%g"], [identity], ["%x: f32"]
         if has_A_log:
             ins.append("%A_log")

@@ -85,38 +85,32 @@ static bool hasScalarAdjointRule(Operation *op) {
 /// Checks that `generic` is an element-wise map la-derive-backward
 /// differentiates; emits the reason where it is not.
 static LogicalResult checkElementwiseMap(linalg::GenericOp generic) {
+  auto onPath = [&]() {
+    return generic.emitOpError()
+           << "is on the path from an argument to a result ";
+  };
   if (generic.getNumDpsInits() != 1 || generic->getNumResults() != 1)
-    return generic.emitOpError()
-           << "is on the path from an argument to a result with "
-           << generic.getNumDpsInits()
-           << " outputs; la-derive-backward differentiates element-wise maps "
-              "with one";
+    return onPath() << "with " << generic.getNumDpsInits()
+                    << " outputs; la-derive-backward differentiates "
+                       "element-wise maps with one";
   if (generic.getNumReductionLoops() != 0)
-    return generic.emitOpError()
-           << "is on the path from an argument to a result and has reduction "
-              "loops; la-derive-backward differentiates element-wise maps "
-              "(parallel loops) only";
+    return onPath() << "and has reduction loops; la-derive-backward "
+                       "differentiates element-wise maps (parallel loops) only";
   if (!generic.getMatchingIndexingMap(generic.getDpsInitOperand(0))
            .isPermutation())
-    return generic.emitOpError()
-           << "is on the path from an argument to a result and its output's "
-              "indexing map is not a permutation; la-derive-backward "
-              "differentiates element-wise maps";
+    return onPath() << "and its output's indexing map is not a permutation; "
+                       "la-derive-backward differentiates element-wise maps";
   for (OpOperand *input : generic.getDpsInputOperands())
     if (!generic.getMatchingIndexingMap(input).isProjectedPermutation())
-      return generic.emitOpError()
-             << "is on the path from an argument to a result and input #"
-             << input->getOperandNumber()
-             << "'s indexing map is not a projected permutation; "
-                "la-derive-backward differentiates element-wise maps of "
-                "(broadcast) inputs";
+      return onPath() << "and input #" << input->getOperandNumber()
+                      << "'s indexing map is not a projected permutation; "
+                         "la-derive-backward differentiates element-wise maps "
+                         "of (broadcast) inputs";
   Block &body = generic.getRegion().front();
   if (!generic.getMatchingBlockArgument(generic.getDpsInitOperand(0))
            .use_empty())
-    return generic.emitOpError()
-           << "is on the path from an argument to a result and reads its "
-              "output; la-derive-backward differentiates element-wise maps "
-              "of their inputs";
+    return onPath() << "and reads its output; la-derive-backward "
+                       "differentiates element-wise maps of their inputs";
   for (Operation &op : body.without_terminator()) {
     if (hasScalarAdjointRule(&op))
       continue;
@@ -154,8 +148,10 @@ public:
 private:
   Value p(Value original) { return primal.lookupOrDefault(original); }
 
-  Value zeroLike(Value x) {
-    return arith::ConstantOp::create(b, loc, b.getFloatAttr(x.getType(), 0.0));
+  /// The constant `value` of `x`'s float type.
+  Value constantLike(Value x, double value) {
+    return arith::ConstantOp::create(b, loc,
+                                     b.getFloatAttr(x.getType(), value));
   }
 
   void add(Value original, Value adjoint) {
@@ -168,7 +164,7 @@ private:
 
   /// select(c, a, 0) and select(c, 0, a) into `onTrue` and `onFalse`.
   void route(Value c, Value a, Value onTrue, Value onFalse) {
-    Value zero = zeroLike(a);
+    Value zero = constantLike(a, 0.0);
     Value toTrue = arith::SelectOp::create(b, loc, c, a, zero);
     add(onTrue, toTrue);
     Value toFalse = arith::SelectOp::create(b, loc, c, zero, a);
@@ -224,15 +220,13 @@ private:
       Value d = arith::DivFOp::create(b, loc, a, p(log.getOperand()));
       add(log.getOperand(), d);
     } else if (auto log1p = dyn_cast<math::Log1pOp>(op)) {
-      Value one =
-          arith::ConstantOp::create(b, loc, b.getFloatAttr(a.getType(), 1.0));
+      Value one = constantLike(a, 1.0);
       Value onePlus = arith::AddFOp::create(b, loc, one, p(log1p.getOperand()));
       Value d = arith::DivFOp::create(b, loc, a, onePlus);
       add(log1p.getOperand(), d);
     } else if (auto tanh = dyn_cast<math::TanhOp>(op)) {
       // d tanh = (1 - tanh^2) dx.
-      Value one =
-          arith::ConstantOp::create(b, loc, b.getFloatAttr(a.getType(), 1.0));
+      Value one = constantLike(a, 1.0);
       Value square = arith::MulFOp::create(b, loc, r, r);
       Value slope = arith::SubFOp::create(b, loc, one, square);
       Value d = arith::MulFOp::create(b, loc, a, slope);
@@ -244,8 +238,7 @@ private:
       add(sqrt.getOperand(), d);
     } else if (auto rsqrt = dyn_cast<math::RsqrtOp>(op)) {
       // d x^(-1/2) = -x^(-3/2) / 2 dx = -r^3 / 2 dx.
-      Value half =
-          arith::ConstantOp::create(b, loc, b.getFloatAttr(a.getType(), -0.5));
+      Value half = constantLike(a, -0.5);
       Value square = arith::MulFOp::create(b, loc, r, r);
       Value cube = arith::MulFOp::create(b, loc, square, r);
       Value slope = arith::MulFOp::create(b, loc, cube, half);
@@ -254,7 +247,7 @@ private:
     } else if (auto abs = dyn_cast<math::AbsFOp>(op)) {
       Value x = p(abs.getOperand());
       Value negative = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT,
-                                             x, zeroLike(x));
+                                             x, constantLike(x, 0.0));
       Value negated = arith::NegFOp::create(b, loc, a);
       Value d = arith::SelectOp::create(b, loc, negative, negated, a);
       add(abs.getOperand(), d);
