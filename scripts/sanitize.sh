@@ -35,4 +35,4 @@ cmake --build "$build" --target check-la
 # shapes ran in the uninstrumented pass, and all of it here would take CI's
 # 2-core machine 35 minutes. LA_SANITIZE_SAMPLE=1 runs everything.
 LA_RUN="$build/bin/la-run" "${PYTHON:-python3}" -m pytest -q "$root/python/tests" \
-  --la-sample "${LA_SANITIZE_SAMPLE:-4}" ${LA_SANITIZE_PYTEST_ARGS:-}
+  -n "${LA_TEST_JOBS:-$(nproc)}" --la-sample "${LA_SANITIZE_SAMPLE:-4}" ${LA_SANITIZE_PYTEST_ARGS:-}

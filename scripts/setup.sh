@@ -19,7 +19,7 @@ if ((${#missing[@]})); then
 fi
 
 python=${PYTHON:-python3}
-if ! "$python" -c "import numpy, pytest" 2>/dev/null; then
-  echo "setup: installing numpy and pytest with pip"
-  "$python" -m pip install -q numpy pytest
+if ! "$python" -c "import numpy, pytest, xdist" 2>/dev/null; then
+  echo "setup: installing numpy, pytest and pytest-xdist with pip"
+  "$python" -m pip install -q numpy pytest pytest-xdist
 fi

@@ -33,7 +33,10 @@ fi
 stage_done "Python packages"
 cmake --build "$build" --target check-la
 stage_done "lit"
-"${PYTHON:-python3}" -m pytest -q "$root/python/tests"
+# One pytest worker per core (pytest-xdist; LA_TEST_JOBS=0 runs them in this
+# process): the tests are single-threaded compiles and runs, and each has its
+# own kernel cache directory or shares the file-locked default one.
+"${PYTHON:-python3}" -m pytest -q -n "${LA_TEST_JOBS:-$(nproc)}" "$root/python/tests"
 stage_done "pytest"
 # A time-boxed kernel fuzz campaign beyond pytest's fixed subset: the
 # configurations of one seed (random shapes, chunk sizes, cu_seqlens,

@@ -3,6 +3,8 @@
 import os
 import sys
 
+import pytest
+
 _PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if _PYTHON_DIR not in sys.path:
     sys.path.insert(0, _PYTHON_DIR)
@@ -33,10 +35,41 @@ def pytest_collection_modifyitems(config, items):
         items[:] = kept
 
 
-def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    """List the CPU execution tests' errors (rel_rms) and la-run timings."""
+#: test_cpu_exec's records, gathered from each test's report: with pytest-xdist
+#: the tests run in worker processes and only their reports reach this one.
+_RECORDS = []
+
+
+def _plain(timing):
+    """A timing dict with builtin values only (xdist serialises reports)."""
+    if timing is None:
+        return None
+    return {str(k): (v if isinstance(v, str) else float(v)) for k, v in timing.items()
+            if isinstance(v, (str, int, float))}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Attach the records a test added to test_cpu_exec.RECORDS to its report."""
+    outcome = yield
     module = sys.modules.get("test_cpu_exec")
     records = getattr(module, "RECORDS", None)
+    if records and call.when == "call":
+        plain = [(str(label), str(name), float(err), float(tol), _plain(timing))
+                 for label, name, err, tol, timing in records]
+        outcome.get_result().user_properties.append(("la_records", plain))
+        records.clear()
+
+
+def pytest_runtest_logreport(report):
+    for name, value in report.user_properties:
+        if name == "la_records":
+            _RECORDS.extend(value)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """List the CPU execution tests' errors (rel_rms) and la-run timings."""
+    records = _RECORDS
     if not records:
         return
     verbose = config.option.verbose > 0 or "A" in (config.option.reportchars or "")
