@@ -19,7 +19,10 @@ between them, the masks, the gathers and the level-0 terms, is not counted):
 * Mixture-of-Memories (``la.family.mixture_of_memories``): ``--memories``
   Gated DeltaNet memories as heads of one call, top-2 routing;
 * Gated DeltaProduct (``la.fla.chunk_gated_delta_product``): the delta rule
-  over ``T * n`` tokens, ``n = 2``.
+  over ``T * n`` tokens, ``n = 2``;
+* VLA (``la.family.variational_linear_attention``): the sequential
+  Sherman-Morrison penalty pass in NumPy, then one la call of the dplr rule
+  (its base: that call alone, on the same write directions).
 
 Usage::
 
@@ -40,7 +43,7 @@ sys.path.insert(0, os.path.join(_REPO, "python"))
 import bench_cpu  # noqa: E402  (sgemm, machine facts, FLOP count, timing)
 
 MEMBERS = ("log_linear_mamba2", "log_linear_gated_deltanet", "mixture_of_memories",
-           "gated_delta_product")
+           "gated_delta_product", "variational_linear_attention")
 FULL_SHAPE = (1, 4096, 8, 128, 128)
 QUICK_SHAPE = (1, 512, 2, 64, 64)
 
@@ -128,6 +131,19 @@ def _member(name, B, T, H, K, V, C, memories, rng):
             return la.attention("gated_deltanet", q, k, v, g, beta, chunk_size=C)
         return run, run_base, flops("gated_deltanet", B, T * n, H, K, V, C=C), \
             "gated_deltanet"
+    if name == "variational_linear_attention":
+        positive_q, positive_k = np.exp(normal(B, T, H, K) / 4), np.exp(normal(B, T, H, K) / 4)
+        u = unit(normal(B, T, H, K)) / np.float32(np.sqrt(K))
+        kh = unit(positive_k)
+        w = unit(normal(B, T, H, K))
+
+        def run():
+            return family.variational_linear_attention(positive_q, positive_k, v, u,
+                                                       chunk_size=C)
+
+        def run_base():
+            return la.attention("dplr", positive_q, w, v, a=kh, b=w, scale=1.0, chunk_size=C)
+        return run, run_base, flops("dplr", B, T, H, K, V, C=C), "dplr"
     raise SystemExit(f"unknown member {name!r}; expected one of {MEMBERS}")
 
 

@@ -14,6 +14,9 @@ la ops rather than as a variant of their own (docs/family.md).
 * :func:`hedgehog_features` and :func:`sliding_window_hybrid`: Hedgehog's
   learned feature map, and LoLCATs' softmax-in-a-window plus linear
   attention outside it, one normalisation over both.
+* :func:`variational_linear_attention`: VLA (Pandey and Singh, 2026), a
+  Sherman-Morrison penalty pass that gives each token its write direction,
+  then la's dplr recurrence with those directions.
 
 The routing is data: the memories are ``M`` more heads of one la kernel
 whose writes and decays are masked where a token is not routed, so a new
@@ -21,13 +24,15 @@ routing never recompiles (the cost is that of ``M`` memories at every
 token, not of the ``top_k`` a token uses).
 """
 
+import collections
+
 import numpy as np
 
 from . import ops
 from .fla import _torch_module
 
 __all__ = ["mixture_of_memories", "hedgehog_features", "sliding_window_hybrid",
-           "log_linear_attention"]
+           "log_linear_attention", "variational_linear_attention", "VLAState"]
 
 #: the memory kinds: la variants whose key and gate operands a routing mask
 #: can zero (no write, no decay)
@@ -457,3 +462,194 @@ def log_linear_attention(q, k, v, g, level_scales, *, variant=None, beta=None, s
     # (never empty: with a state to return the loop runs level 1 at least)
     stack = torch.stack if torch is not None else np.stack
     return o, stack(final_states, 1)
+
+
+# --------------------------------------------------------------------------
+# Variational Linear Attention
+# --------------------------------------------------------------------------
+
+#: VLA's carried state per sequence: la's memory ``state [N, HV, K, V]``, the
+#: inverse penalty ``penalty [N, H, K, K]``, the key sum ``normalizer [N, H,
+#: K]`` and ``position [N]``, the tokens seen (the refresh's phase).
+VLAState = collections.namedtuple("VLAState", "state penalty normalizer position")
+
+
+def _positive_float(value, name, allow_zero=False):
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)) \
+            or not np.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ValueError(f"{name} must be a finite number {bound}, got {value!r}")
+    return float(value)
+
+
+def _check_vla_state(state, N, H, HV, K, V):
+    if not isinstance(state, tuple) or len(state) != 4:
+        raise ValueError("initial_state must be a VLAState (state, penalty, normalizer, "
+                         f"position), got {type(state).__name__}")
+    state = VLAState(*state)
+    for name, shape in (("state", (N, HV, K, V)), ("penalty", (N, H, K, K)),
+                        ("normalizer", (N, H, K)), ("position", (N,))):
+        got = tuple(np.shape(getattr(state, name)))
+        if got != shape:
+            raise ValueError(f"initial_state.{name} must have shape {shape}, got {got}")
+    position = np.asarray(state.position.cpu() if hasattr(state.position, "cpu")
+                          else state.position)
+    if not np.issubdtype(position.dtype, np.integer) or np.any(position < 0):
+        raise ValueError(f"initial_state.position must hold token counts >= 0, got "
+                         f"{position.tolist()}")
+    return state, position.astype(np.int64)
+
+
+def variational_linear_attention(q, k, v, u, *, lambda0=0.1, eta=1e-3, period=20, eps=1e-4,
+                                 initial_state=None, output_final_state=False,
+                                 cu_seqlens=None, chunk_size=64, num_threads=None):
+    """Variational Linear Attention (Pandey and Singh, 2026, "Variational
+    Linear Attention: Stable Associative Memory for Long-Context
+    Transformers"; the recurrence of the authors' code, docs/family.md):
+    the memory update is an online regularised least-squares step whose
+    inverse penalty ``P`` follows Sherman-Morrison rank-one updates. Per
+    sequence and head, from ``P_0 = I / lambda0``, token t (n its position
+    in the sequence, counted from 1):
+
+        x = P u_t;  P = P - x x^T / max(1 + u_t . x, eps)
+        P = P + eta I                                when n % period == 0
+        kh_t = k_t / |k_t|;  w_t = P kh_t / |P kh_t|
+        S_t = (I - w_t kh_t^T) S_{t-1} + w_t v_t^T   (S : [K, V], la's layout)
+        z_t = z_{t-1} + k_t;  o_t = S_t^T q_t / max(z_t . q_t, eps)
+
+    ``q, k : [B, T, H, K]`` are the feature-mapped queries and keys (VLA's
+    ``ELU + 1``: positive), ``v : [B, T, HV, V]`` (HV a multiple of H),
+    ``u : [B, T, H, K]`` the penalty directions (VLA's ``normalize(W_u
+    k_raw) / sqrt(K)``). Defaults are the authors' (lambda0 0.1, eta 1e-3
+    every 20 tokens, eps 1e-4).
+
+    A composition: ``P`` depends on the u's only, so a sequential penalty
+    pass (NumPy or torch, O(T K^2) per head) gives every token its write
+    direction ``w_t``, and the memory is then la's ``dplr`` recurrence with
+    ``a = kh``, ``b = w``, write key ``w`` (chunked, in la's kernel); the
+    normaliser is a cumulative sum. The penalty pass is not chunked: the
+    refresh ``+ eta I`` adds to ``P``, not to its inverse, so ``P`` is not a
+    function of a sum of outer products (a rational recurrence, not la's
+    linear one).
+
+    ``cu_seqlens`` (B = 1): each packed sequence starts from the initial
+    state (its own row of it). ``initial_state`` a :class:`VLAState` (rows
+    per sequence), ``output_final_state=True`` returns ``(o, VLAState)``;
+    a call continued from the state it returned equals one call. torch
+    tensors keep autograd (the penalty pass through torch, the memory
+    through la's derived gradient). Returns ``o : [B, T, HV, V]``."""
+    B, T, H, K = np.shape(q)
+    if np.ndim(v) != 4 or tuple(np.shape(v)[:2]) != (B, T) or np.shape(v)[2] % H:
+        raise ValueError(f"v must be [B, T, HV, V] with (B, T) = {(B, T)} and HV a multiple "
+                         f"of H = {H}, got {tuple(np.shape(v))}")
+    HV, V = np.shape(v)[2], np.shape(v)[3]
+    for name, x in (("k", k), ("u", u)):
+        if tuple(np.shape(x)) != (B, T, H, K):
+            raise ValueError(f"{name} must be [B, T, H, K] = {(B, T, H, K)} like q, got "
+                             f"{tuple(np.shape(x))}")
+    lambda0 = _positive_float(lambda0, "lambda0")
+    eta = _positive_float(eta, "eta", allow_zero=True)
+    eps = _positive_float(eps, "eps")
+    if isinstance(period, bool) or not isinstance(period, (int, np.integer)) or period < 1:
+        raise ValueError(f"period must be an integer >= 1, got {period!r}")
+    if cu_seqlens is not None:
+        if B != 1:
+            raise ValueError(f"cu_seqlens needs B = 1 (packed sequences), got B = {B}")
+        index, sequence, position = _unpack_sequences(cu_seqlens, T)
+        N, L = index.shape[0], index.shape[1]
+        lengths = np.diff(np.asarray(cu_seqlens, dtype=np.int64).reshape(-1))
+    else:
+        N, L, lengths = B, T, np.full(B, T, np.int64)
+    torch = _torch_module(q, k, v, u, *(initial_state or ()))
+    if initial_state is not None:
+        initial_state, position0 = _check_vla_state(initial_state, N, H, HV, K, V)
+    else:
+        position0 = np.zeros(N, np.int64)
+    if torch is None:
+        q, k, v, u = (np.asarray(x, np.float32) for x in (q, k, v, u))
+        xp = np
+    else:
+        xp = torch
+
+    def unit(x):
+        """x / |x| over the last axis (zero stays zero; torch: no NaN gradient)."""
+        square = (x * x).sum(-1, keepdims=True) if torch is None else \
+            (x * x).sum(-1, keepdim=True)
+        if torch is None:
+            return x / np.sqrt(np.maximum(square, 1e-30))
+        return x * torch.rsqrt(square.clamp_min(1e-30))
+
+    # The penalty pass, one row per sequence (padded with u = 0 after its end:
+    # no update; the refresh masked there too).
+    valid = np.arange(L)[None, :] < lengths[:, None]                 # [N, L]
+    if torch is not None:
+        u32, k32 = u.float(), k.float()
+        if cu_seqlens is not None:
+            index_t = torch.as_tensor(index)
+            u_rows = u32[0][index_t] * torch.as_tensor(valid, dtype=torch.float32)[..., None, None]
+            k_rows = k32[0][index_t]
+        else:
+            u_rows, k_rows = u32, k32
+        eye = torch.eye(K, dtype=torch.float32)
+        if initial_state is None:
+            P = (eye / lambda0).expand(N, H, K, K)
+        else:
+            P = initial_state.penalty.float()
+    else:
+        u_rows = u[0][index] * valid[..., None, None] if cu_seqlens is not None else u
+        k_rows = k[0][index] if cu_seqlens is not None else k
+        eye = np.eye(K, dtype=np.float32)
+        P = (np.broadcast_to(eye / np.float32(lambda0), (N, H, K, K)) if initial_state is None
+             else np.asarray(initial_state.penalty, np.float32))
+    refresh = valid & ((position0[:, None] + np.arange(L)[None, :] + 1) % period == 0)
+    k_unit = unit(k_rows)
+    directions = []
+    for t in range(L):
+        ut = u_rows[:, t]                                            # [N, H, K]
+        x = (P @ ut[..., None])[..., 0]
+        delta = 1.0 + (ut * x).sum(-1)
+        delta = np.maximum(delta, eps) if torch is None else delta.clamp_min(eps)
+        P = P - x[..., :, None] * x[..., None, :] / delta[..., None, None]
+        if refresh[:, t].any():
+            mask = refresh[:, t].astype(np.float32)[:, None, None, None] * np.float32(eta)
+            P = P + (torch.as_tensor(mask) if torch is not None else mask) * eye
+        directions.append(unit((P @ k_unit[:, t][..., None])[..., 0]))
+    if directions:
+        w_rows = xp.stack(directions, 1)                             # [N, L, H, K]
+    else:
+        w_rows = (torch.zeros((N, 0, H, K)) if torch is not None
+                  else np.zeros((N, 0, H, K), np.float32))
+    # The key sums, and both packed back.
+    z0 = (initial_state.normalizer if initial_state is not None else
+          (torch.zeros((N, H, K)) if torch is not None else np.zeros((N, H, K), np.float32)))
+    z0 = z0.float() if torch is not None else np.asarray(z0, np.float32)
+    k_masked = k_rows * (torch.as_tensor(valid, dtype=torch.float32)[..., None, None]
+                         if torch is not None else valid[..., None, None])
+    z_rows = (torch.cumsum(k_masked, 1) if torch is not None else np.cumsum(k_masked, 1)) \
+        + z0[:, None]
+    z_final = z_rows[:, -1] if L else z0
+    if cu_seqlens is not None:
+        if torch is not None:
+            sequence_t, position_t = torch.as_tensor(sequence), torch.as_tensor(position)
+        else:
+            sequence_t, position_t = sequence, position
+        w, z = w_rows[sequence_t, position_t][None], z_rows[sequence_t, position_t][None]
+    else:
+        w, z = w_rows, z_rows
+    kh = unit(k.float() if torch is not None else k)
+    if torch is not None and q.dtype != torch.float32:
+        w, kh = w.to(q.dtype), kh.to(q.dtype)
+    state0 = None if initial_state is None else initial_state.state
+    o, state = ops.attention("dplr", q, w, v, a=kh, b=w, scale=1.0, initial_state=state0,
+                             output_final_state=True, cu_seqlens=cu_seqlens,
+                             chunk_size=chunk_size, num_threads=num_threads)
+    qf = q.float() if torch is not None else q
+    den = (z * qf).sum(-1)
+    den = np.maximum(den, eps) if torch is None else den.clamp_min(eps)   # [B, T, H]
+    group = HV // H
+    if group > 1:
+        den = den.repeat_interleave(group, 2) if torch is not None else np.repeat(den, group, 2)
+    o = o / den[..., None] if torch is None else (o / den[..., None]).to(o.dtype)
+    if not output_final_state:
+        return o
+    return o, VLAState(state, P, z_final, position0 + lengths)

@@ -769,3 +769,65 @@ def log_linear_attention(q, k, v, g, level_scales, scale=1.0, *, beta=None, cu_s
                         row = row - beta[bi, s, hb] * (row @ k[bi, s, h]) * k[bi, s, h]
                     row = row * np.exp(g[bi, s, hg])   # Diag(exp(g_s)), scalar or [K]
     return o
+
+
+def variational_linear_attention(q, k, v, u, *, lambda0=0.1, eta=1e-3, period=20, eps=1e-4,
+                                 cu_seqlens=None, initial_state=None):
+    """Variational Linear Attention (Pandey and Singh, 2026), token by token
+    in float64 in the paper's own orientation (the memory ``M : [V, K]``,
+    read as ``M q``). Per sequence and head, from ``P_0 = I / lambda0``,
+    ``M_0 = 0``, ``z_0 = 0`` (or ``initial_state = (state [N, HV, K, V] =
+    M^T, penalty [N, H, K, K] = P, normalizer [N, H, K] = z, position
+    [N])``), token ``t`` (its position ``n`` in the sequence counted from 1,
+    plus the carried position):
+
+        x = P u_t;  P = P - x x^T / max(1 + u_t . x, eps)
+        P = P + eta I                          when n % period == 0
+        kh = k_t / |k_t|;  w = P kh / |P kh|
+        M = M + (v_t - M kh) w^T
+        z = z + k_t;  o_t = M q_t / max(z . q_t, eps)
+
+    (a zero vector stays zero where it is normalised). Returns ``(o,
+    (state, penalty, normalizer, position))`` with ``state`` as ``M^T``, la's
+    ``[K, V]`` layout."""
+    q, k, v, u = (_f64(x, name) for x, name in ((q, "q"), (k, "k"), (v, "v"), (u, "u")))
+    B, T, H, K = q.shape
+    HV, V = v.shape[2], v.shape[3]
+    sequences = _sequences(cu_seqlens, B, T)
+    N = len(sequences)
+    if initial_state is None:
+        memory0 = np.zeros((N, HV, K, V))
+        penalty0 = np.broadcast_to(np.eye(K) / lambda0, (N, H, K, K))
+        normalizer0, position0 = np.zeros((N, H, K)), np.zeros(N, np.int64)
+    else:
+        memory0, penalty0, normalizer0, position0 = (np.asarray(x) for x in initial_state)
+    o = np.zeros((B, T, HV, V))
+    memory_out = np.zeros((N, HV, K, V))
+    penalty_out = np.zeros((N, H, K, K))
+    normalizer_out = np.zeros((N, H, K))
+
+    def unit(x):
+        norm = np.linalg.norm(x)
+        return x / norm if norm > 0 else x
+
+    for n, (bi, start, end) in enumerate(sequences):
+        for hv in range(HV):
+            h = hv // (HV // H)
+            P = np.array(penalty0[n, h], dtype=np.float64)
+            M = np.array(memory0[n, hv], dtype=np.float64).T
+            z = np.array(normalizer0[n, h], dtype=np.float64)
+            for t in range(start, end):
+                x = P @ u[bi, t, h]
+                P = P - np.outer(x, x) / max(1.0 + u[bi, t, h] @ x, eps)
+                if (int(position0[n]) + t - start + 1) % period == 0:
+                    P = P + eta * np.eye(K)
+                kh = unit(k[bi, t, h])
+                w = unit(P @ kh)
+                M = M + np.outer(v[bi, t, hv] - M @ kh, w)
+                z = z + k[bi, t, h]
+                o[bi, t, hv] = M @ q[bi, t, h] / max(z @ q[bi, t, h], eps)
+            memory_out[n, hv] = M.T
+            if hv % (HV // H) == 0:
+                penalty_out[n, h], normalizer_out[n, h] = P, z
+    lengths = np.array([end - start for _, start, end in sequences], np.int64)
+    return o, (memory_out, penalty_out, normalizer_out, np.asarray(position0) + lengths)
