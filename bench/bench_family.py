@@ -22,7 +22,10 @@ between them, the masks, the gathers and the level-0 terms, is not counted):
   over ``T * n`` tokens, ``n = 2``;
 * VLA (``la.family.variational_linear_attention``): the sequential
   Sherman-Morrison penalty pass in NumPy, then one la call of the dplr rule
-  (its base: that call alone, on the same write directions).
+  (its base: that call alone, on the same write directions);
+* HOLA (``la.family.hola_attention``): two Gated DeltaNet calls (the read,
+  and the residuals from the recurrence shifted one token) and the blocked
+  softmax over the cache of 64 and blocks of 256 in NumPy.
 
 Usage::
 
@@ -43,7 +46,7 @@ sys.path.insert(0, os.path.join(_REPO, "python"))
 import bench_cpu  # noqa: E402  (sgemm, machine facts, FLOP count, timing)
 
 MEMBERS = ("log_linear_mamba2", "log_linear_gated_deltanet", "mixture_of_memories",
-           "gated_delta_product", "variational_linear_attention")
+           "gated_delta_product", "variational_linear_attention", "hola")
 FULL_SHAPE = (1, 4096, 8, 128, 128)
 QUICK_SHAPE = (1, 512, 2, 64, 64)
 
@@ -144,6 +147,18 @@ def _member(name, B, T, H, K, V, C, memories, rng):
         def run_base():
             return la.attention("dplr", positive_q, w, v, a=kh, b=w, scale=1.0, chunk_size=C)
         return run, run_base, flops("dplr", B, T, H, K, V, C=C), "dplr"
+    if name == "hola":
+        g, beta = log_gate(B, T, H), rng.uniform(0.1, 0.9, (B, T, H)).astype(np.float32)
+        unit_q = unit(q)
+        weight = np.full(H, 0.5, np.float32)
+
+        def run():
+            return family.hola_attention(unit_q, k, v, g, beta, weight, chunk_size=C)
+
+        def run_base():
+            return la.attention("gated_deltanet", unit_q, k, v, g, beta, chunk_size=C)
+        return run, run_base, 2 * flops("gated_deltanet", B, T, H, K, V, C=C), \
+            "gated_deltanet"
     raise SystemExit(f"unknown member {name!r}; expected one of {MEMBERS}")
 
 

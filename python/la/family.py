@@ -653,3 +653,193 @@ def variational_linear_attention(q, k, v, u, *, lambda0=0.1, eta=1e-3, period=20
     if not output_final_state:
         return o
     return o, VLAState(state, P, z_final, position0 + lengths)
+
+
+# --------------------------------------------------------------------------
+# HOLA: a Gated DeltaNet state and a bounded exact cache
+# --------------------------------------------------------------------------
+
+def _shifted_one_token(x, starts, torch):
+    """x moved one token later, with zeros at every sequence's first token."""
+    zeros = (x.new_zeros((x.shape[0], 1) + tuple(x.shape[2:])) if torch is not None
+             else np.zeros((x.shape[0], 1) + x.shape[2:], x.dtype))
+    cat = torch.cat if torch is not None else np.concatenate
+    out = cat([zeros, x[:, :-1]], 1) if x.shape[1] else x
+    keep = np.ones(x.shape[1], np.float32)
+    keep[starts[starts < x.shape[1]]] = 0.0
+    keep = keep.reshape((1, -1) + (1,) * (x.ndim - 2))
+    return out * (torch.as_tensor(keep, dtype=x.dtype) if torch is not None else keep)
+
+
+def hola_attention(q, k, v, g, beta, cache_weight, *, cache_size=64, block_size=256,
+                   gamma_q=None, gamma_k=None, sink=None, scale=None, initial_state=None,
+                   output_final_state=False, cu_seqlens=None, chunk_size=64,
+                   num_threads=None):
+    """HOLA (Cui, 2026, "A Hippocampus for Linear Attention: An Exact Memory
+    for What the Recurrent State Forgets"): a Gated DeltaNet state read
+    together with a bounded exact cache of the tokens that wrote most into
+    it. Per value head:
+
+        e_t = v_t - exp(g_t) S_{t-1}^T k_t     (the delta rule's residual)
+        m_t = beta_t |e_t|                     (the write's size)
+        o_t = S_t^T (scale q_t) + cache_weight sum_j softmax_j(qn_t . kn_j / sqrt(K)) v_j
+
+    where the softmax runs over the cache of token t: the ``cache_size``
+    tokens with the largest m among the blocks (``block_size`` tokens from
+    the sequence's start) before t's block (ties: the earlier token), the
+    tokens of t's block up to t, and a null sink (logit ``sink [HV]``,
+    value 0) when given; ``qn, kn`` are RMSNorm with scales ``gamma_q,
+    gamma_k [K]`` (shared by the heads; default ones). The paper's defaults:
+    64 tokens, blocks of 256; ``cache_weight [HV]`` is the per-head mixing
+    coefficient after whatever activation the model gives it (the paper
+    learns it from a per-head parameter initialised at -4 and does not
+    state the map).
+
+    ``q, k : [B, T, H, K]`` (L2-normalised, as Gated DeltaNet takes them),
+    ``v : [B, T, HV, V]``, ``g, beta : [B, T, H] or [B, T, HV]``. A
+    composition of two la calls and a blocked softmax: the state's read is
+    la's ``gated_deltanet``; the residuals come from a second la call on
+    the same recurrence shifted one token later and read with the keys
+    (``S_{t-1}^T k_t``: la's state includes token t); the cache is chosen
+    per block from the detached m (a top-k: no gradient through the choice)
+    and read with torch or NumPy. ``initial_state`` is the recurrent state
+    (the cache starts empty in every call; it is not carried);
+    ``cu_seqlens`` (B = 1) gives each sequence its own cache and blocks.
+    Returns ``o`` or ``(o, final_state)``."""
+    B, T, H, K = np.shape(q)
+    if np.ndim(v) != 4 or tuple(np.shape(v)[:2]) != (B, T) or np.shape(v)[2] % H:
+        raise ValueError(f"v must be [B, T, HV, V] with (B, T) = {(B, T)} and HV a multiple "
+                         f"of H = {H}, got {tuple(np.shape(v))}")
+    HV, V = np.shape(v)[2], np.shape(v)[3]
+    if tuple(np.shape(k)) != (B, T, H, K):
+        raise ValueError(f"k must be [B, T, H, K] = {(B, T, H, K)} like q, got "
+                         f"{tuple(np.shape(k))}")
+    for name, x in (("g", g), ("beta", beta)):
+        _check_log_linear_operand(x, name, B, T, H, HV, K, False)
+    for name, x, shape in (("cache_weight", cache_weight, (HV,)), ("sink", sink, (HV,)),
+                           ("gamma_q", gamma_q, (K,)), ("gamma_k", gamma_k, (K,))):
+        if x is not None and tuple(np.shape(x)) != shape:
+            raise ValueError(f"{name} must have shape {shape}, got {tuple(np.shape(x))}")
+    for name, value in (("cache_size", cache_size), ("block_size", block_size)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    if cu_seqlens is not None and B != 1:
+        raise ValueError(f"cu_seqlens needs B = 1 (packed sequences), got B = {B}")
+    torch = _torch_module(q, k, v, g, beta, cache_weight, gamma_q, gamma_k, sink,
+                          initial_state)
+    if torch is None:
+        q, k, v, g, beta, cache_weight = (np.asarray(x, np.float32)
+                                          for x in (q, k, v, g, beta, cache_weight))
+        xp = np
+    else:
+        xp = torch
+
+    def as_float(x):
+        if x is None:
+            return None
+        return torch.as_tensor(x).float() if torch is not None else np.asarray(x, np.float32)
+
+    scale = K ** -0.5 if scale is None else float(scale)
+    common = dict(cu_seqlens=cu_seqlens, chunk_size=chunk_size, num_threads=num_threads)
+    o_state, final = ops.attention("gated_deltanet", q, k, v, g, beta, scale=scale,
+                                   initial_state=initial_state, output_final_state=True,
+                                   **common)
+    # e_t from S_{t-1}^T k_t: the same recurrence one token later, read with k.
+    if cu_seqlens is not None:
+        index, sequence, position = _unpack_sequences(cu_seqlens, T)
+        starts = np.asarray(cu_seqlens, np.int64).reshape(-1)[:-1]
+        lengths = np.diff(np.asarray(cu_seqlens, np.int64).reshape(-1))
+    else:
+        starts, lengths = np.zeros(1, np.int64), np.full(B, T, np.int64)
+    shifted = [_shifted_one_token(x, starts, torch) for x in (k, v, g, beta)]
+    previous, _ = ops.attention("gated_deltanet", k, *shifted, scale=1.0,
+                                initial_state=initial_state, **common)
+    group = HV // H
+
+    def per_value_head(x):
+        if x.shape[2] == HV:
+            return x
+        return x.repeat_interleave(group, 2) if torch is not None else np.repeat(x, group, 2)
+
+    gf, betaf = per_value_head(as_float(g)), per_value_head(as_float(beta))
+    vf = as_float(v)
+    residual = vf - xp.exp(gf)[..., None] * as_float(previous)
+    size = betaf * (residual * residual).sum(-1) ** 0.5              # m [B, T, HV]
+    m = (size.detach().numpy() if torch is not None else size).astype(np.float64)
+
+    # The cache read, one row per sequence.
+    qn, kn = (per_value_head(x) for x in (as_float(q), as_float(k)))
+    gq, gk = as_float(gamma_q), as_float(gamma_k)
+
+    def rms_normalized(x, gamma):
+        y = x / ((x * x).mean(-1, keepdims=True) if torch is None else
+                 (x * x).mean(-1, keepdim=True)).__add__(1e-6) ** 0.5
+        return y if gamma is None else y * gamma
+
+    qn, kn = rms_normalized(qn, gq), rms_normalized(kn, gk)
+    if cu_seqlens is not None:
+        rows = torch.as_tensor(index) if torch is not None else index
+        qn, kn, vr = qn[0][rows], kn[0][rows], vf[0][rows]          # [N, L, HV, .]
+        m = m[0][index]
+    else:
+        vr = vf
+    N, L = qn.shape[0], qn.shape[1]
+    valid = np.arange(L)[None, :] < lengths[:, None]                 # [N, L]
+    m = np.where(valid[..., None], m, -np.inf)
+    reads = []
+    cache = np.zeros((N, HV, 0), np.int64)                          # token indices
+    for start in range(0, L, block_size):
+        stop = min(start + block_size, L)
+        if start:
+            # top cache_size of (the cache, the block before): m fixed once written
+            candidates = np.concatenate(
+                [cache, np.broadcast_to(np.arange(start - block_size, start),
+                                        (N, HV, block_size))], 2)
+            scores = np.take_along_axis(np.moveaxis(m, 1, 2), candidates, 2)
+            order = np.lexsort((candidates, -scores), axis=2)[..., :cache_size]
+            cache = np.take_along_axis(candidates, order, 2)
+        cached_m = np.take_along_axis(np.moveaxis(m, 1, 2), cache, 2)   # [N, HV, c]
+        cache_t = torch.as_tensor(cache) if torch is not None else cache
+        heads = np.arange(HV)[None, :, None]
+        batch = np.arange(N)[:, None, None]
+        if torch is not None:
+            heads, batch = torch.as_tensor(heads), torch.as_tensor(batch)
+        ck, cv = kn[batch, cache_t, heads], vr[batch, cache_t, heads]   # [N, HV, c, .]
+        bq, bk, bv = (x[:, start:stop].transpose(1, 2) if torch is not None
+                      else np.swapaxes(x[:, start:stop], 1, 2) for x in (qn, kn, vr))
+        width = stop - start
+        logits = xp.concatenate([bq @ (ck.transpose(-1, -2) if torch is not None
+                                       else np.swapaxes(ck, -1, -2)),
+                                 bq @ (bk.transpose(-1, -2) if torch is not None
+                                       else np.swapaxes(bk, -1, -2))], -1) / np.sqrt(K)
+        allowed = np.concatenate(
+            [np.broadcast_to(np.isfinite(cached_m)[:, :, None, :],
+                             (N, HV, width, cache.shape[2])),
+             np.broadcast_to(np.tril(np.ones((width, width), bool)), (N, HV, width, width))],
+            -1)
+        values = xp.concatenate([cv, bv], 2)
+        if sink is not None:
+            sink_f = as_float(sink)
+            column = (sink_f[None, :, None, None] * xp.ones((N, HV, width, 1)))
+            logits = xp.concatenate([logits, column], -1)
+            allowed = np.concatenate([allowed, np.ones((N, HV, width, 1), bool)], -1)
+            zero = (xp.zeros((N, HV, 1, V)))
+            values = xp.concatenate([values, zero], 2)
+        mask = torch.as_tensor(allowed) if torch is not None else allowed
+        logits = xp.where(mask, logits, -np.inf)
+        weights = (torch.softmax(logits, -1) if torch is not None else
+                   np.exp(logits - logits.max(-1, keepdims=True)))
+        if torch is None:
+            weights = weights / weights.sum(-1, keepdims=True)
+        read = weights @ values                                      # [N, HV, width, V]
+        reads.append(read.transpose(1, 2) if torch is not None else np.swapaxes(read, 1, 2))
+    read = xp.concatenate(reads, 1) if reads else vr[:, :0]
+    if cu_seqlens is not None:
+        if torch is not None:
+            read = read[torch.as_tensor(sequence), torch.as_tensor(position)][None]
+        else:
+            read = read[sequence, position][None]
+    o = as_float(o_state) + as_float(cache_weight)[:, None] * read
+    if torch is not None:
+        o = o.to(o_state.dtype)
+    return (o, final) if output_final_state else o

@@ -831,3 +831,72 @@ def variational_linear_attention(q, k, v, u, *, lambda0=0.1, eta=1e-3, period=20
                 penalty_out[n, h], normalizer_out[n, h] = P, z
     lengths = np.array([end - start for _, start, end in sequences], np.int64)
     return o, (memory_out, penalty_out, normalizer_out, np.asarray(position0) + lengths)
+
+
+def _rms_normalized(x, gamma):
+    """Qwen3-style RMSNorm with scale ``gamma`` over the last axis."""
+    return gamma * x / np.sqrt(np.mean(x * x) + 1e-6)
+
+
+def hola_attention(q, k, v, g, beta, cache_weight, *, cache_size=64, block_size=256,
+                   gamma_q=None, gamma_k=None, sink=None, scale=None, cu_seqlens=None,
+                   initial_state=None):
+    """HOLA's read (Cui, 2026, "A Hippocampus for Linear Attention"): a Gated
+    DeltaNet state plus a softmax read of a bounded exact cache, token by
+    token in float64. Per sequence and value head hv (key head h):
+
+        e_t = v_t - exp(g_t) S_{t-1}^T k_t;  S_t = exp(g_t) S_{t-1} + beta_t k_t e_t^T
+        m_t = beta_t |e_t|                       (the write's size, fixed once written)
+
+    Token t of block b (``block_size`` tokens, counted from the sequence's
+    start) reads the cache: the ``cache_size`` tokens of the blocks before b
+    with the largest m (ties: the earlier token), the tokens of block b up to
+    t, and a null sink (logit ``sink[hv]``, value 0) when given:
+
+        o_t = S_t^T (scale q_t) + cache_weight[hv] sum_j softmax_j(qn_t . kn_j / sqrt(K)) v_j
+
+    with ``qn = RMSNorm_gamma_q(q)``, ``kn = RMSNorm_gamma_k(k)``. Returns
+    ``(o, final_state)``."""
+    q, k, v = _f64(q, "q"), _f64(k, "k"), _f64(v, "v")
+    B, T, H, K = q.shape
+    HV, V = v.shape[2], v.shape[3]
+    scale = _check_scale(scale, K)
+    g = _f64(g, "g")
+    beta = _f64(beta, "beta")
+    g_heads, beta_heads = g.shape[2], beta.shape[2]
+    gamma_q = np.ones(K) if gamma_q is None else _f64(gamma_q, "gamma_q")
+    gamma_k = np.ones(K) if gamma_k is None else _f64(gamma_k, "gamma_k")
+    cache_weight = _f64(cache_weight, "cache_weight")
+    sequences = _sequences(cu_seqlens, B, T)
+    s0 = _check_initial_state(initial_state, len(sequences), HV, K, V)
+    o = np.zeros((B, T, HV, V))
+    final = np.zeros_like(s0)
+    group = HV // H
+    for n, (bi, start, end) in enumerate(sequences):
+        for hv in range(HV):
+            h = hv // group
+            S = s0[n, hv].copy()
+            m = np.zeros(end - start)
+            keys = [_rms_normalized(k[bi, t, h], gamma_k) for t in range(start, end)]
+            for i, t in enumerate(range(start, end)):
+                decay = np.exp(g[bi, t, hv if g_heads == HV else h])
+                b = beta[bi, t, hv if beta_heads == HV else h]
+                e = v[bi, t, hv] - decay * (S.T @ k[bi, t, h])
+                S = decay * S + b * np.outer(k[bi, t, h], e)
+                m[i] = b * np.linalg.norm(e)
+                block = (i // block_size) * block_size
+                order = sorted(range(block), key=lambda j: (-m[j], j))[:cache_size]
+                visible = sorted(order) + list(range(block, i + 1))
+                qn = _rms_normalized(q[bi, t, h], gamma_q)
+                logits = [qn @ keys[j] / np.sqrt(K) for j in visible]
+                values = [v[bi, start + j, hv] for j in visible]
+                if sink is not None:
+                    logits.append(float(np.asarray(sink, np.float64)[hv]))
+                    values.append(np.zeros(V))
+                logits = np.array(logits)
+                weights = np.exp(logits - logits.max())
+                weights /= weights.sum()
+                read = sum(w * x for w, x in zip(weights, values))
+                o[bi, t, hv] = scale * (S.T @ q[bi, t, h]) + cache_weight[hv] * read
+            final[n, hv] = S
+    return o, final
