@@ -70,6 +70,8 @@ def parse_args(argv=None):
     p.add_argument("--sgemm-seconds", type=float, default=0.4)
     p.add_argument("--plot", metavar="PNG", help="write a bar chart (needs matplotlib)")
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    p.add_argument("--plot-from", metavar="JSON",
+                   help="only draw --plot from the results a run wrote with --json")
     return p.parse_args(argv)
 
 
@@ -301,6 +303,13 @@ def _median_ms(call, repeat):
 
 def main(argv=None):
     args = parse_args(argv)
+    if args.plot_from:
+        with open(args.plot_from) as f:
+            data = json.load(f)
+        sgemm = {int(k): v for k, v in data["sgemm"].items()}
+        _plot(args.plot or "peers.png", data["results"], sgemm, max(sgemm),
+              f"{data['cpu']} (family {data['family']})")
+        return
     import numpy as np
     from la.testing import make_inputs, reference_for, rel_rms
     shapes = [_shape(s) for s in (args.shapes or (QUICK_SHAPES if args.quick
@@ -419,7 +428,7 @@ def _plot(path, results, sgemm, n, machine):
         axis.axhline(sgemm[threads], color="black", linestyle="--", linewidth=1,
                      label="sgemm 128^3")
         axis.set_xticks([c + 0.4 - width / 2 for c in range(len(cases))])
-        axis.set_xticklabels([f"{v}\n{'x'.join(map(str, s))}" for v, s in cases], fontsize=7)
+        axis.set_xticklabels([f"{v}\nT={s[1]} H={s[2]}" for v, s in cases], fontsize=7)
         axis.set_yscale("log")
         axis.set_title(f"{threads} thread{'s' if threads > 1 else ''}")
         axis.set_ylabel("GFLOP/s (chunked algorithm's count)")
