@@ -32,7 +32,8 @@ from . import ops
 from .fla import _torch_module
 
 __all__ = ["mixture_of_memories", "hedgehog_features", "sliding_window_hybrid",
-           "log_linear_attention", "variational_linear_attention", "VLAState"]
+           "log_linear_attention", "variational_linear_attention", "VLAState",
+           "hola_attention", "HOLAState"]
 
 #: the memory kinds: la variants whose key and gate operands a routing mask
 #: can zero (no write, no decay)
@@ -671,6 +672,43 @@ def _shifted_one_token(x, starts, torch):
     return out * (torch.as_tensor(keep, dtype=x.dtype) if torch is not None else keep)
 
 
+#: HOLA's carried state per sequence, for decoding: the recurrent ``state
+#: [N, HV, K, V]``; the cache, ``cache_keys [N, HV, w, K]``, ``cache_values
+#: [N, HV, w, V]`` and the sizes m of its tokens ``cache_sizes [N, HV, w]``
+#: (-inf in an empty slot); the open block's tokens, ``block_keys [N, HV, C,
+#: K]``, ``block_values [N, HV, C, V]``, ``block_sizes [N, HV, C]`` (the
+#: first ``position % C`` slots); and ``position [N]``, the tokens seen.
+HOLAState = collections.namedtuple(
+    "HOLAState", "state cache_keys cache_values cache_sizes block_keys block_values "
+    "block_sizes position")
+
+
+def _check_hola_state(state, N, HV, K, V, w, C):
+    if len(state) != 8:
+        raise ValueError("initial_state must be a recurrent state [N, HV, K, V] or a "
+                         f"HOLAState, got a tuple of {len(state)}")
+    state = HOLAState(*state)
+    for name, shape in (("state", (N, HV, K, V)), ("cache_keys", (N, HV, w, K)),
+                        ("cache_values", (N, HV, w, V)), ("cache_sizes", (N, HV, w)),
+                        ("block_keys", (N, HV, C, K)), ("block_values", (N, HV, C, V)),
+                        ("block_sizes", (N, HV, C)), ("position", (N,))):
+        got = tuple(np.shape(getattr(state, name)))
+        if got != shape:
+            raise ValueError(f"initial_state.{name} must have shape {shape} (cache_size "
+                             f"{w}, block_size {C}), got {got}")
+    position = np.asarray(state.position.cpu() if hasattr(state.position, "cpu")
+                          else state.position)
+    if not np.issubdtype(position.dtype, np.integer) or np.any(position < 0):
+        raise ValueError(f"initial_state.position must hold token counts >= 0, got "
+                         f"{position.tolist()}")
+    sizes = [np.asarray(x.detach().cpu() if hasattr(x, "detach") else x, np.float64)
+             for x in (state.cache_sizes, state.block_sizes)]
+    if any(np.isnan(x).any() or np.isposinf(x).any() for x in sizes):
+        raise ValueError("initial_state's cache_sizes and block_sizes must be finite or -inf")
+    return state._replace(cache_sizes=sizes[0], block_sizes=sizes[1],
+                          position=position.astype(np.int64))
+
+
 def hola_attention(q, k, v, g, beta, cache_weight, *, cache_size=64, block_size=256,
                    gamma_q=None, gamma_k=None, sink=None, scale=None, initial_state=None,
                    output_final_state=False, cu_seqlens=None, chunk_size=64,
@@ -702,10 +740,15 @@ def hola_attention(q, k, v, g, beta, cache_weight, *, cache_size=64, block_size=
     the same recurrence shifted one token later and read with the keys
     (``S_{t-1}^T k_t``: la's state includes token t); the cache is chosen
     per block from the detached m (a top-k: no gradient through the choice)
-    and read with torch or NumPy. ``initial_state`` is the recurrent state
-    (the cache starts empty in every call; it is not carried);
-    ``cu_seqlens`` (B = 1) gives each sequence its own cache and blocks.
-    Returns ``o`` or ``(o, final_state)``."""
+    and read with torch or NumPy. ``cu_seqlens`` (B = 1) gives each
+    sequence its own cache and blocks.
+
+    ``initial_state``: the recurrent state ``[N, HV, K, V]`` alone (the
+    cache starts empty), or a :class:`HOLAState`, which also carries the
+    cache, the open block's tokens and the position (decoding, or a prompt
+    in pieces: a call continued from the state another returned equals one
+    call). ``output_final_state=True`` returns ``(o, HOLAState)``;
+    otherwise ``o``."""
     B, T, H, K = np.shape(q)
     if np.ndim(v) != 4 or tuple(np.shape(v)[:2]) != (B, T) or np.shape(v)[2] % H:
         raise ValueError(f"v must be [B, T, HV, V] with (B, T) = {(B, T)} and HV a multiple "
@@ -725,8 +768,13 @@ def hola_attention(q, k, v, g, beta, cache_weight, *, cache_size=64, block_size=
             raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
     if cu_seqlens is not None and B != 1:
         raise ValueError(f"cu_seqlens needs B = 1 (packed sequences), got B = {B}")
+    N = B if cu_seqlens is None else np.asarray(cu_seqlens).reshape(-1).size - 1
+    carried = None
+    if isinstance(initial_state, tuple):
+        carried = _check_hola_state(initial_state, N, HV, K, V, cache_size, block_size)
+        initial_state = carried.state
     torch = _torch_module(q, k, v, g, beta, cache_weight, gamma_q, gamma_k, sink,
-                          initial_state)
+                          initial_state, *(carried or ()))
     if torch is None:
         q, k, v, g, beta, cache_weight = (np.asarray(x, np.float32)
                                           for x in (q, k, v, g, beta, cache_weight))
@@ -767,79 +815,151 @@ def hola_attention(q, k, v, g, beta, cache_weight, *, cache_size=64, block_size=
     size = betaf * (residual * residual).sum(-1) ** 0.5              # m [B, T, HV]
     m = (size.detach().numpy() if torch is not None else size).astype(np.float64)
 
-    # The cache read, one row per sequence.
-    qn, kn = (per_value_head(x) for x in (as_float(q), as_float(k)))
-    gq, gk = as_float(gamma_q), as_float(gamma_k)
-
     def rms_normalized(x, gamma):
-        y = x / ((x * x).mean(-1, keepdims=True) if torch is None else
-                 (x * x).mean(-1, keepdim=True)).__add__(1e-6) ** 0.5
+        """RMSNorm over the last axis, times ``gamma`` (Qwen3's, eps 1e-6)."""
+        square = (x * x).mean(-1, keepdims=True) if torch is None else \
+            (x * x).mean(-1, keepdim=True)
+        y = x / (square + 1e-6) ** 0.5
         return y if gamma is None else y * gamma
 
-    qn, kn = rms_normalized(qn, gq), rms_normalized(kn, gk)
+    # The cache read, one row per sequence. A row's sources are the carried
+    # cache (slots 0..w-1), the carried open block (w..w+C-1) and the call's
+    # tokens; its extended positions are the open block's tokens and then the
+    # call's, so that its blocks start at the row's first position.
+    w, C = cache_size, block_size
     if cu_seqlens is not None:
         rows = torch.as_tensor(index) if torch is not None else index
-        qn, kn, vr = qn[0][rows], kn[0][rows], vf[0][rows]          # [N, L, HV, .]
-        m = m[0][index]
+        q_rows, k_rows = per_value_head(as_float(q))[0][rows], per_value_head(as_float(k))[0][rows]
+        v_rows, m_rows = vf[0][rows], m[0][index]
     else:
-        vr = vf
-    N, L = qn.shape[0], qn.shape[1]
-    valid = np.arange(L)[None, :] < lengths[:, None]                 # [N, L]
-    m = np.where(valid[..., None], m, -np.inf)
+        q_rows, k_rows = per_value_head(as_float(q)), per_value_head(as_float(k))
+        v_rows, m_rows = vf, m
+    N, L = q_rows.shape[0], q_rows.shape[1]
+    if carried is None:
+        zeros = torch.zeros if torch is not None else (lambda shape: np.zeros(shape, np.float32))
+        carried = HOLAState(None, zeros((N, HV, w, K)), zeros((N, HV, w, V)),
+                            np.full((N, HV, w), -np.inf), zeros((N, HV, C, K)),
+                            zeros((N, HV, C, V)), np.full((N, HV, C), -np.inf),
+                            np.zeros(N, np.int64))
+
+    def rows_first(x):
+        """[N, HV, S, D] -> [N, S, HV, D]."""
+        return as_float(x).transpose(1, 2) if torch is not None else np.swapaxes(x, 1, 2)
+
+    source_k = xp.concatenate([rows_first(carried.cache_keys), rows_first(carried.block_keys),
+                               k_rows], 1)                           # [N, w + C + L, HV, K]
+    source_v = xp.concatenate([rows_first(carried.cache_values),
+                               rows_first(carried.block_values), v_rows], 1)
+    source_m = np.concatenate([np.swapaxes(np.asarray(carried.cache_sizes, np.float64), 1, 2),
+                               np.swapaxes(np.asarray(carried.block_sizes, np.float64), 1, 2),
+                               np.where((np.arange(L)[None, :] < lengths[:, None])[..., None],
+                                        m_rows, -np.inf)], 1)        # [N, w + C + L, HV]
+    source_q = xp.concatenate([xp.zeros((N, w + C, HV, K)), q_rows], 1)
+    opened = np.asarray(carried.position, np.int64) % C             # open block's tokens
+    ends = opened + lengths                                          # extended row lengths
+    width = int(ends.max()) if N else 0
+    extended = np.arange(width)[None, :]
+    ext_index = np.where(extended < opened[:, None], w + extended,
+                         np.minimum(w + C + extended - opened[:, None], w + C + L - 1))
+    ext_valid = extended < ends[:, None]
+    batch_rows = np.arange(N)[:, None]
+    heads = np.arange(HV)[None, :, None]
+    batch = np.arange(N)[:, None, None]
+
+    def index(x, *indices):
+        return x[tuple(torch.as_tensor(np.array(i, np.int64)) for i in indices)] \
+            if torch is not None else x[indices]
+
+    source_kn = rms_normalized(source_k, as_float(gamma_k))
+    ext_q = rms_normalized(index(source_q, batch_rows, ext_index), as_float(gamma_q))
+    ext_k, ext_v = index(source_kn, batch_rows, ext_index), index(source_v, batch_rows, ext_index)
+
+    def merged(cache, block_start):
+        """Top w of the cache and the block at ``block_start`` (extended
+        positions; for each row only if it is complete there), in token order."""
+        stop = block_start + C
+        block = np.broadcast_to(ext_index[:, None, block_start:stop],
+                                (N, HV, min(stop, width) - block_start))
+        candidates = np.concatenate([cache, block], 2)
+        scores = np.take_along_axis(np.swapaxes(source_m, 1, 2), candidates, 2)
+        complete = (stop <= ends)[:, None, None]
+        scores[..., w:] = np.where(complete, scores[..., w:], -np.inf)
+        order = np.lexsort((candidates, -scores), axis=2)[..., :w]
+        return np.sort(np.take_along_axis(candidates, order, 2), axis=2)
+
     reads = []
-    cache = np.zeros((N, HV, 0), np.int64)                          # token indices
-    for start in range(0, L, block_size):
-        stop = min(start + block_size, L)
+    cache = np.broadcast_to(np.arange(w), (N, HV, w))               # source indices
+    for start in range(0, width, C):
+        stop = min(start + C, width)
         if start:
-            # top cache_size of (the cache, the block before): m fixed once written
-            candidates = np.concatenate(
-                [cache, np.broadcast_to(np.arange(start - block_size, start),
-                                        (N, HV, block_size))], 2)
-            scores = np.take_along_axis(np.moveaxis(m, 1, 2), candidates, 2)
-            order = np.lexsort((candidates, -scores), axis=2)[..., :cache_size]
-            cache = np.take_along_axis(candidates, order, 2)
-        cached_m = np.take_along_axis(np.moveaxis(m, 1, 2), cache, 2)   # [N, HV, c]
-        cache_t = torch.as_tensor(cache) if torch is not None else cache
-        heads = np.arange(HV)[None, :, None]
-        batch = np.arange(N)[:, None, None]
-        if torch is not None:
-            heads, batch = torch.as_tensor(heads), torch.as_tensor(batch)
-        ck, cv = kn[batch, cache_t, heads], vr[batch, cache_t, heads]   # [N, HV, c, .]
+            cache = merged(cache, start - C)
+        cached_m = np.take_along_axis(np.swapaxes(source_m, 1, 2), cache, 2)   # [N, HV, w]
+        ck = index(source_kn, batch, cache, heads)                   # [N, HV, w, K]
+        cv = index(source_v, batch, cache, heads)
         bq, bk, bv = (x[:, start:stop].transpose(1, 2) if torch is not None
-                      else np.swapaxes(x[:, start:stop], 1, 2) for x in (qn, kn, vr))
-        width = stop - start
-        logits = xp.concatenate([bq @ (ck.transpose(-1, -2) if torch is not None
-                                       else np.swapaxes(ck, -1, -2)),
-                                 bq @ (bk.transpose(-1, -2) if torch is not None
-                                       else np.swapaxes(bk, -1, -2))], -1) / np.sqrt(K)
+                      else np.swapaxes(x[:, start:stop], 1, 2) for x in (ext_q, ext_k, ext_v))
+        size = stop - start
+
+        def transposed(x):
+            return x.transpose(-1, -2) if torch is not None else np.swapaxes(x, -1, -2)
+
+        logits = xp.concatenate([bq @ transposed(ck), bq @ transposed(bk)], -1) / np.sqrt(K)
         allowed = np.concatenate(
-            [np.broadcast_to(np.isfinite(cached_m)[:, :, None, :],
-                             (N, HV, width, cache.shape[2])),
-             np.broadcast_to(np.tril(np.ones((width, width), bool)), (N, HV, width, width))],
-            -1)
+            [np.broadcast_to(np.isfinite(cached_m)[:, :, None, :], (N, HV, size, w)),
+             np.broadcast_to(np.tril(np.ones((size, size), bool))
+                             & ext_valid[:, None, None, start:stop], (N, HV, size, size))], -1)
         values = xp.concatenate([cv, bv], 2)
         if sink is not None:
-            sink_f = as_float(sink)
-            column = (sink_f[None, :, None, None] * xp.ones((N, HV, width, 1)))
+            column = as_float(sink)[None, :, None, None] * xp.ones((N, HV, size, 1))
             logits = xp.concatenate([logits, column], -1)
-            allowed = np.concatenate([allowed, np.ones((N, HV, width, 1), bool)], -1)
-            zero = (xp.zeros((N, HV, 1, V)))
-            values = xp.concatenate([values, zero], 2)
+            allowed = np.concatenate([allowed, np.ones((N, HV, size, 1), bool)], -1)
+            values = xp.concatenate([values, xp.zeros((N, HV, 1, V))], 2)
+        # a query with nothing visible (a carried prefix position) reads zero
+        allowed = allowed | ~allowed.any(-1, keepdims=True) & (np.arange(allowed.shape[-1]) ==
+                                                               allowed.shape[-1] - 1)
         mask = torch.as_tensor(allowed) if torch is not None else allowed
         logits = xp.where(mask, logits, -np.inf)
-        weights = (torch.softmax(logits, -1) if torch is not None else
-                   np.exp(logits - logits.max(-1, keepdims=True)))
-        if torch is None:
-            weights = weights / weights.sum(-1, keepdims=True)
-        read = weights @ values                                      # [N, HV, width, V]
-        reads.append(read.transpose(1, 2) if torch is not None else np.swapaxes(read, 1, 2))
-    read = xp.concatenate(reads, 1) if reads else vr[:, :0]
-    if cu_seqlens is not None:
         if torch is not None:
-            read = read[torch.as_tensor(sequence), torch.as_tensor(position)][None]
+            weights = torch.softmax(logits, -1)
         else:
-            read = read[sequence, position][None]
+            weights = np.exp(logits - logits.max(-1, keepdims=True))
+            weights = weights / weights.sum(-1, keepdims=True)
+        read = weights @ values                                      # [N, HV, size, V]
+        reads.append(read.transpose(1, 2) if torch is not None else np.swapaxes(read, 1, 2))
+    ext_read = xp.concatenate(reads, 1) if reads else xp.zeros((N, 1, HV, V))
+    # the call's tokens: extended position opened + i
+    out_index = np.minimum(opened[:, None] + np.arange(max(L, 1))[None, :],
+                           max(ext_read.shape[1] - 1, 0))
+    read = index(ext_read, batch_rows, out_index)[:, :L]            # [N, L, HV, V]
+    if cu_seqlens is not None:
+        read = index(read, sequence, position)[None]
     o = as_float(o_state) + as_float(cache_weight)[:, None] * read
     if torch is not None:
         o = o.to(o_state.dtype)
-    return (o, final) if output_final_state else o
+    if not output_final_state:
+        return o
+    # The final cache (every complete block merged) and open block.
+    if width:
+        cache = merged(cache, ((width - 1) // C) * C)
+    kept = np.isfinite(np.take_along_axis(np.swapaxes(source_m, 1, 2), cache, 2))
+    keep = torch.as_tensor(kept, dtype=torch.float32)[..., None] if torch is not None \
+        else kept[..., None]
+    block_start = (ends // C) * C
+    slots = block_start[:, None] + np.arange(C)[None, :]             # extended positions
+    in_block = slots < ends[:, None]
+    slot_index = np.where(in_block, np.take_along_axis(
+        ext_index, np.minimum(slots, max(width - 1, 0)), 1) if width else 0, 0)
+    block_keep = torch.as_tensor(in_block[:, None, :, None], dtype=torch.float32) \
+        if torch is not None else in_block[:, None, :, None]
+    slot_heads = np.broadcast_to(slot_index[:, None, :], (N, HV, C))
+    state = HOLAState(
+        final,
+        index(source_k, batch, cache, heads) * keep,
+        index(source_v, batch, cache, heads) * keep,
+        np.where(kept, np.take_along_axis(np.swapaxes(source_m, 1, 2), cache, 2), -np.inf),
+        index(source_k, batch, slot_heads, heads) * block_keep,
+        index(source_v, batch, slot_heads, heads) * block_keep,
+        np.where(in_block[:, None, :],
+                 np.take_along_axis(np.swapaxes(source_m, 1, 2), slot_heads, 2), -np.inf),
+        np.asarray(carried.position, np.int64) + lengths)
+    return o, state

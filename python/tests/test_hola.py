@@ -43,11 +43,11 @@ def _inputs(B, T, H, HV, K, V, seed=0, value_head_gates=False):
 
 
 def _compare(args, options, tol=1e-5, **kwargs):
-    o, s = family.hola_attention(*args, **options, output_final_state=True, **kwargs)
+    o, final = family.hola_attention(*args, **options, output_final_state=True, **kwargs)
     kwargs.pop("chunk_size", None)
     o_ref, s_ref = reference.hola_attention(*args, **options, **kwargs)
     assert rel_rms(o_ref, o) <= tol, rel_rms(o_ref, o)
-    assert rel_rms(s_ref, s) <= tol, rel_rms(s_ref, s)
+    assert rel_rms(s_ref, final.state) <= tol, rel_rms(s_ref, final.state)
     return o
 
 
@@ -163,10 +163,10 @@ def test_gradients_against_finite_differences():
 
     tensors = {n: torch.tensor(x, requires_grad=True) for n, x in base.items()}
     inputs, opts, s0 = split(tensors)
-    o, s = family.hola_attention(*inputs, **opts, initial_state=s0, output_final_state=True,
-                                 chunk_size=16, **sizes)
+    o, final = family.hola_attention(*inputs, **opts, initial_state=s0,
+                                     output_final_state=True, chunk_size=16, **sizes)
     ((o.double() * torch.from_numpy(do)).sum()
-     + (s.double() * torch.from_numpy(ds)).sum()).backward()
+     + (final.state.double() * torch.from_numpy(ds)).sum()).backward()
     for name, x in base.items():
         x = np.asarray(x, np.float64)
         expected = np.zeros_like(x)
@@ -177,6 +177,107 @@ def test_gradients_against_finite_differences():
             expected[index] = (loss(name, plus) - loss(name, minus)) / 2e-6
         got = tensors[name].grad.numpy()
         assert rel_rms(expected, got) <= 1e-4, (name, rel_rms(expected, got))
+
+
+def _chained(args, options, cuts, **kwargs):
+    """The call split at ``cuts`` (token positions), chained through the
+    HOLAState each part returns: (outputs joined, last state)."""
+    bounds = [0] + list(cuts) + [args[0].shape[1]]
+    state, parts = None, []
+    for start, stop in zip(bounds[:-1], bounds[1:]):
+        piece = [x[:, start:stop] for x in args]
+        o, state = family.hola_attention(*piece, **options, initial_state=state,
+                                         output_final_state=True, **kwargs)
+        parts.append(o)
+    cat = np.concatenate if isinstance(parts[0], np.ndarray) else \
+        __import__("torch").cat
+    return cat(parts, 1), state
+
+
+def _check_states(expected, got, tol=1e-6):
+    for name in family.HOLAState._fields:
+        a, b = getattr(expected, name), getattr(got, name)
+        a, b = (np.asarray(x.detach() if hasattr(x, "detach") else x, np.float64)
+                for x in (a, b))
+        finite = np.isfinite(a)
+        assert np.array_equal(finite, np.isfinite(b)), name
+        assert np.array_equal(a[~finite], b[~finite]), name
+        assert rel_rms(a[finite], b[finite]) <= tol if finite.any() else True, name
+
+
+@pytest.mark.parametrize("cuts", [(1,), (7,), (10,), (3, 4, 15)])
+def test_carried_state_equals_one_pass(cuts):
+    """A prompt in pieces (through the cache, the open block and the
+    position) equals one call: outputs and every part of the state."""
+    args, options, _ = _inputs(2, 23, 1, 2, 8, 8, seed=14)
+    sizes = dict(cache_size=3, block_size=5, chunk_size=16)
+    whole, final = family.hola_attention(*args, **options, output_final_state=True, **sizes)
+    pieces, end = _chained(args, options, cuts, **sizes)
+    assert rel_rms(whole, pieces) <= 1e-6
+    _check_states(final, end)
+    assert list(end.position) == [23, 23]
+
+
+def test_decoding_token_by_token():
+    args, options, _ = _inputs(1, 13, 2, 2, 8, 8, seed=15)
+    sizes = dict(cache_size=2, block_size=4, chunk_size=16)
+    whole, final = family.hola_attention(*args, **options, output_final_state=True, **sizes)
+    steps, end = _chained(args, options, range(1, 13), **sizes)
+    assert rel_rms(whole, steps) <= 1e-5
+    _check_states(final, end, tol=1e-5)
+    o_ref, _ = reference.hola_attention(*args, **options, cache_size=2, block_size=4)
+    assert rel_rms(o_ref, steps) <= 1e-5
+
+
+def test_packed_final_state_is_each_sequences():
+    args, options, _ = _inputs(1, 30, 1, 1, 8, 8, seed=16)
+    cu = np.array([0, 11, 11, 30])
+    sizes = dict(cache_size=2, block_size=4, chunk_size=16)
+    _, packed = family.hola_attention(*args, **options, cu_seqlens=cu,
+                                      output_final_state=True, **sizes)
+    for n, (start, stop) in enumerate(zip(cu[:-1], cu[1:])):
+        mine = family.HOLAState(*(x[n:n + 1] for x in packed))
+        if start == stop:  # the empty sequence: nothing written, nothing cached
+            assert not mine.state.any() and mine.position[0] == 0
+            assert np.isneginf(mine.cache_sizes).all() and np.isneginf(mine.block_sizes).all()
+            continue
+        _, alone = family.hola_attention(*(x[:, start:stop] for x in args), **options,
+                                         output_final_state=True, **sizes)
+        _check_states(alone, mine)
+
+
+def test_gradients_through_a_carried_state():
+    """torch autograd through two chained calls (the cache's keys and values
+    carried) equals one call's."""
+    torch = pytest.importorskip("torch")
+    args, options, _ = _inputs(1, 17, 1, 1, 8, 8, seed=17)
+    sizes = dict(cache_size=2, block_size=4, chunk_size=16)
+    do = torch.from_numpy(np.random.default_rng(3).standard_normal(args[2].shape))
+    grads = []
+    for cuts in ((), (6,)):
+        tensors = [torch.tensor(x, requires_grad=True) for x in args]
+        o, _ = _chained(tensors, options, cuts, **sizes)
+        (o.double() * do).sum().backward()
+        grads.append([t.grad.numpy() for t in tensors])
+    for one, two in zip(*grads):
+        assert rel_rms(one, two) <= 1e-5
+
+
+def test_carried_state_errors():
+    args, options, _ = _inputs(1, 6, 1, 1, 4, 4, seed=1)
+    _, state = family.hola_attention(*args, **options, cache_size=2, block_size=3,
+                                     output_final_state=True)
+    with pytest.raises(ValueError, match="a tuple of 3"):
+        family.hola_attention(*args, **options, initial_state=state[:3])
+    with pytest.raises(ValueError, match=r"initial_state.cache_keys must have shape "
+                                         r"\(1, 1, 64, 4\)"):
+        family.hola_attention(*args, **options, initial_state=state)
+    bad = state._replace(block_sizes=np.full_like(state.block_sizes, np.nan))
+    with pytest.raises(ValueError, match="finite or -inf"):
+        family.hola_attention(*args, **options, cache_size=2, block_size=3, initial_state=bad)
+    bad = state._replace(position=np.array([-1]))
+    with pytest.raises(ValueError, match="token counts"):
+        family.hola_attention(*args, **options, cache_size=2, block_size=3, initial_state=bad)
 
 
 @pytest.mark.parametrize("change, message", [
