@@ -183,12 +183,13 @@ def _qkv_array(name, x):
 
 def _bf16_bits(x):
     """Round float values to bf16 (nearest, ties to even); the bits as uint16."""
-    rounded = runner.round_to_bf16(x)
-    return (rounded.view(np.uint32) >> 16).astype(np.uint16)
+    return runner.bf16_upper_bits(x).astype(np.uint16)
 
 
 def _bf16_to_f32(bits):
-    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
+    wide = np.asarray(bits, dtype=np.uint16).astype(np.uint32)
+    wide <<= 16
+    return wide.view(np.float32)
 
 
 def _to_compute(name, arr, kind, dtype):

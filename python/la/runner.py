@@ -71,12 +71,27 @@ def round_to_bf16(x):
     stay infinite, finite values above bf16's range become infinite, NaNs stay
     (quiet) NaNs.
     """
+    upper = bf16_upper_bits(x)
+    upper <<= 16
+    return upper.view(np.float32)
+
+
+def bf16_upper_bits(x):
+    """The bf16 rounding of ``x`` (as :func:`round_to_bf16`) as its 16 bits,
+    held in a uint32 array of x's shape. In place on one uint32 array: no
+    wider temporaries (the conversion of a large tensor used to cost more
+    than the kernel it fed)."""
     x = np.ascontiguousarray(x, dtype=np.float32)
-    bits = x.view(np.uint32).astype(np.uint64)
+    bits = x.view(np.uint32)
+    upper = bits >> 16
+    upper &= 1
+    upper += 0x7FFF
+    upper += bits  # below 2^32 for every non-NaN bit pattern (max 0xFF800000 + 0x8000)
+    upper >>= 16
     nan = np.isnan(x)
-    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
-    rounded = np.where(nan, (bits | 0x00400000) & 0xFFFF0000, rounded)
-    return rounded.astype(np.uint32).view(np.float32).reshape(x.shape)
+    if nan.any():  # quiet NaNs (a carry could also have wrapped around)
+        upper[nan] = (bits[nan] | 0x00400000) >> 16
+    return upper
 
 
 def _check_dtype(dtype):

@@ -453,6 +453,13 @@ def test_round_to_bf16():
     assert abs(got[9] - 1e-40) < 2.0 ** -133  # subnormal, spacing 2^-133
     assert np.isnan(runner.round_to_bf16(np.array([np.nan], dtype=np.float32)))[0]
     np.testing.assert_array_equal(runner.round_to_bf16(got), got)
+    # NaNs come back quiet, with their sign and upper payload (an all-ones
+    # pattern must not carry out of 32 bits), and the shape is kept
+    nans = np.array([0xFFFFFFFF, 0x7F800001, 0xFF80FFFF], np.uint32).view(np.float32)
+    np.testing.assert_array_equal(runner.round_to_bf16(nans).view(np.uint32),
+                                  np.array([0xFFFF0000, 0x7FC00000, 0xFFC00000], np.uint32))
+    grid = np.arange(12, dtype=np.float32).reshape(3, 4)[:, ::2] / 3
+    assert runner.round_to_bf16(grid).shape == (3, 2)
 
 
 def test_la_run_error_is_raised_with_stderr():
