@@ -20,8 +20,9 @@ between them, the masks, the gathers and the level-0 terms, is not counted):
   Gated DeltaNet memories as heads of one call, top-2 routing;
 * Gated DeltaProduct (``la.fla.chunk_gated_delta_product``): the delta rule
   over ``T * n`` tokens, ``n = 2``;
-* VLA (``la.family.variational_linear_attention``): the sequential
-  Sherman-Morrison penalty pass in NumPy, then one la call of the dplr rule
+* VLA (``la.family.variational_linear_attention``): the Sherman-Morrison
+  penalty pass in NumPy (blocked between refreshes), then one la call of
+  the dplr rule
   (its base: that call alone, on the same write directions);
 * HOLA (``la.family.hola_attention``): two Gated DeltaNet calls (the read,
   and the residuals from the recurrence shifted one token) and the blocked

@@ -469,6 +469,114 @@ def log_linear_attention(q, k, v, g, level_scales, *, variant=None, beta=None, s
 # Variational Linear Attention
 # --------------------------------------------------------------------------
 
+def _penalty_pass_sequential(P, u_rows, k_unit, valid, position0, period, eta, eps, eye,
+                             unit, torch):
+    """VLA's penalty pass token by token (Sherman-Morrison with the eps
+    clamp): the write directions [N, L, H, K] and the last P."""
+    N, L, H, K = u_rows.shape
+    refresh = valid & ((position0[:, None] + np.arange(L)[None, :] + 1) % period == 0)
+    directions = []
+    for t in range(L):
+        ut = u_rows[:, t]                                            # [N, H, K]
+        x = (P @ ut[..., None])[..., 0]
+        delta = 1.0 + (ut * x).sum(-1)
+        delta = np.maximum(delta, eps) if torch is None else delta.clamp_min(eps)
+        P = P - x[..., :, None] * x[..., None, :] / delta[..., None, None]
+        if refresh[:, t].any():
+            mask = refresh[:, t].astype(np.float32)[:, None, None, None] * np.float32(eta)
+            P = P + (torch.as_tensor(mask) if torch is not None else mask) * eye
+        directions.append(unit((P @ k_unit[:, t][..., None])[..., 0]))
+    if not directions:
+        zeros = torch.zeros if torch is not None else (lambda shape: np.zeros(shape, np.float32))
+        return zeros((N, 0, H, K)), P
+    return (torch.stack(directions, 1) if torch is not None else np.stack(directions, 1)), P
+
+
+#: the longest block of the blocked penalty pass: a refresh period longer
+#: than this is split into blocks of this many tokens
+_PENALTY_BLOCK = 64
+
+
+def _penalty_pass_blocked(P, u_rows, k_unit, valid, position0, period, eta, eye, unit,
+                          torch):
+    """VLA's penalty pass a block of tokens at a time (Woodbury). Between
+    two refreshes, ``P_t = (P_r^{-1} + U_t U_t^T)^{-1}`` with ``U_t = [u_{r+1}
+    .. u_t]``, so with the Cholesky factor ``L L^T = I + U^T P_r U`` of the
+    block, ``Q = P_r U L^{-T}`` and ``W = L^{-1} U^T P_r Kh``, every token's
+    ``P_t kh_t = P_r kh_t - sum_{s <= t} Q_s W_{s t}`` (the leading blocks of
+    L are the factors of the leading blocks of ``I + U^T P_r U``), and the
+    block ends with ``P_r - Q Q^T``: matrix products in place of a step per
+    token. The rows are padded in front to the refresh's phase, so that the
+    refreshes fall on block ends in every row. It takes no eps clamp: with P
+    positive definite, as every update keeps it, ``1 + u^T P u >= 1``; a
+    factorisation that fails (P not positive definite) raises, and the caller
+    runs the sequential pass."""
+    N, L, H, K = u_rows.shape
+    pad = position0 % period                                         # [N]
+    width = L + int(pad.max()) if N else L
+    source = np.arange(width)[None, :] - pad[:, None]               # [N, width]
+    inside = (source >= 0) & (source < L)
+    inside &= np.take_along_axis(valid, np.clip(source, 0, max(L - 1, 0)), 1) if L else inside
+    gather = np.clip(source, 0, max(L - 1, 0))
+    rows = np.arange(N)[:, None]
+    if torch is not None:
+        mask = torch.as_tensor(inside, dtype=torch.float32)[..., None, None]
+        u_pad = u_rows[torch.as_tensor(rows), torch.as_tensor(gather)] * mask if L else \
+            torch.zeros((N, width, H, K))
+        k_pad = k_unit[torch.as_tensor(rows), torch.as_tensor(gather)] * mask if L else u_pad
+        transpose = lambda x: x.transpose(-1, -2)                    # noqa: E731
+        solve = lambda a, b: torch.linalg.solve_triangular(a, b, upper=False)  # noqa: E731
+        cholesky = torch.linalg.cholesky
+    else:
+        mask = inside[..., None, None].astype(np.float32)
+        u_pad = u_rows[rows, gather] * mask if L else np.zeros((N, width, H, K), np.float32)
+        k_pad = k_unit[rows, gather] * mask if L else u_pad
+        transpose = lambda x: np.swapaxes(x, -1, -2)                 # noqa: E731
+        solve = np.linalg.solve
+        cholesky = np.linalg.cholesky
+    step = period if period <= _PENALTY_BLOCK else _PENALTY_BLOCK
+    bounds = sorted(set(range(0, width, step)) | set(range(0, width, period)) | {width})
+    directions = []
+    for start, stop in zip(bounds[:-1], bounds[1:]):
+        size = stop - start
+        U = u_pad[:, start:stop].transpose(1, 2) if torch is not None else \
+            np.swapaxes(u_pad[:, start:stop], 1, 2)                  # [N, H, p, K]
+        Kh = k_pad[:, start:stop].transpose(1, 2) if torch is not None else \
+            np.swapaxes(k_pad[:, start:stop], 1, 2)
+        PU = P @ transpose(U)                                        # [N, H, K, p]
+        identity = eye[:size, :size] if size <= eye.shape[0] else (
+            torch.eye(size) if torch is not None else np.eye(size, dtype=np.float32))
+        factor = cholesky(identity + U @ PU)                         # [N, H, p, p]
+        if torch is None and not np.isfinite(factor).all():
+            raise np.linalg.LinAlgError("not positive definite")
+        Qt = solve(factor, transpose(PU))                            # Q^T [N, H, p, K]
+        W = solve(factor, transpose(PU) @ transpose(Kh))             # [N, H, p, p]
+        causal = np.triu(np.ones((size, size), np.float32))          # s <= t
+        if torch is not None:
+            causal = torch.as_tensor(causal)
+        x = transpose(P @ transpose(Kh) - transpose(Qt) @ (W * causal))  # [N, H, p, K]
+        P = P - transpose(Qt) @ Qt
+        if stop % period == 0:
+            # the refresh comes before the last token's direction is read
+            hit = inside[:, stop - 1].astype(np.float32)[:, None, None, None] * np.float32(eta)
+            hit = torch.as_tensor(hit) if torch is not None else hit
+            P = P + hit * eye
+            last = (np.arange(size) == size - 1).astype(np.float32)[:, None]
+            x = x + hit * (torch.as_tensor(last) if torch is not None else last) * Kh
+        directions.append(unit(x))                                   # [N, H, p, K]
+    if directions:
+        cat = torch.cat if torch is not None else np.concatenate
+        padded = cat(directions, 2)                                  # [N, H, width, K]
+        padded = padded.transpose(1, 2) if torch is not None else np.swapaxes(padded, 1, 2)
+        back = np.arange(L)[None, :] + pad[:, None]
+        w_rows = padded[torch.as_tensor(rows), torch.as_tensor(back)] if torch is not None \
+            else padded[rows, back]
+    else:
+        w_rows = torch.zeros((N, L, H, K)) if torch is not None else \
+            np.zeros((N, L, H, K), np.float32)
+    return w_rows, P
+
+
 #: VLA's carried state per sequence: la's memory ``state [N, HV, K, V]``, the
 #: inverse penalty ``penalty [N, H, K, K]``, the key sum ``normalizer [N, H,
 #: K]`` and ``position [N]``, the tokens seen (the refresh's phase).
@@ -503,7 +611,8 @@ def _check_vla_state(state, N, H, HV, K, V):
 
 def variational_linear_attention(q, k, v, u, *, lambda0=0.1, eta=1e-3, period=20, eps=1e-4,
                                  initial_state=None, output_final_state=False,
-                                 cu_seqlens=None, chunk_size=64, num_threads=None):
+                                 cu_seqlens=None, chunk_size=64, num_threads=None,
+                                 penalty_pass="blocked"):
     """Variational Linear Attention (Pandey and Singh, 2026, "Variational
     Linear Attention: Stable Associative Memory for Long-Context
     Transformers"; the recurrence of the authors' code, docs/family.md):
@@ -524,14 +633,16 @@ def variational_linear_attention(q, k, v, u, *, lambda0=0.1, eta=1e-3, period=20
     k_raw) / sqrt(K)``). Defaults are the authors' (lambda0 0.1, eta 1e-3
     every 20 tokens, eps 1e-4).
 
-    A composition: ``P`` depends on the u's only, so a sequential penalty
-    pass (NumPy or torch, O(T K^2) per head) gives every token its write
-    direction ``w_t``, and the memory is then la's ``dplr`` recurrence with
-    ``a = kh``, ``b = w``, write key ``w`` (chunked, in la's kernel); the
-    normaliser is a cumulative sum. The penalty pass is not chunked: the
-    refresh ``+ eta I`` adds to ``P``, not to its inverse, so ``P`` is not a
-    function of a sum of outer products (a rational recurrence, not la's
-    linear one).
+    A composition: ``P`` depends on the u's only, so a penalty pass (NumPy
+    or torch, O(T K^2) per head) gives every token its write direction
+    ``w_t``, and the memory is then la's ``dplr`` recurrence with ``a =
+    kh``, ``b = w``, write key ``w`` (chunked, in la's kernel); the
+    normaliser is a cumulative sum. The penalty pass runs by blocks between
+    refreshes (``penalty_pass='blocked'``: Woodbury, matrix products per
+    block; the refresh ``+ eta I`` adds to ``P``, not to its inverse, so a
+    block cannot span one) and falls back to the token-by-token pass
+    (``'sequential'``, with the eps clamp) when a block's ``I + U^T P U`` is
+    not positive definite (a carried P that is not).
 
     ``cu_seqlens`` (B = 1): each packed sequence starts from the initial
     state (its own row of it). ``initial_state`` a :class:`VLAState` (rows
@@ -553,6 +664,8 @@ def variational_linear_attention(q, k, v, u, *, lambda0=0.1, eta=1e-3, period=20
     eps = _positive_float(eps, "eps")
     if isinstance(period, bool) or not isinstance(period, (int, np.integer)) or period < 1:
         raise ValueError(f"period must be an integer >= 1, got {period!r}")
+    if penalty_pass not in ("blocked", "sequential"):
+        raise ValueError(f"penalty_pass must be 'blocked' or 'sequential', got {penalty_pass!r}")
     if cu_seqlens is not None:
         if B != 1:
             raise ValueError(f"cu_seqlens needs B = 1 (packed sequences), got B = {B}")
@@ -602,24 +715,16 @@ def variational_linear_attention(q, k, v, u, *, lambda0=0.1, eta=1e-3, period=20
         eye = np.eye(K, dtype=np.float32)
         P = (np.broadcast_to(eye / np.float32(lambda0), (N, H, K, K)) if initial_state is None
              else np.asarray(initial_state.penalty, np.float32))
-    refresh = valid & ((position0[:, None] + np.arange(L)[None, :] + 1) % period == 0)
     k_unit = unit(k_rows)
-    directions = []
-    for t in range(L):
-        ut = u_rows[:, t]                                            # [N, H, K]
-        x = (P @ ut[..., None])[..., 0]
-        delta = 1.0 + (ut * x).sum(-1)
-        delta = np.maximum(delta, eps) if torch is None else delta.clamp_min(eps)
-        P = P - x[..., :, None] * x[..., None, :] / delta[..., None, None]
-        if refresh[:, t].any():
-            mask = refresh[:, t].astype(np.float32)[:, None, None, None] * np.float32(eta)
-            P = P + (torch.as_tensor(mask) if torch is not None else mask) * eye
-        directions.append(unit((P @ k_unit[:, t][..., None])[..., 0]))
-    if directions:
-        w_rows = xp.stack(directions, 1)                             # [N, L, H, K]
-    else:
-        w_rows = (torch.zeros((N, 0, H, K)) if torch is not None
-                  else np.zeros((N, 0, H, K), np.float32))
+    if penalty_pass == "blocked":
+        try:
+            w_rows, P = _penalty_pass_blocked(P, u_rows, k_unit, valid, position0, period,
+                                              eta, eye, unit, torch)
+        except (np.linalg.LinAlgError, RuntimeError):
+            penalty_pass = "sequential"  # I + U^T P U not positive definite
+    if penalty_pass == "sequential":
+        w_rows, P = _penalty_pass_sequential(P, u_rows, k_unit, valid, position0, period,
+                                             eta, eps, eye, unit, torch)
     # The key sums, and both packed back.
     z0 = (initial_state.normalizer if initial_state is not None else
           (torch.zeros((N, H, K)) if torch is not None else np.zeros((N, H, K), np.float32)))

@@ -100,6 +100,44 @@ def test_carried_state_equals_one_pass(cut):
     _check_state(final, end, tol=1e-6)
 
 
+@pytest.mark.parametrize("packed", [False, True])
+def test_blocked_penalty_pass_equals_the_sequential_one(packed):
+    """The penalty pass by blocks (Woodbury between refreshes, the rows
+    padded to the refresh's phase) against the token-by-token one, with
+    carried positions that put the refreshes at different tokens per row."""
+    B = 1 if packed else 3
+    q, k, v, u = _inputs(B, 90, 2, 2, 16, 8, seed=21)
+    options = dict(period=7, eta=0.05, chunk_size=16)
+    if packed:
+        options["cu_seqlens"] = np.array([0, 5, 5, 61, 90])
+    state = _state(4 if packed else B, 2, 2, 16, 8, seed=6)
+    blocked, end_b = family.variational_linear_attention(
+        q, k, v, u, initial_state=state, output_final_state=True, **options)
+    sequential, end_s = family.variational_linear_attention(
+        q, k, v, u, initial_state=state, output_final_state=True, penalty_pass="sequential",
+        **options)
+    assert rel_rms(sequential, blocked) <= 1e-5
+    _check_state(end_s, end_b)
+
+
+def test_penalty_that_is_not_positive_definite_takes_the_sequential_pass():
+    """A carried penalty that is not positive definite: the blocked pass's
+    factorisation fails and the sequential one (with the eps clamp, which
+    then acts) runs, as the reference does."""
+    q, k, v, u = _inputs(1, 4, 1, 1, 8, 8, seed=22)
+    state = family.VLAState(np.zeros((1, 1, 8, 8), np.float32),
+                            (-10 * np.eye(8, dtype=np.float32))[None, None],
+                            np.zeros((1, 1, 8), np.float32), np.zeros(1, np.int64))
+    o, final = family.variational_linear_attention(q, k, v, u, initial_state=state, eps=0.5,
+                                                   output_final_state=True, chunk_size=16)
+    o_ref, final_ref = reference.variational_linear_attention(q, k, v, u, initial_state=state,
+                                                              eps=0.5)
+    assert np.isfinite(o_ref).all()
+    assert np.isfinite(o).all()
+    assert rel_rms(o_ref, o) <= 1e-5
+    _check_state(final_ref, final)
+
+
 def test_without_penalty_updates_it_is_the_delta_rule():
     """u = 0 and no refresh keep P = I / lambda0, so w = k / |k| and the
     memory is DeltaNet with beta = 1 on the unit keys: la's deltanet kernel
@@ -188,6 +226,7 @@ def test_gradients_against_finite_differences():
     (dict(eps=0.0), "eps must be"),
     (dict(period=0), "period must be an integer >= 1"),
     (dict(period=2.5), "period must be"),
+    (dict(penalty_pass="fast"), "penalty_pass must be 'blocked' or 'sequential'"),
     (dict(cu_seqlens=np.array([0, 4])), "cu_seqlens needs B = 1"),
     (dict(initial_state=(np.zeros((2, 1, 4, 4)),)), "initial_state must be a VLAState"),
     (dict(initial_state=family.VLAState(np.zeros((2, 1, 4, 4)), np.zeros((2, 1, 4, 4)),
