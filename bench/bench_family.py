@@ -26,7 +26,11 @@ between them, the masks, the gathers and the level-0 terms, is not counted):
   (its base: that call alone, on the same write directions);
 * HOLA (``la.family.hola_attention``): two Gated DeltaNet calls (the read,
   and the residuals from the recurrence shifted one token) and the blocked
-  softmax over the cache of 64 and blocks of 256 in NumPy.
+  softmax over the cache of 64 and blocks of 256 in NumPy;
+* Momentum DeltaNet (``la.family.momentum_delta_rule``): la's dplr rule on
+  the stacked ``2K x V`` state, one call per segment (alpha in [0.9, 1], mu
+  in [0.74, 1]: segments of a few tokens); its FLOPs counted as the dplr
+  rule's chunked forward over the 2K rows (short segments do less).
 
 Usage::
 
@@ -47,7 +51,8 @@ sys.path.insert(0, os.path.join(_REPO, "python"))
 import bench_cpu  # noqa: E402  (sgemm, machine facts, FLOP count, timing)
 
 MEMBERS = ("log_linear_mamba2", "log_linear_gated_deltanet", "mixture_of_memories",
-           "gated_delta_product", "variational_linear_attention", "hola")
+           "gated_delta_product", "variational_linear_attention", "hola",
+           "momentum_delta_rule")
 FULL_SHAPE = (1, 4096, 8, 128, 128)
 QUICK_SHAPE = (1, 512, 2, 64, 64)
 
@@ -160,6 +165,20 @@ def _member(name, B, T, H, K, V, C, memories, rng):
             return la.attention("gated_deltanet", unit_q, k, v, g, beta, chunk_size=C)
         return run, run_base, 2 * flops("gated_deltanet", B, T, H, K, V, C=C), \
             "gated_deltanet"
+    if name == "momentum_delta_rule":
+        p = unit(normal(B, T, H, K))
+        log_alpha = (-rng.uniform(0.0, 0.1, (B, T, H))).astype(np.float32)
+        log_mu = (-rng.uniform(0.0, 0.3, (B, T, H))).astype(np.float32)
+        beta, eta = (rng.uniform(0.1, 0.9, (B, T, H)).astype(np.float32) for _ in range(2))
+        g = log_gate(B, T, H)
+
+        def run():
+            return family.momentum_delta_rule(q, k, v, p, log_alpha, log_mu, beta, eta,
+                                              chunk_size=C)
+
+        def run_base():
+            return la.attention("gated_deltanet", q, k, v, g, beta, chunk_size=C)
+        return run, run_base, flops("rwkv7", B, T, H, 2 * K, V, C=C), "gated_deltanet"
     raise SystemExit(f"unknown member {name!r}; expected one of {MEMBERS}")
 
 

@@ -33,7 +33,7 @@ from .fla import _torch_module
 
 __all__ = ["mixture_of_memories", "hedgehog_features", "sliding_window_hybrid",
            "log_linear_attention", "variational_linear_attention", "VLAState",
-           "hola_attention", "HOLAState"]
+           "hola_attention", "HOLAState", "momentum_delta_rule"]
 
 #: the memory kinds: la variants whose key and gate operands a routing mask
 #: can zero (no write, no decay)
@@ -1068,3 +1068,179 @@ def hola_attention(q, k, v, g, beta, cache_weight, *, cache_size=64, block_size=
                  np.take_along_axis(np.swapaxes(source_m, 1, 2), slot_heads, 2), -np.inf),
         np.asarray(carried.position, np.int64) + lengths)
     return o, state
+
+
+# --------------------------------------------------------------------------
+# Momentum DeltaNet
+# --------------------------------------------------------------------------
+
+#: the largest basis coefficient |c| a segment of momentum_delta_rule may
+#: reach (its state is recovered as S = Y - c M: about log10 of this many
+#: digits are lost to cancellation)
+_MOMENTUM_BASIS_BOUND = 4.0
+
+
+def _momentum_segments(beta, log_ratio, valid, longest):
+    """Segment starts (token indices of the rows) such that within each
+    segment the basis coefficient ``c_t = beta_t + (alpha_t / mu_t)
+    c_{t-1}``, from 0 at the segment's start, stays within the bound in every
+    row and head, and no segment is longer than ``longest``."""
+    L = beta.shape[1]
+    ratio = np.exp(np.minimum(log_ratio, 60.0))
+    starts, c, length = [0], np.zeros(beta[:, 0].shape), 0
+    for t in range(L):
+        grown = beta[:, t] + ratio[:, t] * c
+        if length and (length >= longest or
+                       np.abs(np.where(valid[:, t, None], grown, 0.0)).max() > _MOMENTUM_BASIS_BOUND):
+            starts.append(t)
+            grown, length = beta[:, t].copy(), 0
+        c, length = grown, length + 1
+    return starts
+
+
+def momentum_delta_rule(q, k, v, p, log_alpha, log_mu, beta=None, eta=None, *, scale=None,
+                        initial_state=None, output_final_state=False, cu_seqlens=None,
+                        max_segment=64, chunk_size=64, num_threads=None):
+    """Momentum DeltaNet (flash-linear-attention's momentum delta rule): a
+    momentum state ``M`` beside the fast weights ``S``, per head,
+
+        w_t = S_{t-1}^T p_t - v_t
+        M_t = mu_t M_{t-1} + eta_t k_t w_t^T
+        S_t = alpha_t S_{t-1} - beta_t M_t,     o_t = S_t^T (scale q_t)
+
+    ``q, k, p : [B, T, H, K]``, ``v : [B, T, H, V]``, ``log_alpha, log_mu,
+    beta, eta : [B, T, H]`` (``alpha = exp(log_alpha)``, ``mu =
+    exp(log_mu)``, log-space decays <= 0; beta and eta default to 1).
+    ``initial_state [2, N, H, K, V]`` holds S then M (fla's layout);
+    ``output_final_state=True`` returns ``(o, final_state)``.
+
+    The stacked transition of ``[S; M]`` is ``[[alpha, -beta mu], [0, mu]]``
+    per channel plus a rank-one part: not la's diagonal-plus-low-rank form.
+    In the basis ``Y = S + c M`` with ``c_t = beta_t + (alpha_t / mu_t)
+    c_{t-1}`` it is: ``[Y; M]`` takes one step of the dplr rule (the
+    ``rwkv7`` variant on a ``2K x V`` state) with the channel gate ``[log
+    alpha; log mu]``, ``a = [p; -c_{t-1} p]``, ``b = -[(alpha c_{t-1} / mu)
+    eta k; eta k]`` and write key ``b``, read with ``[q; -c_t q]``
+    (docs/family.md). ``c`` grows like ``(alpha / mu)^t``, so the sequence is
+    cut into segments, each one la call from ``c = 0`` with the state
+    converted back to ``[S; M]`` between them; a segment ends before ``|c|``
+    would pass 4 in any row and head (``S = Y - c M`` loses at most about
+    half a digit) or after ``max_segment`` tokens. With ``alpha <= mu``
+    one segment takes ``max_segment`` tokens; a strongly decaying momentum
+    (``mu << alpha``) makes segments short and the call slower, not less
+    accurate. One value head per key head. torch tensors keep autograd (la's
+    derived dplr gradient per segment). Returns ``o : [B, T, H, V]``."""
+    B, T, H, K = np.shape(q)
+    for name, x in (("k", k), ("p", p)):
+        if tuple(np.shape(x)) != (B, T, H, K):
+            raise ValueError(f"{name} must be [B, T, H, K] = {(B, T, H, K)} like q, got "
+                             f"{tuple(np.shape(x))}")
+    if np.ndim(v) != 4 or tuple(np.shape(v)[:3]) != (B, T, H):
+        raise ValueError(f"v must be [B, T, H, V] with (B, T, H) = {(B, T, H)}, got "
+                         f"{tuple(np.shape(v))}")
+    V = np.shape(v)[3]
+    torch = _torch_module(q, k, v, p, log_alpha, log_mu, beta, eta, initial_state)
+    xp = torch if torch is not None else np
+
+    def as_float(x):
+        return torch.as_tensor(x).float() if torch is not None else np.asarray(x, np.float32)
+
+    def zeros(shape):
+        return torch.zeros(shape) if torch is not None else np.zeros(shape, np.float32)
+
+    ones = as_float(np.ones((B, T, H), np.float32))
+    beta = ones if beta is None else beta
+    eta = ones if eta is None else eta
+    for name, x in (("log_alpha", log_alpha), ("log_mu", log_mu), ("beta", beta),
+                    ("eta", eta)):
+        if tuple(np.shape(x)) != (B, T, H):
+            raise ValueError(f"{name} must be [B, T, H] = {(B, T, H)}, got "
+                             f"{tuple(np.shape(x))}")
+    for name, x in (("log_alpha", log_alpha), ("log_mu", log_mu)):
+        ops._check_log_gates(name, np.asarray(x.detach() if hasattr(x, "detach") else x,
+                                              np.float32))
+    if isinstance(max_segment, bool) or not isinstance(max_segment, (int, np.integer)) \
+            or max_segment < 1:
+        raise ValueError(f"max_segment must be an integer >= 1, got {max_segment!r}")
+    if cu_seqlens is not None and B != 1:
+        raise ValueError(f"cu_seqlens needs B = 1 (packed sequences), got B = {B}")
+    scale = K ** -0.5 if scale is None else float(scale)
+    if cu_seqlens is not None:
+        index, sequence, position = _unpack_sequences(cu_seqlens, T)
+        lengths = np.diff(np.asarray(cu_seqlens, np.int64).reshape(-1))
+        N, L = index.shape
+    else:
+        N, L, lengths = B, T, np.full(B, T, np.int64)
+    if initial_state is not None and tuple(np.shape(initial_state)) != (2, N, H, K, V):
+        raise ValueError(f"initial_state must be [2, N, H, K, V] = {(2, N, H, K, V)} (S, then "
+                         f"M), got {tuple(np.shape(initial_state))}")
+    valid = np.arange(L)[None, :] < lengths[:, None]                 # [N, L]
+    keep = torch.as_tensor(valid, dtype=torch.float32) if torch is not None \
+        else valid.astype(np.float32)
+
+    def rows(x):
+        """[B, T, ...] -> [N, L, ...], zero past each row's end."""
+        x = as_float(x)
+        if cu_seqlens is not None:
+            x = x[0][torch.as_tensor(index) if torch is not None else index]
+        return x * keep.reshape(keep.shape + (1,) * (x.ndim - 2))
+
+    qr, kr, vr, pr = (rows(x) for x in (q, k, v, p))
+    la_r, lm_r, beta_r, eta_r = (rows(x) for x in (log_alpha, log_mu, beta, eta))
+    # past a row's end: alpha = mu = 1, beta = eta = 0 (c and the state kept)
+    detached = [np.asarray(x.detach() if hasattr(x, "detach") else x, np.float64)
+                for x in (la_r, lm_r, beta_r)]
+    log_ratio = np.minimum(detached[0] - detached[1], 60.0)
+    starts = _momentum_segments(detached[2], log_ratio, valid, int(max_segment))
+    ratio = xp.exp(xp.clip(la_r - lm_r, None, 60.0) if torch is None
+                   else (la_r - lm_r).clamp(max=60.0))
+    # c before and after every token, from 0 at every segment's start
+    c_before, c_after = [], []
+    c = zeros((N, H))
+    cut = set(starts)
+    for t in range(L):
+        if t in cut:
+            c = zeros((N, H))
+        c_before.append(c)
+        c = beta_r[:, t] + ratio[:, t] * c
+        c_after.append(c)
+    stack = torch.stack if torch is not None else np.stack
+    cat = torch.cat if torch is not None else np.concatenate
+    if L:
+        c_before, c_after = stack(c_before, 1)[..., None], stack(c_after, 1)[..., None]
+    if initial_state is None:
+        S = zeros((N, H, K, V))
+        M = zeros((N, H, K, V))
+    else:
+        S, M = as_float(initial_state[0]), as_float(initial_state[1])
+    outputs = []
+    for start, stop in zip(starts, starts[1:] + [L]):
+        if stop <= start:
+            continue
+        part = slice(start, stop)
+        cb, ca = c_before[:, part], c_after[:, part]
+        alpha_over_mu = ratio[:, part][..., None]
+        ek = eta_r[:, part][..., None] * kr[:, part]
+        gate = cat([la_r[:, part][..., None] * as_float(np.ones((1, 1, 1, K), np.float32)),
+                    lm_r[:, part][..., None] * as_float(np.ones((1, 1, 1, K), np.float32))], -1)
+        a = cat([pr[:, part], -cb * pr[:, part]], -1)
+        b = -cat([alpha_over_mu * cb * ek, ek], -1)
+        query = cat([qr[:, part], -ca * qr[:, part]], -1)
+        o, X = ops.attention("rwkv7", query, b, vr[:, part], gate, a=a, b=b, scale=scale,
+                             initial_state=cat([S, M], 2), output_final_state=True,
+                             chunk_size=chunk_size, num_threads=num_threads)
+        outputs.append(o)
+        c_end = c_after[:, stop - 1][..., None]                      # [N, H, 1, 1]
+        Y, M = X[:, :, :K], X[:, :, K:]
+        S = Y - c_end * M
+    o = cat(outputs, 1) if outputs else zeros((N, L, H, V))
+    if cu_seqlens is not None:
+        if torch is not None:
+            o = o[torch.as_tensor(sequence), torch.as_tensor(position)][None]
+        else:
+            o = o[sequence, position][None]
+    if torch is not None and q.dtype != torch.float32:
+        o = o.to(q.dtype)
+    if not output_final_state:
+        return o
+    return o, stack([S, M], 0)

@@ -47,6 +47,7 @@ __all__ = [
     "chunk_rwkv7", "fused_recurrent_rwkv7",
     "chunk_gated_delta_product",
     "chunk_log_linear_attn",
+    "chunk_momentum_delta_rule", "fused_recurrent_momentum_delta_rule",
 ]
 
 #: fla's normaliser epsilon (fla/ops/linear_attn/utils.py).
@@ -655,6 +656,57 @@ def chunk_gated_delta_product(q, k, v, g, beta, num_householder, scale=None,
                              output_final_state=output_final_state, cu_seqlens=cu_seqlens,
                              qk_l2norm=use_qk_l2norm_in_kernel)
     return o[:, n - 1::n], state
+
+
+def _l2normalized(x):
+    """fla's l2norm_fwd: ``x / sqrt(sum(x^2) + 1e-6)`` over the last axis."""
+    torch = _torch_module(x)
+    if torch is not None:
+        x = x.float()
+        return x * torch.rsqrt((x * x).sum(-1, keepdim=True) + 1e-6)
+    x = np.asarray(x, np.float32)
+    return x / np.sqrt((x * x).sum(-1, keepdims=True) + np.float32(1e-6))
+
+
+def chunk_momentum_delta_rule(q, k, v, log_alpha, log_mu, p=None, beta=None, eta=None,
+                              scale=None, initial_state=None, output_final_state=False,
+                              cu_seqlens=None, use_qk_l2norm_in_kernel=True,
+                              use_p_times_alpha=True, chunk_size=64):
+    """fla.ops.momentum_delta_rule.chunk_momentum_delta_rule: Momentum
+    DeltaNet with fla's conventions (q, k and p L2-normalised in the kernel by
+    default, ``p = k`` when None, the read key ``p * alpha`` with
+    ``use_p_times_alpha``, beta and eta 1 when None, ``initial_state`` and
+    the final state stacked ``[2, B, H, K, V]``: S, then M). la runs it as
+    :func:`la.family.momentum_delta_rule`; it also takes float32 and
+    ``cu_seqlens`` (fla's raises for both)."""
+    p = k if p is None else p
+    if use_qk_l2norm_in_kernel:
+        q, k, p = (_l2normalized(x) for x in (q, k, p))
+    if use_p_times_alpha:
+        p = _float(p) * _exp(_float(log_alpha))[..., None]
+    from . import family
+    result = family.momentum_delta_rule(
+        _float(q), _float(k), v, _float(p), log_alpha, log_mu, beta, eta, scale=scale,
+        initial_state=initial_state, output_final_state=True, cu_seqlens=cu_seqlens,
+        chunk_size=chunk_size)
+    o, state = result
+    torch = _torch_module(v)
+    if torch is not None and o.dtype != v.dtype:
+        o = o.to(v.dtype)
+    return o, (state if output_final_state else None)
+
+
+def fused_recurrent_momentum_delta_rule(q, k, v, log_alpha, log_mu, p=None, beta=None,
+                                        eta=None, scale=None, initial_state=None,
+                                        output_final_state=False, cu_seqlens=None,
+                                        use_qk_l2norm_in_kernel=True,
+                                        use_p_times_alpha=True):
+    """fla.ops.momentum_delta_rule.fused_recurrent_momentum_delta_rule (the
+    same function as :func:`chunk_momentum_delta_rule` in la)."""
+    return chunk_momentum_delta_rule(
+        q, k, v, log_alpha, log_mu, p, beta, eta, scale=scale, initial_state=initial_state,
+        output_final_state=output_final_state, cu_seqlens=cu_seqlens,
+        use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel, use_p_times_alpha=use_p_times_alpha)
 
 
 # --------------------------------------------------------------------------

@@ -900,3 +900,41 @@ def hola_attention(q, k, v, g, beta, cache_weight, *, cache_size=64, block_size=
                 o[bi, t, hv] = scale * (S.T @ q[bi, t, h]) + cache_weight[hv] * read
             final[n, hv] = S
     return o, final
+
+
+def momentum_delta_rule(q, k, v, p, log_alpha, log_mu, beta, eta, *, scale=None,
+                        cu_seqlens=None, initial_state=None):
+    """Momentum DeltaNet (flash-linear-attention's momentum delta rule), token
+    by token in float64: per sequence and head, from ``S_0, M_0`` (``[2, N,
+    H, K, V]`` in ``initial_state``, zeros by default),
+
+        w_t = S_{t-1}^T p_t - v_t
+        M_t = mu_t M_{t-1} + eta_t k_t w_t^T
+        S_t = alpha_t S_{t-1} - beta_t M_t
+        o_t = S_t^T (scale q_t)
+
+    with ``alpha = exp(log_alpha)``, ``mu = exp(log_mu)``; ``log_alpha,
+    log_mu, beta, eta : [B, T, H]``, ``q, k, p : [B, T, H, K]``. Returns
+    ``(o, final_state [2, N, H, K, V])`` (S, then M)."""
+    q, k, v, p = (_f64(x, name) for x, name in ((q, "q"), (k, "k"), (v, "v"), (p, "p")))
+    log_alpha, log_mu, beta, eta = (_f64(x, name) for x, name in (
+        (log_alpha, "log_alpha"), (log_mu, "log_mu"), (beta, "beta"), (eta, "eta")))
+    B, T, H, K = q.shape
+    V = v.shape[3]
+    scale = _check_scale(scale, K)
+    sequences = _sequences(cu_seqlens, B, T)
+    N = len(sequences)
+    start_state = (np.zeros((2, N, H, K, V)) if initial_state is None
+                   else np.asarray(initial_state, np.float64))
+    o = np.zeros((B, T, H, V))
+    final = np.zeros((2, N, H, K, V))
+    for n, (bi, start, end) in enumerate(sequences):
+        for h in range(H):
+            S, M = start_state[0, n, h].copy(), start_state[1, n, h].copy()
+            for t in range(start, end):
+                w = S.T @ p[bi, t, h] - v[bi, t, h]
+                M = np.exp(log_mu[bi, t, h]) * M + eta[bi, t, h] * np.outer(k[bi, t, h], w)
+                S = np.exp(log_alpha[bi, t, h]) * S - beta[bi, t, h] * M
+                o[bi, t, h] = S.T @ (scale * q[bi, t, h])
+            final[0, n, h], final[1, n, h] = S, M
+    return o, final
