@@ -208,18 +208,25 @@ def _output(o, inputs):
     return o.reshape(B, T, HV, V)
 
 
-def _onnxruntime(variant, inputs, threads, C):
+def _import_with_model(package, variant, inputs):
+    """(the ONNX runtime package, the serialised LinearAttention model of
+    variant at the inputs' shapes), or Unsupported."""
+    import importlib
     try:
-        import onnxruntime
+        module = importlib.import_module(package)
     except ImportError:
-        raise Unsupported("onnxruntime is not installed") from None
+        raise Unsupported(f"{package} is not installed") from None
     B, T, H, K = inputs["q"].shape
-    model = _onnx_model(variant, B, T, H, K, inputs["v"].shape[3])
+    return module, _onnx_model(variant, B, T, H, K, inputs["v"].shape[3]).SerializeToString()
+
+
+def _onnxruntime(variant, inputs, threads, C):
+    onnxruntime, model = _import_with_model("onnxruntime", variant, inputs)
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     try:
-        session = onnxruntime.InferenceSession(model.SerializeToString(), options,
+        session = onnxruntime.InferenceSession(model, options,
                                                providers=["CPUExecutionProvider"])
     except Exception as error:
         raise Unsupported(f"onnxruntime {onnxruntime.__version__}: "
@@ -229,15 +236,10 @@ def _onnxruntime(variant, inputs, threads, C):
 
 
 def _openvino(variant, inputs, threads, C):
-    try:
-        import openvino
-    except ImportError:
-        raise Unsupported("openvino is not installed") from None
-    B, T, H, K = inputs["q"].shape
-    model = _onnx_model(variant, B, T, H, K, inputs["v"].shape[3])
+    openvino, model = _import_with_model("openvino", variant, inputs)
     try:
         core = openvino.Core()
-        compiled = core.compile_model(core.read_model(model.SerializeToString()), "CPU",
+        compiled = core.compile_model(core.read_model(model), "CPU",
                                       {"INFERENCE_NUM_THREADS": threads,
                                        "INFERENCE_PRECISION_HINT": "f32"})
     except Exception as error:

@@ -47,6 +47,20 @@ def rel_rms(ref, out):
     return float(num / den)
 
 
+def central_differences(loss, x, step=1e-6):
+    """``d loss / d x`` by central differences of ``loss`` (a function of one
+    float64 array of ``x``'s shape), one entry at a time: the independent
+    check of a gradient on small shapes."""
+    x = np.asarray(x, dtype=np.float64)
+    grad = np.zeros_like(x)
+    for index in np.ndindex(x.shape):
+        plus, minus = x.copy(), x.copy()
+        plus[index] += step
+        minus[index] -= step
+        grad[index] = (loss(plus) - loss(minus)) / (2 * step)
+    return grad
+
+
 def _log_sigmoid(x):
     return -np.logaddexp(0.0, -x)
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from la import family, fla, reference
-from la.testing import rel_rms
+from la.testing import central_differences, rel_rms
 
 #: (B, T, H, K, V, chunk) as in test_cpu_exec's shape list (one value head
 #: per key head: Momentum DeltaNet has no grouped value heads)
@@ -197,13 +197,7 @@ def test_gradients_against_finite_differences():
     ((o.double() * torch.from_numpy(do)).sum()
      + (s.double() * torch.from_numpy(ds)).sum()).backward()
     for name, x in base.items():
-        x = np.asarray(x, np.float64)
-        expected = np.zeros_like(x)
-        for index in np.ndindex(x.shape):
-            plus, minus = x.copy(), x.copy()
-            plus[index] += 1e-6
-            minus[index] -= 1e-6
-            expected[index] = (loss(name, plus) - loss(name, minus)) / 2e-6
+        expected = central_differences(lambda y: loss(name, y), x)
         got = tensors[name].grad.numpy()
         assert rel_rms(expected, got) <= 1e-4, (name, rel_rms(expected, got))
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from la import family, ops, reference
-from la.testing import rel_rms
+from la.testing import central_differences, rel_rms
 
 #: (B, T, H, HV, K, V, chunk) as in test_cpu_exec's shape list
 CASES = {
@@ -171,16 +171,6 @@ def test_torch_matches_numpy():
     assert rel_rms(o_np, o_t.numpy()) <= 1e-6
 
 
-def _central_differences(loss, x, step=1e-6):
-    grad = np.zeros_like(x)
-    for index in np.ndindex(x.shape):
-        plus, minus = x.copy(), x.copy()
-        plus[index] += step
-        minus[index] -= step
-        grad[index] = (loss(plus) - loss(minus)) / (2 * step)
-    return grad
-
-
 def test_gradients_against_finite_differences():
     """torch autograd through the composition (the penalty pass in torch,
     the memory through la's derived dplr gradient) against central finite
@@ -211,7 +201,7 @@ def test_gradients_against_finite_differences():
     ((o.double() * torch.from_numpy(do)).sum()
      + (final.state.double() * torch.from_numpy(ds)).sum()).backward()
     for name, x in base.items():
-        expected = _central_differences(lambda y: loss(name, y), x.astype(np.float64))
+        expected = central_differences(lambda y: loss(name, y), x)
         got = tensors[name].grad.numpy()
         assert rel_rms(expected, got) <= 1e-4, (name, rel_rms(expected, got))
 
