@@ -817,7 +817,7 @@ def _check_hola_state(state, N, HV, K, V, w, C):
 def hola_attention(q, k, v, g, beta, cache_weight, *, cache_size=64, block_size=256,
                    gamma_q=None, gamma_k=None, sink=None, scale=None, initial_state=None,
                    output_final_state=False, cu_seqlens=None, chunk_size=64,
-                   num_threads=None):
+                   num_threads=None, cache="surprise"):
     """HOLA (Cui, 2026, "A Hippocampus for Linear Attention: An Exact Memory
     for What the Recurrent State Forgets"): a Gated DeltaNet state read
     together with a bounded exact cache of the tokens that wrote most into
@@ -836,7 +836,9 @@ def hola_attention(q, k, v, g, beta, cache_weight, *, cache_size=64, block_size=
     64 tokens, blocks of 256; ``cache_weight [HV]`` is the per-head mixing
     coefficient after whatever activation the model gives it (the paper
     learns it from a per-head parameter initialised at -4 and does not
-    state the map).
+    state the map). ``cache='recent'`` keeps the ``cache_size`` latest
+    tokens of the blocks before t's instead (the paper's recency control: a
+    sliding window over whole blocks, plus t's block).
 
     ``q, k : [B, T, H, K]`` (L2-normalised, as Gated DeltaNet takes them),
     ``v : [B, T, HV, V]``, ``g, beta : [B, T, H] or [B, T, HV]``. A
@@ -871,6 +873,9 @@ def hola_attention(q, k, v, g, beta, cache_weight, *, cache_size=64, block_size=
     for name, value in (("cache_size", cache_size), ("block_size", block_size)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
             raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    if cache not in ("surprise", "recent"):
+        raise ValueError(f"cache must be 'surprise' or 'recent', got {cache!r}")
+    recent = cache == "recent"
     if cu_seqlens is not None and B != 1:
         raise ValueError(f"cu_seqlens needs B = 1 (packed sequences), got B = {B}")
     N = B if cu_seqlens is None else np.asarray(cu_seqlens).reshape(-1).size - 1
@@ -987,6 +992,8 @@ def hola_attention(q, k, v, g, beta, cache_weight, *, cache_size=64, block_size=
                                 (N, HV, min(stop, width) - block_start))
         candidates = np.concatenate([cache, block], 2)
         scores = np.take_along_axis(np.swapaxes(source_m, 1, 2), candidates, 2)
+        if recent:  # the latest tokens (source order is time order)
+            scores = np.where(np.isfinite(scores), candidates.astype(np.float64), -np.inf)
         complete = (stop <= ends)[:, None, None]
         scores[..., w:] = np.where(complete, scores[..., w:], -np.inf)
         order = np.lexsort((candidates, -scores), axis=2)[..., :w]

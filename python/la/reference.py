@@ -840,7 +840,7 @@ def _rms_normalized(x, gamma):
 
 def hola_attention(q, k, v, g, beta, cache_weight, *, cache_size=64, block_size=256,
                    gamma_q=None, gamma_k=None, sink=None, scale=None, cu_seqlens=None,
-                   initial_state=None):
+                   initial_state=None, cache="surprise"):
     """HOLA's read (Cui, 2026, "A Hippocampus for Linear Attention"): a Gated
     DeltaNet state plus a softmax read of a bounded exact cache, token by
     token in float64. Per sequence and value head hv (key head h):
@@ -855,8 +855,9 @@ def hola_attention(q, k, v, g, beta, cache_weight, *, cache_size=64, block_size=
 
         o_t = S_t^T (scale q_t) + cache_weight[hv] sum_j softmax_j(qn_t . kn_j / sqrt(K)) v_j
 
-    with ``qn = RMSNorm_gamma_q(q)``, ``kn = RMSNorm_gamma_k(k)``. Returns
-    ``(o, final_state)``."""
+    with ``qn = RMSNorm_gamma_q(q)``, ``kn = RMSNorm_gamma_k(k)``; with
+    ``cache='recent'`` the cache is the ``cache_size`` latest tokens before
+    the block. Returns ``(o, final_state)``."""
     q, k, v = _f64(q, "q"), _f64(k, "k"), _f64(v, "v")
     B, T, H, K = q.shape
     HV, V = v.shape[2], v.shape[3]
@@ -885,7 +886,10 @@ def hola_attention(q, k, v, g, beta, cache_weight, *, cache_size=64, block_size=
                 S = decay * S + b * np.outer(k[bi, t, h], e)
                 m[i] = b * np.linalg.norm(e)
                 block = (i // block_size) * block_size
-                order = sorted(range(block), key=lambda j: (-m[j], j))[:cache_size]
+                if cache == "recent":
+                    order = list(range(max(block - cache_size, 0), block))
+                else:
+                    order = sorted(range(block), key=lambda j: (-m[j], j))[:cache_size]
                 visible = sorted(order) + list(range(block, i + 1))
                 qn = _rms_normalized(q[bi, t, h], gamma_q)
                 logits = [qn @ keys[j] / np.sqrt(K) for j in visible]

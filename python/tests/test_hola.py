@@ -61,6 +61,21 @@ def test_against_reference(case, with_state):
              initial_state=state if with_state else None)
 
 
+@pytest.mark.parametrize("cuts", [(), (9,)])
+def test_recent_cache(cuts):
+    """cache='recent': the latest tokens of the earlier blocks (the paper's
+    recency control), in one call and carried across two."""
+    args, options, _ = _inputs(2, 37, 1, 2, 8, 8, seed=18)
+    sizes = dict(cache_size=5, block_size=4, chunk_size=16, cache="recent")
+    o, _ = _chained(args, options, cuts, **sizes)
+    o_ref, _ = reference.hola_attention(*args, **options, cache_size=5, block_size=4,
+                                        cache="recent")
+    assert rel_rms(o_ref, o) <= 1e-5
+    surprise = family.hola_attention(*args, **options, cache_size=5, block_size=4,
+                                     chunk_size=16)
+    assert rel_rms(surprise, o) > 1e-3  # a different choice
+
+
 def test_without_sink_and_default_scales():
     args, options, _ = _inputs(2, 30, 1, 1, 8, 8, seed=3)
     _compare(args, dict(cache_weight=options["cache_weight"]), cache_size=3, block_size=4,
@@ -285,6 +300,7 @@ def test_carried_state_errors():
     (dict(cache_size=0), "cache_size must be an integer >= 1"),
     (dict(block_size=2.0), "block_size must be an integer >= 1"),
     (dict(cu_seqlens=np.array([0, 4])), "cu_seqlens needs B = 1"),
+    (dict(cache="oldest"), "cache must be 'surprise' or 'recent'"),
 ])
 def test_errors(change, message):
     (q, k, v, g, beta), options, _ = _inputs(2, 4, 1, 1, 4, 4)
