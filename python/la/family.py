@@ -469,6 +469,25 @@ def log_linear_attention(q, k, v, g, level_scales, *, variant=None, beta=None, s
 # Variational Linear Attention
 # --------------------------------------------------------------------------
 
+def _cumsum_rows(x, block=64):
+    """np.cumsum(x, 1) of a float32 [N, L, ...] array by blocks of tokens:
+    a lower-triangular product per block (BLAS) plus the blocks' running
+    totals; NumPy's own accumulate along a middle axis is about ten times
+    slower (60 ms for 4M floats)."""
+    N, L = x.shape[:2]
+    if x.size == 0:
+        return np.cumsum(x, 1, dtype=np.float32)
+    flat = np.asarray(x, np.float32).reshape(N, L, -1)
+    pad = (-L) % block
+    if pad:
+        flat = np.concatenate([flat, np.zeros((N, pad, flat.shape[2]), np.float32)], 1)
+    blocks = flat.reshape(N, -1, block, flat.shape[2])
+    within = np.tril(np.ones((block, block), np.float32)) @ blocks
+    totals = within[:, :, -1]
+    within += (np.cumsum(totals, 1) - totals)[:, :, None]
+    return within.reshape(N, -1, flat.shape[2])[:, :L].reshape(x.shape)
+
+
 def _penalty_pass_sequential(P, u_rows, k_unit, valid, position0, period, eta, eps, eye,
                              unit, torch):
     """VLA's penalty pass token by token (Sherman-Morrison with the eps
@@ -731,7 +750,7 @@ def variational_linear_attention(q, k, v, u, *, lambda0=0.1, eta=1e-3, period=20
     z0 = z0.float() if torch is not None else np.asarray(z0, np.float32)
     k_masked = k_rows * (torch.as_tensor(valid, dtype=torch.float32)[..., None, None]
                          if torch is not None else valid[..., None, None])
-    z_rows = (torch.cumsum(k_masked, 1) if torch is not None else np.cumsum(k_masked, 1)) \
+    z_rows = (torch.cumsum(k_masked, 1) if torch is not None else _cumsum_rows(k_masked)) \
         + z0[:, None]
     z_final = z_rows[:, -1] if L else z0
     if cu_seqlens is not None:

@@ -233,3 +233,12 @@ def test_errors(change, message):
     with pytest.raises(ValueError, match=message):
         family.variational_linear_attention(args["q"], args["k"], args["v"], args["u"],
                                             **change)
+
+
+@pytest.mark.parametrize("shape", [(1, 130, 2, 5), (2, 64, 1, 1), (3, 1, 2, 2), (1, 0, 2, 3)])
+def test_blocked_running_sums(shape):
+    """The normaliser's running sums by blocks of 64 tokens equal cumsum."""
+    x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    got = family._cumsum_rows(x)
+    assert got.shape == x.shape and got.dtype == np.float32
+    np.testing.assert_allclose(got, np.cumsum(x.astype(np.float64), 1), rtol=1e-5, atol=1e-5)
