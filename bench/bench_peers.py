@@ -312,7 +312,6 @@ def main(argv=None):
         _plot(args.plot or "peers.png", data["results"], sgemm, max(sgemm),
               f"{data['cpu']} (family {data['family']})")
         return
-    import numpy as np
     from la.testing import make_inputs, reference_for, rel_rms
     shapes = [_shape(s) for s in (args.shapes or (QUICK_SHAPES if args.quick
                                                    else FULL_SHAPES))]

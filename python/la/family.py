@@ -700,9 +700,6 @@ def variational_linear_attention(q, k, v, u, *, lambda0=0.1, eta=1e-3, period=20
         position0 = np.zeros(N, np.int64)
     if torch is None:
         q, k, v, u = (np.asarray(x, np.float32) for x in (q, k, v, u))
-        xp = np
-    else:
-        xp = torch
 
     def unit(x):
         """x / |x| over the last axis (zero stays zero; torch: no NaN gradient)."""
