@@ -40,7 +40,6 @@ Usage::
 import argparse
 import json
 import os
-import statistics
 import sys
 import time
 
@@ -293,16 +292,6 @@ FACTORIES = {"la": _la, "numpy": _numpy, "torch": _torch, "onnxruntime": _onnxru
              "ggml": _ggml, "openvino": _openvino}
 
 
-def _median_ms(call, repeat):
-    call()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        call()
-        times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times)
-
-
 def main(argv=None):
     args = parse_args(argv)
     if args.plot_from:
@@ -375,7 +364,7 @@ def main(argv=None):
                 for threads in sorted({1, n}):
                     try:
                         call = FACTORIES[peer](variant, inputs, threads, C)
-                        ms = _median_ms(call, args.repeat)
+                        ms, _ = bench_cpu.time_call(call, args.repeat)
                     except Unsupported as why:
                         print(f"| {variant} | {','.join(map(str, shape))} | {peer} | {threads} "
                               f"| not run: {why} | | | |")
