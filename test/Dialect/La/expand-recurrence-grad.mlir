@@ -4,11 +4,13 @@
 // three la.recurrence ops. dq: S^T in forward time (keys v, values k widened
 // to the value heads, query do, the initial state transposed), summed over
 // each key head's value heads. dv: G, a `reverse` recurrence (keys q, values
-// scale * do, query k, the gates shifted by one token, from dS_T); its final
-// state times alpha_0 is dS_0. dk: G^T, reverse too (keys do, values
-// scale * q widened, query v, from dS_T transposed). f32 operands that need
-// no widening or scaling are used as they are. dg: a reverse running sum of
-// q . dq - k . dk plus <S_T, dS_T>.
+// do, query k, the gates shifted by one token, from dS_T / scale, at the
+// output scale `scale`: G = scale G', so no scaled copy of do); its final
+// state times scale and alpha_0 is dS_0. dk: G^T, reverse too (keys do,
+// values q widened, query v, from dS_T transposed / scale, output scale
+// `scale`). f32 operands that need no widening are used as they are. dg: one
+// loop over the tokens from the end, reading q, dq, k and dk, whose running
+// sum of q . dq - k . dk starts from <S_T, dS_T>.
 !qk = tensor<1x8x2x4xf32>
 !v = tensor<1x8x4x6xf32>
 !h = tensor<1x8x2xf32>
@@ -18,28 +20,40 @@
 // CHECK-DAG: #[[SWAP:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d3, d2)>
 // CHECK-LABEL: func.func @mamba2
 // CHECK-SAME: (%[[Q:[^:]*]]: {{.*}}, %[[K:[^:]*]]: {{.*}}, %[[V:[^:]*]]: {{.*}}, %[[G:[^:]*]]: {{.*}}, %[[S0:[^:]*]]: {{.*}}, %[[DO:[^:]*]]: {{.*}}, %[[DSF:[^:]*]]: {{.*}})
+// CHECK-DAG: %[[HALF:.*]] = arith.constant 5.000000e-01 : f32
+// CHECK-DAG: %[[INV:.*]] = arith.constant 2.000000e+00 : f32
 // CHECK: %[[LATER:.*]] = tensor.extract_slice %[[G]][0, 1, 0] [1, 7, 2] [1, 1, 1]
 // CHECK: %[[SHIFTED:.*]] = tensor.pad %[[LATER]] low[0, 0, 0] high[0, 1, 0]
 // CHECK: %[[KW:.*]] = linalg.generic {indexing_maps = [#[[WIDEN]], {{.*}}]{{.*}} ins(%[[K]] :
 // CHECK: %[[S0T:.*]] = linalg.generic {indexing_maps = [#[[SWAP]], {{.*}}]{{.*}} ins(%[[S0]] :
 // CHECK: %[[O1:.*]], %[[SFT:.*]] = la.recurrence decay(scalar) low_rank(none) %[[DO]], %[[V]], %[[KW]] g(%{{.*}} : tensor<1x8x4xf32>) outs(%{{.*}}, %[[S0T]] : tensor<1x8x4x4xf32>, tensor<1x4x6x4xf32>) {scale = 5.000000e-01 : f32}
 // CHECK: %[[DQ:.*]] = linalg.generic {{.*}} ins(%{{.*}} : tensor<1x8x2x2x4xf32>)
-// CHECK: %[[SDO:.*]] = linalg.generic {{.*}} ins(%[[DO]] :
-// CHECK: arith.mulf
-// CHECK: %[[DV:.*]], %[[G0:.*]] = la.recurrence decay(scalar) low_rank(none) %[[K]], %[[Q]], %[[SDO]] g(%[[SHIFTED]] : tensor<1x8x2xf32>) outs(%{{.*}}, %[[DSF]] : tensor<1x8x4x6xf32>, tensor<1x4x4x6xf32>) {reverse, scale = 1.000000e+00 : f32}
+// CHECK: %[[DSFS:.*]] = linalg.generic {{.*}} ins(%[[DSF]] :
+// CHECK: arith.mulf %{{.*}}, %[[INV]] : f32
+// CHECK: %[[DV:.*]], %[[G0S:.*]] = la.recurrence decay(scalar) low_rank(none) %[[K]], %[[Q]], %[[DO]] g(%[[SHIFTED]] : tensor<1x8x2xf32>) outs(%{{.*}}, %[[DSFS]] : tensor<1x8x4x6xf32>, tensor<1x4x4x6xf32>) {reverse, scale = 5.000000e-01 : f32}
+// CHECK: %[[G0:.*]] = linalg.generic {{.*}} ins(%[[G0S]] :
+// CHECK: arith.mulf %{{.*}}, %[[HALF]] : f32
 // CHECK: %[[G0GATE:.*]] = tensor.extract_slice %[[G]][0, 0, 0] [1, 1, 2]
 // CHECK: %[[DS0:.*]] = linalg.generic {{.*}} ins(%[[G0GATE]], %[[G0]] :
 // CHECK: math.exp
 // CHECK: %[[QW:.*]] = linalg.generic {indexing_maps = [#[[WIDEN]], {{.*}}]{{.*}} ins(%[[Q]] :
-// CHECK: %[[O3:.*]], %{{.*}} = la.recurrence decay(scalar) low_rank(none) %[[V]], %[[DO]], %[[QW]] {{.*}} {reverse, scale = 1.000000e+00 : f32} {{.*}} -> tensor<1x8x4x4xf32>, tensor<1x4x6x4xf32>
+// CHECK: %[[DSFT:.*]] = linalg.generic {indexing_maps = [#[[SWAP]], {{.*}}]{{.*}} ins(%[[DSF]] :
+// CHECK: arith.mulf %{{.*}}, %[[INV]] : f32
+// CHECK: %[[O3:.*]], %{{.*}} = la.recurrence decay(scalar) low_rank(none) %[[V]], %[[DO]], %[[QW]] {{.*}} outs(%{{.*}}, %[[DSFT]] : {{.*}}) {reverse, scale = 5.000000e-01 : f32} {{.*}} -> tensor<1x8x4x4xf32>, tensor<1x4x6x4xf32>
 // CHECK: %[[SPLIT:.*]] = tensor.expand_shape %[[O3]]
 // CHECK: %[[DK:.*]] = linalg.generic {{.*}} ins(%[[SPLIT]] :
-// CHECK: %[[DC:.*]] = linalg.generic {{.*}} ins(%[[Q]], %[[DQ]], %[[K]], %[[DK]] :
-// CHECK: arith.subf
 // CHECK: %[[FINAL:.*]] = linalg.generic {{.*}} ins(%[[SFT]], %[[DSF]] :
-// CHECK: %[[SUMS:.*]]:2 = scf.for
-// CHECK: %[[DG:.*]] = linalg.generic {{.*}} ins(%[[SUMS]]#1, %{{.*}} :
-// CHECK: return %[[DQ]], %[[DK]], %[[DV]], %[[DS0]], %[[DG]]
+// CHECK: %[[FINALH:.*]] = linalg.generic {{.*}} ins(%{{.*}} : tensor<1x2x2xf32>) outs(%{{.*}} : tensor<1x2xf32>)
+// CHECK: %[[DG:.*]]:2 = scf.for %{{.*}} iter_args(%[[ACC:.*]] = %[[FINALH]], %{{.*}} = %{{.*}}) -> (tensor<1x2xf32>, tensor<1x8x2xf32>)
+// CHECK: %[[T:.*]] = arith.subi
+// CHECK: %[[QT:.*]] = tensor.extract_slice %[[Q]][0, %[[T]], 0, 0] [1, 1, 2, 4]
+// CHECK: %[[DQT:.*]] = tensor.extract_slice %[[DQ]][0, %[[T]], 0, 0] [1, 1, 2, 4]
+// CHECK: %[[KT:.*]] = tensor.extract_slice %[[K]][0, %[[T]], 0, 0] [1, 1, 2, 4]
+// CHECK: %[[DKT:.*]] = tensor.extract_slice %[[DK]][0, %[[T]], 0, 0] [1, 1, 2, 4]
+// CHECK: %[[SUM:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[QT]], %[[DQT]], %[[KT]], %[[DKT]] : {{.*}}) outs(%[[ACC]] : tensor<1x2xf32>)
+// CHECK: arith.subf
+// CHECK: tensor.insert_slice %[[SUM]] into %{{.*}}[0, %[[T]], 0] [1, 1, 2]
+// CHECK: return %[[DQ]], %[[DK]], %[[DV]], %[[DS0]], %[[DG]]#1
 func.func @mamba2(%q: !qk, %k: !qk, %v: !v, %g: !h, %s0: !s, %do: !v,
                   %dsf: !s) -> (!qk, !qk, !v, !s, !h) {
   %dq, %dk, %dv, %ds0, %dg = la.recurrence_grad decay(scalar) low_rank(none)
@@ -95,18 +109,18 @@ func.func @retention(%q: !qk, %k: !qk, %v: !v, %s0: !s, %do: !v) -> (!qk, !qk, !
 // CHECK: %[[GW:.*]] = linalg.generic {indexing_maps = [#[[CWIDEN]], {{.*}}]{{.*}} ins(%[[G]] :
 // CHECK: %[[O1:.*]], %[[SFT:.*]] = la.recurrence decay(none) low_rank(none) %[[DO]], %[[V]], %{{.*}} gv(%[[GW]] : tensor<1x8x4x4xf32>) outs(%{{.*}}, %{{.*}} : tensor<1x8x4x4xf32>, tensor<1x4x6x4xf32>) {scale = 5.000000e-01 : f32}
 // CHECK: %[[DQ:.*]] = linalg.generic {{.*}} ins(%{{.*}} : tensor<1x8x2x2x4xf32>)
-// CHECK: %[[DV:.*]], %[[G0:.*]] = la.recurrence decay(channel) low_rank(none) %[[K]], %[[Q]], %{{.*}} g(%[[SHIFTED]] : tensor<1x8x2x4xf32>) outs(%{{.*}}, %[[DSF]] : tensor<1x8x4x6xf32>, tensor<1x4x4x6xf32>) {reverse, scale = 1.000000e+00 : f32}
+// CHECK: %[[DV:.*]], %[[G0S:.*]] = la.recurrence decay(channel) low_rank(none) %[[K]], %[[Q]], %[[DO]] g(%[[SHIFTED]] : tensor<1x8x2x4xf32>) outs(%{{.*}}, %{{.*}} : tensor<1x8x4x6xf32>, tensor<1x4x4x6xf32>) {reverse, scale = 5.000000e-01 : f32}
+// CHECK: %[[G0:.*]] = linalg.generic {{.*}} ins(%[[G0S]] :
 // CHECK: %[[G0GATE:.*]] = tensor.extract_slice %[[G]][0, 0, 0, 0] [1, 1, 2, 4]
 // CHECK: %[[DS0:.*]] = linalg.generic {indexing_maps = [#[[CFIRST]], {{.*}}]{{.*}} ins(%[[G0GATE]], %[[G0]] :
 // CHECK: %[[GRW:.*]] = linalg.generic {indexing_maps = [#[[CWIDEN]], {{.*}}]{{.*}} ins(%[[SHIFTED]] :
-// CHECK: %[[O3:.*]], %{{.*}} = la.recurrence decay(none) low_rank(none) %[[V]], %[[DO]], %{{.*}} gv(%[[GRW]] : tensor<1x8x4x4xf32>) {{.*}} {reverse, scale = 1.000000e+00 : f32} {{.*}} -> tensor<1x8x4x4xf32>, tensor<1x4x6x4xf32>
+// CHECK: %[[O3:.*]], %{{.*}} = la.recurrence decay(none) low_rank(none) %[[V]], %[[DO]], %{{.*}} gv(%[[GRW]] : tensor<1x8x4x4xf32>) {{.*}} {reverse, scale = 5.000000e-01 : f32} {{.*}} -> tensor<1x8x4x4xf32>, tensor<1x4x6x4xf32>
 // CHECK: %[[DK:.*]] = linalg.generic {{.*}} ins(%{{.*}} : tensor<1x8x2x2x4xf32>)
-// CHECK: %[[DC:.*]] = linalg.generic {indexing_maps = [#[[CID]], #[[CID]], #[[CID]], #[[CID]], #[[CID]]], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%[[Q]], %[[DQ]], %[[K]], %[[DK]] :
-// CHECK: arith.subf
 // CHECK: %[[FINAL:.*]] = linalg.generic {indexing_maps = [{{.*}}, #[[CID]], #[[CROWS]]], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%[[SFT]], %[[DSF]] :
-// CHECK: %[[SUMS:.*]]:2 = scf.for {{.*}} -> (tensor<1x2x4xf32>, tensor<1x8x2x4xf32>)
-// CHECK: %[[DG:.*]] = linalg.generic {{.*}} ins(%[[SUMS]]#1, %{{.*}} : tensor<1x8x2x4xf32>, tensor<1x2x4xf32>)
-// CHECK: return %[[DQ]], %[[DK]], %[[DV]], %[[DS0]], %[[DG]]
+// CHECK: %[[DG:.*]]:2 = scf.for {{.*}} -> (tensor<1x2x4xf32>, tensor<1x8x2x4xf32>)
+// CHECK: linalg.generic {indexing_maps = [#[[RID:.*]], #[[RID]], #[[RID]], #[[RID]], #[[RID]]], iterator_types = ["parallel", "parallel", "parallel"]} ins(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : tensor<1x2x4xf32>, tensor<1x2x4xf32>, tensor<1x2x4xf32>, tensor<1x2x4xf32>) outs(%{{.*}} : tensor<1x2x4xf32>)
+// CHECK: arith.subf
+// CHECK: return %[[DQ]], %[[DK]], %[[DV]], %[[DS0]], %[[DG]]#1
 func.func @gla(%q: !qk, %k: !qk, %v: !v, %g: !qk, %s0: !s, %do: !v,
                %dsf: !s) -> (!qk, !qk, !v, !s, !qk) {
   %dq, %dk, %dv, %ds0, %dg = la.recurrence_grad decay(channel) low_rank(none)
@@ -135,13 +149,15 @@ func.func @gla(%q: !qk, %k: !qk, %v: !v, %g: !qk, %s0: !s, %do: !v,
 // CHECK: scf.if
 // CHECK: tensor.insert_slice %{{.*}} into %[[ACC]][0, %{{.*}}, 0] [1, 1, 2]
 // CHECK: la.recurrence decay(scalar) low_rank(none) %[[DO]], %[[V]], %[[K]] g(%[[G]] : tensor<1x8x2xf32>) cu_seqlens(%[[CU]] : tensor<3xi32>) outs({{.*}}) {scale = 5.000000e-01 : f32}
-// CHECK: %[[DV:.*]], %[[G0:.*]] = la.recurrence decay(scalar) low_rank(none) %[[K]], %[[Q]], %{{.*}} g(%[[SHIFTED]] : tensor<1x8x2xf32>) cu_seqlens(%[[CU]] : tensor<3xi32>) outs(%{{.*}}, %[[DSF]] : {{.*}}) {reverse, scale = 1.000000e+00 : f32}
+// CHECK: %[[DV:.*]], %[[G0S:.*]] = la.recurrence decay(scalar) low_rank(none) %[[K]], %[[Q]], %[[DO]] g(%[[SHIFTED]] : tensor<1x8x2xf32>) cu_seqlens(%[[CU]] : tensor<3xi32>) outs(%{{.*}}, %{{.*}} : {{.*}}) {reverse, scale = 5.000000e-01 : f32}
+// CHECK: %[[G0:.*]] = linalg.generic {{.*}} ins(%[[G0S]] :
 // CHECK: %[[FIRST:.*]] = scf.for {{.*}} -> (tensor<2x2xf32>)
 // CHECK: %[[DS0:.*]] = linalg.generic {{.*}} ins(%[[FIRST]], %[[G0]] :
-// CHECK: la.recurrence decay(scalar) low_rank(none) %[[V]], %[[DO]], %{{.*}} g(%[[SHIFTED]] : tensor<1x8x2xf32>) cu_seqlens(%[[CU]] : tensor<3xi32>) {{.*}} {reverse, scale = 1.000000e+00 : f32}
+// CHECK: la.recurrence decay(scalar) low_rank(none) %[[V]], %[[DO]], %[[Q]] g(%[[SHIFTED]] : tensor<1x8x2xf32>) cu_seqlens(%[[CU]] : tensor<3xi32>) {{.*}} {reverse, scale = 5.000000e-01 : f32}
 // CHECK: %[[DG:.*]] = scf.for {{.*}} -> (tensor<1x8x2xf32>)
 // CHECK: scf.if
 // CHECK: scf.for
+// CHECK: tensor.extract_slice %[[Q]]
 // CHECK: return %{{.*}}, %{{.*}}, %[[DV]], %[[DS0]], %[[DG]]
 func.func @packed(%q: !qk, %k: !qk, %v: !v, %g: !h, %s2: !s2, %cu: tensor<3xi32>,
                   %do: !v, %dsf: !s2) -> (!qk, !qk, !v, !s2, !h) {
@@ -300,17 +316,21 @@ func.func @dynamic_time(%q: !qk, %k: !qk, %v: !v, %g: !h, %s0: !s,
 // CHECK: %{{.*}}, %[[SFT:.*]] = la.recurrence decay(channel) low_rank(none) %[[DO]], %[[V]], %{{.*}} g(%[[FOLDED]] : tensor<1x8x4x6xf32>) outs(
 // CHECK-NOT: gv(
 // CHECK-SAME: {scale = 5.000000e-01 : f32}
-// CHECK: %[[DV:.*]], %[[G0:.*]] = la.recurrence decay(scalar) low_rank(none) %[[K]], %[[Q]], %{{.*}} g(%{{.*}} : tensor<1x8x2xf32>) gv(%[[GVSHIFTED]] : tensor<1x8x4x6xf32>) outs(%{{.*}}, %[[DSF]] : {{.*}}) {reverse, scale = 1.000000e+00 : f32}
+// CHECK: %[[DV:.*]], %[[G0S:.*]] = la.recurrence decay(scalar) low_rank(none) %[[K]], %[[Q]], %[[DO]] g(%{{.*}} : tensor<1x8x2xf32>) gv(%[[GVSHIFTED]] : tensor<1x8x4x6xf32>) outs(%{{.*}}, %{{.*}} : {{.*}}) {reverse, scale = 5.000000e-01 : f32}
+// CHECK: %[[G0:.*]] = linalg.generic {{.*}} ins(%[[G0S]] :
 // CHECK: %[[GV0:.*]] = tensor.extract_slice %[[GV]][0, 0, 0, 0] [1, 1, 4, 6]
 // CHECK: linalg.generic {{.*}} ins(%[[GV0]], %[[G0]] :
-// CHECK: la.recurrence decay(channel) low_rank(none) %[[V]], %[[DO]], %{{.*}} g(%{{.*}} : tensor<1x8x4x6xf32>) outs({{.*}}) {reverse, scale = 1.000000e+00 : f32}
+// CHECK: la.recurrence decay(channel) low_rank(none) %[[V]], %[[DO]], %{{.*}} g(%{{.*}} : tensor<1x8x4x6xf32>) outs({{.*}}) {reverse, scale = 5.000000e-01 : f32}
 // CHECK: %[[O:.*]], %{{.*}} = la.recurrence decay(scalar) low_rank(none) %[[Q]], %[[K]], %[[V]] g(%[[G]] : tensor<1x8x2xf32>) gv(%[[GV]] : tensor<1x8x4x6xf32>) outs(%{{.*}}, %[[S0]] : {{.*}}) {scale = 5.000000e-01 : f32}
-// CHECK: %[[DC:.*]] = linalg.generic {{.*}} ins(%[[O]], %[[DO]], %[[V]], %[[DV]] :
-// CHECK: arith.subf
 // CHECK: %[[FINAL:.*]] = linalg.generic {{.*}} ins(%[[SFT]], %[[DSF]] : tensor<1x4x6x4xf32>, tensor<1x4x4x6xf32>) outs(%{{.*}} : tensor<1x4x6xf32>)
-// CHECK: %[[SUMS:.*]]:2 = scf.for
-// CHECK: %[[DGV:.*]] = linalg.generic {{.*}} ins(%[[SUMS]]#1, %[[FINAL]] :
-// CHECK: return %{{.*}}, %{{.*}}, %[[DV]], %{{.*}}, %{{.*}}, %[[DGV]]
+// CHECK: %[[DGV:.*]]:2 = scf.for %{{.*}} iter_args(%{{.*}} = %[[FINAL]], %{{.*}} = %{{.*}})
+// CHECK: %[[DOT:.*]] = tensor.extract_slice %[[DO]]
+// CHECK: %[[OT:.*]] = tensor.extract_slice %[[O]]
+// CHECK: %[[VT:.*]] = tensor.extract_slice %[[V]]
+// CHECK: %[[DVT:.*]] = tensor.extract_slice %[[DV]]
+// CHECK: linalg.generic {{.*}} ins(%[[DOT]], %[[OT]], %[[VT]], %[[DVT]] :
+// CHECK: arith.subf
+// CHECK: return %{{.*}}, %{{.*}}, %[[DV]], %{{.*}}, %{{.*}}, %[[DGV]]#1
 func.func @mamba2_value_gate(%q: !qk, %k: !qk, %v: !v, %g: !h, %gv: !v,
                              %s0: !s, %do: !v, %dsf: !s)
     -> (!qk, !qk, !v, !s, !h, !v) {

@@ -82,6 +82,8 @@
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
+#include <cmath>
+
 namespace mlir {
 namespace la {
 #define GEN_PASS_DEF_LAEXPANDRECURRENCEGRADPASS
@@ -93,6 +95,13 @@ using namespace mlir;
 using namespace mlir::la;
 
 namespace {
+/// A term `sign * x * dx` ([B,T,H,K] each, or [B,T,HV,V]; x of any float
+/// type, dx f32) of a log-gate's gradient.
+struct GateTerm {
+  Value x, dx;
+  float sign;
+};
+
 /// Builds the re-indexed inputs of the adjoint recurrences; H and HV are
 /// static (the pattern checks), T static or dynamic.
 struct AdjointBuilder {
@@ -132,14 +141,29 @@ struct AdjointBuilder {
         });
   }
 
-  /// A state [N,HV,K,V] with its last two axes swapped.
-  Value transpose(Value state) {
+  /// A state [N,HV,K,V] with its last two axes swapped, times `factor`.
+  Value transpose(Value state, float factor = 1.0f) {
     SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, state);
     std::swap(sizes[2], sizes[3]);
+    Value factorValue = constantF32(b, loc, factor);
     return buildGeneric(
         b, loc, ValueRange{state}, emptyTensor(b, loc, sizes, b.getF32Type()),
         {dimMap(ctx, 4, {0, 1, 3, 2}), b.getMultiDimIdentityMap(4)}, 4, 0,
-        [](OpBuilder &, Location, ValueRange args) { return args[0]; });
+        [&](OpBuilder &nb, Location l, ValueRange args) {
+          return factor == 1.0f ? args[0] : mulF(nb, l, args[0], factorValue);
+        });
+  }
+
+  /// A state [N,HV,K,V] (f32) times `factor`.
+  Value scaleState(Value state, float factor) {
+    Value factorValue = constantF32(b, loc, factor);
+    AffineMap id = b.getMultiDimIdentityMap(4);
+    return buildGeneric(
+        b, loc, ValueRange{state},
+        emptyTensor(b, loc, mixedSizes(b, loc, state), b.getF32Type()),
+        {id, id}, 4, 0, [&](OpBuilder &nb, Location l, ValueRange args) {
+          return mulF(nb, l, args[0], factorValue);
+        });
   }
 
   /// Sums `x` over the value heads of each key head along `headDim`.
@@ -174,34 +198,98 @@ struct AdjointBuilder {
         FloatAttr(), reverse ? b.getUnitAttr() : UnitAttr());
   }
 
-  /// `sum_{u >= t} x_u` along T of x : [B,T,H] or [B,T,H,K] (a loop over
-  /// tokens).
-  Value reverseCumsum(Value x) {
-    Value zero = arith::ConstantIndexOp::create(b, loc, 0);
-    Value one = arith::ConstantIndexOp::create(b, loc, 1);
-    Value count = getValueOrCreateConstantIndexOp(b, loc, time);
-    SmallVector<OpFoldResult> rowSizes = mixedSizes(b, loc, x);
-    rowSizes.erase(rowSizes.begin() + 1);
-    Value output = emptyTensor(b, loc, mixedSizes(b, loc, x), b.getF32Type());
-    unsigned rowRank = rowSizes.size();
-    AffineMap id = b.getMultiDimIdentityMap(rowRank);
+  /// `acc + sum_i sign_i * x_i[t] * dx_i[t]` for one token t of the terms
+  /// ([B,T,H,K] each), summed over the last axis too unless `perChannel`:
+  /// acc is [B,H(,K)].
+  Value addTermsAt(OpBuilder &nb, Location l, ArrayRef<GateTerm> terms,
+                   Value t, Value acc, bool perChannel) {
+    SmallVector<Value> rows;
+    SmallVector<float> signs;
+    for (const GateTerm &term : terms) {
+      rows.push_back(extractUnitSlice(nb, l, term.x, 1, t));
+      rows.push_back(extractUnitSlice(nb, l, term.dx, 1, t));
+      signs.push_back(term.sign);
+    }
+    AffineMap id = nb.getMultiDimIdentityMap(3);
+    SmallVector<AffineMap> maps(rows.size(), id);
+    maps.push_back(perChannel ? id : dimMap(ctx, 3, {0, 1}));
+    unsigned accRank = perChannel ? 3 : 2;
+    return buildGeneric(
+        nb, l, rows, acc, maps, accRank, 3 - accRank,
+        [&](OpBuilder &ib, Location il, ValueRange args) {
+          Value sum = args.back();
+          for (auto [i, sign] : llvm::enumerate(signs)) {
+            Value product = mulF(ib, il, extendToF32(ib, il, args[2 * i]),
+                                 args[2 * i + 1]);
+            sum = sign > 0
+                      ? addF(ib, il, sum, product)
+                      : arith::SubFOp::create(ib, il, sum, product).getResult();
+          }
+          return sum;
+        });
+  }
+
+  /// The loop over tokens t from `last` down to `last - count + 1`
+  /// carrying `init + sum_{u >= t} terms_u` (`addTermsAt`) and writing it,
+  /// less the terms `excluded` of token t itself, at t of `output`.
+  Value reverseTermSums(OpBuilder &ob, Location ol, ArrayRef<GateTerm> terms,
+                        ArrayRef<GateTerm> excluded, bool perChannel,
+                        Value init, Value output, Value last, Value count) {
+    Value zero = arith::ConstantIndexOp::create(ob, ol, 0);
+    Value one = arith::ConstantIndexOp::create(ob, ol, 1);
     auto loop = scf::ForOp::create(
-        b, loc, zero, count, one,
-        ValueRange{zeroTensor(b, loc, rowSizes), output},
+        ob, ol, zero, count, one, ValueRange{init, output},
         [&](OpBuilder &nb, Location l, Value r, ValueRange args) {
-          Value one = arith::ConstantIndexOp::create(nb, l, 1);
-          Value last = arith::SubIOp::create(nb, l, count, one);
           Value t = arith::SubIOp::create(nb, l, last, r);
-          Value row = extractUnitSlice(nb, l, x, 1, t);
-          Value sum =
-              buildGeneric(nb, l, ValueRange{row}, args[0], {id, id}, rowRank,
-                           0, [](OpBuilder &ib, Location il, ValueRange a) {
-                             return addF(ib, il, a[1], a[0]);
-                           });
-          Value written = insertAt(nb, l, sum, args[1], 1, t);
+          Value sum = addTermsAt(nb, l, terms, t, args[0], perChannel);
+          Value row = sum;
+          if (!excluded.empty()) {
+            // sum - excluded, as the excluded terms with their signs flipped.
+            SmallVector<GateTerm> flipped;
+            for (const GateTerm &term : excluded)
+              flipped.push_back({term.x, term.dx, -term.sign});
+            row = addTermsAt(nb, l, flipped, t, copyTensor(nb, l, sum),
+                             perChannel);
+          }
+          Value written = insertAt(nb, l, row, args[1], 1, t);
           scf::YieldOp::create(nb, l, ValueRange{sum, written});
         });
     return loop.getResult(1);
+  }
+
+  /// A fresh f32 copy of `x` (a destination that does not alias it).
+  Value copyTensor(OpBuilder &nb, Location l, Value x) {
+    unsigned rank = cast<RankedTensorType>(x.getType()).getRank();
+    AffineMap id = nb.getMultiDimIdentityMap(rank);
+    return buildGeneric(nb, l, ValueRange{x},
+                        emptyTensor(nb, l, mixedSizes(nb, l, x),
+                                    nb.getF32Type()),
+                        {id, id}, rank, 0,
+                        [](OpBuilder &, Location, ValueRange args) {
+                          return args[0];
+                        });
+  }
+
+  /// The sizes [B,T,H(,K)] of the terms' running sums.
+  SmallVector<OpFoldResult> termSumSizes(ArrayRef<GateTerm> terms,
+                                         bool perChannel) {
+    SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, terms.front().x);
+    if (!perChannel)
+      sizes.pop_back();
+    return sizes;
+  }
+
+  /// `init + sum_{u >= t} terms_u` along T (`addTermsAt`), less token t's
+  /// own `excluded` terms, for init [B,H(,K)] (a loop over tokens).
+  Value reverseCumsum(ArrayRef<GateTerm> terms, ArrayRef<GateTerm> excluded,
+                      bool perChannel, Value init) {
+    Value count = getValueOrCreateConstantIndexOp(b, loc, time);
+    Value one = arith::ConstantIndexOp::create(b, loc, 1);
+    Value last = arith::SubIOp::create(b, loc, count, one);
+    Value output = emptyTensor(b, loc, termSumSizes(terms, perChannel),
+                               b.getF32Type());
+    return reverseTermSums(b, loc, terms, excluded, perChannel, init, output,
+                           last, count);
   }
 
   /// An scf.for over the packed sequences with `inits`; `body` gets the
@@ -306,37 +394,22 @@ struct AdjointBuilder {
         });
   }
 
-  /// Per sequence, `init[n] + sum_{u >= t} x_u` over its tokens t, for x
-  /// [1,T,H(,K)] and init [N,H(,K)]; 0 outside every sequence.
-  Value reverseCumsumPerSequence(Value x, Value init) {
-    SmallVector<OpFoldResult> rowSizes = mixedSizes(b, loc, x);
-    rowSizes.erase(rowSizes.begin() + 1);
-    unsigned rowRank = rowSizes.size();
-    AffineMap id = b.getMultiDimIdentityMap(rowRank);
-    Value output = zeroTensor(b, loc, mixedSizes(b, loc, x));
+  /// Per sequence, `init[n] + sum_{u >= t} terms_u` over its tokens t
+  /// (`reverseCumsum`), for init [N,H(,K)]; 0 outside every sequence.
+  Value reverseCumsumPerSequence(ArrayRef<GateTerm> terms,
+                                 ArrayRef<GateTerm> excluded, bool perChannel,
+                                 Value init) {
+    Value output = zeroTensor(b, loc, termSumSizes(terms, perChannel));
     return forNonEmptySequences(output, [&](OpBuilder &nb, Location l,
                                             Value start, Value end, Value n,
                                             Value acc) {
-      Value zero = arith::ConstantIndexOp::create(nb, l, 0);
       Value one = arith::ConstantIndexOp::create(nb, l, 1);
       Value length = arith::SubIOp::create(nb, l, end, start);
       Value last = arith::SubIOp::create(nb, l, end, one);
       // init[n] as a row [1,H(,K)].
       Value initRow = sliceDim(nb, l, init, 0, n, nb.getIndexAttr(1));
-      auto loop = scf::ForOp::create(
-          nb, l, zero, length, one, ValueRange{initRow, acc},
-          [&](OpBuilder &ib, Location il, Value r, ValueRange args) {
-            Value t = arith::SubIOp::create(ib, il, last, r);
-            Value row = extractUnitSlice(ib, il, x, 1, t);
-            Value sum = buildGeneric(
-                ib, il, ValueRange{row}, args[0], {id, id}, rowRank, 0,
-                [](OpBuilder &sb, Location sl, ValueRange a) {
-                  return addF(sb, sl, a[1], a[0]);
-                });
-            Value written = insertAt(ib, il, sum, args[1], 1, t);
-            scf::YieldOp::create(ib, il, ValueRange{sum, written});
-          });
-      return loop.getResult(1);
+      return reverseTermSums(nb, l, terms, excluded, perChannel, initRow, acc,
+                             last, length);
     });
   }
 
@@ -456,6 +529,13 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
     Value valueGate = op.getGv() ? a.remap(op.getGv(), false) : Value();
     Value shiftedValueGate =
         valueGate ? a.shift(valueGate, /*later=*/false) : Value();
+    // Without the delta rule, G's writes `s q do^T` take the scale as the
+    // adjoint recurrences' output scale (they are linear in their writes
+    // and initial state) instead of a scaled copy of do or q; not for a
+    // scale whose inverse could overflow or lose the initial state's
+    // precision.
+    bool foldScale = !delta && std::isnormal(scale) &&
+                     std::fabs(std::log2(std::fabs(scale))) <= 32.0f;
     Value dFinal = op.getDFinalState();
     if (!dFinal)
       dFinal = zeroTensor(rewriter, loc,
@@ -547,6 +627,14 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
       adjoint =
           a.recurrence(lowB, scaledQ, dO, shiftedGate, Value(), dFinal, 1.0f,
                        /*reverse=*/true, Value(), earlierB, earlierA);
+    } else if (foldScale) {
+      // G = s G' with G' written by q do^T from dS_T / s: dv = s G'^T k is
+      // the output of G' at scale s, and no copy of s do is needed.
+      adjoint = a.recurrence(op.getK(), op.getQ(), dO, shiftedGate,
+                             shiftedValueGate,
+                             op.getDFinalState() ? a.scaleState(dFinal, 1 / scale)
+                                                 : dFinal,
+                             scale, /*reverse=*/true);
     } else {
       Value scaledDO = a.remap(op.getDO(), false, scale);
       adjoint = a.recurrence(op.getK(), op.getQ(), scaledDO, shiftedGate,
@@ -558,6 +646,8 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
     // dS_0 = D_0 G_0 Diag(gamma_0) (- a_0 dv_0^T), per sequence at its first
     // token.
     Value dInitial = adjoint.getFinalState();
+    if (foldScale)
+      dInitial = a.scaleState(dInitial, scale);
     OpFoldResult numSequences =
         tensor::getMixedSize(rewriter, loc, dInitial, 0);
     if (valueGate) {
@@ -578,14 +668,18 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
     // G^T in reverse time, queried with the values of S: dk, or for the
     // delta rule y = G x (G^T as two recurrences: keys do, values s q; keys
     // dv one token later, values -a one token later).
-    Value transposedValues = a.remap(op.getQ(), true, scale);
+    // (With the scale folded, G^T = s G'^T as above.)
+    float transposedScale = foldScale ? scale : 1.0f;
+    Value transposedValues =
+        a.remap(op.getQ(), true, foldScale ? 1.0f : scale);
     Value transposedGate = shiftedGate ? a.remap(shiftedGate, true) : Value();
-    Value transposedState = a.transpose(dFinal);
+    Value transposedState = a.transpose(
+        dFinal, op.getDFinalState() ? 1 / transposedScale : 1.0f);
     auto [transposedKeyGate, transposedValueGate] =
         transposedGates(a, transposedGate, shiftedValueGate, channel);
     RecurrenceOp transposed = a.recurrence(
         values, dO, transposedValues, transposedKeyGate, transposedValueGate,
-        transposedState, 1.0f, /*reverse=*/true);
+        transposedState, transposedScale, /*reverse=*/true);
     Value dk = a.sumGroups(transposed.getO(), 2);
     // The factor of k in the gate's gradient: dk, or beta y - z.
     Value keyFactor = dk;
@@ -882,27 +976,17 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
     return {folded, Value()};
   }
 
-  /// `init[n] + sum_{u >= t} dc_u` of the sequence n of each token t (per
-  /// sequence with cu_seqlens), for dc [B,T,...] and the final state's term
-  /// `finalTerm` [N,...].
-  static Value sumFromFinal(PatternRewriter &rewriter, Location loc,
-                            AdjointBuilder &a, Value dc, Value finalTerm) {
+  /// `init[n] + sum_{u >= t} terms_u` of the sequence n of each token t
+  /// (per sequence with cu_seqlens), less token t's own `excluded` terms,
+  /// with the final state's term `finalTerm` [N,...] as init: one loop over
+  /// the tokens reading the terms' factors.
+  static Value sumFromFinal(AdjointBuilder &a, ArrayRef<GateTerm> terms,
+                            ArrayRef<GateTerm> excluded, bool perChannel,
+                            Value finalTerm) {
     if (a.cuSeqlens)
-      return a.reverseCumsumPerSequence(dc, finalTerm);
-    Value sums = a.reverseCumsum(dc);
-    unsigned rowRank = cast<RankedTensorType>(dc.getType()).getRank();
-    AffineMap rowId = rewriter.getMultiDimIdentityMap(rowRank);
-    SmallVector<int64_t> finalDims = {0};
-    for (unsigned d = 2; d < rowRank; ++d)
-      finalDims.push_back(d);
-    return buildGeneric(
-        rewriter, loc, ValueRange{sums, finalTerm},
-        emptyTensor(rewriter, loc, mixedSizes(rewriter, loc, dc),
-                    rewriter.getF32Type()),
-        {rowId, dimMap(a.ctx, rowRank, finalDims), rowId}, rowRank, 0,
-        [](OpBuilder &nb, Location l, ValueRange args) {
-          return addF(nb, l, args[0], args[1]);
-        });
+      return a.reverseCumsumPerSequence(terms, excluded, perChannel,
+                                        finalTerm);
+    return a.reverseCumsum(terms, excluded, perChannel, finalTerm);
   }
 
   /// The value-side log-gate's gradient `dgv_t = sum_{u >= t} (o_u * do_u -
@@ -914,16 +998,6 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
     Location loc = op.getLoc();
     MLIRContext *ctx = op.getContext();
     AffineMap id = rewriter.getMultiDimIdentityMap(4);
-    Value dc = buildGeneric(
-        rewriter, loc, ValueRange{o, op.getDO(), op.getV(), dv},
-        emptyTensor(rewriter, loc, mixedSizes(rewriter, loc, op.getV()),
-                    rewriter.getF32Type()),
-        {id, id, id, id, id}, 4, 0,
-        [](OpBuilder &nb, Location l, ValueRange args) {
-          Value fromO = mulF(nb, l, args[0], extendToF32(nb, l, args[1]));
-          Value fromV = mulF(nb, l, extendToF32(nb, l, args[2]), args[3]);
-          return arith::SubFOp::create(nb, l, fromO, fromV).getResult();
-        });
     // colsum(S_T * dS_T): loops (n, hv, vv, kk), the reduction last.
     SmallVector<OpFoldResult> headSizes = mixedSizes(rewriter, loc, dFinal);
     headSizes = {headSizes[0], headSizes[1], headSizes[3]};
@@ -934,50 +1008,8 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
         [](OpBuilder &nb, Location l, ValueRange args) {
           return addF(nb, l, args[2], mulF(nb, l, args[0], args[1]));
         });
-    return sumFromFinal(rewriter, loc, a, dc, finalTerm);
-  }
-
-  /// A key-side term `sign * x * dx` ([B,T,H,K] each; x of any float type)
-  /// of the log-gate's gradient.
-  struct GateTerm {
-    Value x, dx;
-    float sign;
-  };
-
-  /// `sum_i sign_i * x_i * dx_i` per token, summed over K for a scalar gate:
-  /// [B,T,H] or [B,T,H,K].
-  static Value gateTerms(PatternRewriter &rewriter, RecurrenceGradOp op,
-                         ArrayRef<GateTerm> terms) {
-    Location loc = op.getLoc();
-    MLIRContext *ctx = op.getContext();
-    bool channel = op.getGate() == GateKind::Channel;
-    AffineMap id = rewriter.getMultiDimIdentityMap(4);
-    AffineMap row = channel ? id : dimMap(ctx, 4, {0, 1, 2});
-    SmallVector<OpFoldResult> rowSizes = mixedSizes(rewriter, loc, op.getQ());
-    if (!channel)
-      rowSizes.pop_back();
-    unsigned rowRank = rowSizes.size();
-    SmallVector<Value> inputs;
-    SmallVector<float> signs;
-    for (const GateTerm &term : terms) {
-      inputs.append({term.x, term.dx});
-      signs.push_back(term.sign);
-    }
-    SmallVector<AffineMap> maps(inputs.size(), id);
-    maps.push_back(row);
-    return buildGeneric(
-        rewriter, loc, inputs, zeroTensor(rewriter, loc, rowSizes), maps,
-        rowRank, 4 - rowRank, [&](OpBuilder &nb, Location l, ValueRange args) {
-          Value sum = args.back();
-          for (auto [i, sign] : llvm::enumerate(signs)) {
-            Value product =
-                mulF(nb, l, extendToF32(nb, l, args[2 * i]), args[2 * i + 1]);
-            sum = sign > 0
-                      ? addF(nb, l, sum, product)
-                      : arith::SubFOp::create(nb, l, sum, product).getResult();
-          }
-          return sum;
-        });
+    return sumFromFinal(a, {{op.getDO(), o, 1.0f}, {op.getV(), dv, -1.0f}}, {},
+                        /*perChannel=*/true, finalTerm);
   }
 
   /// The final state's term of the log-gate's gradient: `S_T * dS_T` summed
@@ -1011,11 +1043,10 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
   static Value gateGradient(PatternRewriter &rewriter, RecurrenceGradOp op,
                             AdjointBuilder &a, Value dq, Value keyFactor,
                             Value finalTransposed, Value dFinal) {
-    Value dc = gateTerms(
-        rewriter, op, {{op.getQ(), dq, 1.0f}, {op.getK(), keyFactor, -1.0f}});
     Value finalTerm = gateFinalTerm(rewriter, op, a, finalTransposed, dFinal);
     // Each sequence's own sum, from its final state's term.
-    return sumFromFinal(rewriter, op.getLoc(), a, dc, finalTerm);
+    return sumFromFinal(a, {{op.getQ(), dq, 1.0f}, {op.getK(), keyFactor, -1.0f}},
+                        {}, op.getGate() == GateKind::Channel, finalTerm);
   }
 
   /// The general low-rank form's log-gate gradient: by the same argument,
@@ -1028,20 +1059,9 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
                                    ArrayRef<GateTerm> terms,
                                    GateTerm beforeGate, Value finalTransposed,
                                    Value dFinal) {
-    Location loc = op.getLoc();
-    Value dc = gateTerms(rewriter, op, terms);
-    Value excluded = gateTerms(rewriter, op, {beforeGate});
     Value finalTerm = gateFinalTerm(rewriter, op, a, finalTransposed, dFinal);
-    Value sums = sumFromFinal(rewriter, loc, a, dc, finalTerm);
-    unsigned rank = cast<RankedTensorType>(sums.getType()).getRank();
-    AffineMap id = rewriter.getMultiDimIdentityMap(rank);
-    return buildGeneric(
-        rewriter, loc, ValueRange{sums, excluded},
-        emptyTensor(rewriter, loc, mixedSizes(rewriter, loc, sums),
-                    rewriter.getF32Type()),
-        {id, id, id}, rank, 0, [](OpBuilder &nb, Location l, ValueRange args) {
-          return arith::SubFOp::create(nb, l, args[0], args[1]).getResult();
-        });
+    return sumFromFinal(a, terms, {beforeGate},
+                        op.getGate() == GateKind::Channel, finalTerm);
   }
 };
 
