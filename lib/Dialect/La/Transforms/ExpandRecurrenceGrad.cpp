@@ -244,11 +244,14 @@ struct AdjointBuilder {
           Value sum = addTermsAt(nb, l, terms, t, args[0], perChannel);
           Value row = sum;
           if (!excluded.empty()) {
-            // sum - excluded, as the excluded terms with their signs flipped.
+            // sum - excluded, as the excluded terms with their signs flipped,
+            // accumulated in the output's row (no buffer of its own: the GPU
+            // allocates nothing in a loop).
             SmallVector<GateTerm> flipped;
             for (const GateTerm &term : excluded)
               flipped.push_back({term.x, term.dx, -term.sign});
-            row = addTermsAt(nb, l, flipped, t, copyTensor(nb, l, sum),
+            Value slot = extractUnitSlice(nb, l, args[1], 1, t);
+            row = addTermsAt(nb, l, flipped, t, copyInto(nb, l, sum, slot),
                              perChannel);
           }
           Value written = insertAt(nb, l, row, args[1], 1, t);
@@ -257,17 +260,10 @@ struct AdjointBuilder {
     return loop.getResult(1);
   }
 
-  /// A fresh f32 copy of `x` (a destination that does not alias it).
-  Value copyTensor(OpBuilder &nb, Location l, Value x) {
-    unsigned rank = cast<RankedTensorType>(x.getType()).getRank();
-    AffineMap id = nb.getMultiDimIdentityMap(rank);
-    return buildGeneric(nb, l, ValueRange{x},
-                        emptyTensor(nb, l, mixedSizes(nb, l, x),
-                                    nb.getF32Type()),
-                        {id, id}, rank, 0,
-                        [](OpBuilder &, Location, ValueRange args) {
-                          return args[0];
-                        });
+  /// `x` copied into `destination` (same shape): a linalg.copy, which
+  /// canonicalization keeps (an identity generic would fold to `x`).
+  Value copyInto(OpBuilder &nb, Location l, Value x, Value destination) {
+    return linalg::CopyOp::create(nb, l, x, destination).getResult(0);
   }
 
   /// The sizes [B,T,H(,K)] of the terms' running sums.
