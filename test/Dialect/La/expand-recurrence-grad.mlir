@@ -191,8 +191,8 @@ func.func @packed(%q: !qk, %k: !qk, %v: !v, %g: !h, %s2: !s2, %cu: tensor<3xi32>
 // CHECK: %[[X:.*]] = linalg.generic {{.*}} ins(%[[V]], %[[P]] :
 // CHECK: arith.subf
 // CHECK: %[[DQ:.*]], %[[ST:.*]] = la.recurrence decay(scalar) low_rank(none) %[[DO]], %[[X]], %[[BW:.*]] g(%{{.*}} : {{.*}}) outs({{.*}}) {scale = 5.000000e-01 : f32}
-// CHECK: %[[DV:.*]], %[[G0:.*]] = la.recurrence decay(scalar) low_rank(general) %[[BK:.*]], %{{.*}}, %[[DO]] g(%[[GNEXT]] : {{.*}}) a(%{{.*}}) b(%{{.*}}) outs({{.*}}) {reverse, scale = 1.000000e+00 : f32}
-// CHECK: la.recurrence decay(scalar) low_rank(none) %[[X]], %[[DO]], %{{.*}} g(%[[GNEXT]] : {{.*}}) outs({{.*}}) {reverse, scale = 1.000000e+00 : f32}
+// CHECK: %[[DV:.*]], %[[G0:.*]] = la.recurrence decay(scalar) low_rank(general) %[[BK:.*]], %[[Q]], %[[DO]] g(%[[GNEXT]] : {{.*}}) a(%{{.*}}) b(%{{.*}}) outs({{.*}}) {reverse, scale = 5.000000e-01 : f32}
+// CHECK: la.recurrence decay(scalar) low_rank(none) %[[X]], %[[DO]], %[[Q]] g(%[[GNEXT]] : {{.*}}) outs({{.*}}) {reverse, scale = 5.000000e-01 : f32}
 // CHECK: %[[DVNEXT:.*]] = tensor.pad %{{.*}} low[0, 0, 0, 0] high[0, 1, 0, 0]
 // CHECK: la.recurrence decay(scalar) low_rank(none) %[[X]], %[[DVNEXT]], %{{.*}} g(%[[GNEXT]] : {{.*}}) outs({{.*}}) {reverse, scale = 1.000000e+00 : f32}
 // CHECK: la.recurrence decay(scalar) low_rank(none) %[[DV]], %[[X]], %[[BW]] g(%{{.*}} : {{.*}}) outs({{.*}}) {scale = 1.000000e+00 : f32}

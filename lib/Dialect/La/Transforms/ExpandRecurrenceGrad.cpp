@@ -201,8 +201,8 @@ struct AdjointBuilder {
   /// `acc + sum_i sign_i * x_i[t] * dx_i[t]` for one token t of the terms
   /// ([B,T,H,K] each), summed over the last axis too unless `perChannel`:
   /// acc is [B,H(,K)].
-  Value addTermsAt(OpBuilder &nb, Location l, ArrayRef<GateTerm> terms,
-                   Value t, Value acc, bool perChannel) {
+  Value addTermsAt(OpBuilder &nb, Location l, ArrayRef<GateTerm> terms, Value t,
+                   Value acc, bool perChannel) {
     SmallVector<Value> rows;
     SmallVector<float> signs;
     for (const GateTerm &term : terms) {
@@ -219,8 +219,8 @@ struct AdjointBuilder {
         [&](OpBuilder &ib, Location il, ValueRange args) {
           Value sum = args.back();
           for (auto [i, sign] : llvm::enumerate(signs)) {
-            Value product = mulF(ib, il, extendToF32(ib, il, args[2 * i]),
-                                 args[2 * i + 1]);
+            Value product =
+                mulF(ib, il, extendToF32(ib, il, args[2 * i]), args[2 * i + 1]);
             sum = sign > 0
                       ? addF(ib, il, sum, product)
                       : arith::SubFOp::create(ib, il, sum, product).getResult();
@@ -282,8 +282,8 @@ struct AdjointBuilder {
     Value count = getValueOrCreateConstantIndexOp(b, loc, time);
     Value one = arith::ConstantIndexOp::create(b, loc, 1);
     Value last = arith::SubIOp::create(b, loc, count, one);
-    Value output = emptyTensor(b, loc, termSumSizes(terms, perChannel),
-                               b.getF32Type());
+    Value output =
+        emptyTensor(b, loc, termSumSizes(terms, perChannel), b.getF32Type());
     return reverseTermSums(b, loc, terms, excluded, perChannel, init, output,
                            last, count);
   }
@@ -525,13 +525,13 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
     Value valueGate = op.getGv() ? a.remap(op.getGv(), false) : Value();
     Value shiftedValueGate =
         valueGate ? a.shift(valueGate, /*later=*/false) : Value();
-    // Without the delta rule, G's writes `s q do^T` take the scale as the
-    // adjoint recurrences' output scale (they are linear in their writes
-    // and initial state) instead of a scaled copy of do or q; not for a
-    // scale whose inverse could overflow or lose the initial state's
-    // precision.
-    bool foldScale = !delta && std::isnormal(scale) &&
-                     std::fabs(std::log2(std::fabs(scale))) <= 32.0f;
+    // G's writes `s q do^T` take the scale as the adjoint recurrences'
+    // output scale (they are linear in their writes and initial state; the
+    // delta rule's transition does not depend on the state) instead of a
+    // scaled copy of do or q; not for a scale whose inverse could overflow
+    // or lose the initial state's precision.
+    bool foldScale =
+        std::isnormal(scale) && std::fabs(std::log2(std::fabs(scale))) <= 32.0f;
     Value dFinal = op.getDFinalState();
     if (!dFinal)
       dFinal = zeroTensor(rewriter, loc,
@@ -616,21 +616,23 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
     // a one token earlier (a_{t+1} at token t), for the delta rule.
     Value earlierA;
     if (delta) {
-      Value scaledQ = a.remap(op.getQ(), false, scale);
+      Value adjointKeys = a.remap(op.getQ(), false, foldScale ? 1.0f : scale);
+      Value adjointInit = foldScale && op.getDFinalState()
+                              ? a.scaleState(dFinal, 1 / scale)
+                              : dFinal;
       Value earlierB = a.shift(lowB, /*later=*/false);
       earlierA = a.shift(lowA, /*later=*/false);
       // A_{t+1}^T = D_{t+1} - a_{t+1} b_{t+1}^T: low-rank a' = b, b' = a.
-      adjoint =
-          a.recurrence(lowB, scaledQ, dO, shiftedGate, Value(), dFinal, 1.0f,
-                       /*reverse=*/true, Value(), earlierB, earlierA);
+      adjoint = a.recurrence(lowB, adjointKeys, dO, shiftedGate, Value(),
+                             adjointInit, foldScale ? scale : 1.0f,
+                             /*reverse=*/true, Value(), earlierB, earlierA);
     } else if (foldScale) {
       // G = s G' with G' written by q do^T from dS_T / s: dv = s G'^T k is
       // the output of G' at scale s, and no copy of s do is needed.
-      adjoint = a.recurrence(op.getK(), op.getQ(), dO, shiftedGate,
-                             shiftedValueGate,
-                             op.getDFinalState() ? a.scaleState(dFinal, 1 / scale)
-                                                 : dFinal,
-                             scale, /*reverse=*/true);
+      adjoint = a.recurrence(
+          op.getK(), op.getQ(), dO, shiftedGate, shiftedValueGate,
+          op.getDFinalState() ? a.scaleState(dFinal, 1 / scale) : dFinal, scale,
+          /*reverse=*/true);
     } else {
       Value scaledDO = a.remap(op.getDO(), false, scale);
       adjoint = a.recurrence(op.getK(), op.getQ(), scaledDO, shiftedGate,
@@ -666,11 +668,10 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
     // dv one token later, values -a one token later).
     // (With the scale folded, G^T = s G'^T as above.)
     float transposedScale = foldScale ? scale : 1.0f;
-    Value transposedValues =
-        a.remap(op.getQ(), true, foldScale ? 1.0f : scale);
+    Value transposedValues = a.remap(op.getQ(), true, foldScale ? 1.0f : scale);
     Value transposedGate = shiftedGate ? a.remap(shiftedGate, true) : Value();
-    Value transposedState = a.transpose(
-        dFinal, op.getDFinalState() ? 1 / transposedScale : 1.0f);
+    Value transposedState =
+        a.transpose(dFinal, op.getDFinalState() ? 1 / transposedScale : 1.0f);
     auto [transposedKeyGate, transposedValueGate] =
         transposedGates(a, transposedGate, shiftedValueGate, channel);
     RecurrenceOp transposed = a.recurrence(
@@ -980,8 +981,7 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
                             ArrayRef<GateTerm> excluded, bool perChannel,
                             Value finalTerm) {
     if (a.cuSeqlens)
-      return a.reverseCumsumPerSequence(terms, excluded, perChannel,
-                                        finalTerm);
+      return a.reverseCumsumPerSequence(terms, excluded, perChannel, finalTerm);
     return a.reverseCumsum(terms, excluded, perChannel, finalTerm);
   }
 
@@ -1041,7 +1041,8 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
                             Value finalTransposed, Value dFinal) {
     Value finalTerm = gateFinalTerm(rewriter, op, a, finalTransposed, dFinal);
     // Each sequence's own sum, from its final state's term.
-    return sumFromFinal(a, {{op.getQ(), dq, 1.0f}, {op.getK(), keyFactor, -1.0f}},
+    return sumFromFinal(a,
+                        {{op.getQ(), dq, 1.0f}, {op.getK(), keyFactor, -1.0f}},
                         {}, op.getGate() == GateKind::Channel, finalTerm);
   }
 
