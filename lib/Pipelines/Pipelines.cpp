@@ -64,9 +64,15 @@ void mlir::la::buildBufferizationPipeline(OpPassManager &pm,
 }
 
 void mlir::la::buildLowerBuffersToLLVMPipeline(OpPassManager &pm, bool parallel,
-                                               bool tile, bool hostAllocator) {
+                                               bool tile, bool hostAllocator,
+                                               bool copyLoops) {
   FinalizeMemRefToLLVMConversionPassOptions memrefOptions;
   memrefOptions.useGenericFunctions = hostAllocator;
+  // Strided and dynamic copies as loops (not the runtime's element-by-
+  // element memrefCopy); not where linalg becomes parallel loops, whose
+  // OpenMP regions would nest in the threads' ones.
+  if (copyLoops && (tile || !parallel))
+    pm.addNestedPass<func::FuncOp>(createLaCopyLoopsPass());
   if (parallel) {
     pm.addPass(createForallToParallelLoopPass());
     // After la-tile the threads are la-tile's scf.forall loops; the ops it
@@ -193,7 +199,8 @@ void mlir::la::buildLowerToCPUPipeline(OpPassManager &pm,
   if (options.prefetch)
     pm.addNestedPass<func::FuncOp>(createLaPrefetchChunksPass());
 
-  buildLowerBuffersToLLVMPipeline(pm, parallel, tile, options.hostAllocator);
+  buildLowerBuffersToLLVMPipeline(pm, parallel, tile, options.hostAllocator,
+                                  options.copyLoops);
 }
 
 void mlir::la::buildGPUScheduleOnTensorsPipeline(

@@ -1,5 +1,8 @@
-// RUN: la-opt %s -la-lower-to-cpu=chunk-size=16 | FileCheck %s
-// RUN: la-opt %s -la-lower-to-cpu="chunk-size=16 prefetch=false" | FileCheck %s --check-prefix=NOPF
+// RUN: la-opt %s -la-lower-to-cpu="chunk-size=16 copy-loops=false" | FileCheck %s
+// RUN: la-opt %s -la-lower-to-cpu="chunk-size=16 prefetch=false copy-loops=false" | FileCheck %s --check-prefix=NOPF
+
+// (copy-loops=false: la-copy-loops would turn a strided copy into loops,
+// hiding the copies these checks look for.)
 
 // The fused schedule on buffers: the state is updated in place, each
 // chunk's output is written where it lives and the output is the caller's

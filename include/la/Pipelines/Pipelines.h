@@ -87,6 +87,14 @@ struct LowerToCPUOptions : public PassPipelineOptions<LowerToCPUOptions> {
                      "product (convert-la-to-linalg's gate-spread-limit; 0: "
                      "always the blocked form)"),
       llvm::cl::init(32.0)};
+  PassOptions::Option<bool> copyLoops{
+      *this, "copy-loops",
+      llvm::cl::desc("strided and dynamic memref.copy ops as loops "
+                     "(la-copy-loops) instead of the runtime's "
+                     "element-by-element memrefCopy; off: as "
+                     "finalize-memref-to-llvm lowers them (tests use it to "
+                     "see copies that in-place writes should have avoided)"),
+      llvm::cl::init(true)};
   PassOptions::Option<bool> hostAllocator{
       *this, "host-allocator",
       llvm::cl::desc(
@@ -203,10 +211,12 @@ void buildBufferizationPipeline(OpPassManager &pm,
 /// The end of la-lower-to-cpu: buffers to the LLVM dialect, through loops
 /// (OpenMP with `parallel`) and, with `vectors`, la-tile's vector register
 /// tiles; with `hostAllocator`, allocations call finalize-memref-to-llvm's
-/// generic functions (libla_host_runtime.so). (The GPU emulator of test/lib
-/// ends with it too.)
+/// generic functions (libla_host_runtime.so); with `copyLoops`, strided and
+/// dynamic copies become loops (la-copy-loops). (The GPU emulator of
+/// test/lib ends with it too.)
 void buildLowerBuffersToLLVMPipeline(OpPassManager &pm, bool parallel,
-                                     bool vectors, bool hostAllocator = false);
+                                     bool vectors, bool hostAllocator = false,
+                                     bool copyLoops = true);
 
 /// Builds the pipeline from `la.attention` on tensors to the LLVM dialect:
 /// la-lower-to-recurrence, la-chunk (unless sequential), convert-la-to-linalg,

@@ -163,4 +163,26 @@ def LaPrefetchChunksPass : Pass<"la-prefetch-chunks", "func::FuncOp"> {
   ];
 }
 
+def LaCopyLoopsPass : Pass<"la-copy-loops", "func::FuncOp"> {
+  let summary = "Turn strided or dynamic memref.copy ops into loops";
+  let description = [{
+    Runs on buffers, before `convert-linalg-to-loops`. The LLVM lowering of
+    `memref.copy` (`finalize-memref-to-llvm`) uses `llvm.memcpy` only when
+    both sides have the identity layout or a static, contiguous row-major
+    one; every other copy becomes a call of the C runner utilities'
+    `memrefCopy`, which copies element by element (one `memcpy` call per
+    element). The programs la generates have such copies wherever a slice
+    has a dynamic size or an outer stride: the backward's shifted inputs and
+    per-token rows with a run-time T, a partial chunk's rows. This pass
+    rewrites exactly those copies into `linalg.copy`, which
+    `convert-linalg-to-loops` turns into loops that LLVM vectorises along
+    the contiguous innermost dimension. Copies that lower to `llvm.memcpy`
+    and copies of unranked memrefs are left alone.
+  }];
+  let dependentDialects = [
+    "::mlir::linalg::LinalgDialect",
+    "::mlir::memref::MemRefDialect"
+  ];
+}
+
 #endif // LA_CODEGEN_CPU_PASSES_TD
