@@ -281,6 +281,75 @@ def _unpack_sequences(cu_seqlens, T):
     return index, sequence, position
 
 
+def _is_position(x):
+    return not isinstance(x, bool) and isinstance(x, (int, np.integer)) and x >= 0
+
+
+def _packed_starts(start, cu_seqlens, T):
+    """One start position per packed sequence, from one for all or a list."""
+    count = len(_unpack_sequences(cu_seqlens, T)[0])
+    if _is_position(start):
+        return [int(start)] * count
+    starts = list(np.asarray(start).reshape(-1)) if np.ndim(start) == 1 else None
+    if starts is None or len(starts) != count or not all(_is_position(x) for x in starts):
+        raise ValueError(f"start must be a token position >= 0, or one per packed sequence "
+                         f"({count}), got {start!r}")
+    return [int(x) for x in starts]
+
+
+def _log_linear_packed_pieces(q, k, v, g, level_scales, variant, beta, scale, cu_seqlens,
+                              starts, initial_state, output_final_state, chunk_size,
+                              num_threads):
+    """log_linear_attention with cu_seqlens and a carried state: each packed
+    sequence its own call from its own start and state."""
+    T = np.shape(q)[1]
+    HV, V, K = np.shape(v)[2], np.shape(v)[3], np.shape(k)[3]
+    offsets = np.asarray(cu_seqlens, dtype=np.int64).reshape(-1)
+    count = offsets.size - 1
+    if initial_state is not None and (np.ndim(initial_state) != 5 or
+                                      np.shape(initial_state)[0] != count or
+                                      tuple(np.shape(initial_state)[2:]) != (HV, K, V)):
+        raise ValueError(f"initial_state must be [N, L', HV, K, V] = {count} x L' x "
+                         f"{(HV, K, V)} with cu_seqlens (one state per sequence), got "
+                         f"{tuple(np.shape(initial_state))}")
+    torch = _torch_module(q, k, v, g, beta, level_scales, initial_state)
+    outputs, states = [], []
+    for i in range(count):
+        first, last = int(offsets[i]), int(offsets[i + 1])
+        carried = None if initial_state is None else initial_state[i:i + 1]
+        if first == last:
+            # No token: the state stays (zero without one).
+            if carried is None:
+                carried = (torch.zeros((1, 1, HV, K, V)) if torch is not None
+                           else np.zeros((1, 1, HV, K, V), np.float32))
+            states.append(carried)
+            continue
+        piece = [None if x is None else x[:, first:last] for x in (q, k, v, g, beta,
+                                                                   level_scales)]
+        o, state = log_linear_attention(*piece[:4], piece[5], variant=variant, beta=piece[4],
+                                        scale=scale, start=starts[i], initial_state=carried,
+                                        output_final_state=True, chunk_size=chunk_size,
+                                        num_threads=num_threads)
+        outputs.append(o)
+        states.append(state)
+    if torch is not None:
+        o = torch.cat(outputs, 1) if outputs else torch.zeros((1, T, HV, V))
+    else:
+        o = np.concatenate(outputs, 1) if outputs else np.zeros((1, T, HV, V), np.float32)
+    if not output_final_state:
+        return o
+    levels = max(x.shape[1] for x in states)
+    padded = []
+    for state in states:
+        top = state[:, -1:]
+        extra = levels - state.shape[1]
+        if extra:
+            state = (torch.cat([state] + [top] * extra, 1) if torch is not None
+                     else np.concatenate([state] + [top] * extra, 1))
+        padded.append(state)
+    return o, (torch.cat(padded, 0) if torch is not None else np.concatenate(padded, 0))
+
+
 def log_linear_attention(q, k, v, g, level_scales, *, variant=None, beta=None, scale=1.0,
                          cu_seqlens=None, start=0, initial_state=None,
                          output_final_state=False, chunk_size=64, num_threads=None):
@@ -324,9 +393,13 @@ def log_linear_attention(q, k, v, g, level_scales, *, variant=None, beta=None, s
     final_state)`` with ``final_state [B, L - 1, HV, K, V]``: for each level
     l >= 1, the base recurrence's state over the tokens of the open block
     of ``2^l`` (zero when the call ends on the block's boundary), which the
-    next call continues; levels beyond ``L'`` start at zero. Not with
-    ``cu_seqlens`` yet (each packed sequence starts at position 0 from
-    zero states)."""
+    next call continues; levels beyond ``L'`` start at zero. With
+    ``cu_seqlens`` the state is per sequence: ``start`` one position per
+    sequence (or one for all), ``initial_state [N, L', HV, K, V]`` and the
+    final state ``[N, L'', HV, K, V]``, a sequence with fewer levels than
+    the longest padded with copies of its top level (which stands for every
+    level above it); each sequence is then its own composition (one per
+    sequence: O(N log T) la calls), an empty one keeps its state."""
     if variant is None:
         variant = "mamba2" if g is not None else "linear"
     if variant not in _LOG_LINEAR:
@@ -340,12 +413,15 @@ def log_linear_attention(q, k, v, g, level_scales, *, variant=None, beta=None, s
                          f"multiple of H, got {tuple(np.shape(k))} and {tuple(np.shape(v))}")
     if cu_seqlens is not None and B != 1:
         raise ValueError(f"cu_seqlens needs B = 1 (packed sequences), got B = {B}")
-    if isinstance(start, bool) or not isinstance(start, (int, np.integer)) or start < 0:
+    if cu_seqlens is not None and (not _is_position(start) or start or
+                                   initial_state is not None or output_final_state):
+        starts = _packed_starts(start, cu_seqlens, T)
+        return _log_linear_packed_pieces(q, k, v, g, level_scales, variant, beta, scale,
+                                         cu_seqlens, starts, initial_state, output_final_state,
+                                         chunk_size, num_threads)
+    if not _is_position(start):
         raise ValueError(f"start must be a token position >= 0, got {start!r}")
     start = int(start)
-    if cu_seqlens is not None and (start or initial_state is not None or output_final_state):
-        raise ValueError("cu_seqlens with a carried Fenwick-tree state (start, initial_state, "
-                         "output_final_state) is not supported yet")
     end = start + T
     levels = int(np.ceil(np.log2(end))) + 1 if end > 1 else 1
     if np.ndim(level_scales) != 4 or tuple(np.shape(level_scales)[:3]) != (B, T, HV) or \

@@ -480,6 +480,74 @@ def test_log_linear_carried_state_errors():
         family.log_linear_attention(q, k, v, g, lam, start=20)
     with pytest.raises(ValueError, match="initial_state must be"):
         family.log_linear_attention(q, k, v, g, lam, initial_state=np.zeros((1, 1, 4, 3)))
-    with pytest.raises(ValueError, match="cu_seqlens with a carried"):
-        family.log_linear_attention(q, k, v, g, lam, cu_seqlens=[0, 9],
-                                    output_final_state=True)
+    with pytest.raises(ValueError, match=r"one per packed sequence \(2\)"):
+        family.log_linear_attention(q, k, v, g, lam, cu_seqlens=[0, 4, 9], start=[0, 1, 2])
+    with pytest.raises(ValueError, match="start must be a token position"):
+        family.log_linear_attention(q, k, v, g, lam, cu_seqlens=[0, 4, 9], start=[0, -1])
+    with pytest.raises(ValueError, match=r"initial_state must be \[N, L', HV, K, V\]"):
+        family.log_linear_attention(q, k, v, g, lam, cu_seqlens=[0, 4, 9],
+                                    initial_state=np.zeros((1, 2, 1, 4, 3), np.float32))
+    with pytest.raises(ValueError, match=r"L >= 6 levels"):
+        family.log_linear_attention(q, k, v, g, lam, cu_seqlens=[0, 4, 9], start=[0, 20])
+
+
+@pytest.mark.parametrize("variant", ["mamba2", "gated_deltanet"])
+def test_log_linear_packed_carried_state(variant):
+    """Packed sequences in pieces: each sequence's Fenwick-tree state
+    carried from call to call (``start`` per sequence, ``initial_state``
+    [N, L', ...]), sequences at different positions and of different
+    lengths (one empty in a piece, one passing a power of two), then
+    decoding one token per sequence, against the pairwise reference of
+    every whole sequence; and one call with a carried state equal to the
+    sequences run alone."""
+    lengths = [[5, 0, 3], [9, 4, 1], [1, 1, 1], [1, 1, 1]]
+    total = np.sum(lengths, 0)
+    rng_inputs = _log_linear_base_inputs(variant, 3, int(total.max()), 1, 2, 8, 6, seed=78)
+    q, k, v, g, beta, lam = rng_inputs
+    # each sequence's own whole-sequence reference
+    refs = [reference.log_linear_attention(*[None if x is None else x[i:i + 1, :total[i]]
+                                             for x in (q, k, v, g)],
+                                           lam[i:i + 1, :total[i]],
+                                           beta=None if beta is None else
+                                           beta[i:i + 1, :total[i]])
+            for i in range(3)]
+    done = np.zeros(3, int)
+    state, outputs = None, [[] for _ in range(3)]
+    for piece in lengths:
+        cu = np.concatenate([[0], np.cumsum(piece)])
+
+        def pack(x):
+            return None if x is None else np.concatenate(
+                [x[i:i + 1, done[i]:done[i] + piece[i]] for i in range(3)], 1)
+
+        o, state = family.log_linear_attention(pack(q), pack(k), pack(v), pack(g), pack(lam),
+                                               variant=variant, beta=pack(beta),
+                                               cu_seqlens=cu, start=list(done),
+                                               initial_state=state, output_final_state=True,
+                                               chunk_size=4)
+        assert state.shape[:3] == (3, int(np.ceil(np.log2((done + piece).max()))) + 1, 2)
+        for i in range(3):
+            outputs[i].append(o[:, cu[i]:cu[i + 1]])
+        done += piece
+    for i in range(3):
+        assert rel_rms(refs[i], np.concatenate(outputs[i], 1)) <= 1e-5, i
+    # a carried state with one call: each sequence as if alone
+    cu = np.array([0, 6, 6, 10])
+    starts = [3, 7, 0]
+    s0 = np.random.default_rng(79).standard_normal((3, 3, 2, 8, 6)).astype(np.float32)
+    o, s1 = family.log_linear_attention(q[:1, :10], k[:1, :10], v[:1, :10],
+                                        None if g is None else g[:1, :10], lam[:1, :10],
+                                        variant=variant,
+                                        beta=None if beta is None else beta[:1, :10],
+                                        cu_seqlens=cu, start=starts, initial_state=s0,
+                                        output_final_state=True, chunk_size=4)
+    # the empty sequence keeps its state, its top level repeated up to the others'
+    assert s1.shape == (3, 5, 2, 8, 6)
+    assert np.array_equal(s1[1], np.concatenate([s0[1]] + [s0[1, -1:]] * 2, 0))
+    for i in (0, 2):
+        part = [None if x is None else x[:1, cu[i]:cu[i + 1]] for x in (q, k, v, g, beta, lam)]
+        alone, alone_state = family.log_linear_attention(
+            *part[:4], part[5], variant=variant, beta=part[4], start=starts[i],
+            initial_state=s0[i:i + 1], output_final_state=True, chunk_size=4)
+        assert rel_rms(alone, o[:, cu[i]:cu[i + 1]]) <= 1e-6
+        assert rel_rms(alone_state[0], s1[i, :alone_state.shape[1]]) <= 1e-6
