@@ -150,6 +150,7 @@ void mlir::la::buildLowerToCPUPipeline(OpPassManager &pm,
     fuseOptions.threads = options.parallel ? int64_t(options.threads) : 1;
     fuseOptions.valueTile = options.valueTile;
     fuseOptions.packInputs = options.packInputs;
+    fuseOptions.peelTail = options.peelTail;
     pm.addPass(createLaFuseRecurrencePass(fuseOptions));
     LaChunkPassOptions chunkOptions;
     chunkOptions.chunkSize = options.chunkSize;

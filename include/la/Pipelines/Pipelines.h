@@ -70,6 +70,13 @@ struct LowerToCPUOptions : public PassPipelineOptions<LowerToCPUOptions> {
                      "compact buffer before the ops read it "
                      "(la-fuse-recurrence's pack-inputs)"),
       llvm::cl::init(true)};
+  PassOptions::Option<bool> peelTail{
+      *this, "peel-tail",
+      llvm::cl::desc("fused schedule: peel a last, partial chunk off the "
+                     "chunk loop (la-fuse-recurrence's peel-tail); off: the "
+                     "partial chunk is padded inside the loop, so one chunk "
+                     "program serves every chunk (half the code)"),
+      llvm::cl::init(false)};
   PassOptions::Option<bool> prefetch{
       *this, "prefetch",
       llvm::cl::desc("fused schedule: prefetch the next chunk's inputs "

@@ -1,14 +1,14 @@
-// RUN: la-opt %s -split-input-file -la-fuse-recurrence="chunk-size=16 threads=2 pack-inputs=0" | FileCheck %s
-// RUN: la-opt %s -split-input-file -la-fuse-recurrence="chunk-size=16 threads=4 pack-inputs=0" | FileCheck %s --check-prefix=FEW
-// RUN: la-opt %s -split-input-file -la-fuse-recurrence="chunk-size=16 mode=materialized pack-inputs=0" | FileCheck %s --check-prefix=MAT
+// RUN: la-opt %s -split-input-file -la-fuse-recurrence="chunk-size=16 threads=2 pack-inputs=0 peel-tail=1" | FileCheck %s
+// RUN: la-opt %s -split-input-file -la-fuse-recurrence="chunk-size=16 threads=4 pack-inputs=0 peel-tail=1" | FileCheck %s --check-prefix=FEW
+// RUN: la-opt %s -split-input-file -la-fuse-recurrence="chunk-size=16 mode=materialized pack-inputs=0 peel-tail=1" | FileCheck %s --check-prefix=MAT
 // RUN: not la-opt %s -split-input-file -la-fuse-recurrence="mode=sometimes" 2>&1 | FileCheck %s --check-prefix=BADMODE
 // RUN: not la-opt %s -split-input-file -la-fuse-recurrence="chunk-size=0" 2>&1 | FileCheck %s --check-prefix=BADCHUNK
-// RUN: la-opt %s -split-input-file -la-fuse-recurrence="chunk-size=16 threads=4 value-tile=4 pack-inputs=0" | FileCheck %s --check-prefix=VT
+// RUN: la-opt %s -split-input-file -la-fuse-recurrence="chunk-size=16 threads=4 value-tile=4 pack-inputs=0 peel-tail=1" | FileCheck %s --check-prefix=VT
 // RUN: not la-opt %s -split-input-file -la-fuse-recurrence="value-tile=-1" 2>&1 | FileCheck %s --check-prefix=BADVT
 // RUN: not la-opt %s -split-input-file -la-fuse-recurrence="threads=-2" 2>&1 | FileCheck %s --check-prefix=BADTHREADS
 // RUN: la-opt %s -split-input-file -la-fuse-recurrence="chunk-size=16 threads=2 pack-inputs=true" | FileCheck %s --check-prefix=PACK
 // RUN: la-opt %s -split-input-file -la-fuse-recurrence="chunk-size=16 threads=2 pack-inputs=0 peel-tail=0" | FileCheck %s --check-prefix=PAD
-// RUN: la-opt %s -split-input-file -la-fuse-recurrence="threads=2 chunk=0" | FileCheck %s --check-prefix=TASKS
+// RUN: la-opt %s -split-input-file -la-fuse-recurrence="threads=2 chunk=0 peel-tail=1" | FileCheck %s --check-prefix=TASKS
 
 // BADMODE: for the --mode option: Cannot find option named 'sometimes'!
 // BADCHUNK: la-fuse-recurrence: 'chunk-size' must be in [1, 65536], got 0
@@ -113,18 +113,31 @@
 // TASKS: tensor.parallel_insert_slice %[[S]] into %[[FIN]][%[[B]], %[[H]], 0, 0] [1, 1, 4, 8]
 // TASKS: mapping = [#la.task<0>, #la.task<1>]
 
-// With pack-inputs each chunk's slice of an input is copied into a compact
-// tensor, which the chunk's ops read instead of the strided slice.
+// With pack-inputs (and no peel-tail: the defaults) each chunk's slice of
+// an input is packed into a [1,16,1,...] tensor, which the chunk's ops read
+// instead of the strided slice; the rows after the chunk's tokens (the last
+// chunk's 8) are zero tokens. One static chunk program serves every chunk;
+// its output is sliced back to the chunk's tokens.
 // PACK-LABEL: func.func @gla
-// PACK: scf.for %[[N:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args
-// PACK: %[[QN:.*]] = tensor.extract_slice %{{.*}}[%{{.*}}, %[[N]], %{{.*}}, 0] [1, %[[C16:.*]], 1, 4]
-// PACK: %[[QE:.*]] = tensor.empty(%[[C16]]) : tensor<1x?x1x4xf32>
-// PACK: %[[QP:.*]] = linalg.copy ins(%[[QN]] : tensor<1x?x1x4xf32>) outs(%[[QE]] : tensor<1x?x1x4xf32>)
-// PACK: %[[QS:.*]] = tensor.cast %[[QP]] : tensor<1x?x1x4xf32> to tensor<1x16x1x4xf32>
-// PACK: %[[QC:.*]] = tensor.expand_shape %[[QS]]
+// PACK-NOT: tensor.pad
+// PACK: scf.for %[[N:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[O:.*]] = %{{.*}}, %{{.*}} = %{{.*}})
+// PACK: %[[SIZE:.*]] = affine.min #{{.*}}(%[[N]])
+// PACK: %[[QN:.*]] = tensor.extract_slice %{{.*}}[%{{.*}}, %[[N]], %{{.*}}, 0] [1, %[[SIZE]], 1, 4]
+// PACK: %[[ROWS:.*]] = affine.apply #{{.*}}()[%[[SIZE]]]
+// PACK: %[[QE:.*]] = tensor.empty() : tensor<1x16x1x4xf32>
+// PACK: %[[QR:.*]] = tensor.insert_slice %[[QN]] into %[[QE]][0, 0, 0, 0] [1, %[[SIZE]], 1, 4]
+// PACK: %[[QZ:.*]] = tensor.extract_slice %[[QR]][0, %[[SIZE]], 0, 0] [1, %[[ROWS]], 1, 4]
+// PACK: %[[QF:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%[[QZ]] : tensor<1x?x1x4xf32>)
+// PACK: %[[QP:.*]] = tensor.insert_slice %[[QF]] into %[[QR]][0, %[[SIZE]], 0, 0] [1, %[[ROWS]], 1, 4] {{.*}} into tensor<1x16x1x4xf32>
+// PACK: %[[QC:.*]] = tensor.expand_shape %[[QP]]
 // PACK: la.chunk_intra %[[QC]]
-// PACK: la.chunk_inter %[[QC]]
+// PACK: %[[ON:.*]] = la.chunk_inter %[[QC]]
+// PACK: %[[OT:.*]] = tensor.collapse_shape %[[ON]] {{.*}} into tensor<1x16x1x8xf32>
+// PACK: %[[OS:.*]] = tensor.extract_slice %[[OT]][0, 0, 0, 0] [1, %[[SIZE]], 1, 8]
+// PACK: tensor.insert_slice %[[OS]] into %[[O]][0, %[[N]], 0, 0] [1, %[[SIZE]], 1, 8]
 // PACK: } {la.fused_chunk_loop}
+// PACK-NOT: scf.for %
+// PACK: return
 
 // Four threads for two tasks, or materialized: left to la-chunk.
 // FEW-LABEL: func.func @gla
@@ -349,4 +362,27 @@ func.func @dynamic(%q: tensor<?x?x2x4xf32>, %k: tensor<?x?x2x4xf32>, %v: tensor<
   %s0 = linalg.fill ins(%zero : f32) outs(%s00 : tensor<?x2x4x4xf32>) -> tensor<?x2x4x4xf32>
   %o, %s = la.recurrence decay(scalar) low_rank(none) %q, %k, %v g(%g : tensor<?x?x2xf32>) outs(%oi0, %s0 : tensor<?x?x2x4xf32>, tensor<?x2x4x4xf32>) {scale = 0.5 : f32} : tensor<?x?x2x4xf32>, tensor<?x?x2x4xf32>, tensor<?x?x2x4xf32> -> tensor<?x?x2x4xf32>, tensor<?x2x4x4xf32>
   return %o : tensor<?x?x2x4xf32>
+}
+
+// -----
+
+// A reverse recurrence: the partial chunk's zero tokens go before its
+// tokens in time, so that they come after them in the order the tokens are
+// processed.
+// PACK-LABEL: func.func @reverse
+// PACK: scf.for %[[N:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args
+// PACK: %[[SIZE:.*]] = affine.min #{{.*}}(%[[N]])
+// PACK: %[[KN:.*]] = tensor.extract_slice %{{.*}} [1, %[[SIZE]], 1, 4]
+// PACK: %[[ROWS:.*]] = affine.apply #{{.*}}()[%[[SIZE]]]
+// PACK: %[[KE:.*]] = tensor.empty() : tensor<1x16x1x4xf32>
+// PACK: %[[KR:.*]] = tensor.insert_slice %[[KN]] into %[[KE]][0, %[[ROWS]], 0, 0] [1, %[[SIZE]], 1, 4]
+// PACK: %[[KZ:.*]] = tensor.extract_slice %[[KR]][0, 0, 0, 0] [1, %[[ROWS]], 1, 4]
+// PACK: linalg.fill ins(%{{.*}} : f32) outs(%[[KZ]] : tensor<1x?x1x4xf32>)
+// PACK: %[[OS:.*]] = tensor.extract_slice %{{.*}}[0, %[[ROWS]], 0, 0] [1, %[[SIZE]], 1, 8]
+// PACK: } {la.fused_chunk_loop}
+func.func @reverse(%q: tensor<1x40x2x4xf32>, %k: tensor<1x40x2x4xf32>, %v: tensor<1x40x2x8xf32>) -> (tensor<1x40x2x8xf32>, tensor<1x2x4x8xf32>) {
+  %oi0 = tensor.empty() : tensor<1x40x2x8xf32>
+  %zs0 = arith.constant dense<0.0> : tensor<1x2x4x8xf32>
+  %o, %s = la.recurrence decay(none) low_rank(none) %q, %k, %v outs(%oi0, %zs0 : tensor<1x40x2x8xf32>, tensor<1x2x4x8xf32>) {reverse, scale = 0.5 : f32} : tensor<1x40x2x4xf32>, tensor<1x40x2x4xf32>, tensor<1x40x2x8xf32> -> tensor<1x40x2x8xf32>, tensor<1x2x4x8xf32>
+  return %o, %s : tensor<1x40x2x8xf32>, tensor<1x2x4x8xf32>
 }

@@ -247,12 +247,16 @@ def LaFuseRecurrencePass : Pass<"la-fuse-recurrence"> {
     cache and no per-chunk state is written to memory. Grouped value heads
     read their key head inside the task, so the ops see `H = HV = 1`. A
     T that is not a multiple of the chunk size (or a dynamic T) leaves a
-    last, partial chunk: with `peel-tail` (the default) it is peeled off the
-    chunk loop (`scf::peelForLoopAndSimplifyBounds`) so that every chunk of
-    the main loop has static shapes and only the tail chunk is padded by
-    its decomposition (zero tokens leave the state unchanged); without it a
-    static T is first padded as a whole and a dynamic T's partial chunk is
-    padded inside the loop (the GPU path's form). The chunk loop is marked
+    last, partial chunk. By default (`pack-inputs`, no `peel-tail`) every
+    chunk's inputs are packed into `[1,C,1,...]` buffers whose rows after
+    the chunk's tokens (none but in the last chunk) are zero tokens, which
+    leave the state unchanged, and the output is sliced back: one static
+    chunk program serves every chunk. With `peel-tail` the last chunk is
+    peeled off the chunk loop (`scf::peelForLoopAndSimplifyBounds`) and
+    decomposed on its own (padded by the decomposition): the same speed,
+    twice the code. Without either, a static T is first padded as a whole
+    and a dynamic T's partial chunk is padded by the decomposition (the GPU
+    path's form). The chunk loop is marked
     `la.fused_chunk_loop` for `la-prefetch-chunks`. Each task reads its tile
     of the initial state from the input and writes its final state into a
     fresh tensor.
@@ -349,8 +353,9 @@ def LaFuseRecurrencePass : Pass<"la-fuse-recurrence"> {
            "value columns per task (0: all of V; must divide V)">,
     Option<"packInputs", "pack-inputs", "bool", "true",
            "copy each chunk of the (unfused) inputs into a compact tensor">,
-    Option<"peelTail", "peel-tail", "bool", "true",
-           "peel a last, partial chunk off the chunk loop (else pad)">,
+    Option<"peelTail", "peel-tail", "bool", "false",
+           "peel a last, partial chunk off the chunk loop instead of padding "
+           "it inside the loop (a second chunk program)">,
     Option<"chunk", "chunk", "bool", "true",
            "chunk each task's recurrence (false: only the tasks, each "
            "recurrence left whole for the token loop)">,

@@ -17,6 +17,7 @@
 #include "la/Dialect/La/LaPasses.h"
 #include "la/Dialect/La/LaUtils.h"
 
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -516,6 +517,97 @@ void packInputSlices(RewriterBase &rewriter, RecurrenceOp chunk) {
   }
 }
 
+/// A chunk of a run-time number of tokens (at most `chunkSize`: the loop's
+/// last chunk may be partial) as a recurrence over exactly `chunkSize`
+/// tokens, so that one static chunk program serves every chunk and none is
+/// peeled off for the tail: each time-indexed input is packed into a chunk
+/// buffer whose remaining rows (none in a full chunk) are zero tokens,
+/// which leave the state unchanged (k = 0, beta = a = b = 0, log-gate 0),
+/// and the output is sliced back. The padding goes after the tokens in the
+/// order they are processed (before them in time for a reverse recurrence),
+/// as the decomposition pads. Returns null when a size other than T is
+/// dynamic.
+static RecurrenceOp padChunk(RewriterBase &rewriter, RecurrenceOp chunk,
+                             int64_t chunkSize) {
+  auto isStaticBesidesTime = [](Value x) {
+    if (!x)
+      return true;
+    ArrayRef<int64_t> shape = cast<RankedTensorType>(x.getType()).getShape();
+    return !ShapedType::isDynamic(shape[0]) &&
+           llvm::none_of(shape.drop_front(2), ShapedType::isDynamic);
+  };
+  RecurrenceParts parts = RecurrenceParts::of(chunk);
+  if (!llvm::all_of(ValueRange{parts.q, parts.k, parts.v, parts.g, parts.gv,
+                               parts.beta, parts.a, parts.b, parts.oInit},
+                    isStaticBesidesTime))
+    return nullptr;
+  Location loc = chunk.getLoc();
+  rewriter.setInsertionPoint(chunk);
+  OpFoldResult tokens = mixedSizes(rewriter, loc, parts.q)[1];
+  if (auto slice = parts.q.getDefiningOp<tensor::ExtractSliceOp>())
+    tokens = slice.getMixedSizes()[1];
+  AffineExpr size = rewriter.getAffineSymbolExpr(0);
+  OpFoldResult padding = affine::makeComposedFoldedAffineApply(
+      rewriter, loc, chunkSize - size, {tokens});
+  OpFoldResult zero = rewriter.getIndexAttr(0);
+  bool reverse = chunk.getReverse();
+  OpFoldResult firstToken = reverse ? padding : zero;
+  OpFoldResult firstPad = reverse ? zero : tokens;
+  // The rows [first, first + count) of a [B,C,...] tensor.
+  auto rows = [&](RankedTensorType type, OpFoldResult first,
+                  OpFoldResult count) {
+    SmallVector<OpFoldResult> offsets(type.getRank(), zero);
+    SmallVector<OpFoldResult> sizes;
+    SmallVector<OpFoldResult> strides(type.getRank(), rewriter.getIndexAttr(1));
+    for (int64_t extent : type.getShape())
+      sizes.push_back(rewriter.getIndexAttr(extent));
+    offsets[1] = first;
+    sizes[1] = count;
+    return std::make_tuple(offsets, sizes, strides);
+  };
+  auto pad = [&](Value x) -> Value {
+    if (!x)
+      return x;
+    auto type = cast<RankedTensorType>(x.getType());
+    SmallVector<int64_t> shape(type.getShape());
+    shape[1] = chunkSize;
+    auto chunkType = RankedTensorType::get(shape, type.getElementType());
+    Value packed =
+        tensor::EmptyOp::create(rewriter, loc, shape, type.getElementType());
+    auto [offsets, sizes, strides] = rows(chunkType, firstToken, tokens);
+    packed = tensor::InsertSliceOp::create(rewriter, loc, x, packed, offsets,
+                                           sizes, strides);
+    auto [padOffsets, padSizes, padStrides] =
+        rows(chunkType, firstPad, padding);
+    Value zeroValue = arith::ConstantOp::create(
+        rewriter, loc, rewriter.getZeroAttr(type.getElementType()));
+    Value padRows = tensor::ExtractSliceOp::create(
+        rewriter, loc, packed, padOffsets, padSizes, padStrides);
+    Value zeros =
+        linalg::FillOp::create(rewriter, loc, zeroValue, padRows).getResult(0);
+    return tensor::InsertSliceOp::create(rewriter, loc, zeros, packed,
+                                         padOffsets, padSizes, padStrides);
+  };
+  for (Value *x : {&parts.q, &parts.k, &parts.v, &parts.g, &parts.gv,
+                   &parts.beta, &parts.a, &parts.b})
+    *x = pad(*x);
+  auto outputType = cast<RankedTensorType>(parts.oInit.getType());
+  SmallVector<int64_t> outputShape(outputType.getShape());
+  outputShape[1] = chunkSize;
+  parts.oInit = tensor::EmptyOp::create(rewriter, loc, outputShape,
+                                        outputType.getElementType());
+  RecurrenceOp padded = parts.build(rewriter, loc);
+  auto [offsets, sizes, strides] =
+      rows(cast<RankedTensorType>(padded.getO().getType()), firstToken, tokens);
+  Value output = tensor::ExtractSliceOp::create(rewriter, loc, padded.getO(),
+                                                offsets, sizes, strides);
+  if (output.getType() != chunk.getO().getType())
+    output =
+        tensor::CastOp::create(rewriter, loc, chunk.getO().getType(), output);
+  rewriter.replaceOp(chunk, {output, padded.getFinalState()});
+  return padded;
+}
+
 struct FuseRecurrence : OpRewritePattern<RecurrenceOp> {
   FuseRecurrence(MLIRContext *ctx, int64_t chunkSize, FusionMode mode,
                  int64_t threads, bool fuseProducers, int64_t valueTile,
@@ -549,7 +641,10 @@ struct FuseRecurrence : OpRewritePattern<RecurrenceOp> {
     if (fuseNeighbours && !valueTiles)
       consumers = collectFusibleConsumers(rewriter, op, op.getO());
     bool partialChunk = !staticTime || tokens % chunkSize != 0;
-    if (chunk && staticTime && partialChunk && !peelTail)
+    // Without peeling, packed chunks are padded in the chunk loop; the GPU's
+    // unpacked tasks take a static T padded as a whole.
+    bool padChunks = !peelTail && packInputs;
+    if (chunk && staticTime && partialChunk && !peelTail && !padChunks)
       op = padTime(rewriter, op,
                    llvm::divideCeil(tokens, chunkSize) * chunkSize);
     rewriter.setInsertionPoint(op);
@@ -638,6 +733,9 @@ struct FuseRecurrence : OpRewritePattern<RecurrenceOp> {
         tailLoop)
       tailLoop.walk([&](RecurrenceOp tail) { chunkOps.push_back(tail); });
     for (RecurrenceOp chunkOp : chunkOps) {
+      if (padChunks && partialChunk)
+        if (RecurrenceOp padded = padChunk(rewriter, chunkOp, chunkSize))
+          chunkOp = padded;
       if (packInputs)
         packInputSlices(rewriter, chunkOp);
       // Each chunk is the chunk program (its decomposition).
