@@ -217,9 +217,8 @@ void mlir::la::buildGPUScheduleOnTensorsPipeline(
   fuseOptions.valueTile = options.valueTile;
   // la-tile-for-gpu stages the inputs into shared memory instead.
   fuseOptions.packInputs = false;
-  // One chunk loop per task, which la-tile-for-gpu maps (a static T that is
-  // not a multiple of the chunk size is padded outside the tasks, by
-  // kernels of la-map-to-gpu's).
+  // One chunk loop per task, which la-tile-for-gpu maps (a partial last
+  // chunk is padded inside it).
   fuseOptions.peelTail = false;
   // Packed sequences have run-time lengths, which the GPU's tasks do not
   // take: la-chunk lowers them.

@@ -17,7 +17,8 @@ run on the CPU, is test_gpu_schedule.py.
 
 f32 kernels must be within rel_rms 1e-4 of the reference (the GPU's exp
 comes from libdevice), bf16 inputs within 5e-3. T is a multiple of the
-chunk size: the GPU path rejects a tail chunk.
+chunk size here; a partial last chunk is checked on the emulator
+(test_gpu_schedule.py) and on the device by ``bench/gpu_check.py``.
 """
 
 import numpy as np

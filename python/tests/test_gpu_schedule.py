@@ -73,9 +73,9 @@ def test_emulated_gpu_kernels_match_reference(variant, value_tile):
 @pytest.mark.parametrize("variant", EMULATED)
 @pytest.mark.parametrize("T", [40, 5])
 def test_emulated_gpu_kernels_any_length(variant, T):
-    # T not a multiple of the chunk (16), and T < C: the inputs are padded to
-    # whole chunks and the output cut back by kernels of their own outside
-    # the tasks (la-map-to-gpu).
+    # T not a multiple of the chunk (16), and T < C: each block packs its
+    # last, partial chunk into 16 rows of shared memory, zero rows after the
+    # chunk's tokens, and writes back only the chunk's rows of the output.
     inputs = lt.make_inputs(variant, 2, T, 2, 16, 32, seed=7, with_initial_state=True)
     o_ref, s_ref = lt.reference_for(variant, inputs)
     o, s, _ = runner.run_attention(variant, inputs, chunk_size=16, target="gpu-emulator")

@@ -247,16 +247,15 @@ def LaFuseRecurrencePass : Pass<"la-fuse-recurrence"> {
     cache and no per-chunk state is written to memory. Grouped value heads
     read their key head inside the task, so the ops see `H = HV = 1`. A
     T that is not a multiple of the chunk size (or a dynamic T) leaves a
-    last, partial chunk. By default (`pack-inputs`, no `peel-tail`) every
-    chunk's inputs are packed into `[1,C,1,...]` buffers whose rows after
-    the chunk's tokens (none but in the last chunk) are zero tokens, which
-    leave the state unchanged, and the output is sliced back: one static
-    chunk program serves every chunk. With `peel-tail` the last chunk is
+    last, partial chunk. By default every chunk's inputs are then packed
+    into `[1,C,1,...]` buffers whose rows after the chunk's tokens (none but
+    in the last chunk) are zero tokens, which leave the state unchanged, and
+    the output is sliced back: one static chunk program serves every chunk
+    (on the GPU the buffers are in shared memory, where la-tile-for-gpu
+    would otherwise stage the chunk). With `peel-tail` the last chunk is
     peeled off the chunk loop (`scf::peelForLoopAndSimplifyBounds`) and
-    decomposed on its own (padded by the decomposition): the same speed,
-    twice the code. Without either, a static T is first padded as a whole
-    and a dynamic T's partial chunk is padded by the decomposition (the GPU
-    path's form). The chunk loop is marked
+    decomposed on its own (padded by the decomposition): on the CPU the
+    same speed, twice the code. The chunk loop is marked
     `la.fused_chunk_loop` for `la-prefetch-chunks`. Each task reads its tile
     of the initial state from the input and writes its final state into a
     fresh tensor.

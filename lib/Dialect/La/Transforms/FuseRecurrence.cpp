@@ -158,49 +158,6 @@ fusionRule(const llvm::SmallPtrSet<Operation *, 8> &fusible, bool fuseInits) {
   };
 }
 
-/// `op` with its time-indexed operands zero-padded to `tokens` tokens (zero
-/// tokens leave the state unchanged: k = 0, beta = a = b = 0, log-gate 0)
-/// and its output sliced back, so that chunks of a T that is not a multiple
-/// of the chunk size have static shapes. Returns the padded recurrence.
-static RecurrenceOp padTime(RewriterBase &rewriter, RecurrenceOp op,
-                            int64_t tokens) {
-  Location loc = op.getLoc();
-  RecurrenceParts parts = RecurrenceParts::of(op);
-  auto pad = [&](Value x) -> Value {
-    if (!x)
-      return x;
-    auto type = cast<RankedTensorType>(x.getType());
-    SmallVector<int64_t> shape(type.getShape());
-    SmallVector<OpFoldResult> low(type.getRank(), rewriter.getIndexAttr(0));
-    SmallVector<OpFoldResult> high = low;
-    high[1] = rewriter.getIndexAttr(tokens - shape[1]);
-    shape[1] = tokens;
-    Value zero = arith::ConstantOp::create(
-        rewriter, loc, rewriter.getZeroAttr(type.getElementType()));
-    return tensor::PadOp::create(
-        rewriter, loc, RankedTensorType::get(shape, type.getElementType()), x,
-        low, high, zero);
-  };
-  for (Value *x : {&parts.q, &parts.k, &parts.v, &parts.g, &parts.gv,
-                   &parts.beta, &parts.a, &parts.b})
-    *x = pad(*x);
-  // The output's init is not read: an empty one of the padded shape.
-  SmallVector<OpFoldResult> outputSizes =
-      mixedSizes(rewriter, loc, parts.oInit);
-  outputSizes[1] = rewriter.getIndexAttr(tokens);
-  parts.oInit = emptyTensor(
-      rewriter, loc, outputSizes,
-      cast<RankedTensorType>(parts.oInit.getType()).getElementType());
-  RecurrenceOp padded = parts.build(rewriter, loc);
-  SmallVector<OpFoldResult> sizes = mixedSizes(rewriter, loc, op.getO());
-  Value output = tensor::ExtractSliceOp::create(
-      rewriter, loc, padded.getO(),
-      SmallVector<OpFoldResult>(4, rewriter.getIndexAttr(0)), sizes,
-      SmallVector<OpFoldResult>(4, rewriter.getIndexAttr(1)));
-  rewriter.replaceOp(op, {output, padded->getResult(1)});
-  return padded;
-}
-
 /// Makes `value` available before `point`: it is already (it dominates
 /// `point`), or it is made by side-effect-free ops without regions whose
 /// operands can be made available, which are then moved before `point` (a
@@ -641,14 +598,7 @@ struct FuseRecurrence : OpRewritePattern<RecurrenceOp> {
     if (fuseNeighbours && !valueTiles)
       consumers = collectFusibleConsumers(rewriter, op, op.getO());
     bool partialChunk = !staticTime || tokens % chunkSize != 0;
-    // Without peeling, packed chunks are padded in the chunk loop; the GPU's
-    // unpacked tasks take a static T padded as a whole.
-    bool padChunks = !peelTail && packInputs;
-    if (chunk && staticTime && partialChunk && !peelTail && !padChunks)
-      op = padTime(rewriter, op,
-                   llvm::divideCeil(tokens, chunkSize) * chunkSize);
     rewriter.setInsertionPoint(op);
-
     // Tasks: an scf.forall over (batch, value head[, value tile]), mapped
     // so that no canonicalization folds a one-task forall.
     llvm::SmallPtrSet<Operation *, 8> producers;
@@ -721,9 +671,11 @@ struct FuseRecurrence : OpRewritePattern<RecurrenceOp> {
     dropUnreadTileResults(rewriter, tasksLoop,
                           cast<scf::ForOp>(loops.back().getOperation()));
 
-    // A dynamic T: the last, partial chunk is peeled off, so that every
-    // chunk of the main loop has C tokens (static shapes, no padding) and
-    // only the tail pads its chunk.
+    // A T that is not a multiple of C leaves a last, partial chunk: each
+    // chunk is packed into C rows, zero tokens after a partial one's
+    // (padChunk), so that one static program serves every chunk; or, with
+    // peel-tail, the last chunk is peeled off into a loop of its own whose
+    // program the decomposition pads.
     auto chunkLoop = cast<scf::ForOp>(loops.back().getOperation());
     SmallVector<RecurrenceOp> chunkOps = {chunk};
     scf::ForOp tailLoop;
@@ -733,7 +685,7 @@ struct FuseRecurrence : OpRewritePattern<RecurrenceOp> {
         tailLoop)
       tailLoop.walk([&](RecurrenceOp tail) { chunkOps.push_back(tail); });
     for (RecurrenceOp chunkOp : chunkOps) {
-      if (padChunks && partialChunk)
+      if (!peelTail && partialChunk)
         if (RecurrenceOp padded = padChunk(rewriter, chunkOp, chunkSize))
           chunkOp = padded;
       if (packInputs)
