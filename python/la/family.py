@@ -480,10 +480,13 @@ def log_linear_attention(q, k, v, g, level_scales, *, variant=None, beta=None, s
                   else np.zeros((B, HV, K, V), np.float32))
     final_states = []
 
-    def call(qs, ks, vs, gs, betas, state):
-        return ops.attention(variant, qs, ks, vs, gs, betas, scale=scale, initial_state=state,
-                             output_final_state=True, chunk_size=chunk_size,
-                             num_threads=num_threads)
+    def call(qs, ks, vs, gs, betas, state, want_state):
+        # A final state only where it is kept: a level's blocks are rows of
+        # their own, so their states alone would be B * T / 2^l * HV * K * V
+        # floats (1 GiB for level 1 at T = 4096, H = 8, K = V = 128).
+        return ops.attention(variant, qs, ks, vs, gs, betas, scale=scale,
+                             initial_state=state, output_final_state=want_state,
+                             chunk_size=chunk_size, num_threads=num_threads)
 
     # With a state to return, one level more: the tokens so far are all in
     # the first half of its block, so its state (every token written) is
@@ -510,7 +513,8 @@ def log_linear_attention(q, k, v, g, level_scales, *, variant=None, beta=None, s
         if head:
             o_head, state = call(q[:, :head], k[:, :head], values[:, :head],
                                  None if g is None else g[:, :head],
-                                 None if beta is None else beta[:, :head], carried)
+                                 None if beta is None else beta[:, :head], carried,
+                                 output_final_state)
             parts.append(o_head)
         if head < T:
             rest = T - head
@@ -521,12 +525,18 @@ def log_linear_attention(q, k, v, g, level_scales, *, variant=None, beta=None, s
                 x = _pad_time(x[:, head:], padded)
                 return x.reshape((B * count, size) + tuple(x.shape[2:]))
 
-            o_tail, states = call(blocks(q), blocks(k), blocks(values),
-                                  None if g is None else blocks(g),
-                                  None if beta is None else blocks(beta), None)
+            def last_block(x):
+                return None if x is None else blocks(x)[count - 1::count]
+
+            o_tail, _ = call(blocks(q), blocks(k), blocks(values),
+                             None if g is None else blocks(g),
+                             None if beta is None else blocks(beta), None, False)
             parts.append(o_tail.reshape((B, padded, HV, V))[:, :rest])
-            # the last block's state (its padding is after its tokens)
-            state = states.reshape((B, count) + tuple(states.shape[1:]))[:, -1]
+            if output_final_state:
+                # the last block's state (its padding is after its tokens),
+                # from that block of each row alone
+                _, state = call(last_block(q), last_block(k), last_block(values),
+                                last_block(g), last_block(beta), None, True)
         o_level = parts[0] if len(parts) == 1 else (
             torch.cat(parts, 1) if torch is not None else np.concatenate(parts, 1))
         if level < levels:
