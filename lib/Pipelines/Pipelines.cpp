@@ -213,7 +213,9 @@ void mlir::la::buildGPUScheduleOnTensorsPipeline(
   pm.addPass(createLaExpandRecurrenceGradPass());
   LaFuseRecurrencePassOptions fuseOptions;
   fuseOptions.chunkSize = options.chunkSize;
-  fuseOptions.mode = FusionMode::Fused;
+  bool chunkParallel = options.schedule == GPUSchedule::ChunkParallel;
+  fuseOptions.mode =
+      chunkParallel ? FusionMode::Materialized : FusionMode::Fused;
   fuseOptions.valueTile = options.valueTile;
   // la-tile-for-gpu stages the inputs into shared memory instead.
   fuseOptions.packInputs = false;
@@ -229,6 +231,12 @@ void mlir::la::buildGPUScheduleOnTensorsPipeline(
   LaChunkPassOptions chunkOptions;
   chunkOptions.chunkSize = options.chunkSize;
   pm.addPass(createLaChunkPass(chunkOptions));
+  if (chunkParallel) {
+    LaDistributeChunksPassOptions distributeOptions;
+    distributeOptions.valueTile = options.valueTile;
+    pm.addNestedPass<func::FuncOp>(
+        createLaDistributeChunksPass(distributeOptions));
+  }
   ConvertLaToLinalgPassOptions linalgOptions;
   setGPULinalgOptions(linalgOptions);
   pm.addPass(createConvertLaToLinalgPass(linalgOptions));
@@ -247,6 +255,12 @@ void mlir::la::buildLowerToGPUPipeline(OpPassManager &pm,
                                        const LowerToNVVMOptions &options) {
   buildGPUScheduleOnTensorsPipeline(pm, options);
 
+  // A task's result that its op computes into a fresh tensor (the scan's
+  // per-chunk states under the chunk-parallel schedule) is computed in the
+  // task's slice of the output instead: otherwise it would be a buffer of
+  // the task, in shared memory, copied out at the end.
+  if (options.schedule == GPUSchedule::ChunkParallel)
+    pm.addPass(bufferization::createEmptyTensorEliminationPass());
   // Buffers; la-tile-for-gpu made every loop-carried tensor a write into its
   // iteration argument, so no loop returns a new allocation.
   buildBufferizationPipeline(pm, /*allowReturnAllocsFromLoops=*/false);

@@ -546,6 +546,7 @@ def run_attention(
     tensor_cores=False,
     mma_precision=None,
     state_in_shared_memory=False,
+    chunk_parallel=False,
     repeat=1,
     output_final_state=True,
     la_run=None,
@@ -582,7 +583,9 @@ def run_attention(
     with ``gpu_schedule`` (``--tensor-cores``); ``mma_precision`` ("tf32",
     "f16" or "bf16") is the instructions' input type (``--mma-precision``).
     ``state_in_shared_memory=True`` keeps the GPU kernels' running state in
-    shared memory (``--state-in-shared-memory``).
+    shared memory (``--state-in-shared-memory``). ``chunk_parallel=True``
+    takes the chunk-parallel GPU schedule (``--chunk-parallel``: every chunk
+    in parallel, only the state scan in order).
 
     Returns ``(o, final_state, timing)``: ``o`` as la-run wrote it (float32
     for f32 and bf16, float16 for f16), ``final_state`` float32 or None when
@@ -671,6 +674,8 @@ def run_attention(
             cmd.append(f"--mma-precision={mma_precision}")
         if state_in_shared_memory:
             cmd.append("--state-in-shared-memory")
+        if chunk_parallel:
+            cmd.append("--chunk-parallel")
         cmd.append(f"--repeat={int(repeat)}")
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         if proc.returncode != 0:

@@ -142,6 +142,10 @@ static cl::opt<bool> stateInSharedMemory(
     "state-in-shared-memory", cl::cat(laRunCategory),
     cl::desc("GPU schedule: the running state in shared memory, the final "
              "state written once (la-lower-to-nvvm's option)"));
+static cl::opt<bool> chunkParallel(
+    "chunk-parallel", cl::cat(laRunCategory),
+    cl::desc("GPU schedule: every chunk in parallel, only the state scan in "
+             "order (la-lower-to-nvvm's schedule=chunk-parallel)"));
 static cl::opt<la::MmaPrecision> mmaPrecision(
     "mma-precision", cl::cat(laRunCategory),
     cl::desc("--target=gpu --tensor-cores: tf32, bf16 or f16 operands"),
@@ -564,6 +568,8 @@ int main(int argc, char **argv) {
     gpuOptions.chip = gpuChip;
     gpuOptions.tensorCores = tensorCores;
     gpuOptions.stateInSharedMemory = stateInSharedMemory;
+    if (chunkParallel)
+      gpuOptions.schedule = la::GPUSchedule::ChunkParallel;
     gpuOptions.mmaPrecision = mmaPrecision;
     if (failed(la::verifyLowerToNVVMOptions(
             gpuOptions, [](const llvm::Twine &message) -> LogicalResult {

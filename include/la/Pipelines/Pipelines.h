@@ -130,6 +130,17 @@ struct LowerToNVVMOptions : public PassPipelineOptions<LowerToNVVMOptions> {
   PassOptions::Option<int64_t> threadsPerBlock{
       *this, "threads-per-block", llvm::cl::desc("threads of each block"),
       llvm::cl::init(256)};
+  PassOptions::Option<GPUSchedule> schedule{
+      *this, "schedule",
+      llvm::cl::desc("fused (one block per batch, value head and value "
+                     "tile, its chunks in order) or chunk-parallel (every "
+                     "chunk in parallel, only the state scan in order)"),
+      llvm::cl::init(GPUSchedule::Fused),
+      llvm::cl::values(
+          clEnumValN(GPUSchedule::Fused, "fused",
+                     "la-fuse-recurrence's tasks, the chunks in order"),
+          clEnumValN(GPUSchedule::ChunkParallel, "chunk-parallel",
+                     "la-chunk's ops as tasks (la-distribute-chunks)"))};
   PassOptions::Option<bool> tensorCores{
       *this, "tensor-cores",
       llvm::cl::desc("f32 contractions on tensor cores (mma.sync, tf32)"),

@@ -272,11 +272,24 @@ static void copyYieldsIntoIterArgs(RewriterBase &rewriter, Operation *root) {
 /// block reads each chunk of its inputs once, with consecutive threads on
 /// consecutive elements, and its ops then read shared memory.
 static void stageInputSlices(RewriterBase &rewriter, scf::ForallOp tasks) {
+  // A slice that is only sliced further (a task's whole sequence, which the
+  // chunk loop slices per chunk: la-distribute-chunks's scan) is not staged
+  // itself; its slices are.
+  auto onlySliced = [](tensor::ExtractSliceOp slice) {
+    return llvm::all_of(slice->getUsers(),
+                        llvm::IsaPred<tensor::ExtractSliceOp>);
+  };
+  llvm::SmallPtrSet<Operation *, 8> readsInput;
   SmallVector<tensor::ExtractSliceOp> slices;
   tasks.getBody()->walk([&](tensor::ExtractSliceOp slice) {
-    Region *sourceRegion = slice.getSource().getParentRegion();
-    if (sourceRegion->isProperAncestor(&tasks.getRegion()) &&
-        slice.getType().hasStaticShape())
+    Value source = slice.getSource();
+    Region *sourceRegion = source.getParentRegion();
+    Operation *sourceSlice = source.getDefiningOp<tensor::ExtractSliceOp>();
+    if (!sourceRegion->isProperAncestor(&tasks.getRegion()) &&
+        !(sourceSlice && readsInput.contains(sourceSlice)))
+      return;
+    readsInput.insert(slice);
+    if (slice.getType().hasStaticShape() && !onlySliced(slice))
       slices.push_back(slice);
   });
   for (tensor::ExtractSliceOp slice : slices) {

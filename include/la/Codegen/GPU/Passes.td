@@ -10,6 +10,39 @@
 
 include "mlir/Pass/PassBase.td"
 
+def LaDistributeChunksPass : Pass<"la-distribute-chunks", "func::FuncOp"> {
+  let summary = "Run la-chunk's level-2 ops as chunk-parallel tasks";
+  let description = [{
+    The chunk-parallel GPU schedule, on tensors, between `la-chunk` and
+    `convert-la-to-linalg`. Each level-2 op in the function's body (not in
+    the loop over packed sequences) becomes an `scf.forall` of tasks mapped
+    with `#la.task`, each task running the same op on its slices:
+
+    - `la.chunk_cumsum`, `la.chunk_wy`, `la.chunk_intra` and
+      `la.chunk_inter` over (batch, chunk, key head): every chunk of every
+      head in parallel, on `[1,1,C,...]` slices;
+    - `la.chunk_state_scan` over (batch, key head, value tile): the chunks
+      of a sequence in order inside the task, on the sequence's slices
+      (`value-tile` columns of the values, the states and the corrected
+      values; all of V when it does not divide V).
+
+    A key head's task takes all of its HV / H value heads. The per-chunk
+    states (`[B,NC,HV,K,V]`, f32) are written by the scan and read by the
+    output's tasks, in global memory on the GPU. `la-tile-for-gpu` then maps
+    each forall onto blocks, as it does the fused schedule's tasks. Static
+    shapes only: a dynamic one is an error.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::scf::SCFDialect",
+    "::mlir::tensor::TensorDialect"
+  ];
+  let options = [
+    Option<"valueTile", "value-tile", "int64_t", "16",
+           "value columns per task of the state scan (0: all of V)">
+  ];
+}
+
 def LaTileForGPUPass : Pass<"la-tile-for-gpu", "func::FuncOp"> {
   let summary = "Tile la's fused chunked program onto GPU blocks and threads";
   let description = [{

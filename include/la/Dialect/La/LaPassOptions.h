@@ -22,6 +22,16 @@ enum class FusionMode {
   Materialized,
 };
 
+/// The GPU schedule of a recurrence's chunked program (la-lower-to-nvvm).
+enum class GPUSchedule {
+  /// One block per (batch, value head, value tile), the chunks of the
+  /// sequence in order inside it (la-fuse-recurrence).
+  Fused,
+  /// la-chunk's level-2 ops as tasks of their own (la-distribute-chunks):
+  /// every chunk in parallel, only the state scan in order.
+  ChunkParallel,
+};
+
 /// The input type of the tensor-core instructions (f32 accumulation in all):
 /// tf32 (mma.sync m16n8k8), f16 or bf16 (m16n8k16).
 enum class MmaPrecision { TF32, F16, BF16 };

@@ -1,0 +1,274 @@
+//===- DistributeChunks.cpp - la-chunk's program as chunk-parallel tasks --===//
+//
+// The chunk-parallel GPU schedule. la-chunk's program runs each level-2 op
+// over whole tensors: the cumulative gates, the WY factors, the state scan
+// that materialises the state entering every chunk ([B,NC,HV,K,V]) and the
+// intra-chunk and output products. Here each of those ops becomes an
+// scf.forall of tasks, which la-tile-for-gpu maps onto thread blocks:
+//   - la.chunk_cumsum, la.chunk_wy, la.chunk_intra and la.chunk_inter over
+//     (batch, chunk, key head): every chunk of every head in parallel;
+//   - la.chunk_state_scan over (batch, key head, value tile): the chunks of
+//     a sequence in order inside the task, which does only the state update
+//     (and, for the delta rule, the corrected values).
+// Each task runs the same op on its slices ([1,1,C,1,...] per chunk; the
+// whole sequence of one head and value tile for the scan), so the op's
+// lowering (convert-la-to-linalg) is the one the fused schedule uses. A key
+// head's task takes all of its HV / H value heads.
+//
+//===----------------------------------------------------------------------===//
+
+#include "la/Codegen/GPU/Passes.h"
+#include "la/Dialect/La/LaOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/PatternMatch.h"
+
+namespace mlir::la {
+#define GEN_PASS_DEF_LADISTRIBUTECHUNKSPASS
+#include "la/Codegen/GPU/Passes.h.inc"
+} // namespace mlir::la
+
+using namespace mlir;
+using namespace mlir::la;
+
+namespace {
+/// Where a chunk op's operand or result keeps its heads: time tensors
+/// [B,NC,C,heads,...], the per-chunk states [B,NC,HV,K,V] and a state
+/// [B,HV,K,V].
+enum class Layout { Time, States, State };
+
+/// An operand or result of a chunk op, with its layout and whether a value
+/// tile of the scan slices its last dimension.
+struct Part {
+  Value value;
+  Layout layout;
+  bool valueColumns = false;
+};
+
+/// The task's position: batch, chunk (per-chunk ops only), key head and
+/// value tile (the scan only).
+struct TaskIndex {
+  Value batch, chunk, head, valueTile;
+};
+
+class TaskSlicer {
+public:
+  TaskSlicer(bool scan, int64_t keyHeads, int64_t valueTile)
+      : scan(scan), keyHeads(keyHeads), valueTile(valueTile) {}
+
+  /// The tile of `part` that the task at `index` reads or writes.
+  void tile(OpBuilder &b, Location loc, const Part &part,
+            const TaskIndex &index, SmallVectorImpl<OpFoldResult> &offsets,
+            SmallVectorImpl<int64_t> &sizes) const {
+    auto type = cast<RankedTensorType>(part.value.getType());
+    unsigned rank = type.getRank();
+    unsigned headDim =
+        part.layout == Layout::Time ? 3 : part.layout == Layout::States ? 2 : 1;
+    offsets.assign(rank, b.getIndexAttr(0));
+    sizes.assign(type.getShape().begin(), type.getShape().end());
+    offsets[0] = index.batch;
+    sizes[0] = 1;
+    if (!scan && part.layout != Layout::State) {
+      offsets[1] = index.chunk;
+      sizes[1] = 1;
+    }
+    // A key head's task takes its group of value heads.
+    int64_t group = type.getDimSize(headDim) / keyHeads;
+    offsets[headDim] = group == 1 ? OpFoldResult(index.head)
+                                  : OpFoldResult(arith::MulIOp::create(
+                                        b, loc, index.head,
+                                        arith::ConstantIndexOp::create(
+                                            b, loc, group)));
+    sizes[headDim] = group;
+    if (scan && part.valueColumns && valueTile > 0) {
+      offsets[rank - 1] = arith::MulIOp::create(
+                              b, loc, index.valueTile,
+                              arith::ConstantIndexOp::create(b, loc, valueTile))
+                              .getResult();
+      sizes[rank - 1] = valueTile;
+    }
+  }
+
+private:
+  bool scan;
+  int64_t keyHeads;
+  int64_t valueTile;
+};
+} // namespace
+
+/// The operands and results of a chunk op with their layouts, in the op's
+/// order; the number of key heads is set from the op's keys (or its gates).
+static void describe(Operation *op, SmallVectorImpl<Part> &operands,
+                     SmallVectorImpl<Part> &results, int64_t &keyHeads) {
+  auto time = [](Value v, bool valueColumns = false) {
+    return Part{v, Layout::Time, valueColumns};
+  };
+  auto heads = [](Value v) {
+    return cast<RankedTensorType>(v.getType()).getDimSize(3);
+  };
+  auto add = [&](Part part) {
+    if (part.value)
+      operands.push_back(part);
+  };
+  if (auto cumsum = dyn_cast<ChunkCumsumOp>(op)) {
+    keyHeads = heads(cumsum.getG());
+    add(time(cumsum.getG()));
+    results.push_back(time(cumsum.getResult()));
+  } else if (auto wy = dyn_cast<ChunkWYOp>(op)) {
+    keyHeads = heads(wy.getK());
+    for (Value v : {wy.getK(), wy.getV(), wy.getBeta(), wy.getA(), wy.getB(),
+                    wy.getGates(), wy.getPrevGates()})
+      add(time(v));
+    results.push_back(time(wy.getW()));
+    results.push_back(time(wy.getU()));
+  } else if (auto intra = dyn_cast<ChunkIntraOp>(op)) {
+    keyHeads = heads(intra.getK());
+    for (Value v : {intra.getQ(), intra.getK(), intra.getV(), intra.getGates(),
+                    intra.getValueGates(), intra.getExtraKeys(),
+                    intra.getExtraValues()})
+      add(time(v));
+    results.push_back(time(intra.getResult()));
+  } else if (auto inter = dyn_cast<ChunkInterOp>(op)) {
+    keyHeads = heads(inter.getQ());
+    add(time(inter.getQ()));
+    add(Part{inter.getStates(), Layout::States});
+    add(time(inter.getIntra()));
+    add(time(inter.getGates()));
+    add(time(inter.getValueGates()));
+    results.push_back(time(inter.getResult()));
+  } else if (auto scanOp = dyn_cast<ChunkStateScanOp>(op)) {
+    keyHeads = heads(scanOp.getK());
+    // Value-side operands take the task's value columns.
+    add(time(scanOp.getK()));
+    add(time(scanOp.getV(), /*valueColumns=*/true));
+    add(time(scanOp.getGates()));
+    add(time(scanOp.getValueGates(), /*valueColumns=*/true));
+    add(Part{scanOp.getInitialState(), Layout::State, true});
+    add(time(scanOp.getCorrection()));
+    add(time(scanOp.getExtraKeys()));
+    add(time(scanOp.getExtraValues(), /*valueColumns=*/true));
+    results.push_back(Part{scanOp.getStates(), Layout::States, true});
+    results.push_back(Part{scanOp.getFinalState(), Layout::State, true});
+    if (Value corrected = scanOp.getCorrected())
+      results.push_back(time(corrected, /*valueColumns=*/true));
+  }
+}
+
+/// Replaces the chunk op `op` by an scf.forall of tasks that each run it on
+/// their slices.
+static LogicalResult distribute(RewriterBase &rewriter, Operation *op,
+                                int64_t valueTile) {
+  SmallVector<Part> operands, results;
+  int64_t keyHeads = 0;
+  describe(op, operands, results, keyHeads);
+  for (Value v : op->getOperands())
+    if (!cast<RankedTensorType>(v.getType()).hasStaticShape())
+      return op->emitOpError("needs static shapes for the chunk-parallel GPU "
+                             "schedule");
+  bool scan = isa<ChunkStateScanOp>(op);
+  auto valueType = cast<RankedTensorType>(operands[scan ? 1 : 0].value.getType());
+  int64_t batch = valueType.getDimSize(0);
+  int64_t chunks = valueType.getDimSize(1);
+  int64_t columns = scan ? valueType.getDimSize(4) : 0;
+  if (scan && (valueTile <= 0 || valueTile >= columns ||
+               columns % valueTile != 0))
+    valueTile = 0; // one task per key head: all of V
+  SmallVector<OpFoldResult> upperBounds = {rewriter.getIndexAttr(batch)};
+  if (!scan)
+    upperBounds.push_back(rewriter.getIndexAttr(chunks));
+  upperBounds.push_back(rewriter.getIndexAttr(keyHeads));
+  if (scan && valueTile > 0)
+    upperBounds.push_back(rewriter.getIndexAttr(columns / valueTile));
+  SmallVector<Attribute> mapping;
+  for (int64_t dim = 0, e = upperBounds.size(); dim < e; ++dim)
+    mapping.push_back(TaskMappingAttr::get(rewriter.getContext(), dim));
+
+  Location loc = op->getLoc();
+  rewriter.setInsertionPoint(op);
+  SmallVector<Value> outputs;
+  for (const Part &result : results) {
+    auto type = cast<RankedTensorType>(result.value.getType());
+    outputs.push_back(tensor::EmptyOp::create(rewriter, loc, type.getShape(),
+                                              type.getElementType()));
+  }
+  TaskSlicer slicer(scan, keyHeads, valueTile);
+  auto forall = scf::ForallOp::create(
+      rewriter, loc, upperBounds, outputs, rewriter.getArrayAttr(mapping),
+      [&](OpBuilder &b, Location l, ValueRange args) {
+        ValueRange ivs = args.take_front(upperBounds.size());
+        ValueRange shared = args.drop_front(upperBounds.size());
+        TaskIndex index;
+        unsigned next = 0;
+        index.batch = ivs[next++];
+        if (!scan)
+          index.chunk = ivs[next++];
+        index.head = ivs[next++];
+        if (scan && valueTile > 0)
+          index.valueTile = ivs[next++];
+        SmallVector<OpFoldResult> offsets;
+        SmallVector<int64_t> sizes;
+        // The op's operands in order, each replaced by its slice.
+        IRMapping slices;
+        for (const Part &part : operands) {
+          slicer.tile(b, l, part, index, offsets, sizes);
+          SmallVector<OpFoldResult> ones(sizes.size(), b.getIndexAttr(1));
+          SmallVector<OpFoldResult> sizeAttrs = llvm::map_to_vector(
+              sizes, [&](int64_t s) -> OpFoldResult { return b.getIndexAttr(s); });
+          slices.map(part.value, tensor::ExtractSliceOp::create(
+                                     b, l, part.value, offsets, sizeAttrs, ones)
+                                     .getResult());
+        }
+        SmallVector<Value> tileOperands = llvm::map_to_vector(
+            op->getOperands(), [&](Value v) { return slices.lookup(v); });
+        SmallVector<Type> tileTypes;
+        SmallVector<SmallVector<OpFoldResult>> resultOffsets;
+        for (const Part &part : results) {
+          slicer.tile(b, l, part, index, offsets, sizes);
+          resultOffsets.push_back(offsets);
+          tileTypes.push_back(RankedTensorType::get(
+              sizes,
+              cast<RankedTensorType>(part.value.getType()).getElementType()));
+        }
+        OperationState state(l, op->getName(), tileOperands, tileTypes,
+                             op->getAttrs());
+        Operation *tileOp = b.create(state);
+        auto inParallel = scf::InParallelOp::create(b, l);
+        b.setInsertionPointToStart(inParallel.getBody());
+        for (auto [i, part] : llvm::enumerate(results)) {
+          Value tileResult = tileOp->getResult(i);
+          auto tileType = cast<RankedTensorType>(tileResult.getType());
+          SmallVector<OpFoldResult> sizeAttrs = llvm::map_to_vector(
+              tileType.getShape(),
+              [&](int64_t s) -> OpFoldResult { return b.getIndexAttr(s); });
+          SmallVector<OpFoldResult> ones(sizeAttrs.size(), b.getIndexAttr(1));
+          tensor::ParallelInsertSliceOp::create(
+              b, l, tileResult, shared[i], resultOffsets[i], sizeAttrs, ones);
+        }
+      });
+  rewriter.replaceOp(op, forall.getResults());
+  return success();
+}
+
+namespace {
+struct LaDistributeChunksPass
+    : la::impl::LaDistributeChunksPassBase<LaDistributeChunksPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    // The function's own chunk ops: those inside loops (one program per
+    // packed sequence) are left as they are.
+    SmallVector<Operation *> chunkOps;
+    for (Operation &op : func.getBody().getOps())
+      if (isa<ChunkCumsumOp, ChunkWYOp, ChunkStateScanOp, ChunkIntraOp,
+              ChunkInterOp>(op))
+        chunkOps.push_back(&op);
+    IRRewriter rewriter(&getContext());
+    for (Operation *op : chunkOps)
+      if (failed(distribute(rewriter, op, valueTile)))
+        return signalPassFailure();
+  }
+};
+} // namespace
