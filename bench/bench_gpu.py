@@ -91,6 +91,9 @@ def parse_args(argv=None):
                    default=list(gpu_cases.BENCH_SHAPES), help="shapes (default: the three of "
                    "the issue)")
     p.add_argument("--la-dtypes", default="f32,bf16", help="la's dtypes (default: %(default)s)")
+    p.add_argument("--impls", default=",".join(gpu_cases.BENCH_IMPLS),
+                   help="la's implementations (default: %(default)s; those not compiled "
+                        "for a dtype by bench/gpu_cases.py are left out)")
     p.add_argument("--fla-dtypes", default="bf16,f32",
                    help="fla's dtypes (default: %(default)s)")
     p.add_argument("--warmup", type=int, default=3, help="untimed calls first (default: 3)")
@@ -114,6 +117,10 @@ def parse_args(argv=None):
         if v not in FLA_FUNCTIONS:
             p.error(f"unknown variant {v!r}; choose from {', '.join(FLA_FUNCTIONS)}")
     args.la_dtypes = [d.strip() for d in args.la_dtypes.split(",") if d.strip()]
+    args.impls = [i.strip() for i in args.impls.split(",") if i.strip()]
+    for i in args.impls:
+        if i not in gpu_cases.BENCH_IMPLS:
+            p.error(f"unknown implementation {i!r}; choose from {', '.join(gpu_cases.BENCH_IMPLS)}")
     args.fla_dtypes = [d.strip() for d in args.fla_dtypes.split(",") if d.strip()]
     for d in args.la_dtypes + args.fla_dtypes:
         if d not in ("f32", "bf16"):
@@ -385,7 +392,10 @@ def main(argv=None):
             label = f"{variant} {B}x{T}x{H}x{D}"
             jobs = []
             if la_ok:
-                jobs += [(impl, dt) for impl in ("la", "la-tc") for dt in args.la_dtypes]
+                compiled = {c.name for c in gpu_cases.BENCH_CASES}
+                jobs += [(impl, dt) for impl in args.impls for dt in args.la_dtypes
+                         if gpu_cases.bench_case(variant, B, T, H, D, dt, impl).name
+                         in compiled]
             if fla_ok:
                 jobs += [("fla", dt) for dt in args.fla_dtypes]
             for impl, dt in jobs:
@@ -396,9 +406,9 @@ def main(argv=None):
                        "gflop": flops / 1e9}
                 try:
                     if impl.startswith("la"):
-                        # la-tc: tensor cores (tf32 for f32, bf16 mma for bf16)
-                        case = gpu_cases.Case(variant, B, T, H, D, D, dtype=dt,
-                                              tensor_cores=impl == "la-tc")
+                        # la-tc: tensor cores (tf32 for f32, bf16 mma for bf16);
+                        # la-cpC: the chunk-parallel schedule, chunks of C
+                        case = gpu_cases.bench_case(variant, B, T, H, D, dt, impl)
                         path = gpu_cases.library_path(case, args.kernels)
                         if not os.path.isfile(path):
                             raise FileNotFoundError(

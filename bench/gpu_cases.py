@@ -32,7 +32,10 @@ DEFAULT_DIR = os.path.join(_REPO, ".gpu", "kernels")
 
 #: short names of pipeline options in case names
 _SHORT = {"threads-per-block": "t", "value-tile": "vt", "chunk-size": "c",
-          "state-in-shared-memory": "ss"}
+          "state-in-shared-memory": "ss", "schedule": ""}
+
+#: la-lower-to-nvvm's options of the chunk-parallel schedule
+CHUNK_PARALLEL = {"schedule": "chunk-parallel"}
 
 
 class Case:
@@ -104,15 +107,48 @@ CHECK_CASES = (
     # those of the operand type.
     + [Case(v, 2, 128, 2, 64, 64, dtype=dt, initial_state=True, tensor_cores=True)
        for v in ("gla", "gated_deltanet", "kda") for dt in ("f32", "bf16")]
+    # The chunk-parallel schedule (la-distribute-chunks): every chunked
+    # variant, a partial last chunk, grouped value heads, bf16, the backward.
+    + [Case(v, 2, 128, 2, 64, 64, initial_state=True, options=CHUNK_PARALLEL)
+       for v in ("gla", "gated_deltanet", "kda", "retention", "mamba2", "deltanet")]
+    + [Case("gla", 2, 77, 2, 64, 64, initial_state=True, options=CHUNK_PARALLEL),
+       Case("gated_deltanet", 1, 100, 2, 64, 64, HV=4, initial_state=True,
+            options=CHUNK_PARALLEL),
+       Case("gated_deltanet", 2, 128, 2, 64, 64, dtype="bf16", initial_state=True,
+            options=CHUNK_PARALLEL)]
+    + [Case(v, 1, 100, 2, 64, 64, HV=4, initial_state=True, backward=True,
+            options=CHUNK_PARALLEL) for v in ("gla", "gated_deltanet")]
 )
 
 #: (B, T, H, D) of the benchmark; K = V = D.
 BENCH_SHAPES = ((1, 8192, 16, 128), (2, 16384, 16, 128), (1, 8192, 32, 128))
 BENCH_VARIANTS = ("gla", "gated_deltanet", "kda")
 BENCH_DTYPES = ("f32", "bf16")
-BENCH_CASES = [Case(v, B, T, H, D, D, dtype=dt, tensor_cores=tc)
-               for (B, T, H, D) in BENCH_SHAPES for v in BENCH_VARIANTS for dt in BENCH_DTYPES
-               for tc in (False, True)]
+#: la's implementations in the benchmark: the fused schedule without and
+#: with tensor cores, and the chunk-parallel schedule with chunks of 16, 32
+#: and 64 (bf16 only: fla's dtype in the device check; 64 for Gated
+#: DeltaNet only).
+BENCH_IMPLS = {"la": {}, "la-tc": {},
+               "la-cp16": dict(CHUNK_PARALLEL, **{"chunk-size": 16}),
+               "la-cp32": dict(CHUNK_PARALLEL, **{"chunk-size": 32}),
+               "la-cp64": dict(CHUNK_PARALLEL, **{"chunk-size": 64})}
+
+
+def bench_case(variant, B, T, H, D, dtype, impl):
+    """The benchmark's case of ``impl`` (a key of :data:`BENCH_IMPLS`)."""
+    return Case(variant, B, T, H, D, D, dtype=dtype, tensor_cores=impl == "la-tc",
+                options=BENCH_IMPLS[impl])
+
+
+BENCH_CASES = ([bench_case(v, B, T, H, D, dt, impl)
+                for (B, T, H, D) in BENCH_SHAPES for v in BENCH_VARIANTS for dt in BENCH_DTYPES
+                for impl in ("la", "la-tc")]
+               + [bench_case(v, B, T, H, D, "bf16", impl)
+                  for (B, T, H, D) in BENCH_SHAPES for v in BENCH_VARIANTS
+                  for impl in ("la-cp16", "la-cp32", "la-cp64")
+                  # chunks of 64 with channel gates need 312 KB of shared
+                  # memory per block (the output's tasks take all of V)
+                  if impl != "la-cp64" or v == "gated_deltanet"])
 
 
 #: small forward kernels for bench/gpu_profile.py: where a kernel's time goes

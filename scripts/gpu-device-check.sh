@@ -16,6 +16,8 @@
 #      (LA_GPU_FLA_DTYPES=bf16,f32 adds f32): its first call per variant,
 #      dtype and shape autotunes for up to two minutes on a fresh machine, and
 #      in f32 that left the first run time for GLA alone.
+#      LA_GPU_BENCH_ARGS passes further arguments (e.g. "--la-dtypes bf16
+#      --impls la,la-cp32"); the step's limit is the budget plus 60 s.
 #
 # Writes the log (and the two JSON results) to $OUT when it is set. Exits
 # non-zero when a check failed; the benchmark's numbers are reported, not
@@ -72,9 +74,11 @@ else
       "libMLIR); gpu_check covered the kernels"
 fi
 if [ "${LA_GPU_BENCH:-1}" != 0 ]; then
-  step "bench_gpu (la vs fla vs GEMM)" 290 \
-    python3 bench/bench_gpu.py --kernels .gpu/kernels --budget "${LA_GPU_BENCH_BUDGET:-230}" \
-    --fla-dtypes "${LA_GPU_FLA_DTYPES:-bf16}" \
+  budget=${LA_GPU_BENCH_BUDGET:-230}
+  # shellcheck disable=SC2086 # LA_GPU_BENCH_ARGS is a list of arguments
+  step "bench_gpu (la vs fla vs GEMM)" $((budget + 60)) \
+    python3 bench/bench_gpu.py --kernels .gpu/kernels --budget "$budget" \
+    --fla-dtypes "${LA_GPU_FLA_DTYPES:-bf16}" ${LA_GPU_BENCH_ARGS:-} \
     ${OUT:+--json "$OUT/bench_gpu.json"}
 else
   echo
