@@ -154,9 +154,15 @@ BENCH_CASES = ([bench_case(v, B, T, H, D, dt, impl)
 #: small forward kernels for bench/gpu_profile.py: where a kernel's time goes
 #: as the sequence grows (T: chunks in sequence per block) and as the heads
 #: grow (H: blocks), without and with tensor cores.
-PROFILE_CASES = [Case(v, 1, T, H, 128, 128, tensor_cores=tc)
-                 for v in ("gla", "gated_deltanet")
-                 for (T, H) in ((1024, 16), (2048, 16), (1024, 64)) for tc in (False, True)]
+PROFILE_CASES = ([Case(v, 1, T, H, 128, 128, tensor_cores=tc)
+                  for v in ("gla", "gated_deltanet")
+                  for (T, H) in ((1024, 16), (2048, 16), (1024, 64)) for tc in (False, True)]
+                 # the chunk-parallel schedule's kernels (cumulative gates, WY
+                 # factors, scan, intra, output), each timed, at the benchmark's
+                 # first shape
+                 + [Case(v, 1, 8192, 16, 128, 128, dtype="bf16",
+                         options=dict(CHUNK_PARALLEL, **{"chunk-size": 16}))
+                    for v in ("gla", "gated_deltanet", "kda")])
 
 
 #: the schedule sweep of bench/gpu_profile.py --sweep: threads per block,

@@ -246,6 +246,9 @@ void mlir::la::buildGPUScheduleOnTensorsPipeline(
   tileOptions.tensorCores = options.tensorCores;
   tileOptions.stageInputs = options.stageInputs;
   tileOptions.stateInSharedMemory = options.stateInSharedMemory;
+  // The chunk-parallel scan writes its per-chunk states straight into the
+  // output, not into a task buffer in shared memory copied out at the end.
+  tileOptions.resultsInOutputs = chunkParallel;
   pm.addNestedPass<func::FuncOp>(createLaTileForGPUPass(tileOptions));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
@@ -255,12 +258,6 @@ void mlir::la::buildLowerToGPUPipeline(OpPassManager &pm,
                                        const LowerToNVVMOptions &options) {
   buildGPUScheduleOnTensorsPipeline(pm, options);
 
-  // A task's result that its op computes into a fresh tensor (the scan's
-  // per-chunk states under the chunk-parallel schedule) is computed in the
-  // task's slice of the output instead: otherwise it would be a buffer of
-  // the task, in shared memory, copied out at the end.
-  if (options.schedule == GPUSchedule::ChunkParallel)
-    pm.addPass(bufferization::createEmptyTensorEliminationPass());
   // Buffers; la-tile-for-gpu made every loop-carried tensor a write into its
   // iteration argument, so no loop returns a new allocation.
   buildBufferizationPipeline(pm, /*allowReturnAllocsFromLoops=*/false);

@@ -21,6 +21,7 @@
 #include "la/Dialect/La/LaOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/PatternMatch.h"
@@ -187,12 +188,15 @@ static LogicalResult distribute(RewriterBase &rewriter, Operation *op,
 
   Location loc = op->getLoc();
   rewriter.setInsertionPoint(op);
+  // Each result gets a buffer of its own: tensor.empty inits of one type
+  // would be merged by CSE, and once empty-tensor elimination has the scan
+  // compute its corrected values in its output, a merged init made them
+  // overwrite the WY factors it reads (wrong results whenever K == V).
   SmallVector<Value> outputs;
-  for (const Part &result : results) {
-    auto type = cast<RankedTensorType>(result.value.getType());
-    outputs.push_back(tensor::EmptyOp::create(rewriter, loc, type.getShape(),
-                                              type.getElementType()));
-  }
+  for (const Part &result : results)
+    outputs.push_back(bufferization::AllocTensorOp::create(
+        rewriter, loc, cast<RankedTensorType>(result.value.getType()),
+        ValueRange{}));
   TaskSlicer slicer(scan, keyHeads, valueTile);
   auto forall = scf::ForallOp::create(
       rewriter, loc, upperBounds, outputs, rewriter.getArrayAttr(mapping),

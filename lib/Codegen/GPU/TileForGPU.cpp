@@ -25,6 +25,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/SCF/Transforms/TileUsingInterface.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Dominance.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Interfaces/TilingInterface.h"
 
@@ -339,9 +340,69 @@ static void keepLoopStatesInTask(RewriterBase &rewriter, scf::ForallOp tasks) {
   }
 }
 
+/// The use of a `tensor.empty` that the task's tile `value` is computed in:
+/// followed back through destination operands, loop-carried values and
+/// insertions. Null if the chain ends elsewhere.
+static OpOperand *findEmptyDestination(Value value) {
+  while (Operation *def = value.getDefiningOp()) {
+    OpOperand *destination = nullptr;
+    unsigned index = cast<OpResult>(value).getResultNumber();
+    if (auto loop = dyn_cast<scf::ForOp>(def))
+      destination = &loop.getInitArgsMutable()[index];
+    else if (auto insert = dyn_cast<tensor::InsertSliceOp>(def))
+      destination = &insert.getDestMutable();
+    else if (auto forall = dyn_cast<scf::ForallOp>(def))
+      destination = &forall.getOutputsMutable()[index];
+    else if (auto dps = dyn_cast<DestinationStyleOpInterface>(def))
+      destination = dps.getTiedOpOperand(cast<OpResult>(value));
+    if (!destination)
+      return nullptr;
+    if (destination->get().getDefiningOp<tensor::EmptyOp>())
+      return destination;
+    value = destination->get();
+  }
+  return nullptr;
+}
+
+/// Computes each tile that the task writes into an output in that output's
+/// slice: the `tensor.empty` its chain of destinations starts from (the
+/// scan's per-chunk states and corrected values) is replaced, in that use
+/// only, by the slice that the task's parallel insertion writes. Otherwise
+/// the tile would be a buffer of the block (shared memory), copied out at
+/// the end. Upstream's empty-tensor elimination does this for every use of
+/// the (CSE-merged) tensor.empty, which made two staged inputs of one shape
+/// share the output's slice.
+static void computeResultsInOutputs(RewriterBase &rewriter,
+                                    scf::ForallOp tasks) {
+  DominanceInfo dominance;
+  for (Operation &op : tasks.getTerminator().getYieldingOps()) {
+    auto insert = dyn_cast<tensor::ParallelInsertSliceOp>(op);
+    if (!insert)
+      continue;
+    OpOperand *destination = findEmptyDestination(insert.getSource());
+    if (!destination)
+      continue;
+    Operation *user = destination->getOwner();
+    bool available = llvm::all_of(insert->getOperands(), [&](Value operand) {
+      return operand == insert.getSource() ||
+             dominance.properlyDominates(operand, user);
+    });
+    if (!available || insert.getSourceType() !=
+                          cast<RankedTensorType>(destination->get().getType()))
+      continue;
+    rewriter.setInsertionPoint(user);
+    Value slice = tensor::ExtractSliceOp::create(
+        rewriter, insert.getLoc(), insert.getSourceType(), insert.getDest(),
+        insert.getMixedOffsets(), insert.getMixedSizes(),
+        insert.getMixedStrides());
+    rewriter.modifyOpInPlace(user, [&] { destination->set(slice); });
+  }
+}
+
 LogicalResult mlir::la::tileForGPU(RewriterBase &rewriter, scf::ForallOp tasks,
                                    bool tensorCores, bool stageInputs,
-                                   bool stateInSharedMemory) {
+                                   bool stateInSharedMemory,
+                                   bool resultsInOutputs) {
   if (!tasks.isNormalized())
     return tasks.emitOpError(
         "must be normalized (lower bounds 0, steps 1) to map onto blocks");
@@ -357,6 +418,8 @@ LogicalResult mlir::la::tileForGPU(RewriterBase &rewriter, scf::ForallOp tasks,
   rewriter.modifyOpInPlace(
       tasks, [&] { tasks.setMappingAttr(rewriter.getArrayAttr(blocks)); });
   copyYieldsIntoIterArgs(rewriter, tasks.getBody()->getParentOp());
+  if (resultsInOutputs)
+    computeResultsInOutputs(rewriter, tasks);
   if (stateInSharedMemory)
     keepLoopStatesInTask(rewriter, tasks);
   if (stageInputs)
@@ -405,7 +468,7 @@ struct LaTileForGPUPass : la::impl::LaTileForGPUPassBase<LaTileForGPUPass> {
       if (isBlockForall(forall))
         continue;
       if (failed(tileForGPU(rewriter, forall, tensorCores, stageInputs,
-                            stateInSharedMemory)))
+                            stateInSharedMemory, resultsInOutputs)))
         return signalPassFailure();
     }
   }

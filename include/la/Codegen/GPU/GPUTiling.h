@@ -58,9 +58,13 @@ std::optional<MmaContraction> getMmaContraction(linalg::LinalgOp op);
 /// whose initial value would be written into the task's slice of an output
 /// (the final state) gets a task-local tensor instead, written to the
 /// output once after the loop.
+/// With `resultsInOutputs`, a tile that the task computes from a
+/// `tensor.empty` and writes into an output is computed in the output's
+/// slice instead (the chunk-parallel scan's per-chunk states).
 LogicalResult tileForGPU(RewriterBase &rewriter, scf::ForallOp tasks,
                          bool tensorCores = false, bool stageInputs = false,
-                         bool stateInSharedMemory = false);
+                         bool stateInSharedMemory = false,
+                         bool resultsInOutputs = false);
 
 /// How la-map-to-gpu builds kernels.
 struct GPUMappingOptions {

@@ -34,6 +34,7 @@ def LaDistributeChunksPass : Pass<"la-distribute-chunks", "func::FuncOp"> {
   }];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
+    "::mlir::bufferization::BufferizationDialect",
     "::mlir::scf::SCFDialect",
     "::mlir::tensor::TensorDialect"
   ];
@@ -103,7 +104,11 @@ def LaTileForGPUPass : Pass<"la-tile-for-gpu", "func::FuncOp"> {
     Option<"stateInSharedMemory", "state-in-shared-memory", "bool", "false",
            "keep each task's running state in a task-local buffer (shared "
            "memory) and write the final state once, instead of in the final "
-           "state's slice of global memory">
+           "state's slice of global memory">,
+    Option<"resultsInOutputs", "results-in-outputs", "bool", "false",
+           "compute each tile that a task writes into an output, when it "
+           "starts from a tensor.empty, in the output's slice (global "
+           "memory) instead of a buffer of the task">
   ];
 }
 
