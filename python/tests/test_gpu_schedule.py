@@ -148,3 +148,23 @@ def test_emulated_tensor_cores_at_the_defaults_over_many_chunks():
                                    tensor_cores=True)
     assert lt.rel_rms(o_ref, o) < TOL
     assert lt.rel_rms(s_ref, s) < TOL
+
+
+# The chunk-parallel schedule (la-lower-to-nvvm schedule=chunk-parallel,
+# la-distribute-chunks): la-chunk's ops as tasks of their own, every chunk in
+# parallel and the state scan over (batch, key head, value tile). K == V
+# here: a CSE-merged tensor.empty once gave the staged WY factors and U the
+# corrected values' output slice (wrong results for the delta rule on the
+# H100 and here). Grouped value heads, a partial last chunk, value tiles.
+@pytest.mark.parametrize("variant", EMULATED + ["rwkv7"])
+@pytest.mark.parametrize("target", ["gpu-schedule", "gpu-emulator"])
+@pytest.mark.parametrize("shape", [(40, 2, 32, 32, 8), (64, 4, 16, 32, None)])
+def test_chunk_parallel_schedule_matches_reference(variant, target, shape):
+    T, HV, K, V, value_tile = shape
+    inputs = lt.make_inputs(variant, 2, T, 2, K, V, HV=HV, seed=11, with_initial_state=True)
+    o_ref, s_ref = lt.reference_for(variant, inputs)
+    where = {"gpu_schedule": True} if target == "gpu-schedule" else {"target": target}
+    o, s, _ = runner.run_attention(variant, inputs, chunk_size=16, value_tile=value_tile,
+                                   chunk_parallel=True, **where)
+    assert lt.rel_rms(o_ref, o) < TOL
+    assert lt.rel_rms(s_ref, s) < TOL

@@ -4,6 +4,7 @@
 // RUN: la-opt %s -split-input-file -la-lower-to-nvvm="chunk-size=16 format=isa" | %extract_gpu_objects --print | FileCheck %s --check-prefix=PTX
 // RUN: la-opt %s -split-input-file -la-lower-to-nvvm="chunk-size=16 format=isa tensor-cores" | %extract_gpu_objects --print | FileCheck %s --check-prefix=TC
 // RUN: not la-opt %s -split-input-file -la-lower-to-gpu="chunk-size=16 shared-memory-limit=1024" 2>&1 | FileCheck %s --check-prefix=SMEM
+// RUN: la-opt %s -split-input-file -la-lower-to-gpu="chunk-size=16 value-tile=8 schedule=chunk-parallel" | FileCheck %s --check-prefix=CP
 
 // The first half of la-lower-to-nvvm: one block per (batch, value head,
 // value tile) = 1 x 2 x 2, the chunk loop inside the block, the chunk's
@@ -38,6 +39,24 @@
 // TC: .visible .entry gla_kernel(
 // TC: mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32
 
+// schedule=chunk-parallel: four kernels, the cumulative gates, the intra
+// products and the outputs over (batch, chunk, head) = 1 x 4 x 2 blocks and
+// the state scan over (batch, head, value tile) = 1 x 2 x 2, its chunk loop
+// inside; the per-chunk states live in a device buffer between the scan and
+// the outputs, each kernel's chunk buffers in shared memory.
+// CP-LABEL: func.func @gla
+// CP: %[[CUM:.*]], %{{.*}} = gpu.alloc async [%{{.*}}] () : memref<1x4x16x2x16xf32>
+// CP: gpu.launch blocks({{.*}}) in (%{{.*}} = %c1, %{{.*}} = %c4, %{{.*}} = %c2)
+// CP: %[[STATES:.*]], %{{.*}} = gpu.alloc async [%{{.*}}] () : memref<1x4x2x16x16xf32>
+// CP: gpu.launch blocks({{.*}}) in (%{{.*}} = %c1, %{{.*}} = %c2, %{{.*}} = %c2)
+// CP: memref.subview %[[STATES]][0, 0, %{{.*}}, 0, %{{.*}}] [1, 4, 1, 16, 8]
+// CP: scf.for %{{.*}} = %c0 to %c4 step %c1
+// CP: gpu.launch blocks({{.*}}) in (%{{.*}} = %c1, %{{.*}} = %c4, %{{.*}} = %c2)
+// CP: gpu.launch blocks({{.*}}) in (%{{.*}} = %c1, %{{.*}} = %c4, %{{.*}} = %c2)
+// CP: memref.subview %[[STATES]][0, %{{.*}}, %{{.*}}, 0, 0] [1, 1, 1, 16, 16]
+// CP-NOT: gpu.launch
+// CP: gpu.dealloc async [%{{.*}}] %[[STATES]]
+// CP: return
 // SMEM: error: 'scf.forall' op needs {{[0-9]+}} bytes of shared memory for a chunk's buffers, more than the limit of 1024 (try a smaller chunk size or value tiles)
 func.func @gla(%q: tensor<1x64x2x16xf32>, %k: tensor<1x64x2x16xf32>,
                %v: tensor<1x64x2x16xf32>, %g: tensor<1x64x2x16xf32>)
