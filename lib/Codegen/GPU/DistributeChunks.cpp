@@ -65,8 +65,9 @@ public:
             SmallVectorImpl<int64_t> &sizes) const {
     auto type = cast<RankedTensorType>(part.value.getType());
     unsigned rank = type.getRank();
-    unsigned headDim =
-        part.layout == Layout::Time ? 3 : part.layout == Layout::States ? 2 : 1;
+    unsigned headDim = part.layout == Layout::Time     ? 3
+                       : part.layout == Layout::States ? 2
+                                                       : 1;
     offsets.assign(rank, b.getIndexAttr(0));
     sizes.assign(type.getShape().begin(), type.getShape().end());
     offsets[0] = index.batch;
@@ -77,11 +78,11 @@ public:
     }
     // A key head's task takes its group of value heads.
     int64_t group = type.getDimSize(headDim) / keyHeads;
-    offsets[headDim] = group == 1 ? OpFoldResult(index.head)
-                                  : OpFoldResult(arith::MulIOp::create(
-                                        b, loc, index.head,
-                                        arith::ConstantIndexOp::create(
-                                            b, loc, group)));
+    offsets[headDim] =
+        group == 1 ? OpFoldResult(index.head)
+                   : OpFoldResult(arith::MulIOp::create(
+                         b, loc, index.head,
+                         arith::ConstantIndexOp::create(b, loc, group)));
     sizes[headDim] = group;
     if (scan && part.valueColumns && valueTile > 0) {
       offsets[rank - 1] = arith::MulIOp::create(
@@ -126,9 +127,9 @@ static void describe(Operation *op, SmallVectorImpl<Part> &operands,
     results.push_back(time(wy.getU()));
   } else if (auto intra = dyn_cast<ChunkIntraOp>(op)) {
     keyHeads = heads(intra.getK());
-    for (Value v : {intra.getQ(), intra.getK(), intra.getV(), intra.getGates(),
-                    intra.getValueGates(), intra.getExtraKeys(),
-                    intra.getExtraValues()})
+    for (Value v :
+         {intra.getQ(), intra.getK(), intra.getV(), intra.getGates(),
+          intra.getValueGates(), intra.getExtraKeys(), intra.getExtraValues()})
       add(time(v));
     results.push_back(time(intra.getResult()));
   } else if (auto inter = dyn_cast<ChunkInterOp>(op)) {
@@ -169,12 +170,13 @@ static LogicalResult distribute(RewriterBase &rewriter, Operation *op,
       return op->emitOpError("needs static shapes for the chunk-parallel GPU "
                              "schedule");
   bool scan = isa<ChunkStateScanOp>(op);
-  auto valueType = cast<RankedTensorType>(operands[scan ? 1 : 0].value.getType());
+  auto valueType =
+      cast<RankedTensorType>(operands[scan ? 1 : 0].value.getType());
   int64_t batch = valueType.getDimSize(0);
   int64_t chunks = valueType.getDimSize(1);
   int64_t columns = scan ? valueType.getDimSize(4) : 0;
-  if (scan && (valueTile <= 0 || valueTile >= columns ||
-               columns % valueTile != 0))
+  if (scan &&
+      (valueTile <= 0 || valueTile >= columns || columns % valueTile != 0))
     valueTile = 0; // one task per key head: all of V
   SmallVector<OpFoldResult> upperBounds = {rewriter.getIndexAttr(batch)};
   if (!scan)
@@ -218,8 +220,10 @@ static LogicalResult distribute(RewriterBase &rewriter, Operation *op,
         for (const Part &part : operands) {
           slicer.tile(b, l, part, index, offsets, sizes);
           SmallVector<OpFoldResult> ones(sizes.size(), b.getIndexAttr(1));
-          SmallVector<OpFoldResult> sizeAttrs = llvm::map_to_vector(
-              sizes, [&](int64_t s) -> OpFoldResult { return b.getIndexAttr(s); });
+          SmallVector<OpFoldResult> sizeAttrs =
+              llvm::map_to_vector(sizes, [&](int64_t s) -> OpFoldResult {
+                return b.getIndexAttr(s);
+              });
           slices.map(part.value, tensor::ExtractSliceOp::create(
                                      b, l, part.value, offsets, sizeAttrs, ones)
                                      .getResult());
