@@ -234,7 +234,7 @@ def test_one_backward_kernel_serves_every_length():
 # the GPU pipeline's backward kernels, run on the CPU by la-emulate-gpu
 # --------------------------------------------------------------------------
 
-def _emulated_gradients(variant, inputs, do, d_final, chunk, **attrs):
+def _emulated_gradients(variant, inputs, do, d_final, chunk, chunk_parallel=False, **attrs):
     """The gradient function that la-derive-backward makes of the forward's
     module, lowered by la-lower-to-gpu (the adjoint recurrences as the
     forward's task kernels, the products between them as kernels of their
@@ -262,7 +262,8 @@ def _emulated_gradients(variant, inputs, do, d_final, chunk, **attrs):
         values = lt.run_la_run_file(
             runner.find_la_run(), path, [inputs[name] for name in order] + [do, d_final], tmp,
             flags=["--entry=attention_grad", "--target=gpu-emulator",
-                   f"--chunk-size={chunk}"], results=names)
+                   f"--chunk-size={chunk}"] + (["--chunk-parallel"] if chunk_parallel else []),
+            results=names)
     return dict(zip(names, values))
 
 
@@ -275,12 +276,14 @@ GPU_CASES = [case for case in CASES if "cu_seqlens" not in case[8]]
 
 @pytest.mark.skipif(runner.find_la_run() is None, reason="la-run is not built")
 @pytest.mark.parametrize("case", GPU_CASES, ids=[f"{c[0]}-T{c[2]}" for c in GPU_CASES])
-def test_gpu_emulated_backward(case):
+@pytest.mark.parametrize("schedule", ["fused", "chunk-parallel"])
+def test_gpu_emulated_backward(case, schedule):
     variant, B, T, H, HV, K, V, chunk, extra = case
     make = {key: val for key, val in extra.items() if key in _MAKE_KEYS}
     attrs = {key: val for key, val in extra.items() if key not in _MAKE_KEYS}
     inputs, do, d_final = _inputs(variant, B, T, H, K, V, HV, seed=7, **make)
-    got = _emulated_gradients(variant, inputs, do, d_final, chunk, **attrs)
+    got = _emulated_gradients(variant, inputs, do, d_final, chunk,
+                              chunk_parallel=schedule == "chunk-parallel", **attrs)
     expected = _reverse_mode(variant, inputs, do, d_final, **attrs)
     assert sorted(got) == sorted(expected)
     extreme = make.get("gate_scale", 1.0) > 10

@@ -39,19 +39,22 @@
 // TC: .visible .entry gla_kernel(
 // TC: mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32
 
-// schedule=chunk-parallel: four kernels, the cumulative gates, the intra
-// products and the outputs over (batch, chunk, head) = 1 x 4 x 2 blocks and
-// the state scan over (batch, head, value tile) = 1 x 2 x 2, its chunk loop
-// inside; the per-chunk states live in a device buffer between the scan and
-// the outputs, each kernel's chunk buffers in shared memory.
+// schedule=chunk-parallel: three kernels, the cumulative gates and the
+// outputs (with their intra-chunk products) over (batch, chunk, head) =
+// 1 x 4 x 2 blocks, the state scan over (batch, head, value tile) = 1 x 2 x 2
+// with its chunk loop inside. The per-chunk states are a device buffer
+// between the scan and the outputs, which the scan writes directly: its
+// 4736 bytes of shared memory (the running state and the chunk's buffers)
+// hold no tile of the per-chunk states (2 KB more when they were a buffer of
+// the block, copied out at the end).
 // CP-LABEL: func.func @gla
 // CP: %[[CUM:.*]], %{{.*}} = gpu.alloc async [%{{.*}}] () : memref<1x4x16x2x16xf32>
 // CP: gpu.launch blocks({{.*}}) in (%{{.*}} = %c1, %{{.*}} = %c4, %{{.*}} = %c2)
 // CP: %[[STATES:.*]], %{{.*}} = gpu.alloc async [%{{.*}}] () : memref<1x4x2x16x16xf32>
-// CP: gpu.launch blocks({{.*}}) in (%{{.*}} = %c1, %{{.*}} = %c2, %{{.*}} = %c2)
-// CP: memref.subview %[[STATES]][0, 0, %{{.*}}, 0, %{{.*}}] [1, 4, 1, 16, 8]
-// CP: scf.for %{{.*}} = %c0 to %c4 step %c1
-// CP: gpu.launch blocks({{.*}}) in (%{{.*}} = %c1, %{{.*}} = %c4, %{{.*}} = %c2)
+// CP: gpu.launch blocks({{.*}}) in (%{{.*}} = %c1, %{{.*}} = %c2, %{{.*}} = %c2) {{.*}} dynamic_shared_memory_size %c4736_i32
+// CP: %[[MINE:.*]] = memref.subview %[[STATES]][0, 0, %{{.*}}, 0, %{{.*}}] [1, 4, 1, 16, 8]
+// CP: scf.for %[[N:.*]] = %c0 to %c4 step %c1
+// CP: memref.subview %[[MINE]][0, %[[N]], 0, 0, 0] [1, 1, 1, 16, 8]
 // CP: gpu.launch blocks({{.*}}) in (%{{.*}} = %c1, %{{.*}} = %c4, %{{.*}} = %c2)
 // CP: memref.subview %[[STATES]][0, %{{.*}}, %{{.*}}, 0, 0] [1, 1, 1, 16, 16]
 // CP-NOT: gpu.launch

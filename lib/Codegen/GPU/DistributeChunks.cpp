@@ -13,7 +13,8 @@
 // Each task runs the same op on its slices ([1,1,C,1,...] per chunk; the
 // whole sequence of one head and value tile for the scan), so the op's
 // lowering (convert-la-to-linalg) is the one the fused schedule uses. A key
-// head's task takes all of its HV / H value heads.
+// head's task takes all of its HV / H value heads. An intra-chunk product
+// read only by the output joins the output's tasks (one kernel).
 //
 //===----------------------------------------------------------------------===//
 
@@ -59,15 +60,16 @@ public:
   TaskSlicer(bool scan, int64_t keyHeads, int64_t valueTile)
       : scan(scan), keyHeads(keyHeads), valueTile(valueTile) {}
 
-  /// The tile of `part` that the task at `index` reads or writes.
+  /// The tile of `part` that the task at `index` reads or writes. The
+  /// offsets derived from the task's indices are built once per task body
+  /// (the first call's insertion point must dominate the later ones).
   void tile(OpBuilder &b, Location loc, const Part &part,
             const TaskIndex &index, SmallVectorImpl<OpFoldResult> &offsets,
-            SmallVectorImpl<int64_t> &sizes) const {
+            SmallVectorImpl<int64_t> &sizes) {
     auto type = cast<RankedTensorType>(part.value.getType());
     unsigned rank = type.getRank();
-    unsigned headDim = part.layout == Layout::Time     ? 3
-                       : part.layout == Layout::States ? 2
-                                                       : 1;
+    unsigned headDim =
+        part.layout == Layout::Time ? 3 : part.layout == Layout::States ? 2 : 1;
     offsets.assign(rank, b.getIndexAttr(0));
     sizes.assign(type.getShape().begin(), type.getShape().end());
     offsets[0] = index.batch;
@@ -78,25 +80,32 @@ public:
     }
     // A key head's task takes its group of value heads.
     int64_t group = type.getDimSize(headDim) / keyHeads;
-    offsets[headDim] =
-        group == 1 ? OpFoldResult(index.head)
-                   : OpFoldResult(arith::MulIOp::create(
-                         b, loc, index.head,
-                         arith::ConstantIndexOp::create(b, loc, group)));
+    offsets[headDim] = scaled(b, loc, index.head, group, headOffsets[group]);
     sizes[headDim] = group;
     if (scan && part.valueColumns && valueTile > 0) {
-      offsets[rank - 1] = arith::MulIOp::create(
-                              b, loc, index.valueTile,
-                              arith::ConstantIndexOp::create(b, loc, valueTile))
-                              .getResult();
+      offsets[rank - 1] =
+          scaled(b, loc, index.valueTile, valueTile, columnOffset);
       sizes[rank - 1] = valueTile;
     }
   }
 
 private:
+  /// `x * factor`, built once into `cached`.
+  static OpFoldResult scaled(OpBuilder &b, Location loc, Value x,
+                             int64_t factor, Value &cached) {
+    if (factor == 1)
+      return x;
+    if (!cached)
+      cached = arith::MulIOp::create(
+          b, loc, x, arith::ConstantIndexOp::create(b, loc, factor));
+    return cached;
+  }
+
   bool scan;
   int64_t keyHeads;
   int64_t valueTile;
+  llvm::DenseMap<int64_t, Value> headOffsets;
+  Value columnOffset;
 };
 } // namespace
 
@@ -158,20 +167,32 @@ static void describe(Operation *op, SmallVectorImpl<Part> &operands,
   }
 }
 
-/// Replaces the chunk op `op` by an scf.forall of tasks that each run it on
-/// their slices.
-static LogicalResult distribute(RewriterBase &rewriter, Operation *op,
+/// Replaces the chunk ops `group` (in program order; one scan, or per-chunk
+/// ops of one task space whose later ops may read the earlier ones'
+/// results) by one scf.forall of tasks that each run them on their slices.
+/// A result read only inside the group stays in the task.
+static LogicalResult distribute(RewriterBase &rewriter,
+                                ArrayRef<Operation *> group,
                                 int64_t valueTile) {
-  SmallVector<Part> operands, results;
+  struct Described {
+    SmallVector<Part> operands, results;
+  };
+  SmallVector<Described> ops(group.size());
   int64_t keyHeads = 0;
-  describe(op, operands, results, keyHeads);
-  for (Value v : op->getOperands())
-    if (!cast<RankedTensorType>(v.getType()).hasStaticShape())
-      return op->emitOpError("needs static shapes for the chunk-parallel GPU "
-                             "schedule");
-  bool scan = isa<ChunkStateScanOp>(op);
-  auto valueType =
-      cast<RankedTensorType>(operands[scan ? 1 : 0].value.getType());
+  for (auto [op, described] : llvm::zip(group, ops)) {
+    int64_t heads = 0;
+    describe(op, described.operands, described.results, heads);
+    if (!keyHeads)
+      keyHeads = heads;
+    for (Value v : op->getOperands())
+      if (!cast<RankedTensorType>(v.getType()).hasStaticShape())
+        return op->emitOpError("needs static shapes for the chunk-parallel "
+                               "GPU schedule");
+  }
+  auto inGroup = [&](Operation *op) { return llvm::is_contained(group, op); };
+  bool scan = isa<ChunkStateScanOp>(group.front());
+  auto valueType = cast<RankedTensorType>(
+      ops.front().operands[scan ? 1 : 0].value.getType());
   int64_t batch = valueType.getDimSize(0);
   int64_t chunks = valueType.getDimSize(1);
   int64_t columns = scan ? valueType.getDimSize(4) : 0;
@@ -188,20 +209,27 @@ static LogicalResult distribute(RewriterBase &rewriter, Operation *op,
   for (int64_t dim = 0, e = upperBounds.size(); dim < e; ++dim)
     mapping.push_back(TaskMappingAttr::get(rewriter.getContext(), dim));
 
-  Location loc = op->getLoc();
-  rewriter.setInsertionPoint(op);
-  // Each result gets a buffer of its own: tensor.empty inits of one type
-  // would be merged by CSE, and once empty-tensor elimination has the scan
-  // compute its corrected values in its output, a merged init made them
-  // overwrite the WY factors it reads (wrong results whenever K == V).
-  SmallVector<Value> outputs;
-  for (const Part &result : results)
-    outputs.push_back(bufferization::AllocTensorOp::create(
-        rewriter, loc, cast<RankedTensorType>(result.value.getType()),
+  // The results that leave the group, each the output of the forall.
+  SmallVector<Part> outputs;
+  for (const Described &described : ops)
+    for (const Part &part : described.results)
+      if (llvm::any_of(part.value.getUsers(),
+                       [&](Operation *user) { return !inGroup(user); }))
+        outputs.push_back(part);
+
+  Operation *last = group.back();
+  Location loc = last->getLoc();
+  rewriter.setInsertionPoint(last);
+  // Each output gets a buffer of its own (not a tensor.empty, which CSE
+  // would merge with another of its type into one buffer).
+  SmallVector<Value> inits;
+  for (const Part &output : outputs)
+    inits.push_back(bufferization::AllocTensorOp::create(
+        rewriter, loc, cast<RankedTensorType>(output.value.getType()),
         ValueRange{}));
   TaskSlicer slicer(scan, keyHeads, valueTile);
   auto forall = scf::ForallOp::create(
-      rewriter, loc, upperBounds, outputs, rewriter.getArrayAttr(mapping),
+      rewriter, loc, upperBounds, inits, rewriter.getArrayAttr(mapping),
       [&](OpBuilder &b, Location l, ValueRange args) {
         ValueRange ivs = args.take_front(upperBounds.size());
         ValueRange shared = args.drop_front(upperBounds.size());
@@ -215,47 +243,64 @@ static LogicalResult distribute(RewriterBase &rewriter, Operation *op,
           index.valueTile = ivs[next++];
         SmallVector<OpFoldResult> offsets;
         SmallVector<int64_t> sizes;
-        // The op's operands in order, each replaced by its slice.
-        IRMapping slices;
-        for (const Part &part : operands) {
-          slicer.tile(b, l, part, index, offsets, sizes);
-          SmallVector<OpFoldResult> ones(sizes.size(), b.getIndexAttr(1));
-          SmallVector<OpFoldResult> sizeAttrs =
-              llvm::map_to_vector(sizes, [&](int64_t s) -> OpFoldResult {
-                return b.getIndexAttr(s);
-              });
-          slices.map(part.value, tensor::ExtractSliceOp::create(
-                                     b, l, part.value, offsets, sizeAttrs, ones)
-                                     .getResult());
+        auto indexAttrs = [&](ArrayRef<int64_t> values) {
+          return llvm::map_to_vector(values, [&](int64_t x) -> OpFoldResult {
+            return b.getIndexAttr(x);
+          });
+        };
+        // The offsets of each output's tile, first: la-tile-for-gpu's
+        // results-in-outputs computes a tile in its output's slice only
+        // where the slice's offsets are defined before the op.
+        SmallVector<SmallVector<OpFoldResult>> outputOffsets;
+        for (const Part &output : outputs) {
+          slicer.tile(b, l, output, index, offsets, sizes);
+          outputOffsets.push_back(offsets);
         }
-        SmallVector<Value> tileOperands = llvm::map_to_vector(
-            op->getOperands(), [&](Value v) { return slices.lookup(v); });
-        SmallVector<Type> tileTypes;
-        SmallVector<SmallVector<OpFoldResult>> resultOffsets;
-        for (const Part &part : results) {
-          slicer.tile(b, l, part, index, offsets, sizes);
-          resultOffsets.push_back(offsets);
-          tileTypes.push_back(RankedTensorType::get(
-              sizes,
-              cast<RankedTensorType>(part.value.getType()).getElementType()));
+        // Each operand from outside the group is sliced once; one from
+        // inside is the tile its op computed.
+        IRMapping tiles;
+        for (auto [op, described] : llvm::zip(group, ops)) {
+          for (const Part &part : described.operands) {
+            if (tiles.contains(part.value))
+              continue;
+            slicer.tile(b, l, part, index, offsets, sizes);
+            SmallVector<OpFoldResult> ones(sizes.size(), b.getIndexAttr(1));
+            tiles.map(part.value,
+                      tensor::ExtractSliceOp::create(b, l, part.value, offsets,
+                                                     indexAttrs(sizes), ones)
+                          .getResult());
+          }
+          SmallVector<Value> tileOperands = llvm::map_to_vector(
+              op->getOperands(), [&](Value v) { return tiles.lookup(v); });
+          SmallVector<Type> tileTypes;
+          for (const Part &part : described.results) {
+            slicer.tile(b, l, part, index, offsets, sizes);
+            tileTypes.push_back(RankedTensorType::get(
+                sizes,
+                cast<RankedTensorType>(part.value.getType()).getElementType()));
+          }
+          OperationState state(l, op->getName(), tileOperands, tileTypes,
+                               op->getAttrs());
+          Operation *tileOp = b.create(state);
+          for (auto [result, tile] :
+               llvm::zip(op->getResults(), tileOp->getResults()))
+            tiles.map(result, tile);
         }
-        OperationState state(l, op->getName(), tileOperands, tileTypes,
-                             op->getAttrs());
-        Operation *tileOp = b.create(state);
         auto inParallel = scf::InParallelOp::create(b, l);
         b.setInsertionPointToStart(inParallel.getBody());
-        for (auto [i, part] : llvm::enumerate(results)) {
-          Value tileResult = tileOp->getResult(i);
-          auto tileType = cast<RankedTensorType>(tileResult.getType());
-          SmallVector<OpFoldResult> sizeAttrs = llvm::map_to_vector(
-              tileType.getShape(),
-              [&](int64_t s) -> OpFoldResult { return b.getIndexAttr(s); });
-          SmallVector<OpFoldResult> ones(sizeAttrs.size(), b.getIndexAttr(1));
+        for (auto [i, output] : llvm::enumerate(outputs)) {
+          Value tile = tiles.lookup(output.value);
+          auto tileType = cast<RankedTensorType>(tile.getType());
+          SmallVector<OpFoldResult> ones(tileType.getRank(), b.getIndexAttr(1));
           tensor::ParallelInsertSliceOp::create(
-              b, l, tileResult, shared[i], resultOffsets[i], sizeAttrs, ones);
+              b, l, tile, shared[i], outputOffsets[i],
+              indexAttrs(tileType.getShape()), ones);
         }
       });
-  rewriter.replaceOp(op, forall.getResults());
+  for (auto [output, result] : llvm::zip(outputs, forall.getResults()))
+    rewriter.replaceAllUsesWith(output.value, result);
+  for (Operation *op : llvm::reverse(group))
+    rewriter.eraseOp(op);
   return success();
 }
 
@@ -273,9 +318,27 @@ struct LaDistributeChunksPass
       if (isa<ChunkCumsumOp, ChunkWYOp, ChunkStateScanOp, ChunkIntraOp,
               ChunkInterOp>(op))
         chunkOps.push_back(&op);
-    IRRewriter rewriter(&getContext());
+    // An intra-chunk product read only by its chunk's output runs in the
+    // output's task: one kernel, the product in shared memory.
+    SmallVector<SmallVector<Operation *, 2>> groups;
+    llvm::SmallPtrSet<Operation *, 4> joined;
     for (Operation *op : chunkOps)
-      if (failed(distribute(rewriter, op, valueTile)))
+      if (auto inter = dyn_cast<ChunkInterOp>(op))
+        if (auto intra = inter.getIntra().getDefiningOp<ChunkIntraOp>())
+          if (intra->hasOneUse() && intra->getBlock() == op->getBlock())
+            joined.insert(intra);
+    for (Operation *op : chunkOps) {
+      if (joined.contains(op))
+        continue;
+      groups.push_back({op});
+      if (auto inter = dyn_cast<ChunkInterOp>(op))
+        if (Operation *intra = inter.getIntra().getDefiningOp();
+            intra && joined.contains(intra))
+          groups.back().insert(groups.back().begin(), intra);
+    }
+    IRRewriter rewriter(&getContext());
+    for (ArrayRef<Operation *> group : groups)
+      if (failed(distribute(rewriter, group, valueTile)))
         return signalPassFailure();
   }
 };
