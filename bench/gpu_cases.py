@@ -125,10 +125,13 @@ BENCH_SHAPES = ((1, 8192, 16, 128), (2, 16384, 16, 128), (1, 8192, 32, 128))
 BENCH_VARIANTS = ("gla", "gated_deltanet", "kda")
 BENCH_DTYPES = ("f32", "bf16")
 #: la's implementations in the benchmark: the fused schedule without and
-#: with tensor cores, and the chunk-parallel schedule with chunks of 16, 32
-#: and 64 (bf16 only: fla's dtype in the device check; 64 for Gated
+#: with tensor cores, and, in bf16 only (fla's dtype in the device check),
+#: the fused schedule with its state in shared memory and 512 threads and
+#: the chunk-parallel schedule with chunks of 16, 32 and 64 (64 for Gated
 #: DeltaNet only).
 BENCH_IMPLS = {"la": {}, "la-tc": {},
+               # the fused schedule with the sweep's best GLA settings
+               "la-ss512": {"state-in-shared-memory": "true", "threads-per-block": 512},
                "la-cp16": dict(CHUNK_PARALLEL, **{"chunk-size": 16}),
                "la-cp32": dict(CHUNK_PARALLEL, **{"chunk-size": 32}),
                "la-cp64": dict(CHUNK_PARALLEL, **{"chunk-size": 64})}
@@ -145,7 +148,7 @@ BENCH_CASES = ([bench_case(v, B, T, H, D, dt, impl)
                 for impl in ("la", "la-tc")]
                + [bench_case(v, B, T, H, D, "bf16", impl)
                   for (B, T, H, D) in BENCH_SHAPES for v in BENCH_VARIANTS
-                  for impl in ("la-cp16", "la-cp32", "la-cp64")
+                  for impl in ("la-ss512", "la-cp16", "la-cp32", "la-cp64")
                   # chunks of 64 with channel gates need 312 KB of shared
                   # memory per block (the output's tasks take all of V)
                   if impl != "la-cp64" or v == "gated_deltanet"])
@@ -168,8 +171,9 @@ PROFILE_CASES = ([Case(v, 1, T, H, 128, 128, tensor_cores=tc)
 #: the schedule sweep of bench/gpu_profile.py --sweep: threads per block,
 #: value tile and chunk size around la-lower-to-nvvm's earlier defaults
 #: (128, 32, 32; now 256, 16, 16), without and with tensor cores, at
-#: (1,1024,16,128,128); and state-in-shared-memory at 256 / 16 / 16 and
-#: 512 / 16 / 16 (not yet measured).
+#: (1,1024,16,128,128); state-in-shared-memory at 256 / 16 / 16 and
+#: 512 / 16 / 16; and the chunk-parallel schedule (threads, the scan's value
+#: tile, chunk size).
 SWEEP_CASES = [Case(v, 1, 1024, 16, 128, 128, tensor_cores=tc,
                     options={"threads-per-block": t, "value-tile": vt, "chunk-size": c})
                for v in ("gla", "gated_deltanet") for tc in (False, True)
@@ -177,7 +181,12 @@ SWEEP_CASES = [Case(v, 1, 1024, 16, 128, 128, tensor_cores=tc,
               [Case(v, 1, 1024, 16, 128, 128, tensor_cores=tc,
                     options={"threads-per-block": t, "value-tile": 16, "chunk-size": 16,
                              "state-in-shared-memory": "true"})
-               for v in ("gla", "gated_deltanet") for tc in (False, True) for t in (256, 512)]
+               for v in ("gla", "gated_deltanet") for tc in (False, True) for t in (256, 512)] + \
+              [Case(v, 1, 1024, 16, 128, 128, tensor_cores=tc,
+                    options=dict(CHUNK_PARALLEL, **{"threads-per-block": t, "value-tile": vt,
+                                                    "chunk-size": c}))
+               for v in ("gla", "gated_deltanet") for tc in (False, True)
+               for t in (256, 512) for vt in (16, 32) for c in (16, 32)]
 
 
 def library_path(case, directory=DEFAULT_DIR):

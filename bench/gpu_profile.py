@@ -112,14 +112,15 @@ def sweep(directory, budget_s):
             group = [r for r in rows if r[0].variant == variant and r[0].tensor_cores == tc]
             group.sort(key=lambda r: (r[1] is None, r[1] or 0))
             print(f"\n{variant}, tensor cores {'on' if tc else 'off'} (1,1024,16,128,128) f32:")
-            print(f"  {'threads':>7} {'v-tile':>6} {'chunk':>5} {'state':>6} {'ms':>9} "
-                  f"{'rel_rms':>9}  result")
+            print(f"  {'schedule':>8} {'threads':>7} {'v-tile':>6} {'chunk':>5} {'state':>6} "
+                  f"{'ms':>9} {'rel_rms':>9}  result")
             for case, ms, err, limit, result in group:
                 o = case.options
                 cells = (f"{ms:9.3f} {err:9.2e}" if ms is not None else f"{'-':>9} {'-':>9}")
                 state = "shared" if o.get("state-in-shared-memory") else "global"
-                print(f"  {o['threads-per-block']:>7} {o['value-tile']:>6} {o['chunk-size']:>5} "
-                      f"{state:>6} {cells}  {result}")
+                schedule = "cp" if o.get("schedule") == "chunk-parallel" else "fused"
+                print(f"  {schedule:>8} {o['threads-per-block']:>7} {o['value-tile']:>6} "
+                      f"{o['chunk-size']:>5} {state:>6} {cells}  {result}")
                 failed += result not in ("ok", "skipped (budget)")
     return 1 if failed else 0
 
