@@ -186,7 +186,7 @@ SWEEP_CASES = [Case(v, 1, 1024, 16, 128, 128, tensor_cores=tc,
                     options=dict(CHUNK_PARALLEL, **{"threads-per-block": t, "value-tile": vt,
                                                     "chunk-size": c}))
                for v in ("gla", "gated_deltanet") for tc in (False, True)
-               for t in (256, 512) for vt in (16, 32) for c in (16, 32)]
+               for t in (256, 512) for vt in (8, 16, 32) for c in (16, 32)]
 
 
 def library_path(case, directory=DEFAULT_DIR):
