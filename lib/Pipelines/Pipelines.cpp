@@ -289,6 +289,9 @@ void mlir::la::buildLowerToNVVMPipeline(OpPassManager &pm,
   // made ~85% of a chunk's instructions index and loop arithmetic).
   pm.addPass(createGpuLaunchSinkIndexComputationsPass());
   pm.addPass(createGpuKernelOutliningPass());
+  // Multiply-adds as FMAs (NVPTX keeps mul.rn and add.rn apart otherwise).
+  if (options.fpContract)
+    pm.addNestedPass<gpu::GPUModuleOp>(createLaAllowFPContractionPass());
   pm.addPass(createConvertVectorToSCFPass());
   pm.addPass(createSCFToControlFlowPass());
   pm.addPass(createConvertNVVMToLLVMPass());

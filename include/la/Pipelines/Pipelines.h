@@ -155,6 +155,11 @@ struct LowerToNVVMOptions : public PassPipelineOptions<LowerToNVVMOptions> {
       llvm::cl::desc("keep the running state in shared memory, the final "
                      "state written once (not yet measured on a GPU)"),
       llvm::cl::init(false)};
+  PassOptions::Option<bool> fpContract{
+      *this, "fp-contract",
+      llvm::cl::desc("let LLVM fuse the kernels' multiplies and adds into "
+                     "FMAs (fastmath<contract>)"),
+      llvm::cl::init(true)};
   PassOptions::Option<MmaPrecision> mmaPrecision{
       *this, "mma-precision",
       llvm::cl::desc("with tensor-cores: the instructions' input type, tf32, "

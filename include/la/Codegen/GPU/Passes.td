@@ -112,6 +112,19 @@ def LaTileForGPUPass : Pass<"la-tile-for-gpu", "func::FuncOp"> {
   ];
 }
 
+def LaAllowFPContractionPass : Pass<"la-allow-fp-contraction"> {
+  let summary = "Let LLVM fuse the kernels' multiplies and adds into FMAs";
+  let description = [{
+    Adds `contract` to the fast-math flags of every arith op that takes them,
+    in the op it runs on (la-lower-to-nvvm runs it on the outlined
+    `gpu.module`s, `fp-contract=true`). Without it NVPTX issues a separate
+    `mul.rn` and `add.rn` for each multiply-add of the kernels' scalar
+    loops; with it LLVM may fuse them into `fma.rn` (one rounding instead
+    of two). No other fast-math assumption is made.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect"];
+}
+
 def LaMapToGPUPass : Pass<"la-map-to-gpu", "func::FuncOp"> {
   let summary = "Turn la-tile-for-gpu's bufferized loops into GPU kernels";
   let description = [{
