@@ -24,6 +24,8 @@
 #include "mlir/Transforms/Passes.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/Target/TargetMachine.h"
+#include "llvm/TargetParser/Host.h"
+#include "llvm/TargetParser/Triple.h"
 
 #include <cmath>
 #include <cstdio>
@@ -200,6 +202,11 @@ void mlir::la::buildLowerToCPUPipeline(OpPassManager &pm,
   if (options.prefetch)
     pm.addNestedPass<func::FuncOp>(createLaPrefetchChunksPass());
 
+  // Denormals as zeros while the kernel runs (a decaying state would
+  // otherwise take x86's microcode assists).
+  if (options.flushDenormals &&
+      llvm::Triple(llvm::sys::getProcessTriple()).isX86())
+    pm.addNestedPass<func::FuncOp>(createLaFlushDenormalsPass());
   buildLowerBuffersToLLVMPipeline(pm, parallel, tile, options.hostAllocator,
                                   options.copyLoops);
 }

@@ -94,6 +94,12 @@ struct LowerToCPUOptions : public PassPipelineOptions<LowerToCPUOptions> {
                      "product (convert-la-to-linalg's gate-spread-limit; 0: "
                      "always the blocked form)"),
       llvm::cl::init(32.0)};
+  PassOptions::Option<bool> flushDenormals{
+      *this, "flush-denormals",
+      llvm::cl::desc("on x86 hosts, treat denormal floats as zeros while "
+                     "the kernel runs (la-flush-denormals: MXCSR's FTZ and "
+                     "DAZ bits, restored on return); elsewhere no effect"),
+      llvm::cl::init(true)};
   PassOptions::Option<bool> copyLoops{
       *this, "copy-loops",
       llvm::cl::desc("strided and dynamic memref.copy ops as loops "

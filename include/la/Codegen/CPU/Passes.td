@@ -163,6 +163,27 @@ def LaPrefetchChunksPass : Pass<"la-prefetch-chunks", "func::FuncOp"> {
   ];
 }
 
+def LaFlushDenormalsPass : Pass<"la-flush-denormals", "func::FuncOp"> {
+  let summary = "Treat denormal floats as zeros while an x86 kernel runs";
+  let description = [{
+    Runs on buffers, before the thread loops become OpenMP. Sets MXCSR's
+    flush-to-zero and denormals-are-zero bits at the function's entry and
+    at the start of each outermost `scf.forall` body (a thread's task:
+    OpenMP's threads keep their own MXCSR), and restores the saved bits before each
+    `func.return` and at the end of each body, through the LLVM intrinsics
+    `llvm.x86.sse.stmxcsr` / `ldmxcsr` on a stack slot. A state that decays
+    through a long stretch without writes reaches the denormal range, where
+    each x86 operation on it takes a microcode assist (8x slower on a
+    half-masked Gated DeltaNet call); values below 2^-126 (1.2e-38) become
+    zeros, far below any tolerance la checks. x86 only: la-lower-to-cpu
+    adds it on x86 hosts (`flush-denormals`, default on).
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::LLVM::LLVMDialect"
+  ];
+}
+
 def LaCopyLoopsPass : Pass<"la-copy-loops", "func::FuncOp"> {
   let summary = "Turn strided or dynamic memref.copy ops into loops";
   let description = [{
