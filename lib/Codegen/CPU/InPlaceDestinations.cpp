@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "la/Codegen/CPU/Passes.h"
+#include "la/Dialect/La/LaUtils.h"
 
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Bufferization/Transforms/Transforms.h"
@@ -154,20 +155,11 @@ static void cloneForEachUser(RewriterBase &rewriter, Operation *op) {
 /// The `tensor.empty` that `value`'s buffer starts as, following tied
 /// destinations through destination-passing ops and loops.
 static tensor::EmptyOp destinationRoot(Value value) {
-  while (auto result = dyn_cast<OpResult>(value)) {
-    Operation *op = result.getOwner();
-    if (auto empty = dyn_cast<tensor::EmptyOp>(op))
-      return empty;
-    if (auto forall = dyn_cast<scf::ForallOp>(op))
-      value = forall.getOutputs()[result.getResultNumber()];
-    else if (auto loop = dyn_cast<scf::ForOp>(op))
-      value = loop.getInitArgs()[result.getResultNumber()];
-    else if (auto dps = dyn_cast<DestinationStyleOpInterface>(op))
-      value = dps.getTiedOpOperand(result)->get();
-    else
-      return {};
-  }
-  return {};
+  if (auto empty = value.getDefiningOp<tensor::EmptyOp>())
+    return empty;
+  OpOperand *destination = findEmptyDestination(value);
+  return destination ? destination->get().getDefiningOp<tensor::EmptyOp>()
+                     : tensor::EmptyOp();
 }
 
 /// A function result that is a collapsed view of a tensor built in a

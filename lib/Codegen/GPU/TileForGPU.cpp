@@ -16,6 +16,7 @@
 #include "la/Codegen/GPU/GPUTiling.h"
 #include "la/Codegen/GPU/Passes.h"
 #include "la/Dialect/La/LaDialect.h"
+#include "la/Dialect/La/LaUtils.h"
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -338,30 +339,6 @@ static void keepLoopStatesInTask(RewriterBase &rewriter, scf::ForallOp tasks) {
       rewriter.modifyOpInPlace(producer, [&] { destination->set(fresh); });
     }
   }
-}
-
-/// The use of a `tensor.empty` that the task's tile `value` is computed in:
-/// followed back through destination operands, loop-carried values and
-/// insertions. Null if the chain ends elsewhere.
-static OpOperand *findEmptyDestination(Value value) {
-  while (Operation *def = value.getDefiningOp()) {
-    OpOperand *destination = nullptr;
-    unsigned index = cast<OpResult>(value).getResultNumber();
-    if (auto loop = dyn_cast<scf::ForOp>(def))
-      destination = &loop.getInitArgsMutable()[index];
-    else if (auto insert = dyn_cast<tensor::InsertSliceOp>(def))
-      destination = &insert.getDestMutable();
-    else if (auto forall = dyn_cast<scf::ForallOp>(def))
-      destination = &forall.getOutputsMutable()[index];
-    else if (auto dps = dyn_cast<DestinationStyleOpInterface>(def))
-      destination = dps.getTiedOpOperand(cast<OpResult>(value));
-    if (!destination)
-      return nullptr;
-    if (destination->get().getDefiningOp<tensor::EmptyOp>())
-      return destination;
-    value = destination->get();
-  }
-  return nullptr;
 }
 
 /// Computes each tile that the task writes into an output in that output's

@@ -87,6 +87,13 @@ std::pair<Value, Value> extractSequenceBounds(OpBuilder &b, Location loc,
                                               Value cuSeqlens, Value n,
                                               Value tokens);
 
+/// The use of a `tensor.empty` that `value`'s buffer starts as: followed
+/// back through the tied destinations of destination-passing ops (linalg,
+/// tensor.insert_slice), scf.forall's shared outputs and scf.for's
+/// loop-carried inits. Null when the chain ends elsewhere (or `value` is
+/// itself the tensor.empty).
+OpOperand *findEmptyDestination(Value value);
+
 /// Replaces `op`'s results with `values` (one per result; a null value for
 /// an absent optional result is skipped), inserting tensor.cast where the
 /// static shapes differ.

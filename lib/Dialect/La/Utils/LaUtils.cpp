@@ -4,6 +4,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 
@@ -405,4 +406,24 @@ Value ReverseFlips::tokens(Value x) const {
 
 Value ReverseFlips::sequences(Value x) const {
   return x && reverse && cuSeqlens ? flipDim(b, loc, x, 0) : x;
+}
+
+OpOperand *mlir::la::findEmptyDestination(Value value) {
+  while (auto result = dyn_cast<OpResult>(value)) {
+    Operation *op = result.getOwner();
+    unsigned index = result.getResultNumber();
+    OpOperand *destination = nullptr;
+    if (auto forall = dyn_cast<scf::ForallOp>(op))
+      destination = &forall.getOutputsMutable()[index];
+    else if (auto loop = dyn_cast<scf::ForOp>(op))
+      destination = &loop.getInitArgsMutable()[index];
+    else if (auto dps = dyn_cast<DestinationStyleOpInterface>(op))
+      destination = dps.getTiedOpOperand(result);
+    if (!destination)
+      return nullptr;
+    if (destination->get().getDefiningOp<tensor::EmptyOp>())
+      return destination;
+    value = destination->get();
+  }
+  return nullptr;
 }
