@@ -47,9 +47,10 @@ def LaDistributeChunksPass : Pass<"la-distribute-chunks", "func::FuncOp"> {
 def LaTileForGPUPass : Pass<"la-tile-for-gpu", "func::FuncOp"> {
   let summary = "Tile la's fused chunked program onto GPU blocks and threads";
   let description = [{
-    The GPU schedule of the program that `la-fuse-recurrence` and
-    `convert-la-to-linalg` produce, on tensors. Each outermost `scf.forall`
-    (the (batch, value head[, value tile]) tasks, normalized, at most three
+    The GPU schedule of the program that `la-fuse-recurrence` (or
+    `la-distribute-chunks`) and `convert-la-to-linalg` produce, on tensors.
+    Each outermost `scf.forall` (the (batch, value head[, value tile])
+    tasks, or the chunk-parallel schedule's, normalized, at most three
     dimensions) gets `#gpu.block<x/y/z>` mappings: one thread block per
     task, the chunk loop inside it. Each `linalg` op directly inside a task
     becomes an `scf.forall` over its non-unit parallel iterations, one output
@@ -72,7 +73,9 @@ def LaTileForGPUPass : Pass<"la-tile-for-gpu", "func::FuncOp"> {
     `mma-precision`).
 
     Staging (`stage-inputs`): each static slice that a task reads from a
-    tensor defined outside it (a chunk of q, k, v, the gates, ...) is first
+    tensor defined outside it (a chunk of q, k, v, the gates, ...; not a
+    slice that is only sliced further, such as the chunk-parallel scan's
+    whole sequence, whose chunk slices are staged instead) is first
     copied (`linalg.copy`, tiled onto threads like the other ops) into a
     task-local tensor, which ends in shared memory: the block reads each
     chunk of its inputs from global memory once, coalesced.
@@ -108,7 +111,8 @@ def LaTileForGPUPass : Pass<"la-tile-for-gpu", "func::FuncOp"> {
     Option<"resultsInOutputs", "results-in-outputs", "bool", "false",
            "compute each tile that a task writes into an output, when it "
            "starts from a tensor.empty, in the output's slice (global "
-           "memory) instead of a buffer of the task">
+           "memory) instead of a buffer of the task (only that use of the "
+           "tensor.empty is replaced)">
   ];
 }
 
