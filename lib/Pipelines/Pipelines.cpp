@@ -213,8 +213,12 @@ void mlir::la::buildLowerToCPUPipeline(OpPassManager &pm,
 
 void mlir::la::buildGPUScheduleOnTensorsPipeline(
     OpPassManager &pm, const LowerToNVVMOptions &options) {
-  // The fused program on tensors, tiled onto blocks and threads.
-  pm.addPass(createLaLowerToRecurrencePass());
+  // The fused program on tensors, tiled onto blocks and threads. Grouped
+  // query heads are repeated per state: the GPU tiling does not take
+  // them yet.
+  LaLowerToRecurrencePassOptions lowerOptions;
+  lowerOptions.expandQueryGroups = true;
+  pm.addPass(createLaLowerToRecurrencePass(lowerOptions));
   // Gradients that are recurrences again take the forward's schedule; the
   // element-wise work between them becomes kernels of its own.
   pm.addPass(createLaExpandRecurrenceGradPass());

@@ -188,6 +188,13 @@ static LogicalResult distribute(RewriterBase &rewriter,
       if (!cast<RankedTensorType>(v.getType()).hasStaticShape())
         return op->emitOpError("needs static shapes for the chunk-parallel "
                                "GPU schedule");
+    if (auto inter = dyn_cast<ChunkInterOp>(op);
+        inter && inter.getStates().getType().getDimSize(2) !=
+                     inter.getIntra().getType().getDimSize(3))
+      return op->emitOpError(
+          "reads each state for several output heads (grouped query "
+          "heads), which the chunk-parallel GPU schedule does not "
+          "distribute yet; use the fused schedule");
   }
   auto inGroup = [&](Operation *op) { return llvm::is_contained(group, op); };
   bool scan = isa<ChunkStateScanOp>(group.front());

@@ -1404,14 +1404,30 @@ struct ChunkInterToLinalg : OpRewritePattern<ChunkInterOp> {
 
     // O = intra + Q'^T S_n. Loops (b,n,i,hv,vv,kk). With value-side gates C
     // the product is formed on its own and added as exp(C) Q'^T S_n.
+    // Grouped query heads read state hv / (HV/HS); a single state (one task
+    // of the fused schedule) is read without its head dim, so that the map
+    // stays a projected permutation (la-tile's vector tiles need one).
+    Value states = op.getStates();
+    AffineMap statesMap = dimMap(ctx, 6, {0, 1, 3, 5, 4});
+    FailureOr<int64_t> stateGroup =
+        groupSize(op.getStates().getType(), op.getIntra().getType(), 2, 3);
+    if (failed(stateGroup))
+      return rewriter.notifyMatchFailure(op, "needs static state heads");
+    if (*stateGroup > 1 && op.getStates().getType().getDimSize(2) == 1) {
+      states =
+          extractUnitSlice(rewriter, loc, states, 2, rewriter.getIndexAttr(0));
+      statesMap = dimMap(ctx, 6, {0, 1, 5, 4});
+    } else if (*stateGroup > 1) {
+      statesMap = dimMap(ctx, 6, {0, 1, -4, 5, 4}, *stateGroup);
+    }
     Value valueGates = op.getValueGates();
     Value sum = buildGeneric(
-        rewriter, loc, ValueRange{scaledQueries, op.getStates()},
+        rewriter, loc, ValueRange{scaledQueries, states},
         valueGates ? zeroTensor(rewriter, loc,
                                 mixedSizes(rewriter, loc, op.getIntra()))
                    : op.getIntra(),
-        {dimMap(ctx, 6, {0, 1, 2, -4, 5}, *group),
-         dimMap(ctx, 6, {0, 1, 3, 5, 4}), dimMap(ctx, 6, {0, 1, 2, 3, 4})},
+        {dimMap(ctx, 6, {0, 1, 2, -4, 5}, *group), statesMap,
+         dimMap(ctx, 6, {0, 1, 2, 3, 4})},
         5, 1, [&](OpBuilder &b, Location l, ValueRange args) -> Value {
           return addF(b, l, args[2], mulF(b, l, args[0], args[1]));
         });

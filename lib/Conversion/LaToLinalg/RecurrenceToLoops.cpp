@@ -113,15 +113,22 @@ std::pair<Value, Value> TokenStepBuilder::build(OpBuilder &b, Location loc,
   }
   }
 
-  // o_t = S^T (scale q). Loops (b,hv,vv,kk).
+  // o_t = S^T (scale q). Loops (b,hv,vv,kk); with grouped query heads
+  // (b,hq,vv,kk), query head hq reading state hq / G.
   SmallVector<OpFoldResult> outSizes = {stateSizes[0], stateSizes[1],
                                         stateSizes[3]};
+  AffineMap queryMap = dimMap(ctx, 4, {0, -2, 3}, group);
+  AffineMap readMap = dimMap(ctx, 4, {0, 1, 3, 2});
+  if (queryGroup) {
+    outSizes[1] = tensor::getMixedSize(b, loc, q, 1);
+    queryMap = dimMap(ctx, 4, {0, 1, 3});
+    readMap = dimMap(ctx, 4, {0, -2, 3, 2}, queryGroup);
+  }
   Value scale = constantF32(b, loc, in.scale);
   Value out =
       buildGeneric(b, loc, ValueRange{q, next}, zeroTensor(b, loc, outSizes),
-                   {dimMap(ctx, 4, {0, -2, 3}, group),
-                    dimMap(ctx, 4, {0, 1, 3, 2}), dimMap(ctx, 4, {0, 1, 2})},
-                   3, 1, [&](OpBuilder &nb, Location l, ValueRange a) {
+                   {queryMap, readMap, dimMap(ctx, 4, {0, 1, 2})}, 3, 1,
+                   [&](OpBuilder &nb, Location l, ValueRange a) {
                      Value scaled =
                          mulF(nb, l, extendToF32(nb, l, a[0]), scale);
                      return addF(nb, l, a[2], mulF(nb, l, scaled, a[1]));
@@ -177,17 +184,19 @@ struct RecurrenceToLoops : OpRewritePattern<RecurrenceOp> {
                                 PatternRewriter &rewriter) const override {
     if (op.getGate() == GateKind::Fixed || op.getNormalizer())
       return rewriter.notifyMatchFailure(op, "simplify the recurrence first");
-    int64_t heads = op.getQ().getType().getDimSize(2);
+    int64_t heads = op.getK().getType().getDimSize(2);
     int64_t valueHeads = op.getV().getType().getDimSize(2);
     if (ShapedType::isDynamic(heads) || ShapedType::isDynamic(valueHeads))
       return rewriter.notifyMatchFailure(op, "needs static H and HV");
     Location loc = op.getLoc();
     RecurrenceInputs inputs = RecurrenceInputs::of(op);
     inputs.gv = op.getGv();
-    TokenStepBuilder step(inputs, valueHeads / heads, op.getContext());
+    TokenStepBuilder step(inputs, valueHeads / heads, op.getContext(),
+                          op.getQueryGroupSize());
     Type outputElementType = op.getO().getType().getElementType();
+    SmallVector<OpFoldResult> valueSizes = mixedSizes(rewriter, loc, op.getV());
     SmallVector<OpFoldResult> outputSizes =
-        mixedSizes(rewriter, loc, op.getV());
+        mixedSizes(rewriter, loc, op.getOInit());
     Value zero = arith::ConstantIndexOp::create(rewriter, loc, 0);
     Value one = arith::ConstantIndexOp::create(rewriter, loc, 1);
     OpFoldResult keyDim = tensor::getMixedSize(rewriter, loc, op.getK(), 3);
@@ -214,9 +223,9 @@ struct RecurrenceToLoops : OpRewritePattern<RecurrenceOp> {
     if (!op.getCuSeqlens()) {
       Value state = op.getNonZeroInitialState();
       if (!state)
-        state = zeroTensor(
-            rewriter, loc,
-            {outputSizes[0], outputSizes[2], keyDim, outputSizes[3]});
+        state =
+            zeroTensor(rewriter, loc,
+                       {valueSizes[0], valueSizes[2], keyDim, valueSizes[3]});
       Value output = emptyTensor(rewriter, loc, outputSizes, outputElementType);
       Value time = getValueOrCreateConstantIndexOp(
           rewriter, loc, tensor::getMixedSize(rewriter, loc, op.getQ(), 1));
@@ -232,8 +241,8 @@ struct RecurrenceToLoops : OpRewritePattern<RecurrenceOp> {
         rewriter, loc, tensor::DimOp::create(rewriter, loc, cuSeqlens, 0), one);
     Value outputInit =
         filledTensor(rewriter, loc, outputSizes, outputElementType, 0.0);
-    SmallVector<OpFoldResult> finalSizes = {numSequences, outputSizes[2],
-                                            keyDim, outputSizes[3]};
+    SmallVector<OpFoldResult> finalSizes = {numSequences, valueSizes[2], keyDim,
+                                            valueSizes[3]};
     Value finalInit =
         emptyTensor(rewriter, loc, finalSizes, rewriter.getF32Type());
     auto loop = scf::ForOp::create(
@@ -249,7 +258,7 @@ struct RecurrenceToLoops : OpRewritePattern<RecurrenceOp> {
           else
             state = zeroTensor(
                 b, l,
-                {b.getIndexAttr(1), outputSizes[2], keyDim, outputSizes[3]});
+                {b.getIndexAttr(1), valueSizes[2], keyDim, valueSizes[3]});
           auto inner = timeLoop(b, l, begin, end, state, iterArgs[0]);
           Value finals = insertAt(b, l, inner.getResult(0), iterArgs[1], 0, n);
           scf::YieldOp::create(b, l, ValueRange{inner.getResult(1), finals});

@@ -34,13 +34,16 @@ struct RecurrenceInputs {
 
 /// Emits the per-token update and read-out. Loops are named b (batch),
 /// hv (value head), kk (key channel), vv (value channel); a value head reads
-/// key head hv floordiv group.
+/// key head hv floordiv group. With grouped query heads (`queryGroup` G >
+/// 0), the read-out has one row per query head hq, reading state hq / G.
 class TokenStepBuilder {
 public:
-  TokenStepBuilder(const RecurrenceInputs &in, int64_t group, MLIRContext *ctx)
-      : in(in), group(group), ctx(ctx) {}
+  TokenStepBuilder(const RecurrenceInputs &in, int64_t group, MLIRContext *ctx,
+                   int64_t queryGroup = 0)
+      : in(in), group(group), queryGroup(queryGroup), ctx(ctx) {}
 
-  /// Returns the state after token t and the output row [B,HV,V] (f32).
+  /// Returns the state after token t and the output row [B,HV,V] (f32;
+  /// [B,HQ,V] with grouped query heads).
   std::pair<Value, Value> build(OpBuilder &b, Location loc, Value state,
                                 Value t);
 
@@ -53,6 +56,7 @@ private:
 
   RecurrenceInputs in;
   int64_t group;
+  int64_t queryGroup;
   MLIRContext *ctx;
 };
 

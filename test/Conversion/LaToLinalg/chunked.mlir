@@ -401,3 +401,31 @@ func.func @scan_inter_value_gates(%q: tensor<1x2x16x1x4xf32>, %k: tensor<1x2x16x
   %o = la.chunk_inter %q, %states, %intra value_gates(%c : tensor<1x2x16x1x8xf32>) {scale = 0.5 : f32} : tensor<1x2x16x1x4xf32>, tensor<1x2x1x4x8xf32>, tensor<1x2x16x1x8xf32> -> tensor<1x2x16x1x8xf32>
   return %o : tensor<1x2x16x1x8xf32>
 }
+
+// -----
+
+// Grouped query heads: output head hv reads state hv floordiv (HV/HS). One
+// state (a task of the fused schedule) is read without its head dim, so the
+// product's maps stay projected permutations (la-tile vectorises those).
+// CHECK-DAG: #[[QM:.*]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2, d3, d5)>
+// CHECK-DAG: #[[ONE:.*]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d5, d4)>
+// CHECK-DAG: #[[OM:.*]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2, d3, d4)>
+// CHECK-DAG: #[[GROUPS:.*]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d3 floordiv 2, d5, d4)>
+// CHECK-LABEL: func.func @inter_one_state
+// CHECK-SAME: (%[[Q:[^:]*]]: tensor<1x1x16x3x8xf32>, %[[S:[^:]*]]: tensor<1x1x1x8x16xf32>, %[[INTRA:[^:]*]]: tensor<1x1x16x3x16xf32>)
+// CHECK: %[[QS:.*]] = linalg.generic {{.*}} ins(%[[Q]] : tensor<1x1x16x3x8xf32>)
+// CHECK: %[[S1:.*]] = tensor.extract_slice %[[S]][0, 0, 0, 0, 0] [1, 1, 1, 8, 16] [1, 1, 1, 1, 1] : tensor<1x1x1x8x16xf32> to tensor<1x1x8x16xf32>
+// CHECK: linalg.generic {indexing_maps = [#[[QM]], #[[ONE]], #[[OM]]], {{.*}} ins(%[[QS]], %[[S1]] : tensor<1x1x16x3x8xf32>, tensor<1x1x8x16xf32>) outs(%[[INTRA]] : tensor<1x1x16x3x16xf32>)
+func.func @inter_one_state(%q: tensor<1x1x16x3x8xf32>, %s: tensor<1x1x1x8x16xf32>, %intra: tensor<1x1x16x3x16xf32>) -> tensor<1x1x16x3x16xf32> {
+  %0 = la.chunk_inter %q, %s, %intra {scale = 0.5 : f32} : tensor<1x1x16x3x8xf32>, tensor<1x1x1x8x16xf32>, tensor<1x1x16x3x16xf32> -> tensor<1x1x16x3x16xf32>
+  return %0 : tensor<1x1x16x3x16xf32>
+}
+
+// CHECK-LABEL: func.func @inter_state_groups
+// CHECK-SAME: (%[[Q:[^:]*]]: tensor<1x2x16x4x8xf32>, %[[S:[^:]*]]: tensor<1x2x2x8x16xf32>, %[[INTRA:[^:]*]]: tensor<1x2x16x4x16xf32>)
+// CHECK: %[[QS:.*]] = linalg.generic {{.*}} ins(%[[Q]] : tensor<1x2x16x4x8xf32>)
+// CHECK: linalg.generic {indexing_maps = [#[[QM]], #[[GROUPS]], #[[OM]]], {{.*}} ins(%[[QS]], %[[S]] : tensor<1x2x16x4x8xf32>, tensor<1x2x2x8x16xf32>) outs(%[[INTRA]] : tensor<1x2x16x4x16xf32>)
+func.func @inter_state_groups(%q: tensor<1x2x16x4x8xf32>, %s: tensor<1x2x2x8x16xf32>, %intra: tensor<1x2x16x4x16xf32>) -> tensor<1x2x16x4x16xf32> {
+  %0 = la.chunk_inter %q, %s, %intra {scale = 0.5 : f32} : tensor<1x2x16x4x8xf32>, tensor<1x2x2x8x16xf32>, tensor<1x2x16x4x16xf32> -> tensor<1x2x16x4x16xf32>
+  return %0 : tensor<1x2x16x4x16xf32>
+}

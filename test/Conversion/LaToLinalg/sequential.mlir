@@ -105,3 +105,22 @@ func.func @reverse_tokens(%q: tensor<1x8x1x4xf32>, %v: tensor<1x8x1x4xf32>, %s0:
   %o, %s = la.recurrence decay(none) low_rank(none) %q, %q, %v outs(%oi, %s0 : tensor<1x8x1x4xf32>, tensor<1x1x4x4xf32>) {reverse, scale = 1.0 : f32} : tensor<1x8x1x4xf32>, tensor<1x8x1x4xf32>, tensor<1x8x1x4xf32> -> tensor<1x8x1x4xf32>, tensor<1x1x4x4xf32>
   return %o, %s : tensor<1x8x1x4xf32>, tensor<1x1x4x4xf32>
 }
+
+// -----
+
+// Grouped query heads (HQ = 4 over HV = H = 2): the state [B,HV,K,V] is
+// updated once per token; the read-out has one row per query head hq, which
+// reads state hq floordiv 2.
+// CHECK-DAG: #[[ROW:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>
+// CHECK-DAG: #[[READ:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1 floordiv 2, d3, d2)>
+// CHECK-DAG: #[[OUT:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+// CHECK-LABEL: func.func @grouped_query_heads
+// CHECK: scf.for %[[T:.*]] = {{.*}} iter_args(%[[S:.*]] = %{{.*}}, %[[OA:.*]] = %{{.*}}) -> (tensor<1x2x8x16xf32>, tensor<1x8x4x16xf32>)
+// CHECK: %[[NEXT:.*]] = linalg.generic {{.*}} ins(%[[S]], %{{.*}}, %{{.*}} : tensor<1x2x8x16xf32>, tensor<1x2x8xf32>, tensor<1x2x16xf32>) outs(%{{.*}} : tensor<1x2x8x16xf32>)
+// CHECK: %[[ROWS:.*]] = linalg.generic {indexing_maps = [#[[ROW]], #[[READ]], #[[OUT]]], {{.*}} ins(%{{.*}}, %[[NEXT]] : tensor<1x4x8xf32>, tensor<1x2x8x16xf32>) outs(%{{.*}} : tensor<1x4x16xf32>)
+// CHECK: tensor.insert_slice %[[ROWS]] into %[[OA]][0, %[[T]], 0, 0] [1, 1, 4, 16]
+func.func @grouped_query_heads(%q: tensor<1x8x4x8xf32>, %k: tensor<1x8x2x8xf32>, %v: tensor<1x8x2x16xf32>, %s0: tensor<1x2x8x16xf32>) -> (tensor<1x8x4x16xf32>, tensor<1x2x8x16xf32>) {
+  %oi = tensor.empty() : tensor<1x8x4x16xf32>
+  %o, %s = la.recurrence decay(none) low_rank(none) %q, %k, %v outs(%oi, %s0 : tensor<1x8x4x16xf32>, tensor<1x2x8x16xf32>) {scale = 0.5 : f32} : tensor<1x8x4x8xf32>, tensor<1x8x2x8xf32>, tensor<1x8x2x16xf32> -> tensor<1x8x4x16xf32>, tensor<1x2x8x16xf32>
+  return %o, %s : tensor<1x8x4x16xf32>, tensor<1x2x8x16xf32>
+}

@@ -191,3 +191,32 @@ func.func @reverse(%q: tensor<1x40x2x16xf32>, %k: tensor<1x40x2x16xf32>, %v: ten
   %o, %s = la.recurrence decay(none) low_rank(none) %q, %k, %v outs(%o0, %s0 : tensor<1x40x2x8xf32>, tensor<1x2x16x8xf32>) {reverse, scale = 0.25 : f32} : tensor<1x40x2x16xf32>, tensor<1x40x2x16xf32>, tensor<1x40x2x8xf32> -> tensor<1x40x2x8xf32>, tensor<1x2x16x8xf32>
   return %o, %s : tensor<1x40x2x8xf32>, tensor<1x2x16x8xf32>
 }
+
+// -----
+
+// Grouped query heads (HQ = 4 over H = HV = 2): the state scan runs on the
+// 2 states; the intra-chunk product takes k, the gates and v repeated per
+// query head (a [..,2,2,..] copy collapsed to 4 heads), and chunk_inter
+// reads each of the 2 states for its 2 query heads.
+// CHECK-LABEL: func.func @grouped_query_heads
+// CHECK-SAME: (%[[Q:[^:]*]]: tensor<1x32x4x8xf32>, %[[K:[^:]*]]: tensor<1x32x2x8xf32>, %[[V:[^:]*]]: tensor<1x32x2x16xf32>, %[[G:[^:]*]]: tensor<1x32x2x8xf32>, %[[S0:[^:]*]]: tensor<1x2x8x16xf32>)
+// CHECK: %[[QC:.*]] = tensor.expand_shape %[[Q]] {{.*}} into tensor<1x2x16x4x8xf32>
+// CHECK: %[[KC:.*]] = tensor.expand_shape %[[K]] {{.*}} into tensor<1x2x16x2x8xf32>
+// CHECK: %[[VC:.*]] = tensor.expand_shape %[[V]] {{.*}} into tensor<1x2x16x2x16xf32>
+// CHECK: %[[CUM:.*]] = la.chunk_cumsum
+// CHECK: %[[STATES:.*]], %[[FINAL:.*]] = la.chunk_state_scan %[[KC]], %[[VC]] gates(%[[CUM]] : tensor<1x2x16x2x8xf32>) initial_state(%[[S0]] : tensor<1x2x8x16xf32>) : {{.*}} -> tensor<1x2x2x8x16xf32>, tensor<1x2x8x16xf32>
+// CHECK: %[[KW:.*]] = linalg.generic {{.*}} ins(%[[KC]] : tensor<1x2x16x2x8xf32>) outs(%{{.*}} : tensor<1x2x16x2x2x8xf32>)
+// CHECK: %[[KR:.*]] = tensor.collapse_shape %[[KW]] {{.*}} into tensor<1x2x16x4x8xf32>
+// CHECK: %[[GW:.*]] = linalg.generic {{.*}} ins(%[[CUM]] : tensor<1x2x16x2x8xf32>)
+// CHECK: %[[GR:.*]] = tensor.collapse_shape %[[GW]] {{.*}} into tensor<1x2x16x4x8xf32>
+// CHECK: %[[VW:.*]] = linalg.generic {{.*}} ins(%[[VC]] : tensor<1x2x16x2x16xf32>)
+// CHECK: %[[VR:.*]] = tensor.collapse_shape %[[VW]] {{.*}} into tensor<1x2x16x4x16xf32>
+// CHECK: %[[INTRA:.*]] = la.chunk_intra %[[QC]], %[[KR]], %[[VR]] gates(%[[GR]] : tensor<1x2x16x4x8xf32>) {{.*}} -> tensor<1x2x16x4x16xf32>
+// CHECK: %[[OC:.*]] = la.chunk_inter %[[QC]], %[[STATES]], %[[INTRA]] gates(%[[GR]] : tensor<1x2x16x4x8xf32>) {{.*}} : tensor<1x2x16x4x8xf32>, tensor<1x2x2x8x16xf32>, tensor<1x2x16x4x16xf32> -> tensor<1x2x16x4x16xf32>
+// CHECK: %[[O:.*]] = tensor.collapse_shape %[[OC]] {{.*}} into tensor<1x32x4x16xf32>
+// CHECK: return %[[O]], %[[FINAL]]
+func.func @grouped_query_heads(%q: tensor<1x32x4x8xf32>, %k: tensor<1x32x2x8xf32>, %v: tensor<1x32x2x16xf32>, %g: tensor<1x32x2x8xf32>, %s0: tensor<1x2x8x16xf32>) -> (tensor<1x32x4x16xf32>, tensor<1x2x8x16xf32>) {
+  %oi = tensor.empty() : tensor<1x32x4x16xf32>
+  %o, %s = la.recurrence decay(channel) low_rank(none) %q, %k, %v g(%g : tensor<1x32x2x8xf32>) outs(%oi, %s0 : tensor<1x32x4x16xf32>, tensor<1x2x8x16xf32>) {scale = 0.5 : f32} : tensor<1x32x4x8xf32>, tensor<1x32x2x8xf32>, tensor<1x32x2x16xf32> -> tensor<1x32x4x16xf32>, tensor<1x2x8x16xf32>
+  return %o, %s : tensor<1x32x4x16xf32>, tensor<1x2x8x16xf32>
+}

@@ -129,8 +129,18 @@ func.func @inter_intra(%q: tensor<1x2x16x2x4xf32>, %s: tensor<1x2x2x4x8xf32>, %i
 // -----
 
 func.func @inter_states(%q: tensor<1x2x16x2x4xf32>, %s: tensor<1x1x2x4x8xf32>, %intra: tensor<1x2x16x2x8xf32>) {
-  // expected-error @+1 {{expects 'states' of shape [1,2,2,4,8] [B,NC,HV,K,V], got [1,1,2,4,8]}}
+  // expected-error @+1 {{expects 'states' of shape [1,2,2,4,8] [B,NC,HS,K,V] (HS dividing the output's heads), got [1,1,2,4,8]}}
   %0 = la.chunk_inter %q, %s, %intra {scale = 1.0 : f32} : tensor<1x2x16x2x4xf32>, tensor<1x1x2x4x8xf32>, tensor<1x2x16x2x8xf32> -> tensor<1x2x16x2x8xf32>
+  return
+}
+
+// -----
+
+// Grouped query heads: each state serves a group of output heads, whose
+// count it must divide.
+func.func @inter_state_groups(%q: tensor<1x2x16x4x4xf32>, %s: tensor<1x2x3x4x8xf32>, %intra: tensor<1x2x16x4x8xf32>) {
+  // expected-error @+1 {{expects the states' heads (3) to divide the output's heads (4)}}
+  %0 = la.chunk_inter %q, %s, %intra {scale = 1.0 : f32} : tensor<1x2x16x4x4xf32>, tensor<1x2x3x4x8xf32>, tensor<1x2x16x4x8xf32> -> tensor<1x2x16x4x8xf32>
   return
 }
 

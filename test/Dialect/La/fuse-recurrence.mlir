@@ -373,3 +373,28 @@ func.func @reverse(%q: tensor<1x40x2x4xf32>, %k: tensor<1x40x2x4xf32>, %v: tenso
   %o, %s = la.recurrence decay(none) low_rank(none) %q, %k, %v outs(%oi0, %zs0 : tensor<1x40x2x8xf32>, tensor<1x2x4x8xf32>) {reverse, scale = 0.5 : f32} : tensor<1x40x2x4xf32>, tensor<1x40x2x4xf32>, tensor<1x40x2x8xf32> -> tensor<1x40x2x8xf32>, tensor<1x2x4x8xf32>
   return %o, %s : tensor<1x40x2x8xf32>, tensor<1x2x4x8xf32>
 }
+
+// -----
+
+// Grouped query heads (HQ = 4 over HV = H = 2): tasks over (batch, state
+// head), each reading the 2 query heads of its state. Per chunk, one WY
+// transform and one state update of the task's state; the intra product and
+// chunk_inter for its 2 query heads.
+// CHECK-LABEL: func.func @grouped_query_heads
+// CHECK-SAME: (%[[Q:[^:]*]]: tensor<1x32x4x8xf32>, %[[K:[^:]*]]: tensor<1x32x2x8xf32>
+// CHECK: scf.forall (%[[B:.*]], %[[H:.*]]) in (1, 2) shared_outs(%[[OA:.*]] = %{{.*}}, %{{.*}} = %{{.*}}) -> (tensor<1x32x4x16xf32>, tensor<1x2x8x16xf32>)
+// CHECK: %[[QH:.*]] = affine.apply #{{.*}}(%[[H]])
+// CHECK: tensor.extract_slice %[[OA]][%[[B]], 0, %[[QH]], 0] [1, 32, 2, 16]
+// CHECK: scf.for %[[T:[^ ]*]] =
+// CHECK-DAG: tensor.extract_slice %[[Q]][%[[B]], %[[T]], %{{.*}}, 0] [1, 16, 2, 8]
+// CHECK-DAG: tensor.extract_slice %[[K]][%[[B]], %[[T]], %[[H]], 0] [1, 16, 1, 8]
+// CHECK: la.chunk_wy {{.*}} -> tensor<1x1x16x1x8xf32>, tensor<1x1x16x1x16xf32>
+// CHECK: la.chunk_state_scan {{.*}} -> tensor<1x1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x16x1x16xf32>
+// CHECK: la.chunk_intra {{.*}} -> tensor<1x1x16x2x16xf32>
+// CHECK: la.chunk_inter {{.*}} : tensor<1x1x16x2x8xf32>, tensor<1x1x1x8x16xf32>, tensor<1x1x16x2x16xf32> -> tensor<1x1x16x2x16xf32>
+func.func @grouped_query_heads(%q: tensor<1x32x4x8xf32>, %k: tensor<1x32x2x8xf32>, %v: tensor<1x32x2x16xf32>, %g: tensor<1x32x2xf32>, %beta: tensor<1x32x2xf32>) -> tensor<1x32x4x16xf32> {
+  %oi = tensor.empty() : tensor<1x32x4x16xf32>
+  %s0 = arith.constant dense<0.0> : tensor<1x2x8x16xf32>
+  %o, %s = la.recurrence decay(scalar) low_rank(delta) %q, %k, %v g(%g : tensor<1x32x2xf32>) beta(%beta : tensor<1x32x2xf32>) outs(%oi, %s0 : tensor<1x32x4x16xf32>, tensor<1x2x8x16xf32>) {scale = 0.5 : f32} : tensor<1x32x4x8xf32>, tensor<1x32x2x8xf32>, tensor<1x32x2x16xf32> -> tensor<1x32x4x16xf32>, tensor<1x2x8x16xf32>
+  return %o : tensor<1x32x4x16xf32>
+}

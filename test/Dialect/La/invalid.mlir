@@ -400,7 +400,7 @@ func.func @recurrence_general_with_beta(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x
 func.func @recurrence_general_shape(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>, %a: tensor<1x8x2x6xf32>) {
   %oi8 = tensor.empty() : tensor<1x8x2x6xf32>
   %zs8 = arith.constant dense<0.0> : tensor<1x2x4x6xf32>
-  // expected-error @+1 {{expects 'a' of shape [1,8,2,4] [B,T,H,K] like 'q', got [1,8,2,6]}}
+  // expected-error @+1 {{expects 'a' of shape [1,8,2,4] [B,T,H,K] like 'k', got [1,8,2,6]}}
   %o, %fs8 = la.recurrence decay(none) low_rank(general) %q, %q, %v a(%a : tensor<1x8x2x6xf32>) b(%q : tensor<1x8x2x4xf32>) outs(%oi8, %zs8 : tensor<1x8x2x6xf32>, tensor<1x2x4x6xf32>) {scale = 1.0 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>, tensor<1x2x4x6xf32>
   return
 }
@@ -585,9 +585,36 @@ func.func @query_groups_output_heads(%q: tensor<1x8x4x4xf32>, %k: tensor<1x8x2x4
 
 // -----
 
+// la.recurrence's grouped query heads have one output per query head.
 func.func @query_groups_in_recurrence(%q: tensor<1x8x4x4xf32>, %k: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>, %oi: tensor<1x8x2x6xf32>, %s: tensor<1x2x4x6xf32>) {
-  // expected-error @+1 {{expects 'k' of shape [1,8,4,4] [B,T,H,K] like 'q', got [1,8,2,4]}}
+  // expected-error @+1 {{expects 'o' of shape [1,8,4,6] [B,T,HQ,V] (HQ query heads), got [1,8,2,6]}}
   %o, %f = la.recurrence decay(none) low_rank(none) %q, %k, %v outs(%oi, %s : tensor<1x8x2x6xf32>, tensor<1x2x4x6xf32>) {scale = 0.5 : f32} : tensor<1x8x4x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>, tensor<1x2x4x6xf32>
+  return
+}
+
+// -----
+
+// Query heads that are neither one per key head nor whole groups per value
+// head (state).
+func.func @query_groups_not_whole(%q: tensor<1x8x3x4xf32>, %k: tensor<1x8x1x4xf32>, %v: tensor<1x8x2x6xf32>, %oi: tensor<1x8x3x6xf32>, %s: tensor<1x2x4x6xf32>) {
+  // expected-error @+1 {{expects the query heads (3) to be H = 1 (one per key head) or a multiple of the value heads (HV = 2: grouped query heads, each group reading one state)}}
+  %o, %f = la.recurrence decay(none) low_rank(none) %q, %k, %v outs(%oi, %s : tensor<1x8x3x6xf32>, tensor<1x2x4x6xf32>) {scale = 0.5 : f32} : tensor<1x8x3x4xf32>, tensor<1x8x1x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x3x6xf32>, tensor<1x2x4x6xf32>
+  return
+}
+
+// -----
+
+func.func @query_groups_dynamic_value_heads(%q: tensor<1x8x4x4xf32>, %k: tensor<1x8x2x4xf32>, %v: tensor<1x8x?x6xf32>, %oi: tensor<1x8x4x6xf32>, %s: tensor<1x?x4x6xf32>) {
+  // expected-error @+1 {{expects static value heads (HV) with grouped query heads (4 query heads over H = 2 key heads)}}
+  %o, %f = la.recurrence decay(none) low_rank(none) %q, %k, %v outs(%oi, %s : tensor<1x8x4x6xf32>, tensor<1x?x4x6xf32>) {scale = 0.5 : f32} : tensor<1x8x4x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x?x6xf32> -> tensor<1x8x4x6xf32>, tensor<1x?x4x6xf32>
+  return
+}
+
+// -----
+
+func.func @query_groups_normalizer(%q: tensor<1x8x4x4xf32>, %k: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>, %oi: tensor<1x8x4x6xf32>, %s: tensor<1x2x4x6xf32>) {
+  // expected-error @+1 {{'normalizer' is not supported with grouped query heads yet}}
+  %o, %f = la.recurrence decay(none) low_rank(none) %q, %k, %v outs(%oi, %s : tensor<1x8x4x6xf32>, tensor<1x2x4x6xf32>) {normalizer, scale = 0.5 : f32} : tensor<1x8x4x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x4x6xf32>, tensor<1x2x4x6xf32>
   return
 }
 

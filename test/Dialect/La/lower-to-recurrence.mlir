@@ -1,4 +1,5 @@
 // RUN: la-opt %s -split-input-file -la-lower-to-recurrence | FileCheck %s
+// RUN: la-opt %s -split-input-file -la-lower-to-recurrence=expand-query-groups=true | FileCheck %s --check-prefix=EXPAND
 
 !qk = tensor<2x8x2x16xf32>
 !v = tensor<2x8x4x6xf32>
@@ -250,24 +251,32 @@ func.func @gated_deltanet2_read_key(
 
 // -----
 
-// Grouped query heads (ONNX): q has 4 heads over 2 key/value heads. k, v,
-// the gate and the initial state are repeated per query head (head h of
-// the repeated tensors is head h floordiv 2), the recurrence runs on 4
-// heads, and the final state is the first state of each group (a slice
-// with stride 2).
+// Grouped query heads (ONNX): q has 4 heads over 2 key/value heads. By
+// default la.recurrence takes them as they are: k, v, the gate and the state
+// keep 2 heads (the state's work is done once per head) and o has 4.
+// With expand-query-groups (EXPAND) k, v, the gate and the initial state are
+// repeated per query head (head h of the repeated tensors is head h floordiv
+// 2), the recurrence runs on 4 heads, and the final state is the first state
+// of each group (a slice with stride 2).
 // CHECK-LABEL: func.func @grouped_query_heads
 // CHECK-SAME: (%[[Q:[^:]*]]: tensor<1x8x4x16xf32>, %[[K:[^:]*]]: tensor<1x8x2x16xf32>, %[[V:[^:]*]]: tensor<1x8x2x6xf32>, %[[G:[^:]*]]: tensor<1x8x2xf32>, %[[S0:[^:]*]]: tensor<1x2x16x6xf32>)
-// CHECK: %[[KS:.*]] = linalg.generic {{.*}} ins(%[[K]] : tensor<1x8x2x16xf32>) outs(%{{.*}} : tensor<1x8x2x2x16xf32>)
-// CHECK: %[[KR:.*]] = tensor.collapse_shape %[[KS]] {{.*}} into tensor<1x8x4x16xf32>
-// CHECK: %[[VS:.*]] = linalg.generic {{.*}} ins(%[[V]] : tensor<1x8x2x6xf32>)
-// CHECK: %[[VR:.*]] = tensor.collapse_shape %[[VS]] {{.*}} into tensor<1x8x4x6xf32>
-// CHECK: %[[GS:.*]] = linalg.generic {{.*}} ins(%[[G]] : tensor<1x8x2xf32>)
-// CHECK: %[[GR:.*]] = tensor.collapse_shape %[[GS]] {{.*}} into tensor<1x8x4xf32>
-// CHECK: %[[SS:.*]] = linalg.generic {{.*}} ins(%[[S0]] : tensor<1x2x16x6xf32>)
-// CHECK: %[[SR:.*]] = tensor.collapse_shape %[[SS]] {{.*}} into tensor<1x4x16x6xf32>
-// CHECK: %[[O:.*]], %[[FS:.*]] = la.recurrence decay(scalar) low_rank(none) %[[Q]], %[[KR]], %[[VR]] g(%[[GR]] : tensor<1x8x4xf32>) outs(%{{.*}}, %[[SR]] : tensor<1x8x4x6xf32>, tensor<1x4x16x6xf32>)
-// CHECK: %[[F:.*]] = tensor.extract_slice %[[FS]][0, 0, 0, 0] [1, 2, 16, 6] [1, 2, 1, 1] : tensor<1x4x16x6xf32> to tensor<1x2x16x6xf32>
-// CHECK: return %[[O]], %[[F]]
+// CHECK: %[[OI:.*]] = tensor.empty() : tensor<1x8x4x6xf32>
+// CHECK: %[[O:.*]], %[[FS:.*]] = la.recurrence decay(scalar) low_rank(none) %[[Q]], %[[K]], %[[V]] g(%[[G]] : tensor<1x8x2xf32>) outs(%[[OI]], %[[S0]] : tensor<1x8x4x6xf32>, tensor<1x2x16x6xf32>)
+// CHECK-SAME: : tensor<1x8x4x16xf32>, tensor<1x8x2x16xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x4x6xf32>, tensor<1x2x16x6xf32>
+// CHECK: return %[[O]], %[[FS]]
+// EXPAND-LABEL: func.func @grouped_query_heads
+// EXPAND-SAME: (%[[Q:[^:]*]]: tensor<1x8x4x16xf32>, %[[K:[^:]*]]: tensor<1x8x2x16xf32>, %[[V:[^:]*]]: tensor<1x8x2x6xf32>, %[[G:[^:]*]]: tensor<1x8x2xf32>, %[[S0:[^:]*]]: tensor<1x2x16x6xf32>)
+// EXPAND: %[[KS:.*]] = linalg.generic {{.*}} ins(%[[K]] : tensor<1x8x2x16xf32>) outs(%{{.*}} : tensor<1x8x2x2x16xf32>)
+// EXPAND: %[[KR:.*]] = tensor.collapse_shape %[[KS]] {{.*}} into tensor<1x8x4x16xf32>
+// EXPAND: %[[VS:.*]] = linalg.generic {{.*}} ins(%[[V]] : tensor<1x8x2x6xf32>)
+// EXPAND: %[[VR:.*]] = tensor.collapse_shape %[[VS]] {{.*}} into tensor<1x8x4x6xf32>
+// EXPAND: %[[GS:.*]] = linalg.generic {{.*}} ins(%[[G]] : tensor<1x8x2xf32>)
+// EXPAND: %[[GR:.*]] = tensor.collapse_shape %[[GS]] {{.*}} into tensor<1x8x4xf32>
+// EXPAND: %[[SS:.*]] = linalg.generic {{.*}} ins(%[[S0]] : tensor<1x2x16x6xf32>)
+// EXPAND: %[[SR:.*]] = tensor.collapse_shape %[[SS]] {{.*}} into tensor<1x4x16x6xf32>
+// EXPAND: %[[O:.*]], %[[FS:.*]] = la.recurrence decay(scalar) low_rank(none) %[[Q]], %[[KR]], %[[VR]] g(%[[GR]] : tensor<1x8x4xf32>) outs(%{{.*}}, %[[SR]] : tensor<1x8x4x6xf32>, tensor<1x4x16x6xf32>)
+// EXPAND: %[[F:.*]] = tensor.extract_slice %[[FS]][0, 0, 0, 0] [1, 2, 16, 6] [1, 2, 1, 1] : tensor<1x4x16x6xf32> to tensor<1x2x16x6xf32>
+// EXPAND: return %[[O]], %[[F]]
 func.func @grouped_query_heads(%q: tensor<1x8x4x16xf32>, %k: tensor<1x8x2x16xf32>,
     %v: tensor<1x8x2x6xf32>, %g: tensor<1x8x2xf32>, %s0: tensor<1x2x16x6xf32>)
     -> (tensor<1x8x4x6xf32>, tensor<1x2x16x6xf32>) {

@@ -339,3 +339,19 @@ func.func @dplr_grad(%q: !qk, %a: !qk, %b: !qk, %v: !v) -> (!qk, !qk) {
   %dq, %dk, %dv, %da, %db = la.attention_grad dplr %q, %q, %v a(%a : !qk) b(%b : !qk) d_o(%v : !v) : !qk, !qk, !v -> !qk, !qk, !v, !qk, !qk
   return %da, %db : !qk, !qk
 }
+
+// -----
+
+// Grouped query heads at level 1 (HQ = 4 query heads over HV = 2 states
+// over H = 1 key head) and a chunk_inter whose states serve two output
+// heads each.
+// CHECK-LABEL: func.func @grouped_query_heads
+// CHECK: la.recurrence decay(none) low_rank(none) %{{.*}}, %{{.*}}, %{{.*}} outs(%{{.*}}, %{{.*}} : tensor<1x8x4x6xf32>, tensor<1x2x4x6xf32>) {scale = 5.000000e-01 : f32} : tensor<1x8x4x4xf32>, tensor<1x8x1x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x4x6xf32>, tensor<1x2x4x6xf32>
+// CHECK: la.chunk_inter %{{.*}}, %{{.*}}, %{{.*}} {scale = 5.000000e-01 : f32} : tensor<1x2x16x4x4xf32>, tensor<1x2x2x4x8xf32>, tensor<1x2x16x4x8xf32> -> tensor<1x2x16x4x8xf32>
+// GENERIC-LABEL: sym_name = "grouped_query_heads"
+// GENERIC: "la.recurrence"
+func.func @grouped_query_heads(%q: tensor<1x8x4x4xf32>, %k: tensor<1x8x1x4xf32>, %v: tensor<1x8x2x6xf32>, %oi: tensor<1x8x4x6xf32>, %s0: tensor<1x2x4x6xf32>, %qc: tensor<1x2x16x4x4xf32>, %states: tensor<1x2x2x4x8xf32>, %intra: tensor<1x2x16x4x8xf32>) -> (tensor<1x8x4x6xf32>, tensor<1x2x16x4x8xf32>) {
+  %o, %s = la.recurrence decay(none) low_rank(none) %q, %k, %v outs(%oi, %s0 : tensor<1x8x4x6xf32>, tensor<1x2x4x6xf32>) {scale = 0.5 : f32} : tensor<1x8x4x4xf32>, tensor<1x8x1x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x4x6xf32>, tensor<1x2x4x6xf32>
+  %oc = la.chunk_inter %qc, %states, %intra {scale = 0.5 : f32} : tensor<1x2x16x4x4xf32>, tensor<1x2x2x4x8xf32>, tensor<1x2x16x4x8xf32> -> tensor<1x2x16x4x8xf32>
+  return %o, %oc : tensor<1x8x4x6xf32>, tensor<1x2x16x4x8xf32>
+}

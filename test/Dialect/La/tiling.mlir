@@ -190,3 +190,36 @@ module attributes {transform.with_named_sequence} {
     transform.yield
   }
 }
+
+// -----
+
+// Grouped query heads (HQ = 6 over HV = 2 states over H = 1 key head): a
+// task of one value head reads and writes its G = 3 query heads, [3 hv, 3 hv
+// + 3), and the key head hv floordiv 2; its state is the value head's.
+// CHECK-LABEL: func.func @grouped_query_tasks
+// CHECK-SAME: (%[[Q:[^:]*]]: tensor<2x32x6x8xf32>, %[[K:[^:]*]]: tensor<2x32x1x8xf32>, %[[V:[^:]*]]: tensor<2x32x2x16xf32>, %[[G:[^:]*]]: tensor<2x32x1xf32>, %[[S0:[^:]*]]: tensor<2x2x8x16xf32>)
+// CHECK: %[[RES:.*]]:2 = scf.forall (%[[B:.*]], %[[H:.*]], %[[VT:.*]]) in (2, 2, 2) shared_outs(%[[OA:.*]] = %{{.*}}, %[[SA:.*]] = %[[S0]])
+// CHECK-DAG: %[[C:.*]] = affine.apply #{{.*}}(%[[VT]])
+// CHECK-DAG: %[[KH:.*]] = affine.apply #{{.*}}(%[[H]])
+// CHECK-DAG: %[[QH:.*]] = affine.apply #{{.*}}(%[[H]])
+// CHECK-DAG: %[[QT:.*]] = tensor.extract_slice %[[Q]][%[[B]], 0, %[[QH]], 0] [1, 32, 3, 8]
+// CHECK-DAG: %[[KT:.*]] = tensor.extract_slice %[[K]][%[[B]], 0, %[[KH]], 0] [1, 32, 1, 8]
+// CHECK-DAG: %[[VS:.*]] = tensor.extract_slice %[[V]][%[[B]], 0, %[[H]], %[[C]]] [1, 32, 1, 8]
+// CHECK-DAG: %[[OT:.*]] = tensor.extract_slice %[[OA]][%[[B]], 0, %[[QH]], %[[C]]] [1, 32, 3, 8]
+// CHECK-DAG: %[[ST:.*]] = tensor.extract_slice %[[SA]][%[[B]], %[[H]], 0, %[[C]]] [1, 1, 8, 8]
+// CHECK: %[[O:.*]], %[[S:.*]] = la.recurrence decay(scalar) low_rank(delta) %[[QT]], %[[KT]], %[[VS]] {{.*}} outs(%[[OT]], %[[ST]] : tensor<1x32x3x8xf32>, tensor<1x1x8x8xf32>)
+// CHECK: tensor.parallel_insert_slice %[[O]] into %[[OA]][%[[B]], 0, %[[QH]], %[[C]]] [1, 32, 3, 8]
+// CHECK: tensor.parallel_insert_slice %[[S]] into %[[SA]][%[[B]], %[[H]], 0, %[[C]]] [1, 1, 8, 8]
+func.func @grouped_query_tasks(%q: tensor<2x32x6x8xf32>, %k: tensor<2x32x1x8xf32>, %v: tensor<2x32x2x16xf32>, %g: tensor<2x32x1xf32>, %s0: tensor<2x2x8x16xf32>) -> (tensor<2x32x6x16xf32>, tensor<2x2x8x16xf32>) {
+  %oi = tensor.empty() : tensor<2x32x6x16xf32>
+  %o, %s = la.recurrence decay(scalar) low_rank(delta) %q, %k, %v g(%g : tensor<2x32x1xf32>) beta(%g : tensor<2x32x1xf32>) outs(%oi, %s0 : tensor<2x32x6x16xf32>, tensor<2x2x8x16xf32>) {scale = 0.5 : f32} : tensor<2x32x6x8xf32>, tensor<2x32x1x8xf32>, tensor<2x32x2x16xf32> -> tensor<2x32x6x16xf32>, tensor<2x2x8x16xf32>
+  return %o, %s : tensor<2x32x6x16xf32>, tensor<2x2x8x16xf32>
+}
+
+module attributes {transform.with_named_sequence} {
+  transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {
+    %r = transform.structured.match ops{["la.recurrence"]} in %root : (!transform.any_op) -> !transform.any_op
+    %tiled, %forall = transform.structured.tile_using_forall %r tile_sizes [1, 0, 1, 8] : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    transform.yield
+  }
+}

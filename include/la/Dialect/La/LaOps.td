@@ -80,10 +80,13 @@ def La_AttentionOp : La_Op<"attention", [Pure, AttrSizedOperandSegments]> {
     Grouped query heads (ONNX's LinearAttention, the opposite direction):
     `q : [B,T,HQ,K]` may have a multiple HQ of k's H heads when `v` has
     `HV = H`: query head `h` reads the state of key and value head
-    `h / (HQ/H)`, and `o` has HQ heads. `la-lower-to-recurrence` repeats k,
-    v, the gates, beta, erase, write and the state per query head (the
-    states of a group are computed alike: G times the state work) and takes
-    the final state of each group's first head.
+    `h / (HQ/H)`, and `o` has HQ heads. `la-lower-to-recurrence` lowers
+    them to an `la.recurrence` with grouped query heads, which computes
+    each state once and reads it for its G query heads; with the normaliser,
+    with `expand-query-groups` (the GPU pipeline) and for the gradient it
+    repeats k, v, the gates, beta, erase, write and the state per query head
+    instead (G times the state work) and takes the final state of each
+    group's first head.
 
     Results: `o : [B,T,HV,V]` (`[B,T,HQ,V]` with grouped query heads) in
     the input element type, `o_t = S_t^T (scale * q_t)`, and optionally
@@ -333,12 +336,22 @@ def La_RecurrenceOp : La_Op<"recurrence", [
     `S_0`, tied to the `final_state` result (a zero fill when there is none);
     N = B, or the number of sequences with `cu_seqlens`.
 
+    Grouped query heads: `q : [B,T,HQ,K]` with HQ = G * HV query heads (not
+    H) reads each state G times: query head `hq` reads the state of value
+    head `hq / G` (key head `hq / (G * HV / H)`), and `o : [B,T,HQ,V]` has
+    one output per query head. The state's work is done once per value
+    head, not once per query head (ONNX's grouped query heads over shared
+    key/value heads; fla's grouped value heads are HV > H with q per key
+    head). Not with `normalizer`.
+
     `q` and `k` share an element type. `scale` is explicit at this level.
     `normalizer` (only without a low-rank part) divides by
     `z_t . (scale q_t) + eps` where `z_t = alpha_t * z_{t-1} + k_t`. Every
     level-0 variant lowers to this op (`la-lower-to-recurrence`).
 
-    The iteration domain is (B, T, HV, V): B, HV and V are parallel, T is a
+    The iteration domain is (B, T, HV, V) (with grouped query heads, a tile
+    of value heads reads and writes the G query heads of each): B, HV and V
+    are parallel, T is a
     reduction whose accumulator is the state, in the order the tokens are
     processed (with `reverse`, iteration t is token T - 1 - t). The op implements
     `TilingInterface`: a tile over T is the recurrence over those tokens
@@ -406,6 +419,10 @@ def La_RecurrenceOp : La_Op<"recurrence", [
     /// The initial state, or null when it is known to be zero (a zero
     /// fill or constant), so that lowerings can leave it out.
     Value getNonZeroInitialState();
+    /// With grouped query heads (q has HQ = G * HV heads, not H), the
+    /// query heads per state G; else 0.
+    int64_t getQueryGroupSize();
+    bool hasQueryGroups() { return getQueryGroupSize() != 0; }
 
     MutableOperandRange getDpsInitsMutable() { return getOutputsMutable(); }
   }];
@@ -707,7 +724,10 @@ def La_ChunkInterOp : La_ChunkOp<"chunk_inter", [AttrSizedOperandSegments]> {
     `O[i] = scale * (q_i * exp(G_i))^T S_n + intra[i]` per chunk n and value
     head, where `S_n` is the state entering the chunk and `intra` the result
     of `la.chunk_intra`. The result `[B,NC,C,HV,V]` has the output element
-    type; the sum is formed in f32. With `value_gates` C the state's part is
+    type; the sum is formed in f32. `states : [B,NC,HS,K,V]` may have fewer
+    heads than the output (HS dividing HV): output head `hv` reads state
+    `hv / (HV/HS)` (grouped query heads, each group reading one state),
+    as it reads query head `hv / (HV/H)`. With `value_gates` C the state's part is
     decayed per value channel as well: `exp(C_i) * (scale (q_i * exp(G_i))^T S_n)`.
   }];
   let arguments = (ins La_FloatTensor:$q, La_F32Tensor:$states,

@@ -17,9 +17,12 @@ namespace la {
 #define GEN_PASS_DECL
 #include "la/Dialect/La/LaPasses.h.inc"
 
-/// Patterns rewriting `la.attention` into `la.recurrence`.
+/// Patterns rewriting `la.attention` into `la.recurrence`; grouped query
+/// heads are repeated per state only with `expandQueryGroups` (see
+/// la-lower-to-recurrence's `expand-query-groups`).
 void populateLowerToRecurrencePatterns(RewritePatternSet &patterns,
-                                       double l2normEps = 1e-6);
+                                       double l2normEps = 1e-6,
+                                       bool expandQueryGroups = false);
 
 /// Patterns reducing `la.recurrence` to a gate kind in {none, scalar,
 /// channel} without a normaliser (see la-simplify-recurrence).

@@ -16,6 +16,14 @@ def LaLowerToRecurrencePass : Pass<"la-lower-to-recurrence"> {
     normalisation of q and k becomes `linalg.generic` ops on tensors (computed
     in f32; for f16/bf16 inputs the normalised q and k stay in f32 so no
     precision is lost before the recurrence).
+
+    Grouped query heads (q with more heads than k) stay grouped:
+    `la.recurrence` reads each state for its group of query heads, so the
+    state work is done once per key/value head. With `expand-query-groups`,
+    or with the normaliser, k, v, the gates and the state are repeated per
+    query head instead (G times the state work; the GPU pipeline does this,
+    its kernels do not take groups yet). Gradients (`la.attention_grad`)
+    always repeat them.
   }];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
@@ -25,7 +33,10 @@ def LaLowerToRecurrencePass : Pass<"la-lower-to-recurrence"> {
   ];
   let options = [
     Option<"l2normEps", "l2norm-eps", "double", "1e-6",
-           "epsilon added to the sum of squares in the L2 normalisation">
+           "epsilon added to the sum of squares in the L2 normalisation">,
+    Option<"expandQueryGroups", "expand-query-groups", "bool", "false",
+           "repeat the states per query head instead of reading each state "
+           "for its group of query heads">
   ];
 }
 

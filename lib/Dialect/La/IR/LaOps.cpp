@@ -88,9 +88,13 @@ struct RecurrenceSignature {
   bool normalizer;
   // Level 0 takes g, beta and erase per key head or per value head.
   bool perValueHeadGates = false;
-  // Level 0 takes more query heads than key heads (ONNX's grouped query
-  // heads), each group sharing a key and value head.
-  bool queryGroups = false;
+  // How q may have other heads than k: never, or grouped query heads, each
+  // group reading one state. Level 0 (ONNX's grouped query heads) groups
+  // them over key heads that are also the value heads (HV = H); level 1
+  // groups them over the value heads (the states: HQ = G * HV, query head
+  // hq reads state hq / G).
+  enum class QueryHeads { LikeKeys, GroupsOverKeys, GroupsOverValues };
+  QueryHeads queryHeads = QueryHeads::LikeKeys;
 };
 
 /// Static dims of the problem, ShapedType::kDynamic where unknown.
@@ -167,10 +171,29 @@ static LogicalResult verifySignature(Operation *op,
   int64_t outputHeads = d.valueHeads;
   auto kType = cast<RankedTensorType>(sig.k.getType());
   int64_t queryHeads = qShape[2];
-  if (sig.queryGroups && kType.getRank() == 4 &&
+  using QueryHeads = RecurrenceSignature::QueryHeads;
+  if (sig.queryHeads == QueryHeads::GroupsOverValues && kType.getRank() == 4 &&
       !ShapedType::isDynamic(queryHeads) &&
       !ShapedType::isDynamic(kType.getDimSize(2)) &&
       queryHeads != kType.getDimSize(2)) {
+    d.heads = kType.getDimSize(2);
+    if (ShapedType::isDynamic(d.valueHeads))
+      return op->emitOpError()
+             << "expects static value heads (HV) with grouped query heads ("
+             << queryHeads << " query heads over H = " << d.heads
+             << " key heads)";
+    if (d.valueHeads == 0 || queryHeads % d.valueHeads != 0)
+      return op->emitOpError()
+             << "expects the query heads (" << queryHeads
+             << ") to be H = " << d.heads
+             << " (one per key head) or a multiple of the value heads (HV = "
+             << d.valueHeads << ": grouped query heads, each group reading "
+             << "one state)";
+    outputHeads = queryHeads;
+  } else if (sig.queryHeads == QueryHeads::GroupsOverKeys &&
+             kType.getRank() == 4 && !ShapedType::isDynamic(queryHeads) &&
+             !ShapedType::isDynamic(kType.getDimSize(2)) &&
+             queryHeads != kType.getDimSize(2)) {
     d.heads = kType.getDimSize(2);
     if (d.heads == 0 || queryHeads % d.heads != 0)
       return op->emitOpError()
@@ -186,7 +209,9 @@ static LogicalResult verifySignature(Operation *op,
     outputHeads = queryHeads;
   }
   if (failed(verifyShape(op, sig.k, "k", {d.batch, d.time, d.heads, d.keyDim},
-                         "[B,T,H,K] like 'q'")))
+                         outputHeads == d.valueHeads && d.heads == qShape[2]
+                             ? "[B,T,H,K] like 'q'"
+                             : "[B,T,H,K]")))
     return failure();
   if (!compatible(vShape[0], d.batch) || !compatible(vShape[1], d.time))
     return op->emitOpError()
@@ -473,7 +498,7 @@ LogicalResult AttentionOp::verify() {
   float scale = getQ().getType().getRank() == 4 ? getEffectiveScale() : 1.0f;
   RecurrenceSignature sig = getSignature(*this, scale);
   sig.perValueHeadGates = true;
-  sig.queryGroups = true;
+  sig.queryHeads = RecurrenceSignature::QueryHeads::GroupsOverKeys;
   return verifyAttentionOperands(*this, getO(), sig);
 }
 
@@ -523,7 +548,7 @@ LogicalResult AttentionGradOp::verify() {
   float scale = getQ().getType().getRank() == 4 ? getEffectiveScale() : 1.0f;
   RecurrenceSignature sig = getGradientSignature(*this, scale);
   sig.perValueHeadGates = true;
-  sig.queryGroups = true;
+  sig.queryHeads = RecurrenceSignature::QueryHeads::GroupsOverKeys;
   if (failed(verifyAttentionOperands(*this, getDO(), sig)))
     return failure();
 
@@ -624,19 +649,35 @@ LogicalResult RecurrenceOp::verify() {
     return emitOpError("'gv' (the value-side gate) is only valid without a "
                        "low-rank part and without the normaliser");
 
-  if (failed(verifySignature(*this,
-                             getSignature(*this, getScale().convertToFloat()))))
+  RecurrenceSignature sig = getSignature(*this, getScale().convertToFloat());
+  sig.queryHeads = RecurrenceSignature::QueryHeads::GroupsOverValues;
+  if (failed(verifySignature(*this, sig)))
     return failure();
   if (Value gv = getGv();
       gv && failed(verifyShape(*this, gv, "gv", getV().getType().getShape(),
                                "[B,T,HV,V] like 'v'")))
     return failure();
-  ArrayRef<int64_t> qShape = getQ().getType().getShape();
+  ArrayRef<int64_t> kShape = getK().getType().getShape();
   for (auto [value, name] : {std::pair{getA(), "a"}, std::pair{getB(), "b"}})
     if (value &&
-        failed(verifyShape(*this, value, name, qShape, "[B,T,H,K] like 'q'")))
+        failed(verifyShape(*this, value, name, kShape, "[B,T,H,K] like 'k'")))
       return failure();
+  if (getNormalizer() && hasQueryGroups())
+    return emitOpError("'normalizer' is not supported with grouped query "
+                       "heads yet (la-lower-to-recurrence repeats the "
+                       "states of such an la.attention per query head)");
   return success();
+}
+
+int64_t RecurrenceOp::getQueryGroupSize() {
+  int64_t queryHeads = getQ().getType().getDimSize(2);
+  int64_t keyHeads = getK().getType().getDimSize(2);
+  int64_t valueHeads = getV().getType().getDimSize(2);
+  if (ShapedType::isDynamic(queryHeads) || ShapedType::isDynamic(keyHeads) ||
+      ShapedType::isDynamic(valueHeads) || queryHeads == keyHeads ||
+      valueHeads == 0)
+    return 0;
+  return queryHeads / valueHeads;
 }
 
 //===----------------------------------------------------------------------===//
@@ -918,13 +959,26 @@ LogicalResult ChunkInterOp::verify() {
       verifyChunkedKeyValue(*this, getQ(), "q", getIntra(), "intra");
   if (failed(d))
     return failure();
+  // The states' heads: one per output head, or (grouped query heads) one
+  // per group of output heads.
+  auto statesType = cast<RankedTensorType>(getStates().getType());
+  int64_t stateHeads = d->valueHeads;
+  if (statesType.getRank() == 5 && !statesType.isDynamicDim(2) &&
+      !ShapedType::isDynamic(d->valueHeads) &&
+      statesType.getDimSize(2) != d->valueHeads) {
+    stateHeads = statesType.getDimSize(2);
+    if (stateHeads == 0 || d->valueHeads % stateHeads != 0)
+      return emitOpError() << "expects the states' heads (" << stateHeads
+                           << ") to divide the output's heads ("
+                           << d->valueHeads << ")";
+  }
   if (failed(verifyChunkedGates(*this, getGates(), *d)) ||
       failed(verifyChunkedValueGates(*this, getValueGates(), *d)) ||
       failed(verifyScale(*this, getScale())) ||
-      failed(verifyShape(
-          *this, getStates(), "states",
-          {d->batch, d->chunks, d->valueHeads, d->keyDim, d->valueDim},
-          "[B,NC,HV,K,V]")))
+      failed(
+          verifyShape(*this, getStates(), "states",
+                      {d->batch, d->chunks, stateHeads, d->keyDim, d->valueDim},
+                      "[B,NC,HS,K,V] (HS dividing the output's heads)")))
     return failure();
   return verifyShape(*this, getResult(), "result",
                      getIntra().getType().getShape(), "like 'intra'");

@@ -27,6 +27,9 @@ enum RecurrenceLoop : unsigned { kBatch = 0, kTime, kValueHead, kValueColumn };
 /// The slices of the operands that one tile of the iteration domain reads.
 struct RecurrenceTile {
   OpFoldResult batch[2], time[2], valueHead[2], valueColumn[2], keyHead[2];
+  /// The heads of q: the key heads, or with grouped query heads the query
+  /// heads of the tile's value heads (also the output's heads).
+  OpFoldResult queryHead[2];
   /// The offset and size of the state's first dim (B, or N sequences).
   OpFoldResult stateRow[2];
   /// The fixed gate's log-decays of the tile's key heads.
@@ -39,6 +42,17 @@ static bool isWholeDim(OpBuilder &b, Value tensor, int64_t dim,
   return isZeroInteger(offset) &&
          isEqualConstantIntOrValue(
              size, tensor::getMixedSize(b, tensor.getLoc(), tensor, dim));
+}
+
+/// The query heads [G * offset, G * (offset + size)) of the value heads
+/// [offset, offset + size): the heads of q and o in a tile of a recurrence
+/// with grouped query heads.
+static std::pair<OpFoldResult, OpFoldResult>
+queryHeadsOf(OpBuilder &b, Location loc, int64_t group, OpFoldResult offset,
+             OpFoldResult size) {
+  AffineExpr d0 = b.getAffineDimExpr(0);
+  return {affine::makeComposedFoldedAffineApply(b, loc, d0 * group, {offset}),
+          affine::makeComposedFoldedAffineApply(b, loc, d0 * group, {size})};
 }
 
 /// The tile of the operands for the iteration-domain tile (`offsets`,
@@ -95,12 +109,12 @@ static FailureOr<RecurrenceTile> computeTile(OpBuilder &b, RecurrenceOp op,
   // Value head hv reads key head hv / G: a tile of value heads covers whole
   // groups of G, or lies in one (tile offsets are multiples of the tile
   // size, as scf::tileUsingSCF makes them).
-  int64_t keyHeads = op.getQ().getType().getDimSize(2);
+  int64_t keyHeads = op.getK().getType().getDimSize(2);
   int64_t valueHeads = op.getV().getType().getDimSize(2);
   OpFoldResult hvOffset = offsets[kValueHead], hvSize = sizes[kValueHead];
   if (isWholeDim(b, op.getV(), 2, hvOffset, hvSize)) {
     tile.keyHead[0] = b.getIndexAttr(0);
-    tile.keyHead[1] = tensor::getMixedSize(b, loc, op.getQ(), 2);
+    tile.keyHead[1] = tensor::getMixedSize(b, loc, op.getK(), 2);
   } else if (ShapedType::isDynamic(keyHeads) ||
              ShapedType::isDynamic(valueHeads)) {
     return reject("with dynamic heads can only be tiled over whole heads");
@@ -121,6 +135,13 @@ static FailureOr<RecurrenceTile> computeTile(OpBuilder &b, RecurrenceOp op,
                     "of " +
                     Twine(group) + " (HV / H) or lies in one");
     }
+  }
+
+  tile.queryHead[0] = tile.keyHead[0];
+  tile.queryHead[1] = tile.keyHead[1];
+  if (int64_t group = op.getQueryGroupSize()) {
+    std::tie(tile.queryHead[0], tile.queryHead[1]) =
+        queryHeadsOf(b, loc, group, hvOffset, hvSize);
   }
 
   if (std::optional<ArrayRef<float>> decay = op.getLogDecay()) {
@@ -191,13 +212,22 @@ static FailureOr<TilingResult> buildTile(OpBuilder &b, RecurrenceOp op,
       tile->batch[0], tile->time[0], tile->valueHead[0], tile->valueColumn[0]};
   SmallVector<OpFoldResult> valueSizes = {
       tile->batch[1], tile->time[1], tile->valueHead[1], tile->valueColumn[1]};
+  SmallVector<OpFoldResult> queryOffsets = keyOffsets, querySizes = keySizes;
+  queryOffsets[2] = tile->queryHead[0];
+  querySizes[2] = tile->queryHead[1];
+  SmallVector<OpFoldResult> outputOffsets = valueOffsets,
+                            outputSizes = valueSizes;
+  if (op.hasQueryGroups()) {
+    outputOffsets[2] = tile->queryHead[0];
+    outputSizes[2] = tile->queryHead[1];
+  }
   SmallVector<OpFoldResult> stateOffsets, stateSizes;
   stateTile(b, op, *tile, stateOffsets, stateSizes);
 
   Value g = op.getG();
   bool channelGate = op.getGate() == GateKind::Channel;
   SmallVector<Value> slices = {
-      slice(b, loc, op.getQ(), keyOffsets, keySizes),
+      slice(b, loc, op.getQ(), queryOffsets, querySizes),
       slice(b, loc, op.getK(), keyOffsets, keySizes),
       slice(b, loc, op.getV(), valueOffsets, valueSizes),
       channelGate ? slice(b, loc, g, keyOffsets, keySizes)
@@ -207,7 +237,7 @@ static FailureOr<TilingResult> buildTile(OpBuilder &b, RecurrenceOp op,
       slice(b, loc, op.getA(), keyOffsets, keySizes),
       slice(b, loc, op.getB(), keyOffsets, keySizes),
       op.getCuSeqlens(),
-      slice(b, loc, op.getOInit(), valueOffsets, valueSizes),
+      slice(b, loc, op.getOInit(), outputOffsets, outputSizes),
       slice(b, loc, op.getInitialState(), stateOffsets, stateSizes)};
 
   auto tiled = RecurrenceOp::create(
@@ -250,6 +280,10 @@ LogicalResult RecurrenceOp::getResultTilePosition(
           {tensor::getMixedSize(b, getLoc(), getV(), 1), offsets[kTime],
            sizes[kTime]});
     }
+    if (int64_t group = getQueryGroupSize())
+      std::tie(resultOffsets[kValueHead], resultSizes[kValueHead]) =
+          queryHeadsOf(b, getLoc(), group, offsets[kValueHead],
+                       sizes[kValueHead]);
     return success();
   }
   FailureOr<RecurrenceTile> tile =
@@ -273,6 +307,19 @@ LogicalResult RecurrenceOp::getIterationDomainTileFromResultTile(
       return failure();
     iterDomainOffsets.assign(offsets.begin(), offsets.end());
     iterDomainSizes.assign(sizes.begin(), sizes.end());
+    // With grouped query heads, whole groups of the output's heads.
+    if (int64_t group = getQueryGroupSize()) {
+      std::optional<int64_t> headOffset =
+          getConstantIntValue(offsets[kValueHead]);
+      std::optional<int64_t> heads = getConstantIntValue(sizes[kValueHead]);
+      if (!heads || *heads % group != 0 ||
+          (headOffset && *headOffset % group != 0))
+        return failure();
+      AffineExpr d0 = b.getAffineDimExpr(0);
+      iterDomainOffsets[kValueHead] = affine::makeComposedFoldedAffineApply(
+          b, getLoc(), d0.floorDiv(group), {offsets[kValueHead]});
+      iterDomainSizes[kValueHead] = b.getIndexAttr(*heads / group);
+    }
     return success();
   }
   // The state [N,HV,K,V]: whole key rows (K mixes under the transition).

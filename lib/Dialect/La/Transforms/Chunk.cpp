@@ -70,14 +70,14 @@ struct ChunkRecurrence : OpRewritePattern<RecurrenceOp> {
     Value numSequences = arith::SubIOp::create(rewriter, loc, numOffsets, one);
     Value tokens = tensor::DimOp::create(rewriter, loc, op.getQ(), 1);
 
-    SmallVector<OpFoldResult> outputSizes =
-        mixedSizes(rewriter, loc, op.getV());
+    SmallVector<OpFoldResult> valueSizes = mixedSizes(rewriter, loc, op.getV());
     // Tokens outside every sequence stay zero.
     Value outputInit =
-        filledTensor(rewriter, loc, outputSizes, outputElementType, 0.0);
+        filledTensor(rewriter, loc, mixedSizes(rewriter, loc, op.getOInit()),
+                     outputElementType, 0.0);
     SmallVector<OpFoldResult> stateSizes = {
-        numSequences, outputSizes[2],
-        tensor::getMixedSize(rewriter, loc, op.getK(), 3), outputSizes[3]};
+        numSequences, valueSizes[2],
+        tensor::getMixedSize(rewriter, loc, op.getK(), 3), valueSizes[3]};
     Value finalInit =
         emptyTensor(rewriter, loc, stateSizes, rewriter.getF32Type());
     finalInit = tensor::CastOp::create(rewriter, loc,

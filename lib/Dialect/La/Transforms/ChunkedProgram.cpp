@@ -104,11 +104,35 @@ ChunkedProgramBuilder::buildChunked(const Inputs &in, float scale,
                                        extraKeys, extraValues);
   if (correction)
     values = scan.getCorrected();
+
+  // Grouped query heads (q with HQ = G * HV heads, not H): the state work
+  // above is per value head; the reads are per query head. The intra-chunk
+  // product takes its keys, values and gates repeated per query head (C
+  // rows of each per chunk: the C x C products are per query head anyway),
+  // and chunk_inter reads each state for its G query heads.
+  int64_t queryHeads = cast<RankedTensorType>(qc.getType()).getDimSize(3);
+  SmallVector<int64_t> outputShape(vShape);
+  if (!ShapedType::isDynamic(queryHeads) && !ShapedType::isDynamic(kShape[3]) &&
+      !ShapedType::isDynamic(vShape[3]) && queryHeads != kShape[3]) {
+    int64_t perKeyHead = queryHeads / kShape[3];
+    int64_t perValueHead = queryHeads / vShape[3];
+    auto repeat = [&](Value x, int64_t group) {
+      return x ? repeatHeads(b, loc, x, /*headDim=*/3, group) : x;
+    };
+    keys = repeat(keys, perKeyHead);
+    gates = repeat(gates, perKeyHead);
+    extraKeys = repeat(extraKeys, perKeyHead);
+    values = repeat(values, perValueHead);
+    valueGates = repeat(valueGates, perValueHead);
+    extraValues = repeat(extraValues, perValueHead);
+    outputShape[3] = queryHeads;
+    intraType = RankedTensorType::get(outputShape, f32);
+  }
   Value intra =
       ChunkIntraOp::create(b, loc, intraType, qc, keys, values, gates,
                            valueGates, extraKeys, extraValues, scaleAttr);
   Value outputChunks = ChunkInterOp::create(
-      b, loc, RankedTensorType::get(vShape, outputElementType), qc,
+      b, loc, RankedTensorType::get(outputShape, outputElementType), qc,
       scan.getStates(), intra, gates, valueGates, scaleAttr);
   return {outputChunks, scan.getFinalState()};
 }

@@ -27,7 +27,8 @@ public:
       : b(b), loc(loc), chunkSize(chunkSize) {}
 
   struct Result {
-    Value output;     // [B,T,HV,V] (chunked: [B,NC,C,HV,V]), output type
+    Value output;     // [B,T,HV,V] (chunked: [B,NC,C,HV,V]), output type;
+                      // HQ heads with grouped query heads
     Value finalState; // [B,HV,K,V] f32
   };
 
@@ -35,7 +36,8 @@ public:
   /// same chunked as [B,NC,C,...]: q, k : [B,T,H,K], v : [B,T,HV,V], g :
   /// [B,T,H(,K)] or null, beta : [B,T,H] (the delta rule) or a, b :
   /// [B,T,H,K] (the general low-rank form) or neither, initialState :
-  /// [B,HV,K,V] or null.
+  /// [B,HV,K,V] or null. With grouped query heads q is [B,T,HQ,K] (HQ a
+  /// multiple of HV) and the output [B,T,HQ,V].
   struct Inputs {
     Value q, k, v, g, gv, beta, a, b, initialState;
   };

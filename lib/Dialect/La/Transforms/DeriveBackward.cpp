@@ -561,6 +561,12 @@ FailureOr<func::FuncOp> LaDeriveBackwardPass::derive(func::FuncOp forward,
         "has several blocks; la-derive-backward needs one");
   if (failed(findActive(body, active)))
     return failure();
+  for (auto recurrence : body.getOps<RecurrenceOp>())
+    if (recurrence.hasQueryGroups())
+      return recurrence.emitOpError(
+          "with grouped query heads cannot be differentiated yet (the "
+          "gradient of an la.attention with grouped query heads can: its "
+          "lowering repeats the states per query head)");
 
   std::string name = (forward.getSymName() + suffix).str();
   if (symbols.lookup(name))

@@ -369,16 +369,28 @@ static Value firstOfGroups(OpBuilder &b, Location loc, Value states,
 }
 
 namespace {
+/// Whether la.recurrence takes `op`'s grouped query heads as they are (each
+/// state read by its group of query heads): not with the normaliser, and
+/// not when repeating the states is asked for.
+static bool keepsQueryGroups(AttentionOp op, bool expandQueryGroups) {
+  return !expandQueryGroups && !op.getNormalizer();
+}
+
 /// Grouped query heads become one query head per state (see
-/// repeatPerQueryHead): the final state is the first of each group.
+/// repeatPerQueryHead): the final state is the first of each group. Only
+/// where la.recurrence does not take them (keepsQueryGroups).
 struct ExpandQueryGroups : OpRewritePattern<AttentionOp> {
-  using OpRewritePattern::OpRewritePattern;
+  ExpandQueryGroups(MLIRContext *ctx, bool expandQueryGroups)
+      : OpRewritePattern(ctx, /*benefit=*/2),
+        expandQueryGroups(expandQueryGroups) {}
 
   LogicalResult matchAndRewrite(AttentionOp op,
                                 PatternRewriter &rewriter) const override {
     int64_t group = queryGroup(op);
     if (group == 1)
       return rewriter.notifyMatchFailure(op, "no grouped query heads");
+    if (keepsQueryGroups(op, expandQueryGroups))
+      return rewriter.notifyMatchFailure(op, "la.recurrence takes them");
     Location loc = op.getLoc();
     AttentionOp repeated = repeatPerQueryHead(rewriter, op, group);
     SmallVector<Value> results = {repeated.getO()};
@@ -391,6 +403,8 @@ struct ExpandQueryGroups : OpRewritePattern<AttentionOp> {
     replaceWithCasts(rewriter, op, results);
     return success();
   }
+
+  bool expandQueryGroups;
 };
 
 /// The gradient of grouped query heads: the gradient of the repeated op,
@@ -458,12 +472,14 @@ struct ExpandQueryGroupsGrad : OpRewritePattern<AttentionGradOp> {
 };
 
 struct AttentionToRecurrence : OpRewritePattern<AttentionOp> {
-  AttentionToRecurrence(MLIRContext *ctx, double l2normEps)
-      : OpRewritePattern(ctx), l2normEps(l2normEps) {}
+  AttentionToRecurrence(MLIRContext *ctx, double l2normEps,
+                        bool expandQueryGroups)
+      : OpRewritePattern(ctx), l2normEps(l2normEps),
+        expandQueryGroups(expandQueryGroups) {}
 
   LogicalResult matchAndRewrite(AttentionOp op,
                                 PatternRewriter &rewriter) const override {
-    if (queryGroup(op) > 1)
+    if (queryGroup(op) > 1 && !keepsQueryGroups(op, expandQueryGroups))
       return rewriter.notifyMatchFailure(op, "expand the query groups first");
     Location loc = op.getLoc();
     MLIRContext *ctx = op.getContext();
@@ -473,7 +489,11 @@ struct AttentionToRecurrence : OpRewritePattern<AttentionOp> {
     FloatAttr eps;
     if (op.getNormalizer())
       eps = rewriter.getF32FloatAttr(op.getEffectiveEps());
-    Value oInit = emptyTensor(rewriter, loc, mixedSizes(rewriter, loc, values),
+    // One output per query head: HV of them, or HQ with grouped query
+    // heads (which la.recurrence reads from the states of their group).
+    SmallVector<OpFoldResult> outputSizes = mixedSizes(rewriter, loc, values);
+    outputSizes[2] = tensor::getMixedSize(rewriter, loc, op.getO(), 2);
+    Value oInit = emptyTensor(rewriter, loc, outputSizes,
                               op.getO().getType().getElementType());
     if (oInit.getType() != op.getO().getType())
       oInit = tensor::CastOp::create(rewriter, loc, op.getO().getType(), oInit);
@@ -499,6 +519,7 @@ struct AttentionToRecurrence : OpRewritePattern<AttentionOp> {
   }
 
   double l2normEps;
+  bool expandQueryGroups;
 };
 
 } // namespace
@@ -763,7 +784,7 @@ struct LaLowerToRecurrencePass
 
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    populateLowerToRecurrencePatterns(patterns, l2normEps);
+    populateLowerToRecurrencePatterns(patterns, l2normEps, expandQueryGroups);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
   }
@@ -771,9 +792,13 @@ struct LaLowerToRecurrencePass
 } // namespace
 
 void mlir::la::populateLowerToRecurrencePatterns(RewritePatternSet &patterns,
-                                                 double l2normEps) {
-  patterns.add<AttentionToRecurrence, AttentionGradToRecurrenceGrad>(
-      patterns.getContext(), l2normEps);
-  patterns.add<ExpandQueryGroups, ExpandQueryGroupsGrad>(patterns.getContext(),
-                                                         /*benefit=*/2);
+                                                 double l2normEps,
+                                                 bool expandQueryGroups) {
+  MLIRContext *ctx = patterns.getContext();
+  patterns.add<AttentionToRecurrence>(ctx, l2normEps, expandQueryGroups);
+  patterns.add<AttentionGradToRecurrenceGrad>(ctx, l2normEps);
+  patterns.add<ExpandQueryGroups>(ctx, expandQueryGroups);
+  // The gradient always repeats them: la.recurrence_grad has no query
+  // groups.
+  patterns.add<ExpandQueryGroupsGrad>(ctx, /*benefit=*/2);
 }

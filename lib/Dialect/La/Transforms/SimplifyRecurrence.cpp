@@ -34,7 +34,7 @@ struct FixedDecayToScalarGate : OpRewritePattern<RecurrenceOp> {
     if (op.getGate() != GateKind::Fixed)
       return failure();
     Location loc = op.getLoc();
-    Value gate = broadcastLogDecay(rewriter, loc, *op.getLogDecay(), op.getQ());
+    Value gate = broadcastLogDecay(rewriter, loc, *op.getLogDecay(), op.getK());
 
     RecurrenceParts parts = RecurrenceParts::of(op);
     parts.gate = GateKind::Scalar;
