@@ -142,9 +142,7 @@ void mlir::la::buildLowerToCPUPipeline(OpPassManager &pm,
   pm.addPass(createLaLowerToRecurrencePass());
   if (!options.sequential) {
     // Gradients that are recurrences again are chunked like the forward.
-    LaExpandRecurrenceGradPassOptions expandOptions;
-    expandOptions.mergeReads = options.mergeAdjointReads;
-    pm.addPass(createLaExpandRecurrenceGradPass(expandOptions));
+    pm.addPass(createLaExpandRecurrenceGradPass());
     // The threads the program will run on: as many as asked for with
     // OpenMP, one otherwise. (Never the compiling machine's count unless
     // asked: the IR must not depend on where it was compiled.)
@@ -222,12 +220,8 @@ void mlir::la::buildGPUScheduleOnTensorsPipeline(
   lowerOptions.expandQueryGroups = true;
   pm.addPass(createLaLowerToRecurrencePass(lowerOptions));
   // Gradients that are recurrences again take the forward's schedule; the
-  // element-wise work between them becomes kernels of its own. (Without
-  // grouped query heads, which the chunk-parallel schedule does not
-  // distribute.)
-  LaExpandRecurrenceGradPassOptions expandOptions;
-  expandOptions.mergeReads = false;
-  pm.addPass(createLaExpandRecurrenceGradPass(expandOptions));
+  // element-wise work between them becomes kernels of its own.
+  pm.addPass(createLaExpandRecurrenceGradPass());
   LaFuseRecurrencePassOptions fuseOptions;
   fuseOptions.chunkSize = options.chunkSize;
   bool chunkParallel = options.schedule == GPUSchedule::ChunkParallel;

@@ -94,12 +94,6 @@ struct LowerToCPUOptions : public PassPipelineOptions<LowerToCPUOptions> {
                      "product (convert-la-to-linalg's gate-spread-limit; 0: "
                      "always the blocked form)"),
       llvm::cl::init(32.0)};
-  PassOptions::Option<bool> mergeAdjointReads{
-      *this, "merge-adjoint-reads",
-      llvm::cl::desc("la-expand-recurrence-grad's merge-reads: the delta "
-                     "rule's two reads of the state S (dq and S dv) as one "
-                     "recurrence with grouped query heads"),
-      llvm::cl::init(true)};
   PassOptions::Option<bool> flushDenormals{
       *this, "flush-denormals",
       llvm::cl::desc("on x86 hosts, treat denormal floats as zeros while "

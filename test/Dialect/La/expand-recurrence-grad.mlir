@@ -1,5 +1,4 @@
 // RUN: la-opt %s -split-input-file -la-expand-recurrence-grad | FileCheck %s
-// RUN: la-opt %s -split-input-file -la-expand-recurrence-grad=merge-reads=false | FileCheck %s --check-prefix=SIX
 
 // A scalar decay with grouped value heads (HV = 2 H), T = 8: the adjoint is
 // three la.recurrence ops. dq: S^T in forward time (keys v, values k widened
@@ -174,11 +173,8 @@ func.func @packed(%q: !qk, %k: !qk, %v: !v, %g: !h, %s2: !s2, %cu: tensor<3xi32>
 // The delta rule: its reads p = a^T S_{t-1} (the forward on the inputs one
 // token later, queried with a = alpha * k), the adjoint as a general
 // low-rank recurrence in reverse time (a' = b, b' = a one token earlier,
-// queried with b = beta k: dv), then diagonal recurrences on the corrected
-// values x = v - p: S^T read by s do (dq) and by dv, one recurrence with two
-// query heads per state (do scaled and dv interleaved along the heads; its
-// outputs sliced apart with stride 2), and G^T read by x as two recurrences.
-// With merge-reads=false (SIX) S^T's two reads are two recurrences.
+// queried with b = beta k: dv), then four diagonal recurrences on the
+// corrected values x = v - p.
 !qk = tensor<1x8x2x4xf32>
 !v = tensor<1x8x2x6xf32>
 !h = tensor<1x8x2xf32>
@@ -187,38 +183,21 @@ func.func @packed(%q: !qk, %k: !qk, %v: !v, %g: !h, %s2: !s2, %cu: tensor<3xi32>
 // CHECK-LABEL: func.func @gated_delta
 // CHECK-SAME: (%[[Q:.*]]: tensor<1x8x2x4xf32>, %[[K:.*]]: tensor<1x8x2x4xf32>, %[[V:.*]]: tensor<1x8x2x6xf32>, %[[G:.*]]: tensor<1x8x2xf32>, %[[BETA:.*]]: tensor<1x8x2xf32>, %[[S0:.*]]: tensor<1x2x4x6xf32>, %[[DO:.*]]: tensor<1x8x2x6xf32>)
 // CHECK: %[[GNEXT:.*]] = tensor.pad %{{.*}} low[0, 0, 0] high[0, 1, 0]
-// CHECK: %[[P:.*]], %{{.*}} = la.recurrence decay(scalar) low_rank(delta) %[[A:.*]], %{{.*}}, %{{.*}} g(%{{.*}} : {{.*}}) beta(%{{.*}} : {{.*}}) outs(%{{.*}}, %[[S0]] : {{.*}}) {scale = 1.000000e+00 : f32}
+// CHECK: %[[KPREV:.*]] = tensor.pad %{{.*}} low[0, 1, 0, 0] high[0, 0, 0, 0]
+// CHECK: %[[VPREV:.*]] = tensor.pad %{{.*}} low[0, 1, 0, 0] high[0, 0, 0, 0]
+// CHECK: %[[GPREV:.*]] = tensor.pad %{{.*}} low[0, 1, 0] high[0, 0, 0]
+// CHECK: %[[BPREV:.*]] = tensor.pad %{{.*}} low[0, 1, 0] high[0, 0, 0]
+// CHECK: %[[P:.*]], %{{.*}} = la.recurrence decay(scalar) low_rank(delta) %[[A:.*]], %[[KPREV]], %[[VPREV]] g(%[[GPREV]] : {{.*}}) beta(%[[BPREV]] : {{.*}}) outs(%{{.*}}, %[[S0]] : {{.*}}) {scale = 1.000000e+00 : f32}
 // CHECK: %[[X:.*]] = linalg.generic {{.*}} ins(%[[V]], %[[P]] :
+// CHECK: arith.subf
+// CHECK: %[[DQ:.*]], %[[ST:.*]] = la.recurrence decay(scalar) low_rank(none) %[[DO]], %[[X]], %[[BW:.*]] g(%{{.*}} : {{.*}}) outs({{.*}}) {scale = 5.000000e-01 : f32}
 // CHECK: %[[DV:.*]], %[[G0:.*]] = la.recurrence decay(scalar) low_rank(general) %[[BK:.*]], %[[Q]], %[[DO]] g(%[[GNEXT]] : {{.*}}) a(%{{.*}}) b(%{{.*}}) outs({{.*}}) {reverse, scale = 5.000000e-01 : f32}
 // CHECK: la.recurrence decay(scalar) low_rank(none) %[[X]], %[[DO]], %[[Q]] g(%[[GNEXT]] : {{.*}}) outs({{.*}}) {reverse, scale = 5.000000e-01 : f32}
-// CHECK: la.recurrence decay(scalar) low_rank(none) %[[X]], %{{.*}}, %{{.*}} g(%[[GNEXT]] : {{.*}}) outs({{.*}}) {reverse, scale = 1.000000e+00 : f32}
-// CHECK: %[[SDO:.*]] = linalg.generic {{.*}} ins(%[[DO]] : tensor<1x8x2x6xf32>)
-// CHECK: %[[PAIRS0:.*]] = tensor.insert_slice %[[SDO]] into %{{.*}}[0, 0, 0, 0, 0] [1, 8, 2, 1, 6] [1, 1, 1, 1, 1] : tensor<1x8x2x6xf32> into tensor<1x8x2x2x6xf32>
-// CHECK: %[[PAIRS:.*]] = tensor.insert_slice %[[DV]] into %[[PAIRS0]][0, 0, 0, 1, 0] [1, 8, 2, 1, 6]
-// CHECK: %[[QUERIES:.*]] = tensor.collapse_shape %[[PAIRS]] {{\[}}[0], [1], [2, 3], [4]] : tensor<1x8x2x2x6xf32> into tensor<1x8x4x6xf32>
-// CHECK: %[[READS:.*]], %{{.*}} = la.recurrence decay(scalar) low_rank(none) %[[QUERIES]], %[[X]], %{{.*}} g(%{{.*}} : {{.*}}) outs({{.*}}) {scale = 1.000000e+00 : f32} : tensor<1x8x4x6xf32>, tensor<1x8x2x6xf32>, tensor<1x8x2x4xf32> -> tensor<1x8x4x4xf32>, tensor<1x2x6x4xf32>
-// CHECK: %[[DQ:.*]] = tensor.extract_slice %[[READS]][0, 0, 0, 0] [1, 8, 2, 4] [1, 1, 2, 1]
-// CHECK: tensor.extract_slice %[[READS]][0, 0, 1, 0] [1, 8, 2, 4] [1, 1, 2, 1]
-// CHECK-NOT: la.recurrence
+// CHECK: %[[DVNEXT:.*]] = tensor.pad %{{.*}} low[0, 0, 0, 0] high[0, 1, 0, 0]
+// CHECK: la.recurrence decay(scalar) low_rank(none) %[[X]], %[[DVNEXT]], %{{.*}} g(%[[GNEXT]] : {{.*}}) outs({{.*}}) {reverse, scale = 1.000000e+00 : f32}
+// CHECK: la.recurrence decay(scalar) low_rank(none) %[[DV]], %[[X]], %[[BW]] g(%{{.*}} : {{.*}}) outs({{.*}}) {scale = 1.000000e+00 : f32}
+// CHECK-NOT: la.recurrence_grad
 // CHECK: return %[[DQ]], %{{.*}}, %[[DV]], %{{.*}}, %{{.*}}, %{{.*}} :
-// SIX-LABEL: func.func @gated_delta
-// SIX-SAME: (%[[Q:.*]]: tensor<1x8x2x4xf32>, %[[K:.*]]: tensor<1x8x2x4xf32>, %[[V:.*]]: tensor<1x8x2x6xf32>, %[[G:.*]]: tensor<1x8x2xf32>, %[[BETA:.*]]: tensor<1x8x2xf32>, %[[S0:.*]]: tensor<1x2x4x6xf32>, %[[DO:.*]]: tensor<1x8x2x6xf32>)
-// SIX: %[[GNEXT:.*]] = tensor.pad %{{.*}} low[0, 0, 0] high[0, 1, 0]
-// SIX: %[[KPREV:.*]] = tensor.pad %{{.*}} low[0, 1, 0, 0] high[0, 0, 0, 0]
-// SIX: %[[VPREV:.*]] = tensor.pad %{{.*}} low[0, 1, 0, 0] high[0, 0, 0, 0]
-// SIX: %[[GPREV:.*]] = tensor.pad %{{.*}} low[0, 1, 0] high[0, 0, 0]
-// SIX: %[[BPREV:.*]] = tensor.pad %{{.*}} low[0, 1, 0] high[0, 0, 0]
-// SIX: %[[P:.*]], %{{.*}} = la.recurrence decay(scalar) low_rank(delta) %[[A:.*]], %[[KPREV]], %[[VPREV]] g(%[[GPREV]] : {{.*}}) beta(%[[BPREV]] : {{.*}}) outs(%{{.*}}, %[[S0]] : {{.*}}) {scale = 1.000000e+00 : f32}
-// SIX: %[[X:.*]] = linalg.generic {{.*}} ins(%[[V]], %[[P]] :
-// SIX: arith.subf
-// SIX: %[[DQ:.*]], %[[ST:.*]] = la.recurrence decay(scalar) low_rank(none) %[[DO]], %[[X]], %[[BW:.*]] g(%{{.*}} : {{.*}}) outs({{.*}}) {scale = 5.000000e-01 : f32}
-// SIX: %[[DV:.*]], %[[G0:.*]] = la.recurrence decay(scalar) low_rank(general) %[[BK:.*]], %[[Q]], %[[DO]] g(%[[GNEXT]] : {{.*}}) a(%{{.*}}) b(%{{.*}}) outs({{.*}}) {reverse, scale = 5.000000e-01 : f32}
-// SIX: la.recurrence decay(scalar) low_rank(none) %[[X]], %[[DO]], %[[Q]] g(%[[GNEXT]] : {{.*}}) outs({{.*}}) {reverse, scale = 5.000000e-01 : f32}
-// SIX: %[[DVNEXT:.*]] = tensor.pad %{{.*}} low[0, 0, 0, 0] high[0, 1, 0, 0]
-// SIX: la.recurrence decay(scalar) low_rank(none) %[[X]], %[[DVNEXT]], %{{.*}} g(%[[GNEXT]] : {{.*}}) outs({{.*}}) {reverse, scale = 1.000000e+00 : f32}
-// SIX: la.recurrence decay(scalar) low_rank(none) %[[DV]], %[[X]], %[[BW]] g(%{{.*}} : {{.*}}) outs({{.*}}) {scale = 1.000000e+00 : f32}
-// SIX-NOT: la.recurrence_grad
-// SIX: return %[[DQ]], %{{.*}}, %[[DV]], %{{.*}}, %{{.*}}, %{{.*}} :
 func.func @gated_delta(%q: !qk, %k: !qk, %v: !v, %g: !h, %beta: !h, %s0: !s,
                        %do: !v) -> (!qk, !qk, !v, !s, !h, !h) {
   %b:6 = la.recurrence_grad decay(scalar) low_rank(delta) %q, %k, %v

@@ -31,10 +31,7 @@ void populateSimplifyRecurrencePatterns(RewritePatternSet &patterns);
 /// Patterns rewriting `la.recurrence_grad` with a scalar (or no) decay and
 /// no low-rank part into adjoint `la.recurrence` ops (see
 /// la-expand-recurrence-grad).
-/// With `mergeReads`, the delta rule's two reads of one state (dq and S dv)
-/// are one recurrence with grouped query heads.
-void populateExpandRecurrenceGradPatterns(RewritePatternSet &patterns,
-                                          bool mergeReads = true);
+void populateExpandRecurrenceGradPatterns(RewritePatternSet &patterns);
 
 /// The largest chunk size the passes accept: a chunk's score matrix has
 /// C x C entries. (A chunk size above a static T is lowered as T.)

@@ -138,10 +138,7 @@ def LaExpandRecurrenceGradPass : Pass<"la-expand-recurrence-grad"> {
     (`G_{t-1} = D_t G_t - a_t dv_t^T + s q_{t-1} do_{t-1}^T`) diagonal
     recurrences, whose products `S do`, `S dv` and `G (v - p)` (the last as
     two recurrences, one per term) give dq, dk, dbeta and the gate's
-    gradient; `dS_0 = D_0 G_0 - a_0 dv_0^T`. With `merge-reads` (the
-    default) `S do` and `S dv` are one recurrence with grouped query heads
-    (two queries per state, interleaved along the heads): five recurrences,
-    and the state `S` is formed once.
+    gradient; `dS_0 = D_0 G_0 - a_0 dv_0^T`.
 
     The general low-rank form (`S_t = D_t S_{t-1} - b_t a_t^T S_{t-1} + k_t
     v_t^T`, Gated DeltaNet-2's and the dplr rule's, whose `b` and `k`
@@ -165,11 +162,6 @@ def LaExpandRecurrenceGradPass : Pass<"la-expand-recurrence-grad"> {
     "::mlir::math::MathDialect",
     "::mlir::scf::SCFDialect",
     "::mlir::tensor::TensorDialect"
-  ];
-  let options = [
-    Option<"mergeReads", "merge-reads", "bool", "true",
-           "the delta rule: one recurrence with two queries per state for "
-           "dq and S dv (false: two recurrences)">
   ];
 }
 

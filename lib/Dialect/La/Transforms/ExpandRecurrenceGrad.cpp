@@ -181,10 +181,6 @@ struct AdjointBuilder {
                           Value lowA = Value(), Value lowB = Value()) {
     SmallVector<OpFoldResult> oSizes = mixedSizes(b, loc, v);
     oSizes[3] = mixedSizes(b, loc, state)[3];
-    // Grouped query heads (more query than key heads): one output each.
-    if (cast<RankedTensorType>(q.getType()).getDimSize(2) !=
-        cast<RankedTensorType>(k.getType()).getDimSize(2))
-      oSizes[2] = mixedSizes(b, loc, q)[2];
     Value oInit = emptyTensor(b, loc, oSizes, b.getF32Type());
     GateKind kind = GateKind::None;
     if (gate)
@@ -483,44 +479,8 @@ struct AdjointBuilder {
 /// no low-rank part or the delta rule, no normaliser (la-simplify-recurrence
 /// rewrites it first), static H and HV (B = 1 with cu_seqlens) -> three
 /// (six with the delta rule) la.recurrence ops and element-wise products.
-/// [B,T,HV,V] x and y -> [B,T,2 HV,V] with head 2 h = x_h and 2 h + 1 = y_h:
-/// the queries of a recurrence with grouped query heads (two per state).
-static Value interleaveHeads(OpBuilder &b, Location loc, Value x, Value y) {
-  SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, x);
-  SmallVector<OpFoldResult> pairSizes = {sizes[0], sizes[1], sizes[2],
-                                         b.getIndexAttr(2), sizes[3]};
-  Value pairs = emptyTensor(b, loc, pairSizes, b.getF32Type());
-  SmallVector<OpFoldResult> strides(5, b.getIndexAttr(1));
-  SmallVector<OpFoldResult> slotSizes = pairSizes;
-  slotSizes[3] = b.getIndexAttr(1);
-  Value slots[] = {x, y};
-  for (auto [slot, value] : llvm::enumerate(slots)) {
-    SmallVector<OpFoldResult> offsets(5, b.getIndexAttr(0));
-    offsets[3] = b.getIndexAttr(slot);
-    pairs = tensor::InsertSliceOp::create(b, loc, value, pairs, offsets,
-                                          slotSizes, strides);
-  }
-  SmallVector<ReassociationIndices> heads = {{0}, {1}, {2, 3}, {4}};
-  return tensor::CollapseShapeOp::create(b, loc, pairs, heads);
-}
-
-/// Heads `slot`, `slot + 2`, ... of a [B,T,2 HV,V] tensor: the outputs of
-/// one of the two queries per state (interleaveHeads).
-static Value queryHeadsOfSlot(OpBuilder &b, Location loc, Value x,
-                              int64_t slot) {
-  SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, x);
-  sizes[2] = affine::makeComposedFoldedAffineApply(
-      b, loc, b.getAffineSymbolExpr(0).floorDiv(2), {sizes[2]});
-  SmallVector<OpFoldResult> offsets(4, b.getIndexAttr(0));
-  offsets[2] = b.getIndexAttr(slot);
-  SmallVector<OpFoldResult> strides(4, b.getIndexAttr(1));
-  strides[2] = b.getIndexAttr(2);
-  return tensor::ExtractSliceOp::create(b, loc, x, offsets, sizes, strides);
-}
-
 struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
-  RecurrenceGradToRecurrences(MLIRContext *ctx, bool mergeReads)
-      : OpRewritePattern(ctx), mergeReads(mergeReads) {}
+  using OpRewritePattern::OpRewritePattern;
 
   LogicalResult matchAndRewrite(RecurrenceGradOp op,
                                 PatternRewriter &rewriter) const override {
@@ -647,16 +607,8 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
                           forwardValueGate, forwardState, queryScale,
                           /*reverse=*/false);
     };
-    // The delta rule reads S^T twice (dq and S dv): with mergeReads both are
-    // one recurrence with two query heads per state, built once dv is
-    // known (below).
-    bool mergedReads = delta && mergeReads;
-    RecurrenceOp forward;
-    Value dq;
-    if (!mergedReads) {
-      forward = transposedForward(dO, scale);
-      dq = a.sumGroups(forward.getO(), 2);
-    }
+    RecurrenceOp forward = transposedForward(dO, scale);
+    Value dq = a.sumGroups(forward.getO(), 2);
 
     // dv (and, for the delta rule, the reads G_t^T b_t): G in reverse time
     // (q and k share an element type).
@@ -741,20 +693,7 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
       Value y = dk;
       Value yLowRank = a.sumGroups(lowRankPart.getO(), 2);
       // z = b (x . dv) - S dv, per value head, then summed per key head.
-      Value stateDv;
-      if (mergedReads) {
-        // S^T's state once, read by s do (dq) and by dv: grouped query
-        // heads, two per state.
-        Value scaledDO = a.remap(op.getDO(), false, scale);
-        Value queries = interleaveHeads(rewriter, loc, scaledDO, dv);
-        forward = transposedForward(queries, 1.0f);
-        Value reads = forward.getO();
-        Value stateDO = queryHeadsOfSlot(rewriter, loc, reads, 0);
-        dq = a.sumGroups(stateDO, 2);
-        stateDv = queryHeadsOfSlot(rewriter, loc, reads, 1);
-      } else {
-        stateDv = transposedForward(dv, 1.0f).getO();
-      }
+      Value stateDv = transposedForward(dv, 1.0f).getO();
       SmallVector<OpFoldResult> headSizes = mixedSizes(rewriter, loc, dv);
       headSizes.pop_back();
       Value readDv = buildGeneric(
@@ -1121,8 +1060,6 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
     return sumFromFinal(a, terms, {beforeGate},
                         op.getGate() == GateKind::Channel, finalTerm);
   }
-
-  bool mergeReads;
 };
 
 struct LaExpandRecurrenceGradPass
@@ -1132,14 +1069,14 @@ struct LaExpandRecurrenceGradPass
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     populateSimplifyRecurrencePatterns(patterns);
-    populateExpandRecurrenceGradPatterns(patterns, mergeReads);
+    populateExpandRecurrenceGradPatterns(patterns);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
   }
 };
 } // namespace
 
-void mlir::la::populateExpandRecurrenceGradPatterns(RewritePatternSet &patterns,
-                                                    bool mergeReads) {
-  patterns.add<RecurrenceGradToRecurrences>(patterns.getContext(), mergeReads);
+void mlir::la::populateExpandRecurrenceGradPatterns(
+    RewritePatternSet &patterns) {
+  patterns.add<RecurrenceGradToRecurrences>(patterns.getContext());
 }
