@@ -2,7 +2,7 @@
 repeating the state's work: la.attention with q : [B,T,G*H,K] over k, v : [B,T,H,...]
 lowers to one la.recurrence whose q has G*H heads and whose k, v, gates and
 state keep H (checked in the IR), for every variant that la.recurrence runs
-with groups (the normaliser still repeats them). Each output is checked
+with groups. Each output is checked
 against la's float64 reference run with k, v, the gates and the state
 repeated per query head (query head j reads the state of head j // G), which
 is the definition of grouped query heads."""
@@ -167,17 +167,21 @@ def test_the_state_work_is_not_repeated(threads):
             f"tensor<1x1x64x{G}x16xf32> -> tensor<1x1x64x{G}x16xf32>") in inter
 
 
-def test_normalizer_still_repeats():
-    """The normaliser is not in la.recurrence's groups yet: its la.attention
-    is repeated per query head, and still right."""
-    x = _inputs(seed=2, B=1, T=20)
-    o, _ = la.attention("linear", x["q"], x["k"], x["v"], normalize=True, chunk_size=8)
-    ref_o, _ = ref.linear_attention(x["q"], _repeat(x["k"]), _repeat(x["v"]),
-                                    normalizer=True)
-    assert rel_rms(ref_o, o) <= 2e-5
+@pytest.mark.parametrize("sequential", [False, True], ids=["chunked", "tokens"])
+def test_normalizer(sequential):
+    """The normaliser's z rides in each state once (a value column); each
+    query head divides by its own z . q."""
+    x = _inputs(seed=2, B=2, T=21)
+    o, s = la.attention("linear", x["q"], x["k"], x["v"], initial_state=x["s0"],
+                        output_final_state=True, normalize=True, chunk_size=8,
+                        sequential=sequential)
+    ref_o, ref_s = ref.linear_attention(x["q"], _repeat(x["k"]), _repeat(x["v"]),
+                                        initial_state=np.repeat(x["s0"], G, axis=1),
+                                        normalizer=True)
+    assert rel_rms(ref_o, o) <= 2e-5 and rel_rms(ref_s[:, ::G], s) <= 2e-5
     text = la.lower("linear", x["q"], x["k"], x["v"], normalize=True, stage="recurrence")
     line = next(l for l in text.splitlines() if "la.recurrence" in l)
-    assert f"tensor<?x?x{G * H}x16xf32>, tensor<?x?x{G * H}x16xf32>" in line
+    assert f"tensor<?x?x{G * H}x16xf32>, tensor<?x?x{H}x16xf32>" in line
 
 
 _RECURRENCE = """

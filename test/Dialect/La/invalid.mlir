@@ -610,13 +610,7 @@ func.func @query_groups_dynamic_value_heads(%q: tensor<1x8x4x4xf32>, %k: tensor<
   return
 }
 
-// -----
 
-func.func @query_groups_normalizer(%q: tensor<1x8x4x4xf32>, %k: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>, %oi: tensor<1x8x4x6xf32>, %s: tensor<1x2x4x6xf32>) {
-  // expected-error @+1 {{'normalizer' is not supported with grouped query heads yet}}
-  %o, %f = la.recurrence decay(none) low_rank(none) %q, %k, %v outs(%oi, %s : tensor<1x8x4x6xf32>, tensor<1x2x4x6xf32>) {normalizer, scale = 0.5 : f32} : tensor<1x8x4x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x4x6xf32>, tensor<1x2x4x6xf32>
-  return
-}
 
 // -----
 

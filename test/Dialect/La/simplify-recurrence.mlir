@@ -90,3 +90,25 @@ func.func @normalizer_grad(%q: tensor<1x8x2x4xf32>, %k: tensor<1x8x2x4xf32>, %v:
   %dq, %dk, %dv, %ds0 = la.recurrence_grad decay(none) low_rank(none) %q, %k, %v initial_state(%s0 : tensor<1x2x4x6xf32>) d_o(%do : tensor<1x8x2x6xf32>) d_final_state(%dsf : tensor<1x2x4x6xf32>) {normalizer, eps = 1.0e-3 : f32, scale = 0.5 : f32, checkpoint = 4 : i64} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32>, tensor<1x2x4x6xf32>
   return %dq, %dv, %ds0 : tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32>, tensor<1x2x4x6xf32>
 }
+
+// -----
+
+// The normaliser with grouped query heads (HQ = 4 over HV = 2 states): the
+// z column rides in each state once, and each query head's output has its
+// own denominator column z . q'.
+// CHECK-LABEL: func.func @grouped_normalizer
+// CHECK-SAME: (%[[Q:[^:]*]]: tensor<1x8x4x4xf32>, %[[K:[^:]*]]: tensor<1x8x2x4xf32>, %[[V:[^:]*]]: tensor<1x8x2x6xf32>, %[[S0:[^:]*]]: tensor<1x2x4x6xf32>)
+// CHECK: %[[VP:.*]] = tensor.pad %[[V]] low[0, 0, 0, 0] high[0, 0, 0, 1]
+// CHECK: %[[SP:.*]] = tensor.pad %[[S0]] low[0, 0, 0, 0] high[0, 0, 0, 1]
+// CHECK: %[[O:.*]], %[[F:.*]] = la.recurrence decay(none) low_rank(none) %[[Q]], %[[K]], %[[VP]] outs(%{{.*}}, %[[SP]] : tensor<1x8x4x7xf32>, tensor<1x2x4x7xf32>)
+// CHECK-NOT: normalizer
+// CHECK: %[[NUM:.*]] = tensor.extract_slice %[[O]][0, 0, 0, 0] [1, 8, 4, 6] [1, 1, 1, 1]
+// CHECK: %[[DEN:.*]] = tensor.extract_slice %[[O]][0, 0, 0, 6] [1, 8, 4, 1] [1, 1, 1, 1]
+// CHECK: %[[OUT:.*]] = linalg.generic {{.*}} ins(%[[NUM]], %[[DEN]] : tensor<1x8x4x6xf32>, tensor<1x8x4x1xf32>)
+// CHECK: %[[FS:.*]] = tensor.extract_slice %[[F]][0, 0, 0, 0] [1, 2, 4, 6] [1, 1, 1, 1]
+// CHECK: return %[[OUT]], %[[FS]]
+func.func @grouped_normalizer(%q: tensor<1x8x4x4xf32>, %k: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>, %s0: tensor<1x2x4x6xf32>) -> (tensor<1x8x4x6xf32>, tensor<1x2x4x6xf32>) {
+  %oi = tensor.empty() : tensor<1x8x4x6xf32>
+  %o, %s = la.recurrence decay(none) low_rank(none) %q, %k, %v outs(%oi, %s0 : tensor<1x8x4x6xf32>, tensor<1x2x4x6xf32>) {normalizer, scale = 0.5 : f32} : tensor<1x8x4x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x4x6xf32>, tensor<1x2x4x6xf32>
+  return %o, %s : tensor<1x8x4x6xf32>, tensor<1x2x4x6xf32>
+}

@@ -82,8 +82,8 @@ def La_AttentionOp : La_Op<"attention", [Pure, AttrSizedOperandSegments]> {
     `HV = H`: query head `h` reads the state of key and value head
     `h / (HQ/H)`, and `o` has HQ heads. `la-lower-to-recurrence` lowers
     them to an `la.recurrence` with grouped query heads, which computes
-    each state once and reads it for its G query heads; with the normaliser,
-    with `expand-query-groups` (the GPU pipeline) and for the gradient it
+    each state once and reads it for its G query heads; with
+    `expand-query-groups` (the GPU pipeline) and for the gradient it
     repeats k, v, the gates, beta, erase, write and the state per query head
     instead (G times the state work) and takes the final state of each
     group's first head.
@@ -342,7 +342,7 @@ def La_RecurrenceOp : La_Op<"recurrence", [
     one output per query head. The state's work is done once per value
     head, not once per query head (ONNX's grouped query heads over shared
     key/value heads; fla's grouped value heads are HV > H with q per key
-    head). Not with `normalizer`.
+    head).
 
     `q` and `k` share an element type. `scale` is explicit at this level.
     `normalizer` (only without a low-rank part) divides by

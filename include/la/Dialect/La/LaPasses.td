@@ -19,9 +19,8 @@ def LaLowerToRecurrencePass : Pass<"la-lower-to-recurrence"> {
 
     Grouped query heads (q with more heads than k) stay grouped:
     `la.recurrence` reads each state for its group of query heads, so the
-    state work is done once per key/value head. With `expand-query-groups`,
-    or with the normaliser, k, v, the gates and the state are repeated per
-    query head instead (G times the state work; the GPU pipeline does this,
+    state work is done once per key/value head. With `expand-query-groups`
+    k, v, the gates and the state are repeated per query head instead (G times the state work; the GPU pipeline does this,
     its kernels do not take groups yet). Gradients (`la.attention_grad`)
     always repeat them.
   }];

@@ -662,10 +662,6 @@ LogicalResult RecurrenceOp::verify() {
     if (value &&
         failed(verifyShape(*this, value, name, kShape, "[B,T,H,K] like 'k'")))
       return failure();
-  if (getNormalizer() && hasQueryGroups())
-    return emitOpError("'normalizer' is not supported with grouped query "
-                       "heads yet (la-lower-to-recurrence repeats the "
-                       "states of such an la.attention per query head)");
   return success();
 }
 

@@ -370,10 +370,10 @@ static Value firstOfGroups(OpBuilder &b, Location loc, Value states,
 
 namespace {
 /// Whether la.recurrence takes `op`'s grouped query heads as they are (each
-/// state read by its group of query heads): not with the normaliser, and
-/// not when repeating the states is asked for.
-static bool keepsQueryGroups(AttentionOp op, bool expandQueryGroups) {
-  return !expandQueryGroups && !op.getNormalizer();
+/// state read by its group of query heads): unless repeating the states is
+/// asked for.
+static bool keepsQueryGroups(AttentionOp, bool expandQueryGroups) {
+  return !expandQueryGroups;
 }
 
 /// Grouped query heads become one query head per state (see

@@ -71,8 +71,9 @@ static Value toF32(OpBuilder &b, Location loc, Value x) {
 }
 
 /// The output of the recurrence on `[v, 1]` split into the numerator (its
-/// first V columns, `[B,T,HV,V]`) and the raw denominator `z_t . q'_t` (its
-/// last column, `[B,T,HV,1]`), both f32.
+/// first V columns, `[B,T,HV,V]`, the shape of `v`: the output's, with
+/// grouped query heads `[B,T,HQ,V]`) and the raw denominator `z_t . q'_t`
+/// (its last column, `[B,T,HV,1]`), both f32.
 static std::pair<Value, Value> splitNormalized(OpBuilder &b, Location loc,
                                                Value augmented, Value v) {
   OpFoldResult valueDim = tensor::getMixedSize(b, loc, v, 3);
@@ -117,8 +118,11 @@ struct NormalizerToValueColumn : OpRewritePattern<RecurrenceOp> {
         op.getNonZeroInitialState()
             ? padLastDim(rewriter, loc, op.getInitialState(), 0.0f)
             : zeroState(rewriter, loc, op.getQ(), parts.v, op.getCuSeqlens());
-    parts.oInit =
-        emptyTensor(rewriter, loc, mixedSizes(rewriter, loc, parts.v), f32);
+    // One output per query head (HQ of them with grouped query heads).
+    SmallVector<OpFoldResult> augmentedSizes =
+        mixedSizes(rewriter, loc, parts.v);
+    augmentedSizes[2] = tensor::getMixedSize(rewriter, loc, op.getOInit(), 2);
+    parts.oInit = emptyTensor(rewriter, loc, augmentedSizes, f32);
     parts.normalizer = false;
     parts.eps.reset();
     RecurrenceOp inner = parts.build(rewriter, loc);
@@ -127,11 +131,11 @@ struct NormalizerToValueColumn : OpRewritePattern<RecurrenceOp> {
     // o = num / (den + eps): num the first V columns, den the last one.
     RankedTensorType oType = op.getO().getType();
     OpFoldResult valueDim = tensor::getMixedSize(rewriter, loc, op.getV(), 3);
-    SmallVector<OpFoldResult> oSizes = mixedSizes(rewriter, loc, op.getV());
+    SmallVector<OpFoldResult> oSizes = mixedSizes(rewriter, loc, op.getOInit());
     SmallVector<OpFoldResult> zeros(4, rewriter.getIndexAttr(0));
     SmallVector<OpFoldResult> ones(4, rewriter.getIndexAttr(1));
     auto [numerator, denominator] =
-        splitNormalized(rewriter, loc, inner.getO(), op.getV());
+        splitNormalized(rewriter, loc, inner.getO(), op.getOInit());
     Value oInit = emptyTensor(rewriter, loc, oSizes, oType.getElementType());
     Value eps = constantF32(rewriter, loc, op.getEffectiveEps());
     AffineMap id = rewriter.getMultiDimIdentityMap(4);
