@@ -214,17 +214,17 @@ void mlir::la::buildLowerToCPUPipeline(OpPassManager &pm,
 void mlir::la::buildGPUScheduleOnTensorsPipeline(
     OpPassManager &pm, const LowerToNVVMOptions &options) {
   // The fused program on tensors, tiled onto blocks and threads. Grouped
-  // query heads are repeated per state: the GPU tiling does not take
-  // them yet.
+  // query heads are repeated per state for the chunk-parallel schedule,
+  // which does not distribute a state read by several output heads.
+  bool chunkParallel = options.schedule == GPUSchedule::ChunkParallel;
   LaLowerToRecurrencePassOptions lowerOptions;
-  lowerOptions.expandQueryGroups = true;
+  lowerOptions.expandQueryGroups = chunkParallel;
   pm.addPass(createLaLowerToRecurrencePass(lowerOptions));
   // Gradients that are recurrences again take the forward's schedule; the
   // element-wise work between them becomes kernels of its own.
   pm.addPass(createLaExpandRecurrenceGradPass());
   LaFuseRecurrencePassOptions fuseOptions;
   fuseOptions.chunkSize = options.chunkSize;
-  bool chunkParallel = options.schedule == GPUSchedule::ChunkParallel;
   fuseOptions.mode =
       chunkParallel ? FusionMode::Materialized : FusionMode::Fused;
   fuseOptions.valueTile = options.valueTile;

@@ -83,7 +83,8 @@ def La_AttentionOp : La_Op<"attention", [Pure, AttrSizedOperandSegments]> {
     `h / (HQ/H)`, and `o` has HQ heads. `la-lower-to-recurrence` lowers
     them to an `la.recurrence` with grouped query heads, which computes
     each state once and reads it for its G query heads; with
-    `expand-query-groups` (the GPU pipeline) and for the gradient it
+    `expand-query-groups` (the GPU's chunk-parallel schedule) and for the
+    gradient it
     repeats k, v, the gates, beta, erase, write and the state per query head
     instead (G times the state work) and takes the final state of each
     group's first head.

@@ -20,9 +20,10 @@ def LaLowerToRecurrencePass : Pass<"la-lower-to-recurrence"> {
     Grouped query heads (q with more heads than k) stay grouped:
     `la.recurrence` reads each state for its group of query heads, so the
     state work is done once per key/value head. With `expand-query-groups`
-    k, v, the gates and the state are repeated per query head instead (G times the state work; the GPU pipeline does this,
-    its kernels do not take groups yet). Gradients (`la.attention_grad`)
-    always repeat them.
+    k, v, the gates and the state are repeated per query head instead (G
+    times the state work; the GPU pipeline's chunk-parallel schedule does
+    this: it does not distribute a state read by several output heads).
+    Gradients (`la.attention_grad`) always repeat them.
   }];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
