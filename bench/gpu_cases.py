@@ -47,10 +47,12 @@ class Case:
     True)``) instead of its forward. Every case returns the final state."""
 
     def __init__(self, variant, B, T, H, K, V, HV=None, dtype="f32", initial_state=False,
-                 tensor_cores=False, backward=False, options=None):
+                 tensor_cores=False, backward=False, options=None, HQ=None):
         self.variant = variant
         self.B, self.T, self.H, self.K, self.V = B, T, H, K, V
         self.HV = H if HV is None else HV
+        #: query heads: H, or a multiple of H (grouped query heads, HV = H)
+        self.HQ = H if HQ is None else HQ
         self.dtype = dtype
         self.initial_state = initial_state
         self.tensor_cores = tensor_cores
@@ -77,6 +79,8 @@ class Case:
         dims = "x".join(str(d) for d in (self.B, self.T, self.H, self.K, self.V))
         if self.HV != self.H:
             dims += f"-hv{self.HV}"
+        if self.HQ != self.H:
+            dims += f"-hq{self.HQ}"
         return (f"{self.variant}-{dims}-{self.dtype}" + ("-s0" if self.initial_state else "")
                 + ("-tc" if self.tensor_cores else "") + ("-grad" if self.backward else "")
                 + "".join(f"-{_SHORT.get(k, k)}{v}" for k, v in sorted(self.options.items())))
@@ -118,6 +122,13 @@ CHECK_CASES = (
             options=CHUNK_PARALLEL)]
     + [Case(v, 1, 100, 2, 64, 64, HV=4, initial_state=True, backward=True,
             options=CHUNK_PARALLEL) for v in ("gla", "gated_deltanet")]
+    # Grouped query heads (4 query heads per key/value head): the fused
+    # schedule reads each state for its group; chunk-parallel repeats the
+    # states per query head; T not a multiple of the chunk.
+    + [Case(v, 2, 77, 2, 64, 64, initial_state=True, HQ=8)
+       for v in ("gla", "gated_deltanet", "kda")]
+    + [Case("gated_deltanet", 2, 77, 2, 64, 64, initial_state=True, HQ=8,
+            options=CHUNK_PARALLEL)]
 )
 
 #: (B, T, H, D) of the benchmark; K = V = D.
@@ -204,7 +215,8 @@ def compile_case(case, directory=DEFAULT_DIR, pipeline_options=None, force=False
     gpu.compile_attention(path, case.variant, case.B, case.T, case.H, case.K, case.V, case.HV,
                           dtype=case.dtype, has_initial_state=case.initial_state,
                           output_final_state=True, pipeline_options=pipeline_options,
-                          force=force, backward=case.backward)
+                          force=force, backward=case.backward,
+                          HQ=case.HQ if case.HQ != case.H else None)
     after = os.stat(path).st_mtime_ns
     return case, time.perf_counter() - start, before != after
 

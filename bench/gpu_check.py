@@ -102,8 +102,27 @@ def check_case(case, directory, seed=0):
         inputs = lt.make_inputs(case.variant, case.B, case.T, case.H, case.K, case.V, case.HV,
                                 seed=seed, with_initial_state=case.initial_state,
                                 gate_scale=1 / 16)
+        group = case.HQ // case.H
+        if group > 1:
+            # Grouped query heads: q with HQ heads; the reference repeats
+            # every per-head input (and the state) per query head, and the
+            # final state of each group is its first query head's.
+            rng = np.random.default_rng(seed + 2)
+            inputs["q"] = rng.standard_normal(
+                (case.B, case.T, case.HQ, case.K)).astype(np.float32)
         prepared = runner.prepare_inputs(inputs, case.dtype)
-        o_ref, s_ref = lt.reference_for(case.variant, prepared)
+        def per_query_head(name, x):
+            if group == 1 or name == "q":
+                return x
+            if name == "log_decay":
+                return np.repeat(x, group)
+            if np.ndim(x) < 3:
+                return x
+            return np.repeat(x, group, axis=1 if name == "initial_state" else 2)
+
+        reference_inputs = {name: per_query_head(name, x) for name, x in prepared.items()}
+        o_ref, s_ref = lt.reference_for(case.variant, reference_inputs)
+        s_ref = s_ref[:, ::group]
         start = time.perf_counter()
         o, s = kernel.run(prepared)
         result["ms"] = (time.perf_counter() - start) * 1e3  # with the copies

@@ -622,7 +622,7 @@ class Param:
 
 
 def attention_params(variant, B, T, H, K, V, HV=None, *, dtype="f32", has_initial_state=False,
-                     output_final_state=True, cu_seqlens_len=None, backward=False):
+                     output_final_state=True, cu_seqlens_len=None, backward=False, HQ=None):
     """The parameters of the function that :func:`la.runner.attention_mlir`
     writes for these arguments, in order: ``q, k, v, [g], [beta], [erase],
     [write], [initial_state], [cu_seqlens]``, then the out-parameters ``o``
@@ -633,18 +633,24 @@ def attention_params(variant, B, T, H, K, V, HV=None, *, dtype="f32", has_initia
     the same inputs, the cotangents ``do`` (o's type) and
     ``[d_final_state]``, then one f32 out-parameter ``d<name>`` per
     differentiable input (``dq, dk, dv, [dg], [dbeta], [derase], [dwrite],
-    [dinitial_state]``)."""
+    [dinitial_state]``).
+
+    ``HQ`` (grouped query heads, as :func:`la.runner.attention_mlir`) gives q,
+    o (and dq, do) ``HQ`` heads."""
     if variant not in VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; expected one of {tuple(VARIANTS)}")
     HV = H if HV is None else HV
     N = B if cu_seqlens_len is None else cu_seqlens_len - 1
+    HQ = H if HQ is None else HQ
+    shapes = dict(token_operand_shapes(variant, B, T, H, K, V, HV))
+    shapes["q"] = (B, T, HQ, K)
     params = [Param(name, shape, dtype if name in ("q", "k", "v") else "f32")
-              for name, shape in token_operand_shapes(variant, B, T, H, K, V, HV)]
+              for name, shape in shapes.items()]
     if has_initial_state:
         params.append(Param("initial_state", (N, HV, K, V), "f32"))
     if cu_seqlens_len is not None:
         params.append(Param("cu_seqlens", (cu_seqlens_len,), "i32"))
-    outputs = [Param("o", (B, T, HV, V), dtype, output=True)]
+    outputs = [Param("o", (B, T, HV if HQ == H else HQ, V), dtype, output=True)]
     if output_final_state:
         outputs.append(Param("final_state", (N, HV, K, V), "f32", output=True))
     if not backward:
@@ -680,7 +686,7 @@ def _gradient_mlir(mlir, checkpoint):
 
 def compile_attention(output_path, variant, B, T, H, K, V, HV=None, *, dtype="f32",
                       has_initial_state=False, output_final_state=True, cu_seqlens_len=None,
-                      pipeline_options=None, force=False, backward=False, **attrs):
+                      pipeline_options=None, force=False, backward=False, HQ=None, **attrs):
     """Compiles one ``la.attention`` layer (:func:`la.runner.attention_mlir`
     with these arguments; ``attrs`` are its ``scale``, ``qk_l2norm``, ...)
     into the library ``output_path``, and writes its manifest (same name,
@@ -697,6 +703,9 @@ def compile_attention(output_path, variant, B, T, H, K, V, HV=None, *, dtype="f3
     ``cu_seqlens`` have no GPU backward yet (a :class:`GpuCompileError`
     says so).
 
+    ``HQ`` (a multiple of ``H``, with ``HV == H``) compiles grouped query
+    heads: q and o with ``HQ`` heads over ``H`` key/value heads and states.
+
     Without a ``chunk-size`` in ``pipeline_options``, a default chunk (16)
     whose buffers do not fit the shared memory (the general low-rank form
     of Gated DeltaNet-2 and RWKV-7 at K = V = 128 with an initial state and
@@ -707,11 +716,12 @@ def compile_attention(output_path, variant, B, T, H, K, V, HV=None, *, dtype="f3
     mlir = runner.attention_mlir(variant, B, T, H, K, V, HV, dtype=dtype,
                                  has_initial_state=has_initial_state,
                                  output_final_state=output_final_state,
-                                 cu_seqlens_len=cu_seqlens_len, name="attention", **attrs)
+                                 cu_seqlens_len=cu_seqlens_len, name="attention", HQ=HQ,
+                                 **attrs)
     params = attention_params(variant, B, T, H, K, V, HV, dtype=dtype,
                               has_initial_state=has_initial_state,
                               output_final_state=output_final_state,
-                              cu_seqlens_len=cu_seqlens_len, backward=backward)
+                              cu_seqlens_len=cu_seqlens_len, backward=backward, HQ=HQ)
     options = dict(pipeline_options or {})
     entry = "attention"
     if backward:
@@ -744,7 +754,8 @@ def compile_attention(output_path, variant, B, T, H, K, V, HV=None, *, dtype="f3
         "entry": entry,
         "backward": bool(backward),
         "variant": variant,
-        "sizes": {"B": B, "T": T, "H": H, "K": K, "V": V, "HV": HV},
+        "sizes": {"B": B, "T": T, "H": H, "K": K, "V": V, "HV": HV,
+                  "HQ": H if HQ is None else HQ},
         "dtype": dtype,
         "has_initial_state": bool(has_initial_state),
         "output_final_state": bool(output_final_state),

@@ -395,3 +395,20 @@ def test_chunk_halved_until_its_buffers_fit(tmp_path):
         gpu.compile_attention(str(tmp_path / "rwkv7-32.so"), "rwkv7", 1, 64, 1, 128, 128,
                               scale=1.0, pipeline_options={"chunk-size": 32})
     assert not (tmp_path / "rwkv7-32.so").exists()
+
+
+@pytest.mark.parametrize("variant", ["gla", "gated_deltanet"])
+def test_attention_params_with_grouped_query_heads(variant):
+    # q and o have HQ heads; k, v, the gates and the state keep H.
+    kwargs = dict(has_initial_state=True, output_final_state=True, HQ=6)
+    mlir = runner.attention_mlir(variant, 2, 8, 2, 4, 6, **kwargs)
+    header, results = mlir.split("->", 1)
+    args = [(tuple(int(d) for d in shape.split("x")), elt)
+            for _, shape, elt in _ARG_RE.findall(header)]
+    outs = [(tuple(int(d) for d in m[0].split("x")), m[1])
+            for m in re.findall(r"tensor<([0-9x]+)x(f32|f16|bf16|i32)>",
+                                results.split("{", 1)[0])]
+    params = gpu.attention_params(variant, 2, 8, 2, 4, 6, **kwargs)
+    assert [(p.shape, p.dtype) for p in params if not p.output] == args
+    assert [(p.shape, p.dtype) for p in params if p.output] == outs
+    assert params[0].shape == (2, 8, 6, 4) and outs[0][0] == (2, 8, 6, 6)
