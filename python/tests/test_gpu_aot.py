@@ -105,19 +105,24 @@ def test_pipeline_spec():
 _ARG_RE = re.compile(r"%(\w+): tensor<([0-9x]+)x(f32|f16|bf16|i32)>")
 
 
-@pytest.mark.parametrize("variant", sorted(VARIANTS))
-@pytest.mark.parametrize("state", [False, True])
-def test_attention_params_follow_the_mlir_signature(variant, state):
-    # The parameters, in order, are the function's arguments and then its
-    # results (out-parameters), with the same shapes and element types.
-    kwargs = dict(dtype="bf16", has_initial_state=state, output_final_state=state)
-    mlir = runner.attention_mlir(variant, 2, 8, 2, 4, 6, 4, **kwargs)
+def _signature(mlir):
+    """The (shape, element type) of the function's arguments and results."""
     header, results = mlir.split("->", 1)
     args = [(tuple(int(d) for d in shape.split("x")), elt)
             for _, shape, elt in _ARG_RE.findall(header)]
     outs = [(tuple(int(d) for d in m[0].split("x")), m[1])
             for m in re.findall(r"tensor<([0-9x]+)x(f32|f16|bf16|i32)>",
                                 results.split("{", 1)[0])]
+    return args, outs
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+@pytest.mark.parametrize("state", [False, True])
+def test_attention_params_follow_the_mlir_signature(variant, state):
+    # The parameters, in order, are the function's arguments and then its
+    # results (out-parameters), with the same shapes and element types.
+    kwargs = dict(dtype="bf16", has_initial_state=state, output_final_state=state)
+    args, outs = _signature(runner.attention_mlir(variant, 2, 8, 2, 4, 6, 4, **kwargs))
     params = gpu.attention_params(variant, 2, 8, 2, 4, 6, 4, **kwargs)
     assert [(p.shape, p.dtype) for p in params if not p.output] == args
     assert [(p.shape, p.dtype) for p in params if p.output] == outs
@@ -401,13 +406,7 @@ def test_chunk_halved_until_its_buffers_fit(tmp_path):
 def test_attention_params_with_grouped_query_heads(variant):
     # q and o have HQ heads; k, v, the gates and the state keep H.
     kwargs = dict(has_initial_state=True, output_final_state=True, HQ=6)
-    mlir = runner.attention_mlir(variant, 2, 8, 2, 4, 6, **kwargs)
-    header, results = mlir.split("->", 1)
-    args = [(tuple(int(d) for d in shape.split("x")), elt)
-            for _, shape, elt in _ARG_RE.findall(header)]
-    outs = [(tuple(int(d) for d in m[0].split("x")), m[1])
-            for m in re.findall(r"tensor<([0-9x]+)x(f32|f16|bf16|i32)>",
-                                results.split("{", 1)[0])]
+    args, outs = _signature(runner.attention_mlir(variant, 2, 8, 2, 4, 6, **kwargs))
     params = gpu.attention_params(variant, 2, 8, 2, 4, 6, **kwargs)
     assert [(p.shape, p.dtype) for p in params if not p.output] == args
     assert [(p.shape, p.dtype) for p in params if p.output] == outs
