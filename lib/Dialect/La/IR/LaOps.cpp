@@ -172,11 +172,13 @@ static LogicalResult verifySignature(Operation *op,
   auto kType = cast<RankedTensorType>(sig.k.getType());
   int64_t queryHeads = qShape[2];
   using QueryHeads = RecurrenceSignature::QueryHeads;
-  if (sig.queryHeads == QueryHeads::GroupsOverValues && kType.getRank() == 4 &&
-      !ShapedType::isDynamic(queryHeads) &&
-      !ShapedType::isDynamic(kType.getDimSize(2)) &&
-      queryHeads != kType.getDimSize(2)) {
+  bool grouped = sig.queryHeads != QueryHeads::LikeKeys &&
+                 kType.getRank() == 4 && !ShapedType::isDynamic(queryHeads) &&
+                 !ShapedType::isDynamic(kType.getDimSize(2)) &&
+                 queryHeads != kType.getDimSize(2);
+  if (grouped)
     d.heads = kType.getDimSize(2);
+  if (grouped && sig.queryHeads == QueryHeads::GroupsOverValues) {
     if (ShapedType::isDynamic(d.valueHeads))
       return op->emitOpError()
              << "expects static value heads (HV) with grouped query heads ("
@@ -190,11 +192,7 @@ static LogicalResult verifySignature(Operation *op,
              << d.valueHeads << ": grouped query heads, each group reading "
              << "one state)";
     outputHeads = queryHeads;
-  } else if (sig.queryHeads == QueryHeads::GroupsOverKeys &&
-             kType.getRank() == 4 && !ShapedType::isDynamic(queryHeads) &&
-             !ShapedType::isDynamic(kType.getDimSize(2)) &&
-             queryHeads != kType.getDimSize(2)) {
-    d.heads = kType.getDimSize(2);
+  } else if (grouped) {
     if (d.heads == 0 || queryHeads % d.heads != 0)
       return op->emitOpError()
              << "expects the query heads (" << queryHeads

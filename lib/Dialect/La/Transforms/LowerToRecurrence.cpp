@@ -369,28 +369,17 @@ static Value firstOfGroups(OpBuilder &b, Location loc, Value states,
 }
 
 namespace {
-/// Whether la.recurrence takes `op`'s grouped query heads as they are (each
-/// state read by its group of query heads): unless repeating the states is
-/// asked for.
-static bool keepsQueryGroups(AttentionOp, bool expandQueryGroups) {
-  return !expandQueryGroups;
-}
-
 /// Grouped query heads become one query head per state (see
 /// repeatPerQueryHead): the final state is the first of each group. Only
-/// where la.recurrence does not take them (keepsQueryGroups).
+/// with expand-query-groups: la.recurrence takes them as they are.
 struct ExpandQueryGroups : OpRewritePattern<AttentionOp> {
-  ExpandQueryGroups(MLIRContext *ctx, bool expandQueryGroups)
-      : OpRewritePattern(ctx, /*benefit=*/2),
-        expandQueryGroups(expandQueryGroups) {}
+  using OpRewritePattern::OpRewritePattern;
 
   LogicalResult matchAndRewrite(AttentionOp op,
                                 PatternRewriter &rewriter) const override {
     int64_t group = queryGroup(op);
     if (group == 1)
       return rewriter.notifyMatchFailure(op, "no grouped query heads");
-    if (keepsQueryGroups(op, expandQueryGroups))
-      return rewriter.notifyMatchFailure(op, "la.recurrence takes them");
     Location loc = op.getLoc();
     AttentionOp repeated = repeatPerQueryHead(rewriter, op, group);
     SmallVector<Value> results = {repeated.getO()};
@@ -403,8 +392,6 @@ struct ExpandQueryGroups : OpRewritePattern<AttentionOp> {
     replaceWithCasts(rewriter, op, results);
     return success();
   }
-
-  bool expandQueryGroups;
 };
 
 /// The gradient of grouped query heads: the gradient of the repeated op,
@@ -479,7 +466,7 @@ struct AttentionToRecurrence : OpRewritePattern<AttentionOp> {
 
   LogicalResult matchAndRewrite(AttentionOp op,
                                 PatternRewriter &rewriter) const override {
-    if (queryGroup(op) > 1 && !keepsQueryGroups(op, expandQueryGroups))
+    if (queryGroup(op) > 1 && expandQueryGroups)
       return rewriter.notifyMatchFailure(op, "expand the query groups first");
     Location loc = op.getLoc();
     MLIRContext *ctx = op.getContext();
@@ -797,7 +784,8 @@ void mlir::la::populateLowerToRecurrencePatterns(RewritePatternSet &patterns,
   MLIRContext *ctx = patterns.getContext();
   patterns.add<AttentionToRecurrence>(ctx, l2normEps, expandQueryGroups);
   patterns.add<AttentionGradToRecurrenceGrad>(ctx, l2normEps);
-  patterns.add<ExpandQueryGroups>(ctx, expandQueryGroups);
+  if (expandQueryGroups)
+    patterns.add<ExpandQueryGroups>(ctx, /*benefit=*/2);
   // The gradient always repeats them: la.recurrence_grad has no query
   // groups.
   patterns.add<ExpandQueryGroupsGrad>(ctx, /*benefit=*/2);
