@@ -50,6 +50,9 @@ void mlir::la::buildBufferizationPipeline(OpPassManager &pm,
   bufferizeOptions.functionBoundaryTypeConversion =
       bufferization::LayoutMapOption::IdentityLayoutMap;
   pm.addPass(bufferization::createOneShotBufferizePass(bufferizeOptions));
+  // Results written into `la.in_place` arguments (a state updated in place)
+  // stop being results.
+  pm.addPass(createLaInPlaceArgumentsPass());
   // Folds a result's collapse of an expanded allocation into the allocation
   // (la-in-place-destinations), which the caller's buffer then replaces.
   pm.addPass(createCanonicalizerPass());

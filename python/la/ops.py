@@ -315,7 +315,8 @@ def _prepare(variant, q, k, v, g=None, beta=None, *, gv=None, erase=None, write=
              eps=None, qk_l2norm=False, allow_neg_eigval=False, chunk_size=64,
              sequential=False, dtype=None, target="cpu", num_threads=None,
              erase_read_key=False, reverse=False, A_log=None, dt_bias=None,
-             gate_activation=None, gate_lower_bound=None, beta_sigmoid=False):
+             gate_activation=None, gate_lower_bound=None, beta_sigmoid=False,
+             inplace_final_state=False):
     if variant not in VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; expected one of {tuple(VARIANTS)}")
     _check_target(target)
@@ -513,6 +514,24 @@ def _prepare(variant, q, k, v, g=None, beta=None, *, gv=None, erase=None, write=
     if cu_seqlens is not None:
         cu = _cu_seqlens_array(cu_seqlens, B, T)
         N = cu.size - 1
+    if inplace_final_state:
+        # The kernel writes the final state over the caller's buffer: it
+        # must be that buffer, as the kernel reads it (no converted copy).
+        if not (isinstance(initial_state, np.ndarray) and initial_state.dtype == np.float32
+                and initial_state.flags.c_contiguous and initial_state.flags.aligned
+                and initial_state.flags.writeable):
+            raise ValueError("inplace_final_state needs initial_state as a writable, "
+                             "C-contiguous float32 NumPy array [N, HV, K, V], got "
+                             + (f"{initial_state.dtype} array (flags {initial_state.flags})"
+                                if isinstance(initial_state, np.ndarray)
+                                else type(initial_state).__name__))
+        for name, given in (("sequential=True", sequential), ("cu_seqlens", cu_seqlens is not None),
+                            ("normalize=True", normalize)):
+            if given:
+                # (their programs write the state elsewhere: the compiler
+                # would refuse the kernel, la-in-place-arguments)
+                raise ValueError(f"inplace_final_state is not available with {name}")
+        output_final_state = True
     if initial_state is not None:
         initial_state = _f32_array("initial_state", initial_state, "[N, HV, K, V]")
         if initial_state.shape != (N, HV, K, V):
@@ -542,7 +561,8 @@ def _prepare(variant, q, k, v, g=None, beta=None, *, gv=None, erase=None, write=
             gate_activation=gate_activation,
             gate_lower_bound=None if gate_lower_bound is None else float(gate_lower_bound),
             has_A_log=A_log is not None, has_dt_bias=dt_bias is not None,
-            beta_sigmoid=bool(beta_sigmoid), name=_ENTRY)
+            beta_sigmoid=bool(beta_sigmoid), state_in_place=bool(inplace_final_state),
+            name=_ENTRY)
 
     # The forward kernel takes any batch, length and number of sequences
     # (one compile per variant, heads, sizes, dtype and options). Sequences
@@ -555,7 +575,7 @@ def _prepare(variant, q, k, v, g=None, beta=None, *, gv=None, erase=None, write=
         kernel_chunk = min(chunk_size, 1 << (max(longest, 1) - 1).bit_length())
     o_np = {"f32": np.float32, "f16": np.float16, "bf16": np.uint16}[compute]
     outputs = [((B, T, HQ if HQ != H else HV, V), o_np)]
-    if output_final_state:
+    if output_final_state and not inplace_final_state:
         outputs.append(((N, HV, K, V), np.float32))
     return _Call(text=mlir(dynamic=True),
                  pipeline=_pipeline(kernel_chunk, bool(sequential), threads),
@@ -567,7 +587,8 @@ def _prepare(variant, q, k, v, g=None, beta=None, *, gv=None, erase=None, write=
                  numpy_bf16=(np.asarray(q).dtype if not torch_out and
                              kinds["q"] == "bf16" else None),
                  chunk_size=chunk_size, sequential=bool(sequential), threads=threads,
-                 grad_shapes=grad_shapes)
+                 grad_shapes=grad_shapes,
+                 state_in_place=initial_state if inplace_final_state else None)
 
 
 # --------------------------------------------------------------------------
@@ -1112,7 +1133,7 @@ def _run(call):
 def _execute(call):
     outputs = _run(call)
     o = outputs[0]
-    state = outputs[1] if len(outputs) > 1 else None
+    state = outputs[1] if len(outputs) > 1 else getattr(call, "state_in_place", None)
     if call.torch_out:
         torch = _torch()
         if call.dtype == "bf16":

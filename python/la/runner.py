@@ -194,6 +194,7 @@ def attention_mlir(
     has_A_log=False,
     has_dt_bias=False,
     beta_sigmoid=False,
+    state_in_place=False,
     name="attention",
 ):
     """MLIR text of one function ``@name`` holding one ``la.attention``.
@@ -212,7 +213,10 @@ def attention_mlir(
     head (``HV`` in place of ``H``). ``erase_read_key`` (erase_write
     variants) puts the erase gate on the key the state is read with.
     ``reverse`` runs every sequence from its last token to its first (the
-    op's ``reverse``; fla's ``reverse=True``).
+    op's ``reverse``; fla's ``reverse=True``). ``state_in_place`` marks the
+    initial state ``la.in_place`` (it needs ``has_initial_state`` and
+    ``output_final_state``): the compiled kernel writes the final state over
+    it and returns ``o`` only.
     ``value_gate`` (additive variants) adds the value-side log-gate ``gv``
     (``[B, T, HV, V]``, f32; fla's ``gv``) after ``g``.
     ``HQ`` (a multiple of ``H``, with ``HV == H``) gives q more heads than
@@ -291,8 +295,10 @@ def attention_mlir(
         args[0] = ("q", _tensor((B, T, HQ, K), dtype))
     q_t, k_t, v_t = args[0][1], args[1][1], args[2][1]
     o_t = v_t if HQ == H else _tensor((B, T, HQ, V), dtype)
+    if state_in_place and not (has_initial_state and output_final_state):
+        raise ValueError("state_in_place needs has_initial_state and output_final_state")
     if has_initial_state:
-        args.append(("s0", s_t))
+        args.append(("s0", s_t + (" {la.in_place}" if state_in_place else "")))
         groups.append(f"initial_state(%s0 : {s_t})")
     if cu_seqlens_len is not None:
         cu_t = _tensor((None if dynamic else cu_seqlens_len,), "i32")

@@ -1,5 +1,9 @@
 """Serving helpers on la's kernels.
 
+* :func:`attention_in_place`: :func:`la.attention` continuing from a state
+  that the kernel then overwrites with the final state (no new state
+  array, and the state's memory is read and written once: decode at the
+  memory's speed).
 * :func:`step_state_pool`: batched decoding over a pool of states: each
   row of the batch reads and writes the pool entry its index names.
 * :func:`decode_with_snapshots`: a few tokens per sequence (speculative
@@ -23,8 +27,8 @@ import numpy as np
 from . import ops
 from .fla import _torch_module
 
-__all__ = ["decode_with_snapshots", "prefill_with_checkpoints", "step_state_pool",
-           "Prefill"]
+__all__ = ["attention_in_place", "decode_with_snapshots", "prefill_with_checkpoints",
+           "step_state_pool", "Prefill"]
 
 #: the per-token inputs of la.attention (sliced along T like q)
 _TOKEN_INPUTS = ("g", "beta", "erase", "write", "a", "b")
@@ -83,12 +87,70 @@ def decode_with_snapshots(variant, q, k, v, g=None, beta=None, *, initial_state,
     return o.reshape((B, T) + tuple(o.shape[1:])), snapshots
 
 
+def _state_buffer(state, torch):
+    """The float32 C-contiguous NumPy buffer of ``state`` (a view of a torch
+    CPU tensor's storage); ValueError for anything the kernel cannot write
+    in place."""
+    if torch is not None and isinstance(state, torch.Tensor):
+        if state.device.type != "cpu" or state.dtype != torch.float32 or \
+                not state.is_contiguous():
+            raise ValueError("the state must be a contiguous float32 CPU tensor, got "
+                             f"{state.dtype} on {state.device}"
+                             f"{'' if state.is_contiguous() else ' (not contiguous)'}")
+        if state.requires_grad and torch.is_grad_enabled():
+            raise ValueError("a state updated in place has no gradient: pass it detached "
+                             "or run under torch.no_grad()")
+        return state.detach().numpy()
+    if not isinstance(state, np.ndarray) or state.dtype != np.float32 or \
+            not state.flags.c_contiguous or not state.flags.writeable:
+        raise ValueError("the state must be a writable, C-contiguous float32 NumPy array, got "
+                         + (f"{state.dtype} (C-contiguous: {state.flags.c_contiguous}, "
+                            f"writable: {state.flags.writeable})"
+                            if isinstance(state, np.ndarray) else type(state).__name__))
+    return state
+
+
+def attention_in_place(variant, state, q, k, v, g=None, beta=None, **kwargs):
+    """:func:`la.attention` of ``variant`` from ``state [N, HV, K, V]``, which
+    the kernel overwrites with the final state; returns ``o``.
+
+    ``state`` is a writable, C-contiguous float32 NumPy array or a contiguous
+    float32 CPU torch tensor (no gradient flows through it). The kernel reads
+    and writes each (sequence, head) tile of the state once, in place
+    (la-in-place-arguments): no final-state array is allocated and
+    nothing is copied, which at decode (T = 1) is most of the time.
+    ``kwargs`` are :func:`la.attention`'s, except ``initial_state``,
+    ``output_final_state`` and those whose programs cannot update the state
+    in place: ``cu_seqlens``, ``sequential`` and ``normalize`` (a
+    ValueError). With torch tensors ``o`` is a torch tensor (no autograd:
+    inputs that require grad raise)."""
+    for name in ("initial_state", "output_final_state"):
+        if name in kwargs:
+            raise ValueError(f"attention_in_place takes no {name}")
+    torch = _torch_module(state, q, k, v, g, beta, *kwargs.values())
+    if torch is not None and torch.is_grad_enabled() and any(
+            isinstance(x, torch.Tensor) and x.requires_grad
+            for x in (q, k, v, g, beta, *kwargs.values())):
+        raise ValueError("attention_in_place has no gradient: run it under torch.no_grad() "
+                         "or pass detached inputs")
+    buffer = _state_buffer(state, torch)
+    call = ops._prepare(variant, q, k, v, g, beta, initial_state=buffer,
+                        inplace_final_state=True, **kwargs)
+    o, _ = ops._execute(call)
+    return o
+
+
 def step_state_pool(variant, pool, indices, q, k, v, g=None, beta=None, **kwargs):
     """:func:`la.attention` of ``variant`` on a batch whose row ``b`` continues
     the sequence whose state is ``pool[indices[b]]`` (``pool : [P, HV, K,
     V]`` float32, NumPy or torch; ``indices : [B]`` distinct integers in
-    ``[0, P)``): the states are gathered, the kernel runs, and the final
-    states are written back into ``pool`` in place. Returns ``o``.
+    ``[0, P)``). The kernel updates the states in place
+    (:func:`attention_in_place`): in ``pool`` itself when ``indices`` is
+    one ascending run ``i, i + 1, ...`` of a C-contiguous float32 pool, else
+    in a gathered copy that is written back. With inputs that require grad
+    (torch), ``sequential`` or ``normalize``, the states are gathered, the
+    kernel returns the final states and they are written back. Returns
+    ``o``.
     ``kwargs`` are :func:`la.attention`'s, except ``initial_state``,
     ``output_final_state`` and ``cu_seqlens``."""
     for name in ("initial_state", "output_final_state", "cu_seqlens"):
@@ -107,6 +169,32 @@ def step_state_pool(variant, pool, indices, q, k, v, g=None, beta=None, **kwargs
                          f"{index.min()}..{index.max()}")
     if len(np.unique(index)) != index.size:
         raise ValueError("indices must be distinct: two rows cannot write one pool entry")
+    differentiable = torch is not None and torch.is_grad_enabled() and any(
+        isinstance(x, torch.Tensor) and x.requires_grad
+        for x in (q, k, v, g, beta, *kwargs.values()))
+    in_place = not differentiable and not any(
+        kwargs.get(name) for name in ("sequential", "normalize"))
+    if in_place:
+        # The kernel updates the states in place: in the pool itself when
+        # the rows are one ascending run of entries (a view), else in a
+        # gathered copy that is scattered back.
+        f32 = (pool.dtype == torch.float32 and pool.device.type == "cpu"
+               and pool.is_contiguous()) if torch is not None else \
+            (pool.dtype == np.float32 and pool.flags.c_contiguous and pool.flags.writeable)
+        run = index.size and np.array_equal(index, np.arange(index[0], index[0] + index.size))
+        if f32 and run:
+            return attention_in_place(variant, pool[int(index[0]):int(index[0]) + index.size],
+                                      q, k, v, g, beta, **kwargs)
+        if torch is not None:
+            rows = torch.as_tensor(index)
+            states = pool[rows].to(device="cpu", dtype=torch.float32).contiguous()
+            o = attention_in_place(variant, states, q, k, v, g, beta, **kwargs)
+            pool[rows] = states.to(pool.dtype)
+            return o
+        states = np.ascontiguousarray(pool[index], dtype=np.float32)
+        o = attention_in_place(variant, states, q, k, v, g, beta, **kwargs)
+        pool[index] = states
+        return o
     if torch is not None:
         rows = torch.as_tensor(index)
         o, state = ops.attention(variant, q, k, v, g, beta, initial_state=pool[rows],

@@ -398,3 +398,22 @@ func.func @grouped_query_heads(%q: tensor<1x32x4x8xf32>, %k: tensor<1x32x2x8xf32
   %o, %s = la.recurrence decay(scalar) low_rank(delta) %q, %k, %v g(%g : tensor<1x32x2xf32>) beta(%beta : tensor<1x32x2xf32>) outs(%oi, %s0 : tensor<1x32x4x16xf32>, tensor<1x2x8x16xf32>) {scale = 0.5 : f32} : tensor<1x32x4x8xf32>, tensor<1x32x2x8xf32>, tensor<1x32x2x16xf32> -> tensor<1x32x4x16xf32>, tensor<1x2x8x16xf32>
   return %o : tensor<1x32x4x16xf32>
 }
+
+// -----
+
+// An initial state marked la.in_place stays the tasks' shared output: each
+// task reads its tile of the state from the shared output and writes it
+// back there, so that bufferization updates the caller's buffer in place
+// (la-in-place-arguments then drops the result).
+// CHECK-LABEL: func.func @in_place_state
+// CHECK-SAME: %[[S0:[^:]*]]: tensor<2x4x4x8xf32> {la.in_place})
+// CHECK: %[[RES:.*]]:2 = scf.forall (%[[B:.*]], %[[HV:.*]]) in (2, 4) shared_outs(%{{.*}} = %{{.*}}, %[[FIN:.*]] = %[[S0]])
+// CHECK: %[[INIT:.*]] = tensor.extract_slice %[[FIN]][%[[B]], %[[HV]], 0, 0] [1, 1, 4, 8]
+// CHECK: %[[LOOP:.*]]:2 = scf.for {{.*}} iter_args(%{{.*}} = %{{.*}}, %{{.*}} = %[[INIT]])
+// CHECK: tensor.parallel_insert_slice %[[LOOP]]#1 into %[[FIN]][%[[B]], %[[HV]], 0, 0] [1, 1, 4, 8]
+// CHECK: return %[[RES]]#0, %[[RES]]#1
+func.func @in_place_state(%q: tensor<2x16x2x4xf32>, %k: tensor<2x16x2x4xf32>, %v: tensor<2x16x4x8xf32>, %b: tensor<2x16x2xf32>, %s0: tensor<2x4x4x8xf32> {la.in_place}) -> (tensor<2x16x4x8xf32>, tensor<2x4x4x8xf32>) {
+  %oi = tensor.empty() : tensor<2x16x4x8xf32>
+  %o, %s = la.recurrence decay(none) low_rank(delta) %q, %k, %v beta(%b : tensor<2x16x2xf32>) outs(%oi, %s0 : tensor<2x16x4x8xf32>, tensor<2x4x4x8xf32>) {scale = 0.5 : f32} : tensor<2x16x2x4xf32>, tensor<2x16x2x4xf32>, tensor<2x16x4x8xf32> -> tensor<2x16x4x8xf32>, tensor<2x4x4x8xf32>
+  return %o, %s : tensor<2x16x4x8xf32>, tensor<2x4x4x8xf32>
+}

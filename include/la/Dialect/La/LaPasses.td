@@ -210,6 +210,25 @@ def LaDistinctResultsPass : Pass<"la-distinct-results",
   ];
 }
 
+def LaInPlaceArgumentsPass : Pass<"la-in-place-arguments",
+                                  "::mlir::ModuleOp"> {
+  let summary = "Drop the results written into `la.in_place` arguments";
+  let description = [{
+    Runs after one-shot bufferization. A function argument marked
+    `la.in_place` hands its buffer over to one of the function's results:
+    la's kernels mark the initial state so that the final state is written
+    over it (la-fuse-recurrence's tasks read and write their tiles of that
+    buffer). Where bufferization wrote the result into the argument's
+    buffer, the function returns the argument itself; the pass drops that
+    result, so the caller reads it from the buffer it passed. Where it did
+    not (the result went to a copy), the pass fails with an error at the
+    argument: a kernel that silently left the caller's buffer stale would be
+    a wrong answer. Upstream `drop-equivalent-buffer-results` drops every
+    result equivalent to an argument without a word; this pass drops only
+    the marked ones and reports those it cannot.
+  }];
+}
+
 def LaChunkPass : Pass<"la-chunk"> {
   let summary = "Rewrite the canonical recurrence into its chunkwise-parallel form";
   let description = [{

@@ -156,6 +156,14 @@ Value broadcastLogDecay(OpBuilder &b, Location loc, ArrayRef<float> logDecay,
 /// recurrence that starts from none.
 Value zeroState(OpBuilder &b, Location loc, Value q, Value v, Value cuSeqlens);
 
+/// The argument attribute of a function whose caller hands over that
+/// argument's buffer for the function's result to be written into (a
+/// recurrence's state updated in place; `la-in-place-arguments`).
+inline constexpr llvm::StringLiteral kInPlaceAttrName = "la.in_place";
+
+/// Whether `value` is a function argument marked `la.in_place`.
+bool isInPlaceArgument(Value value);
+
 /// The operands and attributes of an `la.recurrence`, so that a pattern can
 /// rebuild one with a few parts changed. `oInit` and `initialState` are its
 /// inits.

@@ -349,13 +349,15 @@ static void fuseFilledInits(RewriterBase &rewriter, scf::ForallOp forall) {
 /// initial state) from that value, and write into a fresh tensor: the tasks'
 /// tiles are disjoint, so the values read are the same, and bufferization
 /// then needs no copy of a read-only input (a function argument) outside the
-/// tasks, where the GPU path could not run it.
+/// tasks, where the GPU path could not run it. An argument marked
+/// `la.in_place` stays the shared output: each task reads its tile there and
+/// writes it back, so the state is updated in the caller's buffer.
 static void readInitsOutsideTasks(RewriterBase &rewriter,
                                   scf::ForallOp forall) {
   for (unsigned index = 0, e = forall.getOutputs().size(); index < e; ++index) {
     Value init = forall.getOutputs()[index];
     BlockArgument arg = forall.getRegionIterArgs()[index];
-    if (init.getDefiningOp<tensor::EmptyOp>())
+    if (init.getDefiningOp<tensor::EmptyOp>() || isInPlaceArgument(init))
       continue;
     SmallVector<tensor::ExtractSliceOp> reads;
     bool onlyTiles = llvm::all_of(arg.getUsers(), [&](Operation *user) {

@@ -7,6 +7,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 
 using namespace mlir;
 using namespace mlir::la;
@@ -211,6 +212,15 @@ RecurrenceParts RecurrenceParts::of(RecurrenceOp op) {
   if (std::optional<APFloat> eps = op.getEps())
     parts.eps = eps->convertToFloat();
   return parts;
+}
+
+bool mlir::la::isInPlaceArgument(Value value) {
+  auto arg = dyn_cast<BlockArgument>(value);
+  if (!arg)
+    return false;
+  auto func = dyn_cast<FunctionOpInterface>(arg.getOwner()->getParentOp());
+  return func && arg.getOwner()->isEntryBlock() &&
+         func.getArgAttr(arg.getArgNumber(), kInPlaceAttrName);
 }
 
 Value mlir::la::zeroState(OpBuilder &b, Location loc, Value q, Value v,

@@ -1,0 +1,172 @@
+"""la.serving.attention_in_place: the kernel overwrites the caller's state
+with the final state (la-in-place-arguments). Checked against the fp64
+reference and, bit for bit, against la.attention's separate final state;
+the pool steps that use it; and the inputs it refuses."""
+
+import numpy as np
+import pytest
+
+import la
+from la import serving
+from la import testing as lt
+
+CHUNKED = ["linear", "retention", "mamba2", "gla", "deltanet", "gated_deltanet", "kda",
+           "gated_deltanet2", "rwkv7", "dplr"]
+TOKENS = ("g", "beta", "erase", "write", "a", "b")
+
+
+def _run_both(variant, inputs, **kwargs):
+    """(o, state) of la.attention with a separate final state, and of
+    attention_in_place on a copy of the initial state (which it returns)."""
+    tokens = {n: inputs[n] for n in TOKENS if n in inputs}
+    if "log_decay" in inputs:
+        kwargs["log_decay"] = inputs["log_decay"]
+    o, s = la.attention(variant, inputs["q"], inputs["k"], inputs["v"], **tokens,
+                        initial_state=inputs["initial_state"], output_final_state=True,
+                        **kwargs)
+    state = inputs["initial_state"].copy()
+    o_in_place = serving.attention_in_place(variant, state, inputs["q"], inputs["k"],
+                                            inputs["v"], **tokens, **kwargs)
+    return (o, s), (o_in_place, state)
+
+
+@pytest.mark.parametrize("variant", CHUNKED)
+@pytest.mark.parametrize("T", [1, 37])
+def test_in_place_matches_reference_and_separate_state(variant, T):
+    """Decode (T = 1) and a T that is not a multiple of the chunk, B = 2,
+    grouped value heads, K != V."""
+    inputs = lt.make_inputs(variant, 2, T, 2, 8, 12, HV=4, seed=T, with_initial_state=True,
+                            gate_scale=1 / 8)
+    (o, s), (o_ip, s_ip) = _run_both(variant, inputs, chunk_size=16)
+    o_ref, s_ref = lt.reference_for(variant, inputs)
+    assert lt.rel_rms(o_ref, o_ip) <= 1e-5
+    assert lt.rel_rms(s_ref, s_ip) <= 1e-5
+    np.testing.assert_array_equal(o_ip, o)
+    np.testing.assert_array_equal(s_ip, s)
+
+
+@pytest.mark.parametrize("options", [{"num_threads": 2}, {"dtype": "bf16"}, {"reverse": True},
+                                     {"qk_l2norm": True}, {"chunk_size": 64}],
+                         ids=lambda o: ",".join(o))
+def test_in_place_options(options):
+    variant = "gated_deltanet" if "qk_l2norm" in options else "gla"
+    inputs = lt.make_inputs(variant, 3, 21, 2, 8, 8, seed=5, with_initial_state=True,
+                            gate_scale=1 / 8)
+    (o, s), (o_ip, s_ip) = _run_both(variant, inputs, **options)
+    np.testing.assert_array_equal(np.asarray(o_ip, np.float32), np.asarray(o, np.float32))
+    np.testing.assert_array_equal(s_ip, s)
+
+
+def test_in_place_grouped_query_heads():
+    """q with HQ = 2 H query heads over H states (ONNX's grouping)."""
+    rng = np.random.default_rng(8)
+    inputs = lt.make_inputs("gated_deltanet", 2, 19, 2, 8, 8, seed=8, with_initial_state=True,
+                            gate_scale=1 / 8)
+    inputs["q"] = rng.standard_normal((2, 19, 4, 8)).astype(np.float32)
+    (o, s), (o_ip, s_ip) = _run_both("gated_deltanet", inputs, chunk_size=16)
+    assert o_ip.shape == (2, 19, 4, 8)
+    np.testing.assert_array_equal(o_ip, o)
+    np.testing.assert_array_equal(s_ip, s)
+
+
+def test_decode_steps_in_place_equal_one_call():
+    """Eight decode steps on one state buffer equal one call over the eight
+    tokens (and the reference)."""
+    inputs = lt.make_inputs("kda", 2, 8, 2, 8, 8, seed=9, with_initial_state=True,
+                            gate_scale=1 / 8)
+    state = inputs["initial_state"].copy()
+    address = state.__array_interface__["data"][0]
+    outputs = [serving.attention_in_place("kda", state, inputs["q"][:, t:t + 1],
+                                          inputs["k"][:, t:t + 1], inputs["v"][:, t:t + 1],
+                                          inputs["g"][:, t:t + 1], inputs["beta"][:, t:t + 1])
+               for t in range(8)]
+    assert state.__array_interface__["data"][0] == address
+    o_ref, s_ref = lt.reference_for("kda", inputs)
+    assert lt.rel_rms(o_ref, np.concatenate(outputs, 1)) <= 1e-5
+    assert lt.rel_rms(s_ref, state) <= 1e-5
+
+
+def test_in_place_torch():
+    torch = pytest.importorskip("torch")
+    inputs = lt.make_inputs("gla", 2, 3, 2, 8, 8, seed=10, with_initial_state=True)
+    t = {n: torch.tensor(x) for n, x in inputs.items()}
+    state = t["initial_state"].clone()
+    pointer = state.data_ptr()
+    o = serving.attention_in_place("gla", state, t["q"], t["k"], t["v"], t["g"])
+    assert isinstance(o, torch.Tensor) and state.data_ptr() == pointer
+    o_ref, s_ref = lt.reference_for("gla", inputs)
+    assert lt.rel_rms(o_ref, o.numpy()) <= 1e-5
+    assert lt.rel_rms(s_ref, state.numpy()) <= 1e-5
+    q = t["q"].clone().requires_grad_()
+    with pytest.raises(ValueError, match="no gradient"):
+        serving.attention_in_place("gla", state, q, t["k"], t["v"], t["g"])
+    with torch.no_grad():
+        serving.attention_in_place("gla", state, q, t["k"], t["v"], t["g"])
+    with pytest.raises(ValueError, match="contiguous float32 CPU tensor"):
+        serving.attention_in_place("gla", state.double(), t["q"], t["k"], t["v"], t["g"])
+    with pytest.raises(ValueError, match="not contiguous"):
+        serving.attention_in_place("gla", state.transpose(2, 3), t["q"], t["k"], t["v"],
+                                   t["g"])
+
+
+def test_in_place_refusals():
+    inputs = lt.make_inputs("gla", 2, 3, 2, 8, 8, seed=11, with_initial_state=True)
+    args = (inputs["q"], inputs["k"], inputs["v"], inputs["g"])
+    state = inputs["initial_state"].copy()
+    keep = state.copy()
+    for bad, match in [(state.astype(np.float64), "float32 NumPy array"),
+                       (np.asfortranarray(state), "C-contiguous"),
+                       (list(state), "list")]:
+        with pytest.raises(ValueError, match=match):
+            serving.attention_in_place("gla", bad, *args)
+    frozen = state.copy()
+    frozen.flags.writeable = False
+    with pytest.raises(ValueError, match="writable: False"):
+        serving.attention_in_place("gla", frozen, *args)
+    with pytest.raises(ValueError, match="wrong|initial_state"):
+        serving.attention_in_place("gla", state[:1], *args)
+    for options, name in [({"sequential": True}, "sequential=True"),
+                          ({"normalize": True}, "normalize=True")]:
+        with pytest.raises(ValueError, match=f"not available with {name}"):
+            serving.attention_in_place("gla", state, *args, **options)
+    packed = lt.make_inputs("gla", 1, 6, 2, 8, 8, seed=12)
+    with pytest.raises(ValueError, match="not available with cu_seqlens"):
+        serving.attention_in_place("gla", state, packed["q"], packed["k"], packed["v"],
+                                   packed["g"], cu_seqlens=np.array([0, 2, 6], np.int32))
+    with pytest.raises(ValueError, match="takes no initial_state"):
+        serving.attention_in_place("gla", state, *args, initial_state=state)
+    np.testing.assert_array_equal(state, keep)
+
+
+@pytest.mark.parametrize("indices", [[1, 2, 3], [3, 0, 2]], ids=["run", "gathered"])
+def test_state_pool_in_place(indices):
+    """A pool step on one ascending run of entries updates the pool's rows in
+    place; any other order goes through a gathered copy. Both equal the
+    reference; the other entries are untouched."""
+    rng = np.random.default_rng(13)
+    inputs = lt.make_inputs("gated_deltanet", 3, 2, 2, 8, 8, seed=13, with_initial_state=True,
+                            gate_scale=1 / 8)
+    pool = (0.1 * rng.standard_normal((5, 2, 8, 8))).astype(np.float32)
+    pool[indices] = inputs["initial_state"]
+    others = [p for p in range(5) if p not in indices]
+    untouched = pool[others].copy()
+    o = serving.step_state_pool("gated_deltanet", pool, np.array(indices), inputs["q"],
+                                inputs["k"], inputs["v"], inputs["g"], inputs["beta"])
+    o_ref, s_ref = lt.reference_for("gated_deltanet", inputs)
+    assert lt.rel_rms(o_ref, o) <= 1e-5
+    assert lt.rel_rms(s_ref, pool[indices]) <= 1e-5
+    np.testing.assert_array_equal(pool[others], untouched)
+
+
+def test_state_pool_in_place_torch():
+    torch = pytest.importorskip("torch")
+    inputs = lt.make_inputs("mamba2", 2, 1, 2, 8, 8, seed=14, with_initial_state=True)
+    t = {n: torch.tensor(x) for n, x in inputs.items()}
+    pool = torch.zeros((4, 2, 8, 8))
+    pool[1:3] = t["initial_state"]
+    o = serving.step_state_pool("mamba2", pool, torch.tensor([1, 2]), t["q"], t["k"], t["v"],
+                                t["g"])
+    o_ref, s_ref = lt.reference_for("mamba2", inputs)
+    assert lt.rel_rms(o_ref, o.numpy()) <= 1e-5
+    assert lt.rel_rms(s_ref, pool[1:3].numpy()) <= 1e-5
+    assert not pool[0].any() and not pool[3].any()
