@@ -10,10 +10,14 @@ and written, plus q, k, v, the gates and o) against a STREAM-like triad
 ``a[i] = b[i] + s * c[i]`` (C, compiled here with clang -O3 -march=native
 -fopenmp, arrays of 128 MiB, counted as STREAM does: three streams).
 
-For each variant and number of sequences N it prints, per thread count, the
-median time of ``--repeat`` calls inside one ``la-run`` process (the kernel
-only: la-run allocates the outputs once), the bandwidth over those bytes, and
-its ratio to the triad of the same thread count. The kernel is the one the
+For each variant and number of sequences N it prints, per thread count and
+per place of the final state (``--state``: a separate output, or written
+over the initial state, ``la.in_place``), the median time of ``--repeat``
+calls inside one ``la-run`` process (the kernel only: la-run allocates the
+outputs once; ``--via package``: calls through the Python package instead,
+``la.attention`` and ``la.serving.attention_in_place``, the allocation of
+their outputs included), the bandwidth over those bytes, and its ratio to
+the triad of the same thread count. The kernel is the one the
 Python package uses for T = 1: chunks of one token (``--chunk-size=1``); two
 threads run it with ``la-run --parallel`` (OpenMP over sequences and heads).
 
@@ -21,6 +25,7 @@ Usage::
 
     python3 bench/bench_decode.py                        # N = 1, 8, 64; 1 and 2 threads
     python3 bench/bench_decode.py --variants gla --sequences 64 --threads 1
+    python3 bench/bench_decode.py --via package --state in-place
 """
 
 import argparse
@@ -122,12 +127,15 @@ def _product(shape):
     return result
 
 
-def time_decode(la_run, variant, N, H, K, V, threads, repeat, directory):
+def time_decode(la_run, variant, N, H, K, V, threads, repeat, directory, in_place=False):
     """Median ms of la's decode kernel (la-run --repeat) on ``threads``
-    threads, and its compile time."""
+    threads, and its compile time. ``in_place``: the kernel writes the final
+    state over the initial state (``la.in_place``) instead of into a
+    separate output."""
     mlir = runner.attention_mlir(variant, N, 1, H, K, V, H, has_initial_state=True,
-                                 output_final_state=True, name="attention")
-    path = os.path.join(directory, f"{variant}-{N}.mlir")
+                                 output_final_state=True, state_in_place=in_place,
+                                 name="attention")
+    path = os.path.join(directory, f"{variant}-{N}{'-in-place' if in_place else ''}.mlir")
     with open(path, "w") as f:
         f.write(mlir)
     cmd = [la_run, path, "--random-seed=1", f"--repeat={repeat}", "--chunk-size=1"]
@@ -144,6 +152,40 @@ def time_decode(la_run, variant, N, H, K, V, threads, repeat, directory):
     return median, compile_ms
 
 
+def time_decode_package(variant, N, H, K, V, threads, repeat, in_place=False):
+    """Median ms of a decode step through the Python package (NumPy inputs,
+    ``la.attention`` with ``output_final_state=True``, or
+    ``la.serving.attention_in_place``): what a caller waits for, the
+    allocation of the outputs included; and the first call's time (the
+    compile, or a load from the kernel cache)."""
+    import time
+    import la
+    from la import serving
+    x = la.testing.make_inputs(variant, N, 1, H, K, V, seed=1, with_initial_state=True,
+                               gate_scale=1 / 16)
+    tokens = {n: x[n] for n in ("g", "beta", "erase", "write", "a", "b") if n in x}
+    if "log_decay" in x:
+        tokens["log_decay"] = x["log_decay"]
+    state = x["initial_state"]
+
+    def step():
+        if in_place:
+            serving.attention_in_place(variant, state, x["q"], x["k"], x["v"], **tokens,
+                                       num_threads=threads)
+        else:
+            la.attention(variant, x["q"], x["k"], x["v"], **tokens, initial_state=state,
+                         output_final_state=True, num_threads=threads)
+    start = time.perf_counter()
+    step()
+    first_ms = (time.perf_counter() - start) * 1e3
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        step()
+        times.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times), first_ms
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description="la's decode kernels against a same-run triad")
     p.add_argument("--variants", default=",".join(DEFAULT_VARIANTS))
@@ -155,8 +197,18 @@ def main(argv=None):
                    help="thread counts (default: 1 2)")
     p.add_argument("--repeat", type=int, default=20, help="timed calls (default: 20)")
     p.add_argument("--la-run", default=None, help="la-run executable (default: as la.runner)")
+    p.add_argument("--state", default="separate,in-place",
+                   help="where the final state goes: 'separate' (an output of its own), "
+                        "'in-place' (over the initial state, la.in_place), or both "
+                        "(default: separate,in-place)")
+    p.add_argument("--via", choices=("la-run", "package"), default="la-run",
+                   help="time the kernel alone in la-run (default), or a call through the "
+                        "Python package, output allocation included")
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     args = p.parse_args(argv)
+    states = [s for s in args.state.split(",") if s]
+    if not states or any(s not in ("separate", "in-place") for s in states):
+        p.error(f"--state takes separate and/or in-place, got {args.state!r}")
 
     la_run = args.la_run or runner.find_la_run()
     if la_run is None:
@@ -177,26 +229,35 @@ def main(argv=None):
               + ", ".join(f"{t} thread{'s' if t > 1 else ''} {g:.1f} GB/s"
                           if g else f"{t} threads: not measured"
                           for t, g in results["triad_gbps"].items()))
-        header = (f"{'variant':16s} {'N':>4s} {'state MiB':>9s} {'thr':>3s} {'ms':>8s} "
-                  f"{'GB/s':>7s} {'x triad':>8s} {'compile ms':>10s}")
+        print(f"timed: {'the kernel alone (la-run --repeat)' if args.via == 'la-run' else 'calls through the Python package (outputs allocated per call; the first call: compile or cache load)'}")
+        header = (f"{'variant':16s} {'N':>4s} {'state MiB':>9s} {'thr':>3s} {'state':>8s} "
+                  f"{'ms':>8s} {'GB/s':>7s} {'x triad':>8s} "
+                  f"{'compile ms' if args.via == 'la-run' else 'first ms':>10s}")
         print(header)
         print("-" * len(header))
         for variant in variants:
             for N in args.sequences:
                 moved = decode_bytes(variant, N, H, D, D)
                 for threads in args.threads:
-                    ms, compile_ms = time_decode(la_run, variant, N, H, D, D, threads,
-                                                 args.repeat, directory)
-                    gbps = moved / (ms * 1e-3) / 1e9
-                    triad_gbps = results["triad_gbps"][threads]
-                    ratio = gbps / triad_gbps if triad_gbps else None
-                    results["rows"].append(dict(variant=variant, N=N, threads=threads, ms=ms,
-                                                bytes=moved, gbps=gbps, ratio=ratio,
-                                                compile_ms=compile_ms))
-                    print(f"{variant:16s} {N:4d} {N * H * D * D * 4 / 2**20:9.1f} {threads:3d} "
-                          f"{ms:8.3f} {gbps:7.1f} "
-                          f"{(f'{ratio:.2f}' if ratio else '-'):>8s} {compile_ms:10.0f}")
-                    sys.stdout.flush()
+                    for state in states:
+                        in_place = state == "in-place"
+                        if args.via == "la-run":
+                            ms, compile_ms = time_decode(la_run, variant, N, H, D, D, threads,
+                                                         args.repeat, directory, in_place)
+                        else:
+                            ms, compile_ms = time_decode_package(variant, N, H, D, D, threads,
+                                                                 args.repeat, in_place)
+                        gbps = moved / (ms * 1e-3) / 1e9
+                        triad_gbps = results["triad_gbps"][threads]
+                        ratio = gbps / triad_gbps if triad_gbps else None
+                        results["rows"].append(dict(variant=variant, N=N, threads=threads,
+                                                    state=state, via=args.via, ms=ms,
+                                                    bytes=moved, gbps=gbps, ratio=ratio,
+                                                    compile_ms=compile_ms))
+                        print(f"{variant:16s} {N:4d} {N * H * D * D * 4 / 2**20:9.1f} "
+                              f"{threads:3d} {state:>8s} {ms:8.3f} {gbps:7.1f} "
+                              f"{(f'{ratio:.2f}' if ratio else '-'):>8s} {compile_ms:10.0f}")
+                        sys.stdout.flush()
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
