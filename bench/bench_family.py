@@ -13,9 +13,11 @@ same-run sgemm says how well those calls run; the composition's NumPy work
 between them, the masks, the gathers and the level-0 terms, is not counted):
 
 * log-linear attention over Mamba-2 and over Gated DeltaNet
-  (``la.family.log_linear_attention``): one la call per Fenwick level
-  ``l >= 1`` over blocks of ``2^l`` tokens, ``ceil(log2 T)`` calls over all
-  T tokens (chunks of ``min(C, 2^l)``);
+  (``la.family.log_linear_attention``): the levels inside aligned blocks of
+  64 tokens from one la call over those blocks with one-hot values (64
+  columns: each block's attention matrix; the masked product with v that
+  follows is NumPy, not counted), then one la call per Fenwick level
+  ``l >= 7`` over blocks of ``2^l`` tokens, all T tokens each;
 * Mixture-of-Memories (``la.family.mixture_of_memories``): ``--memories``
   Gated DeltaNet memories as heads of one call, top-2 routing;
 * Gated DeltaProduct (``la.fla.chunk_gated_delta_product``): the delta rule
@@ -98,8 +100,14 @@ def _member(name, B, T, H, K, V, C, memories, rng):
         g = log_gate(B, T, H)
         beta = rng.uniform(0.1, 0.9, (B, T, H)).astype(np.float32) if base != "mamba2" else None
         lam = rng.uniform(0.2, 1.5, (B, T, H, _levels(T))).astype(np.float32)
-        work = sum(flops(base, B * (-(-T // (1 << l))), 1 << l, H, K, V, C=min(C, 1 << l))
-                   for l in range(1, _levels(T)))
+        # levels inside an aligned block: one call with one-hot values of the
+        # block's width (its attention matrix); the levels above: a call each
+        block = family._LOG_LINEAR_BLOCK
+        in_block = min(block.bit_length() - 1, _levels(T) - 1) if T > 1 else 0
+        work = flops(base, B * (-(-T // block)), block, H, K, block, C=min(C, block)) \
+            if in_block else 0
+        work += sum(flops(base, B * (-(-T // (1 << l))), 1 << l, H, K, V, C=min(C, 1 << l))
+                    for l in range(in_block + 1, _levels(T)))
 
         def run():
             return family.log_linear_attention(q, k, v, g, lam, variant=base, beta=beta,

@@ -257,6 +257,23 @@ _LOG_LINEAR = {"linear": (False, None), "mamba2": (False, "scalar"),
                "gated_deltanet": (True, "scalar"), "kda": (True, "channel")}
 
 
+#: log-linear attention's levels inside one aligned block of this many
+#: tokens come from one masked product per block (below) instead of one la
+#: call per level
+_LOG_LINEAR_BLOCK = 64
+
+
+def _block_levels(size):
+    """``[size, size]`` Fenwick levels ``floor(log2(t xor s)) + 1`` of the
+    pairs s < t of one aligned block (0 where s >= t)."""
+    t, s = np.meshgrid(np.arange(size), np.arange(size), indexing="ij")
+    xor = np.bitwise_xor(t, s)
+    levels = np.zeros((size, size), np.int64)
+    below = s < t
+    levels[below] = np.floor(np.log2(xor[below])).astype(np.int64) + 1
+    return levels
+
+
 def _check_log_linear_operand(x, name, B, T, H, HV, K, per_channel):
     """g or beta: ``[B, T, H]`` or ``[B, T, HV]``, with K last per channel."""
     shape = tuple(np.shape(x))
@@ -488,12 +505,60 @@ def log_linear_attention(q, k, v, g, level_scales, *, variant=None, beta=None, s
                              initial_state=state, output_final_state=want_state,
                              chunk_size=chunk_size, num_threads=num_threads)
 
+    # The levels whose buckets lie inside one aligned block of
+    # _LOG_LINEAR_BLOCK tokens (the call starting on a block boundary, so
+    # that every block's earlier tokens are in this call): the base
+    # recurrence over each block with one-hot values gives the block's
+    # attention matrix A[t, s] = scale q_t^T P(t, s) w_s (its output row t,
+    # column s), and those levels' outputs are one product per block,
+    # (A * level_scales[t, l(t, s)]) v, instead of one la call per level
+    # (whose rows of 2^l tokens each carry a K x V state).
+    block = _LOG_LINEAR_BLOCK
+    in_block = 0
+    if start % block == 0 and T > 1:
+        in_block = min(block.bit_length() - 1, levels - 1)
+        count = -(-T // block)
+        padded = count * block
+
+        def rows(x):
+            x = _pad_time(x, padded)
+            return x.reshape((B * count, block) + tuple(x.shape[2:]))
+
+        one_hot = np.zeros((B * count, block, HV, block), np.float32)
+        one_hot[:, np.arange(block), :, np.arange(block)] = 1.0
+        if torch is not None:
+            one_hot = torch.as_tensor(one_hot, device=v.device)
+        scores, _ = call(rows(q), rows(k), one_hot, None if g is None else rows(g),
+                         None if beta is None else rows(beta), None, False)
+        # per pair the weight of its level (pairs of the diagonal are level 0,
+        # done above; those past a sequence's end are padding)
+        pair_levels = _block_levels(block)
+        scales = rows(level_scales)                                   # [R, C, HV, L]
+        index = np.minimum(pair_levels, scales.shape[3] - 1)[None, :, None, :]
+        below = (pair_levels > 0).astype(np.float32)[None, :, None, :]
+        if torch is not None:
+            index = torch.as_tensor(index, device=v.device).expand(
+                scales.shape[0], block, HV, block)
+            weights = torch.gather(scales, 3, index) * torch.as_tensor(below, device=v.device)
+            o_block = torch.matmul((scores * weights).transpose(1, 2), rows(v).transpose(1, 2))
+            o_block = o_block.transpose(1, 2).reshape((B, padded, HV, V))[:, :T]
+        else:
+            weights = np.take_along_axis(scales, np.broadcast_to(
+                index, (scales.shape[0], block, HV, block)), 3) * below
+            o_block = np.matmul((scores * weights).transpose(0, 2, 1, 3),
+                                rows(v).transpose(0, 2, 1, 3))
+            o_block = o_block.transpose(0, 2, 1, 3).reshape((B, padded, HV, V))[:, :T]
+        o = o + o_block
+
     # With a state to return, one level more: the tokens so far are all in
     # the first half of its block, so its state (every token written) is
     # that of every level above it, which the next call may open.
     top = levels + 1 if output_final_state else levels
     for level in range(1, top):
         size, half = 1 << level, 1 << (level - 1)
+        if level <= in_block and not output_final_state:
+            final_states.append(None)  # (not returned)
+            continue
         written = (positions % size) < half                          # values of the first half
         read = (positions % size) >= half                            # queries of the second
         if torch is not None:
@@ -528,15 +593,20 @@ def log_linear_attention(q, k, v, g, level_scales, *, variant=None, beta=None, s
             def last_block(x):
                 return None if x is None else blocks(x)[count - 1::count]
 
-            o_tail, _ = call(blocks(q), blocks(k), blocks(values),
-                             None if g is None else blocks(g),
-                             None if beta is None else blocks(beta), None, False)
-            parts.append(o_tail.reshape((B, padded, HV, V))[:, :rest])
+            if level > in_block:
+                o_tail, _ = call(blocks(q), blocks(k), blocks(values),
+                                 None if g is None else blocks(g),
+                                 None if beta is None else blocks(beta), None, False)
+                parts.append(o_tail.reshape((B, padded, HV, V))[:, :rest])
             if output_final_state:
                 # the last block's state (its padding is after its tokens),
                 # from that block of each row alone
                 _, state = call(last_block(q), last_block(k), last_block(values),
                                 last_block(g), last_block(beta), None, True)
+        if level <= in_block:
+            # (its output came from the block products; here only its state)
+            final_states.append(zero_state if end % size == 0 else state)
+            continue
         o_level = parts[0] if len(parts) == 1 else (
             torch.cat(parts, 1) if torch is not None else np.concatenate(parts, 1))
         if level < levels:

@@ -336,6 +336,42 @@ def test_log_linear_over_every_base(variant, T):
     assert rel_rms(o_ref, o) <= 1e-5
 
 
+@pytest.mark.parametrize("variant", LOG_LINEAR_BASES)
+def test_log_linear_across_blocks(variant):
+    """T = 150 spans three aligned blocks of 64 tokens (their levels 1-6 as
+    one masked product per block, levels 7 and 8 as la calls), the last
+    one partial; B = 2, grouped value heads, K != V. Against the pairwise
+    fp64 reference, and torch's path against NumPy's."""
+    q, k, v, g, beta, lam = _log_linear_base_inputs(variant, 2, 150, 2, 4, 8, 6, seed=80)
+    o = family.log_linear_attention(q, k, v, g, lam, variant=variant, beta=beta, scale=0.5,
+                                    chunk_size=16)
+    o_ref = reference.log_linear_attention(q, k, v, g, lam, scale=0.5, beta=beta)
+    assert rel_rms(o_ref, o) <= 1e-5
+    torch = pytest.importorskip("torch")
+    as_tensor = (lambda x: None if x is None else torch.tensor(x))
+    o_torch = family.log_linear_attention(*map(as_tensor, (q, k, v, g, lam)), variant=variant,
+                                          beta=as_tensor(beta), scale=0.5, chunk_size=16)
+    assert rel_rms(o, o_torch.numpy()) <= 1e-6
+
+
+def test_log_linear_carried_across_blocks():
+    """Pieces cut on block boundaries (64, 128: those pieces take the block
+    products) and inside one (100), the state carried: equal to the whole
+    sequence's reference."""
+    q, k, v, g, beta, lam = _log_linear_base_inputs("gated_deltanet", 1, 150, 1, 2, 8, 6,
+                                                    seed=81)
+    o_ref = reference.log_linear_attention(q, k, v, g, lam, beta=beta)
+    bounds = [0, 64, 100, 128, 150]
+    outputs, state = [], None
+    for start, end in zip(bounds[:-1], bounds[1:]):
+        piece = [None if x is None else x[:, start:end] for x in (q, k, v, g, beta, lam)]
+        o, state = family.log_linear_attention(*piece[:4], piece[5], variant="gated_deltanet",
+                                               beta=piece[4], start=start,
+                                               initial_state=state, output_final_state=True)
+        outputs.append(o)
+    assert rel_rms(o_ref, np.concatenate(outputs, 1)) <= 1e-5
+
+
 @pytest.mark.parametrize("variant", ["gated_deltanet", "kda"])
 def test_log_linear_gates_per_value_head(variant):
     """fla's Gated DeltaNet and KDA take g and beta per value head."""
