@@ -354,18 +354,19 @@ def test_log_linear_across_blocks(variant):
     assert rel_rms(o, o_torch.numpy()) <= 1e-6
 
 
-def test_log_linear_carried_across_blocks():
+@pytest.mark.parametrize("variant", ["gated_deltanet", "mamba2", "gla"])
+def test_log_linear_carried_across_blocks(variant):
     """Pieces cut on block boundaries (64, 128: those pieces take the block
-    products) and inside one (100), the state carried: equal to the whole
-    sequence's reference."""
-    q, k, v, g, beta, lam = _log_linear_base_inputs("gated_deltanet", 1, 150, 1, 2, 8, 6,
-                                                    seed=81)
+    products; the last one, 172 tokens from 128, opens levels 7 and 8 whose
+    blocks began in earlier pieces) and inside one (100), the state
+    carried: equal to the whole sequence's reference."""
+    q, k, v, g, beta, lam = _log_linear_base_inputs(variant, 1, 300, 1, 2, 8, 6, seed=81)
     o_ref = reference.log_linear_attention(q, k, v, g, lam, beta=beta)
-    bounds = [0, 64, 100, 128, 150]
+    bounds = [0, 64, 100, 128, 300]
     outputs, state = [], None
     for start, end in zip(bounds[:-1], bounds[1:]):
         piece = [None if x is None else x[:, start:end] for x in (q, k, v, g, beta, lam)]
-        o, state = family.log_linear_attention(*piece[:4], piece[5], variant="gated_deltanet",
+        o, state = family.log_linear_attention(*piece[:4], piece[5], variant=variant,
                                                beta=piece[4], start=start,
                                                initial_state=state, output_final_state=True)
         outputs.append(o)

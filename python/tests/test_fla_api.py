@@ -570,13 +570,18 @@ def test_log_linear_attn_packed_against_fla():
             assert _err(naive(*part), o[:, start:end]) <= F32
 
 
-def test_log_linear_attn_gradients_against_fla_autograd():
+@pytest.mark.parametrize("t", [19, 300], ids=["one-block", "levels-above-the-block"])
+def test_log_linear_attn_gradients_against_fla_autograd(t):
+    """T = 300 spans five blocks of 64: levels 1-6 as block products (torch
+    autograd through the one-hot call and the masked products), levels 7-9
+    as la calls."""
     naive = _naive("log_linear_attn").naive_log_linear_attn
-    b, t, h, k_dim, v_dim = 1, 19, 1, 8, 4
+    b, h, k_dim, v_dim = 1, 1, 8, 4
+    levels = int(np.ceil(np.log2(t))) + 1
     leaves = dict(q=_randn(b, t, h, k_dim, seed=150), k=_randn(b, t, h, k_dim, seed=151),
                   v=_randn(b, t, h, v_dim, seed=152),
                   g=F.logsigmoid(_randn(b, t, h, seed=153)),
-                  level_scales=_rand(b, t, h, 6, seed=154, low=0.2, high=1.5))
+                  level_scales=_rand(b, t, h, levels, seed=154, low=0.2, high=1.5))
     ours = {n: x.clone().requires_grad_() for n, x in leaves.items()}
     o, _ = lafla.chunk_log_linear_attn(*ours.values())
     do = _randn(*o.shape, seed=155)
