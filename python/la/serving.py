@@ -134,6 +134,16 @@ def attention_in_place(variant, state, q, k, v, g=None, beta=None, **kwargs):
         raise ValueError("attention_in_place has no gradient: run it under torch.no_grad() "
                          "or pass detached inputs")
     buffer = _state_buffer(state, torch)
+    # The kernel writes the state while it reads its other inputs: one that
+    # overlaps the state's memory would be read after it changed.
+    named = dict(q=q, k=k, v=v, g=g, beta=beta, **kwargs)
+    for name, x in named.items():
+        if torch is not None and isinstance(x, torch.Tensor) and x.device.type == "cpu":
+            x = x.detach()
+            x = (x.view(torch.int16) if x.dtype == torch.bfloat16 else x).numpy()
+        if isinstance(x, np.ndarray) and np.may_share_memory(x, buffer):
+            raise ValueError(f"{name} overlaps the state's memory, which the kernel "
+                             "overwrites while it reads the inputs: pass a copy")
     call = ops._prepare(variant, q, k, v, g, beta, initial_state=buffer,
                         inplace_final_state=True, **kwargs)
     o, _ = ops._execute(call)

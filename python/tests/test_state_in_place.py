@@ -135,6 +135,11 @@ def test_in_place_refusals():
                                    packed["g"], cu_seqlens=np.array([0, 2, 6], np.int32))
     with pytest.raises(ValueError, match="takes no initial_state"):
         serving.attention_in_place("gla", state, *args, initial_state=state)
+    # an input that overlaps the state (a view of the same memory)
+    overlapping = state.reshape(-1)[:np.size(inputs["v"])].reshape(inputs["v"].shape)
+    with pytest.raises(ValueError, match="v overlaps the state's memory"):
+        serving.attention_in_place("gla", state, inputs["q"], inputs["k"], overlapping,
+                                   inputs["g"])
     np.testing.assert_array_equal(state, keep)
 
 
