@@ -143,17 +143,19 @@ def test_in_place_refusals():
     np.testing.assert_array_equal(state, keep)
 
 
-@pytest.mark.parametrize("indices", [[1, 2, 3], [3, 0, 2]], ids=["run", "gathered"])
+@pytest.mark.parametrize("indices", [[1, 2, 3], [3, 1, 2], [3, 0, 2, 9], [0, 2, 4, 6, 8]],
+                         ids=["run", "shuffled-run", "three-runs", "gathered"])
 def test_state_pool_in_place(indices):
-    """A pool step on one ascending run of entries updates the pool's rows in
-    place; any other order goes through a gathered copy. Both equal the
-    reference; the other entries are untouched."""
+    """A pool step updates the pool's entries in place, one call per run of
+    consecutive entries (in any row order), or, past 4 runs, through a
+    gathered copy. Each equals the reference; the other entries are
+    untouched."""
     rng = np.random.default_rng(13)
-    inputs = lt.make_inputs("gated_deltanet", 3, 2, 2, 8, 8, seed=13, with_initial_state=True,
-                            gate_scale=1 / 8)
-    pool = (0.1 * rng.standard_normal((5, 2, 8, 8))).astype(np.float32)
+    inputs = lt.make_inputs("gated_deltanet", len(indices), 2, 2, 8, 8, seed=13,
+                            with_initial_state=True, gate_scale=1 / 8)
+    pool = (0.1 * rng.standard_normal((10, 2, 8, 8))).astype(np.float32)
     pool[indices] = inputs["initial_state"]
-    others = [p for p in range(5) if p not in indices]
+    others = [p for p in range(10) if p not in indices]
     untouched = pool[others].copy()
     o = serving.step_state_pool("gated_deltanet", pool, np.array(indices), inputs["q"],
                                 inputs["k"], inputs["v"], inputs["g"], inputs["beta"])
@@ -168,10 +170,11 @@ def test_state_pool_in_place_torch():
     inputs = lt.make_inputs("mamba2", 2, 1, 2, 8, 8, seed=14, with_initial_state=True)
     t = {n: torch.tensor(x) for n, x in inputs.items()}
     pool = torch.zeros((4, 2, 8, 8))
-    pool[1:3] = t["initial_state"]
-    o = serving.step_state_pool("mamba2", pool, torch.tensor([1, 2]), t["q"], t["k"], t["v"],
+    pool[[2, 1]] = t["initial_state"]
+    o = serving.step_state_pool("mamba2", pool, torch.tensor([2, 1]), t["q"], t["k"], t["v"],
                                 t["g"])
     o_ref, s_ref = lt.reference_for("mamba2", inputs)
+    assert isinstance(o, torch.Tensor)
     assert lt.rel_rms(o_ref, o.numpy()) <= 1e-5
-    assert lt.rel_rms(s_ref, pool[1:3].numpy()) <= 1e-5
+    assert lt.rel_rms(s_ref, pool[[2, 1]].numpy()) <= 1e-5
     assert not pool[0].any() and not pool[3].any()
