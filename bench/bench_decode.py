@@ -152,12 +152,14 @@ def time_decode(la_run, variant, N, H, K, V, threads, repeat, directory, in_plac
     return median, compile_ms
 
 
-def time_decode_package(variant, N, H, K, V, threads, repeat, in_place=False):
+def time_decode_package(variant, N, H, K, V, threads, repeat, in_place=False, pool=False):
     """Median ms of a decode step through the Python package (NumPy inputs,
-    ``la.attention`` with ``output_final_state=True``, or
-    ``la.serving.attention_in_place``): what a caller waits for, the
-    allocation of the outputs included; and the first call's time (the
-    compile, or a load from the kernel cache)."""
+    ``la.attention`` with ``output_final_state=True``,
+    ``la.serving.attention_in_place``, or with ``pool``
+    ``la.serving.step_state_pool`` on N scattered, shuffled entries of a
+    pool of 4N states): what a caller waits for, the allocation of the
+    outputs included; and the first call's time (the compile, or a load
+    from the kernel cache)."""
     import time
     import la
     from la import serving
@@ -167,9 +169,18 @@ def time_decode_package(variant, N, H, K, V, threads, repeat, in_place=False):
     if "log_decay" in x:
         tokens["log_decay"] = x["log_decay"]
     state = x["initial_state"]
+    if pool:
+        import numpy as np
+        rng = np.random.default_rng(2)
+        entries = rng.permutation(4 * N)[:N]
+        states = np.zeros((4 * N,) + state.shape[1:], np.float32)
+        states[entries] = state
 
     def step():
-        if in_place:
+        if pool:
+            serving.step_state_pool(variant, states, entries, x["q"], x["k"], x["v"],
+                                    **tokens, num_threads=threads)
+        elif in_place:
             serving.attention_in_place(variant, state, x["q"], x["k"], x["v"], **tokens,
                                        num_threads=threads)
         else:
@@ -199,16 +210,19 @@ def main(argv=None):
     p.add_argument("--la-run", default=None, help="la-run executable (default: as la.runner)")
     p.add_argument("--state", default="separate,in-place",
                    help="where the final state goes: 'separate' (an output of its own), "
-                        "'in-place' (over the initial state, la.in_place), or both "
-                        "(default: separate,in-place)")
+                        "'in-place' (over the initial state, la.in_place), 'pool' (rows of "
+                        "a pool of 4N states, at N scattered indices: step_state_pool, "
+                        "with --via package) (default: separate,in-place)")
     p.add_argument("--via", choices=("la-run", "package"), default="la-run",
                    help="time the kernel alone in la-run (default), or a call through the "
                         "Python package, output allocation included")
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     args = p.parse_args(argv)
     states = [s for s in args.state.split(",") if s]
-    if not states or any(s not in ("separate", "in-place") for s in states):
-        p.error(f"--state takes separate and/or in-place, got {args.state!r}")
+    if not states or any(s not in ("separate", "in-place", "pool") for s in states):
+        p.error(f"--state takes separate, in-place and/or pool, got {args.state!r}")
+    if "pool" in states and args.via != "package":
+        p.error("--state pool needs --via package (la.serving.step_state_pool)")
 
     la_run = args.la_run or runner.find_la_run()
     if la_run is None:
@@ -245,8 +259,9 @@ def main(argv=None):
                             ms, compile_ms = time_decode(la_run, variant, N, H, D, D, threads,
                                                          args.repeat, directory, in_place)
                         else:
-                            ms, compile_ms = time_decode_package(variant, N, H, D, D, threads,
-                                                                 args.repeat, in_place)
+                            ms, compile_ms = time_decode_package(
+                                variant, N, H, D, D, threads, args.repeat, in_place,
+                                pool=state == "pool")
                         gbps = moved / (ms * 1e-3) / 1e9
                         triad_gbps = results["triad_gbps"][threads]
                         ratio = gbps / triad_gbps if triad_gbps else None

@@ -316,7 +316,7 @@ def _prepare(variant, q, k, v, g=None, beta=None, *, gv=None, erase=None, write=
              sequential=False, dtype=None, target="cpu", num_threads=None,
              erase_read_key=False, reverse=False, A_log=None, dt_bias=None,
              gate_activation=None, gate_lower_bound=None, beta_sigmoid=False,
-             inplace_final_state=False):
+             inplace_final_state=False, state_indices=None):
     if variant not in VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; expected one of {tuple(VARIANTS)}")
     _check_target(target)
@@ -532,9 +532,32 @@ def _prepare(variant, q, k, v, g=None, beta=None, *, gv=None, erase=None, write=
                 # would refuse the kernel, la-in-place-arguments)
                 raise ValueError(f"inplace_final_state is not available with {name}")
         output_final_state = True
+    pool = None
+    if state_indices is not None:
+        # A state pool (la.serving): row state_indices[n] holds sequence n's
+        # state; the kernel slices the rows (la.recurrence's state_indices)
+        # and trusts the indices, so they are checked here.
+        if not inplace_final_state:
+            raise ValueError("state_indices needs inplace_final_state")
+        index = np.asarray(state_indices)
+        if index.ndim != 1 or index.shape[0] != N or not np.issubdtype(index.dtype, np.integer):
+            raise ValueError(f"state_indices must be {N} integers (one per sequence), got "
+                             f"{index.dtype} of shape {index.shape}")
+        pool = np.shape(initial_state)[0] if np.ndim(initial_state) == 4 else 0
+        if index.size and (index.min() < 0 or index.max() >= pool):
+            raise ValueError(f"state_indices must be in [0, {pool}) (the pool's rows), got "
+                             f"{index.min()}..{index.max()}")
+        if np.unique(index).size != index.size:
+            raise ValueError("state_indices must be distinct: two sequences cannot write "
+                             "one pool row")
+        state_indices = np.ascontiguousarray(index, dtype=np.int32)
     if initial_state is not None:
         initial_state = _f32_array("initial_state", initial_state, "[N, HV, K, V]")
-        if initial_state.shape != (N, HV, K, V):
+        if pool is not None:
+            if initial_state.shape[1:] != (HV, K, V) or pool < 1:
+                raise _shape_error("initial_state", f"[P, HV, K, V] = (P, {HV}, {K}, {V})",
+                                   initial_state.shape, "(a pool of P >= 1 states)")
+        elif initial_state.shape != (N, HV, K, V):
             what = "N = number of sequences in cu_seqlens" if cu is not None else "N = B"
             raise _shape_error("initial_state", f"[N, HV, K, V] = {(N, HV, K, V)}",
                                initial_state.shape, f"({what})")
@@ -543,6 +566,9 @@ def _prepare(variant, q, k, v, g=None, beta=None, *, gv=None, erase=None, write=
     if cu is not None:
         inputs.append(cu)
         names.append("cu_seqlens")
+    if state_indices is not None:
+        inputs.append(state_indices)
+        names.append("state_indices")
     if scale is not None:
         if isinstance(scale, bool) or not np.isscalar(scale) or not np.isreal(scale) \
                 or not math.isfinite(float(scale)):
@@ -562,6 +588,7 @@ def _prepare(variant, q, k, v, g=None, beta=None, *, gv=None, erase=None, write=
             gate_lower_bound=None if gate_lower_bound is None else float(gate_lower_bound),
             has_A_log=A_log is not None, has_dt_bias=dt_bias is not None,
             beta_sigmoid=bool(beta_sigmoid), state_in_place=bool(inplace_final_state),
+            state_pool=None if pool is None else pool,
             name=_ENTRY)
 
     # The forward kernel takes any batch, length and number of sequences

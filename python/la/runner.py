@@ -118,13 +118,13 @@ def prepare_inputs(inputs, dtype="f32"):
     q, k, v are rounded to ``dtype`` (float16 arrays for f16; float32 arrays
     holding bf16 values for bf16); ``g``, ``beta``, ``erase``, ``write``,
     ``a``, ``b``, ``initial_state`` and ``log_decay`` become float32, ``cu_seqlens`` int32
-    after checking it (1-D, integer dtype, from 0 non-decreasing to T, B == 1:
+    after checking it (and ``state_indices``, rows of a pool ``initial_state``, int32) (1-D, integer dtype, from 0 non-decreasing to T, B == 1:
     ValueError/TypeError otherwise). Idempotent. Returns a new dict; feed it to the reference so that both see
     the same numbers.
     """
     dtype = _check_dtype(dtype)
     unknown = set(inputs) - {"q", "k", "v", "g", "log_decay", "beta", "erase", "write",
-                             "a", "b", "initial_state", "cu_seqlens"}
+                             "a", "b", "initial_state", "cu_seqlens", "state_indices"}
     if unknown:
         raise ValueError(f"unknown inputs {sorted(unknown)}")
     out = {}
@@ -143,6 +143,14 @@ def prepare_inputs(inputs, dtype="f32"):
         # [0, T], integer dtype); the values then fit int32 exactly.
         out["cu_seqlens"] = _check_cu_seqlens(inputs["cu_seqlens"], q.shape[1],
                                               q.shape[0]).astype(np.int32)
+    if inputs.get("state_indices") is not None:
+        # Rows of the pool initial_state (the kernels trust them: la.ops
+        # checks them for its callers; here a test passes what it means).
+        index = np.asarray(inputs["state_indices"])
+        if index.ndim != 1 or not np.issubdtype(index.dtype, np.integer):
+            raise ValueError(f"state_indices must be 1-D integers, got {index.dtype} "
+                             f"of shape {index.shape}")
+        out["state_indices"] = index.astype(np.int32)
     return out
 
 
@@ -195,13 +203,14 @@ def attention_mlir(
     has_dt_bias=False,
     beta_sigmoid=False,
     state_in_place=False,
+    state_pool=None,
     name="attention",
 ):
     """MLIR text of one function ``@name`` holding one ``la.attention``.
 
     The arguments are exactly the present inputs, in the order
     ``q, k, v, [g], [gv], [beta], [erase], [write], [a], [b], [initial_state],
-    [cu_seqlens]``;
+    [cu_seqlens], [state_indices]``;
     the results are ``o`` and, when ``output_final_state``, the f32 final
     state. q, k, v and o have element type ``dtype`` (``'f32'``, ``'f16'`` or
     ``'bf16'``); g, beta, erase (``[B, T, H, K]``), write
@@ -217,6 +226,11 @@ def attention_mlir(
     initial state ``la.in_place`` (it needs ``has_initial_state`` and
     ``output_final_state``): the compiled kernel writes the final state over
     it and returns ``o`` only.
+    ``state_pool`` (P, an integer, with ``has_initial_state``) makes the
+    initial state a pool ``[P, HV, K, V]`` indexed by a last argument
+    ``state_indices : [N]`` (i32): sequence n starts from pool row
+    ``state_indices[n]``, and the final state is the pool with those rows
+    updated (P is dynamic with ``dynamic``).
     ``value_gate`` (additive variants) adds the value-side log-gate ``gv``
     (``[B, T, HV, V]``, f32; fla's ``gv``) after ``g``.
     ``HQ`` (a multiple of ``H``, with ``HV == H``) gives q more heads than
@@ -275,7 +289,9 @@ def attention_mlir(
         # With cu_seqlens the batch is 1 by contract; it stays static.
         T = N = None
         B = 1 if cu_seqlens_len is not None else None
-    s_t = _tensor((N, HV, K, V), "f32")
+    if state_pool is not None and not has_initial_state:
+        raise ValueError("state_pool needs has_initial_state (the pool)")
+    s_t = _tensor((N if state_pool is None or dynamic else state_pool, HV, K, V), "f32")
     # q, k, v in `dtype`; the gates, beta, erase and write always f32.
     args, groups = [], []
     for operand, shape in token_operand_shapes(variant, B, T, H, K, V, HV,
@@ -304,6 +320,10 @@ def attention_mlir(
         cu_t = _tensor((None if dynamic else cu_seqlens_len,), "i32")
         args.append(("cu", cu_t))
         groups.append(f"cu_seqlens(%cu : {cu_t})")
+    if state_pool is not None:
+        idx_t = _tensor((N,), "i32")
+        args.append(("state_indices", idx_t))
+        groups.append(f"state_indices(%state_indices : {idx_t})")
 
     attrs = []
     if gate == "fixed":
@@ -629,13 +649,17 @@ def run_attention(
         has_initial_state="initial_state" in prepared,
         output_final_state=output_final_state,
         cu_seqlens_len=None if cu is None else cu.size,
-        log_decay=log_decay, name="attention", **attrs,
+        log_decay=log_decay, name="attention",
+        state_pool=(prepared["initial_state"].shape[0] if "state_indices" in prepared
+                    else None), **attrs,
     )
     order = token_operands(variant)
     if "initial_state" in prepared:
         order.append("initial_state")
     if cu is not None:
         order.append("cu_seqlens")
+    if "state_indices" in prepared:
+        order.append("state_indices")
     for key in order:
         if key not in prepared:
             raise ValueError(f"variant {variant!r} needs input {key!r}")

@@ -110,9 +110,16 @@ def _state_buffer(state, torch):
     return state
 
 
-def attention_in_place(variant, state, q, k, v, g=None, beta=None, **kwargs):
+def attention_in_place(variant, state, q, k, v, g=None, beta=None, *, state_indices=None,
+                       **kwargs):
     """:func:`la.attention` of ``variant`` from ``state [N, HV, K, V]``, which
     the kernel overwrites with the final state; returns ``o``.
+
+    With ``state_indices`` (``[N]`` distinct integers in ``[0, P)``),
+    ``state [P, HV, K, V]`` is a pool: sequence ``n`` starts from row
+    ``state_indices[n]`` and its final state is written there; the other
+    rows are not touched (la.recurrence's ``state_indices``: each task of
+    the kernel slices its row of the pool).
 
     ``state`` is a writable, C-contiguous float32 NumPy array or a contiguous
     float32 CPU torch tensor (no gradient flows through it). The kernel reads
@@ -144,42 +151,13 @@ def attention_in_place(variant, state, q, k, v, g=None, beta=None, **kwargs):
         if isinstance(x, np.ndarray) and np.may_share_memory(x, buffer):
             raise ValueError(f"{name} overlaps the state's memory, which the kernel "
                              "overwrites while it reads the inputs: pass a copy")
+    if state_indices is not None and torch is not None and isinstance(state_indices,
+                                                                   torch.Tensor):
+        state_indices = state_indices.cpu().numpy()
     call = ops._prepare(variant, q, k, v, g, beta, initial_state=buffer,
-                        inplace_final_state=True, **kwargs)
+                        inplace_final_state=True, state_indices=state_indices, **kwargs)
     o, _ = ops._execute(call)
     return o
-
-
-#: step_state_pool updates the pool's entries in place, one kernel call per
-#: run of consecutive entries, when there are at most this many runs (or
-#: one per 8 rows); more take a gathered copy (two more passes over the
-#: states, which at decode cost more than a few calls)
-_POOL_RUNS = 4
-
-#: la.attention's inputs with one row per sequence (the batch dimension)
-_ROW_INPUTS = ("q", "k", "v", "g", "gv", "beta", "erase", "write", "a", "b")
-
-
-def _step_pool_runs(variant, pool, entries, order, runs, torch, named):
-    """step_state_pool's in-place calls: for each run of consecutive pool
-    entries, the batch rows it holds (``order`` sorts rows by entry)."""
-    B = order.size
-    parts, rows_done = [], []
-    for run in runs:
-        rows = order[run]
-        first = int(entries[run[0]])
-        identity = rows.size == B and np.array_equal(rows, np.arange(B))
-        pick = rows if torch is None else torch.as_tensor(rows)
-        inputs = {name: (x if identity or x is None or name not in _ROW_INPUTS else x[pick])
-                  for name, x in named.items()}
-        parts.append(attention_in_place(variant, pool[first:first + rows.size], **inputs))
-        rows_done.append(rows)
-    if len(parts) == 1 and np.array_equal(rows_done[0], np.arange(B)):
-        return parts[0]
-    inverse = np.argsort(np.concatenate(rows_done), kind="stable")
-    if torch is not None and isinstance(parts[0], torch.Tensor):
-        return torch.cat(parts, 0)[torch.as_tensor(inverse)]
-    return np.concatenate(parts, 0)[inverse]
 
 
 def step_state_pool(variant, pool, indices, q, k, v, g=None, beta=None, **kwargs):
@@ -187,10 +165,10 @@ def step_state_pool(variant, pool, indices, q, k, v, g=None, beta=None, **kwargs
     the sequence whose state is ``pool[indices[b]]`` (``pool : [P, HV, K,
     V]`` float32, NumPy or torch; ``indices : [B]`` distinct integers in
     ``[0, P)``). The kernel updates the states in place
-    (:func:`attention_in_place`): in ``pool`` itself (a C-contiguous float32
-    pool) when the indices, sorted, make at most 4 runs of consecutive
-    entries (or one per 8 rows), one call per run on the rows it holds,
-    else in a gathered copy that is written back. With inputs that require grad
+    (:func:`attention_in_place` with ``state_indices``): in ``pool`` itself
+    when it is a C-contiguous float32 pool (one kernel call, whose tasks
+    read and write the pool rows that the indices name, in any order),
+    else in a gathered float32 copy that is written back. With inputs that require grad
     (torch), ``sequential`` or ``normalize``, the states are gathered, the
     kernel returns the final states and they are written back. Returns
     ``o``.
@@ -218,19 +196,14 @@ def step_state_pool(variant, pool, indices, q, k, v, g=None, beta=None, **kwargs
     in_place = not differentiable and not any(
         kwargs.get(name) for name in ("sequential", "normalize"))
     if in_place:
-        # The kernel updates the states in place: in the pool itself (views)
-        # when the entries, sorted, make few runs of consecutive indices
-        # (one call per run, on the batch rows of that run), else in a
-        # gathered copy that is scattered back.
+        # The kernel updates the states in place: the pool's rows themselves
+        # (a float32 pool), else a gathered copy that is scattered back.
         f32 = (pool.dtype == torch.float32 and pool.device.type == "cpu"
                and pool.is_contiguous()) if torch is not None else \
             (pool.dtype == np.float32 and pool.flags.c_contiguous and pool.flags.writeable)
-        order = np.argsort(index, kind="stable")
-        entries = index[order]
-        runs = np.split(np.arange(index.size), np.nonzero(np.diff(entries) != 1)[0] + 1)
-        if f32 and index.size and len(runs) <= max(_POOL_RUNS, index.size // 8):
-            return _step_pool_runs(variant, pool, entries, order, runs, torch,
-                                   dict(q=q, k=k, v=v, g=g, beta=beta, **kwargs))
+        if f32 and index.size:
+            return attention_in_place(variant, pool, q, k, v, g, beta, state_indices=index,
+                                      **kwargs)
         if torch is not None:
             rows = torch.as_tensor(index)
             states = pool[rows].to(device="cpu", dtype=torch.float32).contiguous()

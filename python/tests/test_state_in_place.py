@@ -143,13 +143,106 @@ def test_in_place_refusals():
     np.testing.assert_array_equal(state, keep)
 
 
+def _pool_case(variant, indices, P, T, seed, **kwargs):
+    """A pool of P states holding the inputs' initial states at ``indices``
+    (the other rows random), and the fp64 reference of the sequences."""
+    rng = np.random.default_rng(seed)
+    inputs = lt.make_inputs(variant, len(indices), T, 2, 8, 12, HV=4, seed=seed,
+                            with_initial_state=True, gate_scale=1 / 8, **kwargs)
+    pool = (0.1 * rng.standard_normal((P, 4, 8, 12))).astype(np.float32)
+    pool[indices] = inputs["initial_state"]
+    return inputs, pool
+
+
+@pytest.mark.parametrize("variant", CHUNKED)
+@pytest.mark.parametrize("T", [1, 37])
+def test_state_indices_kernel(variant, T):
+    """attention_in_place with state_indices: the kernel's tasks read and
+    write the pool rows the indices name (shuffled, not consecutive); each
+    equals the fp64 reference and, bit for bit, la.attention's separate
+    final state; the other rows are untouched."""
+    indices = [5, 0, 3]
+    inputs, pool = _pool_case(variant, indices, 7, T, seed=20 + T)
+    others = [p for p in range(7) if p not in indices]
+    untouched = pool[others].copy()
+    (o, s), _ = _run_both(variant, inputs, chunk_size=16)
+    tokens = {n: inputs[n] for n in TOKENS if n in inputs}
+    if "log_decay" in inputs:
+        tokens["log_decay"] = inputs["log_decay"]
+    o_pool = serving.attention_in_place(variant, pool, inputs["q"], inputs["k"], inputs["v"],
+                                        state_indices=np.array(indices), chunk_size=16,
+                                        **tokens)
+    o_ref, s_ref = lt.reference_for(variant, inputs)
+    assert lt.rel_rms(o_ref, o_pool) <= 1e-5
+    assert lt.rel_rms(s_ref, pool[indices]) <= 1e-5
+    np.testing.assert_array_equal(o_pool, o)
+    np.testing.assert_array_equal(pool[indices], s)
+    np.testing.assert_array_equal(pool[others], untouched)
+
+
+@pytest.mark.parametrize("options", [{"num_threads": 2}, {"dtype": "bf16"}, {"reverse": True},
+                                     {"sequential": True}],
+                         ids=lambda o: ",".join(o))
+def test_state_indices_options(options):
+    """Two threads, bf16 inputs, reverse; sequential (the token loops take
+    the gathered rows and scatter them back) is refused like any in-place
+    call."""
+    indices = [2, 0]
+    inputs, pool = _pool_case("gated_deltanet", indices, 3, 5, seed=30)
+    args = (inputs["q"], inputs["k"], inputs["v"], inputs["g"], inputs["beta"])
+    if options.get("sequential"):
+        with pytest.raises(ValueError, match="not available with sequential=True"):
+            serving.attention_in_place("gated_deltanet", pool, *args,
+                                       state_indices=np.array(indices), **options)
+        return
+    o, s = la.attention("gated_deltanet", *args, initial_state=inputs["initial_state"],
+                        output_final_state=True, **options)
+    o_pool = serving.attention_in_place("gated_deltanet", pool, *args,
+                                        state_indices=np.array(indices), **options)
+    np.testing.assert_array_equal(o_pool, o)
+    np.testing.assert_array_equal(pool[indices], s)
+    assert pool[1].any()
+
+
+def test_state_indices_refusals():
+    """Indices the kernel would trust are checked first; nothing is written."""
+    inputs, pool = _pool_case("gla", [1, 0], 3, 2, seed=31)
+    args = (inputs["q"], inputs["k"], inputs["v"], inputs["g"])
+    keep = pool.copy()
+    for bad, match in [(np.array([1, 3]), r"in \[0, 3\)"), (np.array([-1, 0]), r"in \[0, 3\)"),
+                       (np.array([1, 1]), "distinct"), (np.array([0]), "2 integers"),
+                       (np.array([0.0, 1.0]), "2 integers"),
+                       (np.array([[0, 1]]), "2 integers")]:
+        with pytest.raises(ValueError, match=match):
+            serving.attention_in_place("gla", pool, *args, state_indices=bad)
+    with pytest.raises(ValueError, match=r"\[P, HV, K, V\]"):
+        serving.attention_in_place("gla", np.ascontiguousarray(pool[:, :2]), *args,
+                                   state_indices=np.array([1, 0]))
+    with pytest.raises(ValueError, match="needs inplace_final_state"):
+        la.ops._prepare("gla", *args, initial_state=pool, state_indices=np.array([1, 0]))
+    np.testing.assert_array_equal(pool, keep)
+
+
+def test_state_indices_torch():
+    torch = pytest.importorskip("torch")
+    inputs, pool = _pool_case("kda", [2, 4], 5, 1, seed=32)
+    t = {n: torch.tensor(x) for n, x in inputs.items()}
+    pool_t = torch.tensor(pool)
+    o = serving.attention_in_place("kda", pool_t, t["q"], t["k"], t["v"], t["g"], t["beta"],
+                                   state_indices=torch.tensor([2, 4]))
+    o_ref, s_ref = lt.reference_for("kda", inputs)
+    assert isinstance(o, torch.Tensor)
+    assert lt.rel_rms(o_ref, o.numpy()) <= 1e-5
+    assert lt.rel_rms(s_ref, pool_t[[2, 4]].numpy()) <= 1e-5
+    np.testing.assert_array_equal(pool_t[[0, 1, 3]].numpy(), pool[[0, 1, 3]])
+
+
 @pytest.mark.parametrize("indices", [[1, 2, 3], [3, 1, 2], [3, 0, 2, 9], [0, 2, 4, 6, 8]],
-                         ids=["run", "shuffled-run", "three-runs", "gathered"])
+                         ids=["run", "shuffled-run", "three-runs", "scattered"])
 def test_state_pool_in_place(indices):
-    """A pool step updates the pool's entries in place, one call per run of
-    consecutive entries (in any row order), or, past 4 runs, through a
-    gathered copy. Each equals the reference; the other entries are
-    untouched."""
+    """A pool step updates the pool's entries in place (one call with the
+    indices, in any order). Each equals the reference; the other entries
+    are untouched."""
     rng = np.random.default_rng(13)
     inputs = lt.make_inputs("gated_deltanet", len(indices), 2, 2, 8, 8, seed=13,
                             with_initial_state=True, gate_scale=1 / 8)
@@ -178,3 +271,45 @@ def test_state_pool_in_place_torch():
     assert lt.rel_rms(o_ref, o.numpy()) <= 1e-5
     assert lt.rel_rms(s_ref, pool[[2, 1]].numpy()) <= 1e-5
     assert not pool[0].any() and not pool[3].any()
+
+
+def _pool_reference(variant, inputs, pool, indices):
+    """The pool after the sequences ran (fp64), and their outputs."""
+    o_ref, s_ref = lt.reference_for(variant, inputs)
+    expected = pool.astype(np.float64)
+    expected[indices] = s_ref
+    return o_ref, expected
+
+
+@pytest.mark.parametrize("schedule", [dict(), dict(fuse="materialized"), dict(sequential=True),
+                                      dict(target="gpu-emulator"),
+                                      dict(target="gpu-emulator", chunk_parallel=True)],
+                         ids=["fused", "materialized", "token-loops", "gpu", "gpu-chunk-parallel"])
+def test_state_indices_every_schedule(schedule):
+    """la-run: the fused tasks slice the pool; la-chunk's program and the
+    token loops gather and scatter its rows; the GPU kernels (on the
+    emulator) take either. Every row of the returned pool is checked."""
+    indices = [4, 1, 2]
+    inputs, pool = _pool_case("gated_deltanet", indices, 6, 21, seed=33)
+    run = dict(inputs, initial_state=pool, state_indices=np.array(indices))
+    o, s, _ = la.runner.run_attention("gated_deltanet", run, chunk_size=16, **schedule)
+    o_ref, expected = _pool_reference("gated_deltanet", inputs, pool, indices)
+    assert lt.rel_rms(o_ref, o) <= 1e-5
+    assert lt.rel_rms(expected, s) <= 1e-5
+    np.testing.assert_array_equal(s[[0, 3, 5]], pool[[0, 3, 5]])
+
+
+def test_state_indices_packed_sequences():
+    """Packed sequences gather and scatter the pool rows around the split
+    into one recurrence per sequence."""
+    indices = [0, 3]
+    inputs, pool = _pool_case("gla", indices, 4, 1, seed=34)
+    packed = lt.make_inputs("gla", 1, 30, 2, 8, 12, HV=4, seed=34, gate_scale=1 / 8)
+    cu = np.array([0, 13, 30], np.int32)
+    run = dict(packed, initial_state=pool, state_indices=np.array(indices), cu_seqlens=cu)
+    o, s, _ = la.runner.run_attention("gla", run, chunk_size=16)
+    o_ref, s_ref = lt.reference_for("gla", dict(packed, initial_state=pool[indices],
+                                                cu_seqlens=cu))
+    assert lt.rel_rms(o_ref, o) <= 1e-5
+    assert lt.rel_rms(s_ref, s[indices]) <= 1e-5
+    np.testing.assert_array_equal(s[[1, 2]], pool[[1, 2]])

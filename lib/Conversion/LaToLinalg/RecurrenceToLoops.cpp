@@ -8,6 +8,7 @@
 
 #include "TokenStep.h"
 #include "la/Conversion/LaToLinalg.h"
+#include "la/Dialect/La/LaPasses.h"
 #include "la/Dialect/La/LaUtils.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -184,6 +185,8 @@ struct RecurrenceToLoops : OpRewritePattern<RecurrenceOp> {
                                 PatternRewriter &rewriter) const override {
     if (op.getGate() == GateKind::Fixed || op.getNormalizer())
       return rewriter.notifyMatchFailure(op, "simplify the recurrence first");
+    if (op.getStateIndices())
+      return rewriter.notifyMatchFailure(op, "decompose the state pool first");
     int64_t heads = op.getK().getType().getDimSize(2);
     int64_t valueHeads = op.getV().getType().getDimSize(2);
     if (ShapedType::isDynamic(heads) || ShapedType::isDynamic(valueHeads))
@@ -271,4 +274,5 @@ struct RecurrenceToLoops : OpRewritePattern<RecurrenceOp> {
 
 void mlir::la::populateRecurrenceToLoopsPatterns(RewritePatternSet &patterns) {
   patterns.add<RecurrenceToLoops>(patterns.getContext());
+  populateDecomposeStateIndicesPatterns(patterns);
 }

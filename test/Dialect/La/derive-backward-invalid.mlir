@@ -103,3 +103,12 @@ func.func @grouped_query_heads(%q: tensor<1x8x4x4xf32>, %k: tensor<1x8x2x4xf32>,
   %o, %s = la.recurrence decay(none) low_rank(none) %q, %k, %v outs(%oi, %s0 : tensor<1x8x4x6xf32>, tensor<1x2x4x6xf32>) {scale = 0.5 : f32} : tensor<1x8x4x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x4x6xf32>, tensor<1x2x4x6xf32>
   return %o : tensor<1x8x4x6xf32>
 }
+
+// -----
+
+// A state pool is serving's: training passes each sequence's state.
+func.func @state_pool(%q: tensor<2x8x2x4xf32>, %v: tensor<2x8x2x6xf32>, %pool: tensor<5x2x4x6xf32>, %idx: tensor<2xi32>) -> tensor<2x8x2x6xf32> {
+  // expected-error @+1 {{'la.attention' op with 'state_indices' cannot be differentiated (pass the sequences' initial states instead of a pool)}}
+  %o, %s = la.attention linear %q, %q, %v initial_state(%pool : tensor<5x2x4x6xf32>) state_indices(%idx : tensor<2xi32>) : tensor<2x8x2x4xf32>, tensor<2x8x2x4xf32>, tensor<2x8x2x6xf32> -> tensor<2x8x2x6xf32>, tensor<5x2x4x6xf32>
+  return %o : tensor<2x8x2x6xf32>
+}

@@ -30,7 +30,7 @@ func.func @linear(%q: !qk, %k: !qk, %v: !v) -> !v {
 // CHECK: la.attention linear %{{.*}}, %{{.*}}, %{{.*}} initial_state(%{{.*}} : tensor<2x2x4x6xf32>) {eps = 1.000000e-03 : f32, normalizer, scale = 5.000000e-01 : f32}
 // CHECK-SAME: -> tensor<2x8x2x6xf32>, tensor<2x2x4x6xf32>
 // GENERIC-LABEL: sym_name = "linear_normalized"
-// GENERIC: operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0>
+// GENERIC: operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0>
 func.func @linear_normalized(%q: !qk, %k: !qk, %v: !v, %s0: !s) -> (!v, !s) {
   %o, %s = la.attention linear %q, %k, %v initial_state(%s0 : !s) {normalizer, eps = 1.0e-3 : f32, scale = 0.5 : f32} : !qk, !qk, !v -> !v, !s
   return %o, %s : !v, !s
@@ -88,7 +88,7 @@ func.func @gla(%q: !qk, %k: !qk, %v: !v, %g: !qk, %s0: !s) -> (!v, !s) {
 // CHECK: la.attention gla %{{.*}}, %{{.*}}, %{{.*}} g(%{{.*}} : tensor<1x8x2x4xf32>) gv(%{{.*}} : tensor<1x8x2x6xf32>) :
 // CHECK: la.attention linear %{{.*}}, %{{.*}}, %{{.*}} gv(%{{.*}} : tensor<1x8x2x6xf32>) :
 // GENERIC-LABEL: sym_name = "value_gate"
-// GENERIC: operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0>
+// GENERIC: operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0>
 func.func @value_gate(%q: !qk, %k: !qk, %v: !v, %g: !qk, %gv: !v) -> (!v, !v) {
   %o = la.attention gla %q, %k, %v g(%g : !qk) gv(%gv : !v) : !qk, !qk, !v -> !v
   %p = la.attention linear %q, %k, %v gv(%gv : !v) : !qk, !qk, !v -> !v
@@ -286,7 +286,7 @@ func.func @grouped_query_heads(%q: tensor<1x8x4x4xf32>, %k: tensor<1x8x2x4xf32>,
 // CHECK: la.recurrence decay(channel) low_rank(none) %{{.*}}, %{{.*}}, %{{.*}} g(%[[G]] : tensor<1x8x2x4xf32>) gv(%[[GV]] : tensor<1x8x2x6xf32>) outs({{.*}}) {scale = 1.000000e+00 : f32}
 // GENERIC-LABEL: sym_name = "recurrence_value_gate"
 // GENERIC: "la.recurrence"
-// GENERIC-SAME: operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0, 0, 0, 2>
+// GENERIC-SAME: operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 2>
 func.func @recurrence_value_gate(%q: !qk, %k: !qk, %v: !v, %g: !qk, %gv: !v) -> !v {
   %oi = tensor.empty() : !v
   %zs = arith.constant dense<0.0> : tensor<1x2x4x6xf32>

@@ -12,6 +12,8 @@ include "mlir/Interfaces/TilingInterface.td"
 def La_FloatTensor : RankedTensorOf<[F32, F16, BF16]>;
 def La_F32Tensor : RankedTensorOf<[F32]>;
 def La_SeqLensTensor : TensorRankOf<[I32], [1]>;
+// One state pool row per sequence (`state_indices`).
+def La_StateIndicesTensor : TensorRankOf<[I32], [1]>;
 
 //===----------------------------------------------------------------------===//
 // Level 0: the attention graph
@@ -75,7 +77,13 @@ def La_AttentionOp : La_Op<"attention", [Pure, AttrSizedOperandSegments]> {
     key-side decay of `gate` (GLA's `gk` with `gv`).
     `initial_state : [N,HV,K,V]` is f32, with N = B, or the number of
     sequences when `cu_seqlens : [N+1]` (i32 offsets, B = 1) packs several
-    variable-length sequences into one.
+    variable-length sequences into one. With `state_indices : [N]` (i32),
+    `initial_state : [P,HV,K,V]` is a pool of P states and sequence n starts
+    from row `state_indices[n]`; the final state is the pool with those rows
+    replaced by the sequences' final states (the other rows unchanged:
+    continuous batching's state slots, vLLM's `ssm_state_indices`). The
+    indices must be distinct and in [0, P): a kernel reads and writes the
+    rows they name (the Python layer checks them before a call).
 
     Grouped query heads (ONNX's LinearAttention, the opposite direction):
     `q : [B,T,HQ,K]` may have a multiple HQ of k's H heads when `v` has
@@ -132,6 +140,7 @@ def La_AttentionOp : La_Op<"attention", [Pure, AttrSizedOperandSegments]> {
     Optional<La_FloatTensor>:$b,
     Optional<La_F32Tensor>:$initial_state,
     Optional<La_SeqLensTensor>:$cu_seqlens,
+    Optional<La_StateIndicesTensor>:$state_indices,
     La_UpdateRuleAttr:$update,
     La_GateKindAttr:$gate,
     OptionalAttr<DenseF32ArrayAttr>:$log_decay,
@@ -156,6 +165,7 @@ def La_AttentionOp : La_Op<"attention", [Pure, AttrSizedOperandSegments]> {
     (`b` `(` $b^ `:` type($b) `)`)?
     (`initial_state` `(` $initial_state^ `:` type($initial_state) `)`)?
     (`cu_seqlens` `(` $cu_seqlens^ `:` type($cu_seqlens) `)`)?
+    (`state_indices` `(` $state_indices^ `:` type($state_indices) `)`)?
     attr-dict `:` type($q) `,` type($k) `,` type($v) `->` type(results)
   }];
 
@@ -335,7 +345,13 @@ def La_RecurrenceOp : La_Op<"recurrence", [
     any of f32, f16 and bf16 (level 0 gives it the input type; values may be
     f32 after lowering). `state : [N,HV,K,V]` (f32) is the initial state
     `S_0`, tied to the `final_state` result (a zero fill when there is none);
-    N = B, or the number of sequences with `cu_seqlens`.
+    N = B, or the number of sequences with `cu_seqlens`. With
+    `state_indices : [N]` (i32, distinct, in [0, P)) the state is a pool
+    `[P,HV,K,V]`: sequence n starts from row `state_indices[n]`, its final
+    state is written there, and the other rows pass through. A tile of one
+    batch slices the pool at that row (so la-fuse-recurrence's tasks read
+    and write the pool's rows in place); a tile of several batches keeps
+    the indices.
 
     Grouped query heads: `q : [B,T,HQ,K]` with HQ = G * HV query heads (not
     H) reads each state G times: query head `hq` reads the state of value
@@ -384,6 +400,7 @@ def La_RecurrenceOp : La_Op<"recurrence", [
     Optional<La_FloatTensor>:$a,
     Optional<La_FloatTensor>:$b,
     Optional<La_SeqLensTensor>:$cu_seqlens,
+    Optional<La_StateIndicesTensor>:$state_indices,
     Variadic<La_FloatTensor>:$outputs,
     La_GateKindAttr:$gate,
     OptionalAttr<DenseF32ArrayAttr>:$log_decay,
@@ -405,6 +422,7 @@ def La_RecurrenceOp : La_Op<"recurrence", [
     (`a` `(` $a^ `:` type($a) `)`)?
     (`b` `(` $b^ `:` type($b) `)`)?
     (`cu_seqlens` `(` $cu_seqlens^ `:` type($cu_seqlens) `)`)?
+    (`state_indices` `(` $state_indices^ `:` type($state_indices) `)`)?
     `outs` `(` $outputs `:` type($outputs) `)`
     attr-dict `:` type($q) `,` type($k) `,` type($v) `->` type(results)
   }];

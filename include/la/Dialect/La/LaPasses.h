@@ -33,6 +33,14 @@ void populateSimplifyRecurrencePatterns(RewritePatternSet &patterns);
 /// la-expand-recurrence-grad).
 void populateExpandRecurrenceGradPatterns(RewritePatternSet &patterns);
 
+/// Patterns rewriting an `la.recurrence` with `state_indices` into a gather
+/// of the pool's rows, the recurrence on them, and a scatter of its final
+/// states into the pool (only those with `cu_seqlens` when
+/// `packedSequencesOnly`): the lowering of a state pool outside
+/// la-fuse-recurrence's tasks, which slice the pool directly.
+void populateDecomposeStateIndicesPatterns(RewritePatternSet &patterns,
+                                           bool packedSequencesOnly = false);
+
 /// The largest chunk size the passes accept: a chunk's score matrix has
 /// C x C entries. (A chunk size above a static T is lowered as T.)
 constexpr int64_t kMaxChunkSize = 65536;

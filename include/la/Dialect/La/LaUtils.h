@@ -168,7 +168,8 @@ bool isInPlaceArgument(Value value);
 /// rebuild one with a few parts changed. `oInit` and `initialState` are its
 /// inits.
 struct RecurrenceParts {
-  Value q, k, v, g, gv, beta, a, b, cuSeqlens, oInit, initialState;
+  Value q, k, v, g, gv, beta, a, b, cuSeqlens, stateIndices, oInit,
+      initialState;
   GateKind gate;
   std::optional<SmallVector<float>> logDecay;
   LowRank lowRank;

@@ -7,6 +7,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
 
 #include <cmath>
@@ -77,6 +78,9 @@ namespace {
 /// The operands and results that both levels share, with their roles.
 struct RecurrenceSignature {
   Value q, k, v, g, beta, initialState, cuSeqlens;
+  // la.attention's and la.recurrence's state pool rows (null for the
+  // gradient ops, which have none).
+  Value stateIndices;
   Value o, finalState;
   // How diagnostics name o and final_state (la.recurrence_grad checks its
   // d_o and d_final_state in their places).
@@ -311,10 +315,49 @@ static LogicalResult verifySignature(Operation *op,
       }
     }
   }
-  SmallVector<int64_t> stateShape = {numStates, d.valueHeads, d.keyDim,
+  // With state indices the state is a pool of P rows, any P.
+  int64_t stateRows = numStates;
+  if (sig.stateIndices) {
+    int64_t indices =
+        cast<RankedTensorType>(sig.stateIndices.getType()).getDimSize(0);
+    if (!compatible(indices, numStates))
+      return op->emitOpError()
+             << "expects 'state_indices' to hold one index per sequence ("
+             << (sig.cuSeqlens ? "N = " : "B = ") << numStates << "), got "
+             << indices;
+    if (!sig.initialState)
+      return op->emitOpError(
+          "expects 'initial_state' (the pool that 'state_indices' index)");
+    auto poolType = cast<RankedTensorType>(sig.initialState.getType());
+    stateRows =
+        poolType.getRank() == 4 ? poolType.getDimSize(0) : ShapedType::kDynamic;
+    // Indices known at compile time must name distinct rows of the pool
+    // (the kernels trust them: they are slice offsets).
+    DenseIntElementsAttr constant;
+    if (matchPattern(sig.stateIndices, m_Constant(&constant))) {
+      llvm::SmallDenseSet<int64_t> seen;
+      for (auto [i, value] : llvm::enumerate(constant.getValues<APInt>())) {
+        int64_t row = value.getSExtValue();
+        if (row < 0 || (!ShapedType::isDynamic(stateRows) && row >= stateRows))
+          return op->emitOpError()
+                 << "expects 'state_indices' in [0, "
+                 << (ShapedType::isDynamic(stateRows)
+                         ? std::string("?")
+                         : std::to_string(stateRows))
+                 << ") (the pool's rows), but index " << i << " is " << row;
+        if (!seen.insert(row).second)
+          return op->emitOpError()
+                 << "expects distinct 'state_indices', but row " << row
+                 << " appears twice";
+      }
+    }
+  }
+  SmallVector<int64_t> stateShape = {stateRows, d.valueHeads, d.keyDim,
                                      d.valueDim};
   StringRef stateLayout =
-      sig.cuSeqlens ? "[N,HV,K,V] (N sequences)" : "[B,HV,K,V]";
+      sig.stateIndices
+          ? "[P,HV,K,V] (a pool of P states)"
+          : (sig.cuSeqlens ? "[N,HV,K,V] (N sequences)" : "[B,HV,K,V]");
   if (sig.initialState &&
       failed(verifyShape(op, sig.initialState, "initial_state", stateShape,
                          stateLayout)))
@@ -495,6 +538,7 @@ static LogicalResult verifyAttentionOperands(OpT op, Value o,
 LogicalResult AttentionOp::verify() {
   float scale = getQ().getType().getRank() == 4 ? getEffectiveScale() : 1.0f;
   RecurrenceSignature sig = getSignature(*this, scale);
+  sig.stateIndices = getStateIndices();
   sig.perValueHeadGates = true;
   sig.queryHeads = RecurrenceSignature::QueryHeads::GroupsOverKeys;
   return verifyAttentionOperands(*this, getO(), sig);
@@ -648,6 +692,7 @@ LogicalResult RecurrenceOp::verify() {
                        "low-rank part and without the normaliser");
 
   RecurrenceSignature sig = getSignature(*this, getScale().convertToFloat());
+  sig.stateIndices = getStateIndices();
   sig.queryHeads = RecurrenceSignature::QueryHeads::GroupsOverValues;
   if (failed(verifySignature(*this, sig)))
     return failure();

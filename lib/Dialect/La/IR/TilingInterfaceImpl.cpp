@@ -14,6 +14,8 @@
 #include "la/Dialect/La/LaOps.h"
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Arith/Utils/Utils.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 
@@ -30,8 +32,12 @@ struct RecurrenceTile {
   /// The heads of q: the key heads, or with grouped query heads the query
   /// heads of the tile's value heads (also the output's heads).
   OpFoldResult queryHead[2];
-  /// The offset and size of the state's first dim (B, or N sequences).
+  /// The offset and size of the state's first dim (B, N sequences, or the
+  /// pool's row of a tile's one batch with state indices).
   OpFoldResult stateRow[2];
+  /// Whether the tile keeps the state indices (it spans every batch, so
+  /// its state is the whole pool).
+  bool keepsStateIndices = false;
   /// The fixed gate's log-decays of the tile's key heads.
   std::optional<SmallVector<float>> logDecay;
 };
@@ -96,6 +102,26 @@ static FailureOr<RecurrenceTile> computeTile(OpBuilder &b, RecurrenceOp op,
       return reject("with 'cu_seqlens' cannot be tiled along B or T");
     tile.stateRow[0] = b.getIndexAttr(0);
     tile.stateRow[1] = tensor::getMixedSize(b, loc, op.getInitialState(), 0);
+  }
+
+  // A pool of states: one batch's tile reads and writes the pool's row that
+  // its index names; a tile of every batch is the whole pool, indices kept.
+  // (With packed sequences, B = 1 and the indices are the sequences'.)
+  if (Value indices = op.getStateIndices()) {
+    if (isOneInteger(sizes[kBatch]) && !op.getCuSeqlens()) {
+      Value batch = getValueOrCreateConstantIndexOp(b, loc, offsets[kBatch]);
+      Value row = tensor::ExtractOp::create(b, loc, indices, batch);
+      tile.stateRow[0] =
+          arith::IndexCastOp::create(b, loc, b.getIndexType(), row).getResult();
+      tile.stateRow[1] = b.getIndexAttr(1);
+    } else if (isWholeDim(b, op.getV(), 0, offsets[kBatch], sizes[kBatch])) {
+      tile.stateRow[0] = b.getIndexAttr(0);
+      tile.stateRow[1] = tensor::getMixedSize(b, loc, op.getInitialState(), 0);
+      tile.keepsStateIndices = true;
+    } else {
+      return reject("with 'state_indices' can only be tiled along B one batch "
+                    "at a time (a tile's pool rows are not a slice)");
+    }
   }
 
   // The normaliser's z restarts at zero in every recurrence: it is not part
@@ -237,13 +263,15 @@ static FailureOr<TilingResult> buildTile(OpBuilder &b, RecurrenceOp op,
       slice(b, loc, op.getA(), keyOffsets, keySizes),
       slice(b, loc, op.getB(), keyOffsets, keySizes),
       op.getCuSeqlens(),
+      tile->keepsStateIndices ? op.getStateIndices() : Value(),
       slice(b, loc, op.getOInit(), outputOffsets, outputSizes),
       slice(b, loc, op.getInitialState(), stateOffsets, stateSizes)};
 
   auto tiled = RecurrenceOp::create(
-      b, loc, slices[9].getType(), slices[10].getType(), slices[0], slices[1],
+      b, loc, slices[10].getType(), slices[11].getType(), slices[0], slices[1],
       slices[2], slices[3], slices[4], slices[5], slices[6], slices[7],
-      slices[8], ValueRange{slices[9], slices[10]}, op.getGateAttr(),
+      slices[8], slices[9], ValueRange{slices[10], slices[11]},
+      op.getGateAttr(),
       tile->logDecay ? b.getDenseF32ArrayAttr(*tile->logDecay)
                      : DenseF32ArrayAttr(),
       op.getLowRankAttr(), op.getScaleAttr(), op.getNormalizerAttr(),
@@ -328,8 +356,12 @@ LogicalResult RecurrenceOp::getIterationDomainTileFromResultTile(
   if (getCuSeqlens() &&
       !isWholeDim(b, getInitialState(), 0, offsets[0], sizes[0]))
     return failure();
+  // Rows of a pool are not batches: only the whole pool maps back.
+  if (getStateIndices() &&
+      !isWholeDim(b, getInitialState(), 0, offsets[0], sizes[0]))
+    return failure();
   OpFoldResult batchOffset = offsets[0], batchSize = sizes[0];
-  if (getCuSeqlens()) {
+  if (getCuSeqlens() || getStateIndices()) {
     batchOffset = b.getIndexAttr(0);
     batchSize = tensor::getMixedSize(b, getLoc(), getV(), 0);
   }

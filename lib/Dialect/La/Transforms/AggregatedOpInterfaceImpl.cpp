@@ -40,7 +40,7 @@ struct RecurrenceDecomposition
     // The chunk program takes the simplified forms, and one sequence per
     // batch row (packed sequences restart at run-time offsets).
     if (op.getGate() == GateKind::Fixed || op.getNormalizer() ||
-        op.getCuSeqlens())
+        op.getCuSeqlens() || op.getStateIndices())
       return failure();
     // One chunk of all the tokens. A dynamic T known to be a constant (a
     // full tile of a peeled loop) is cast to it; otherwise (a partial tile)

@@ -38,6 +38,8 @@ struct ChunkRecurrence : OpRewritePattern<RecurrenceOp> {
                                 PatternRewriter &rewriter) const override {
     if (op.getGate() == GateKind::Fixed || op.getNormalizer())
       return rewriter.notifyMatchFailure(op, "simplify the recurrence first");
+    if (op.getStateIndices())
+      return rewriter.notifyMatchFailure(op, "decompose the state pool first");
     int64_t chunkSize = chunkSizeFor(requestedChunkSize, op.getQ());
     Location loc = op.getLoc();
     float scale = op.getScale().convertToFloat();
@@ -140,4 +142,5 @@ struct LaChunkPass : la::impl::LaChunkPassBase<LaChunkPass> {
 void mlir::la::populateChunkPatterns(RewritePatternSet &patterns,
                                      int64_t chunkSize) {
   patterns.add<ChunkRecurrence>(patterns.getContext(), chunkSize);
+  populateDecomposeStateIndicesPatterns(patterns);
 }

@@ -561,6 +561,19 @@ FailureOr<func::FuncOp> LaDeriveBackwardPass::derive(func::FuncOp forward,
         "has several blocks; la-derive-backward needs one");
   if (failed(findActive(body, active)))
     return failure();
+  // A pool of states is serving's (decode updates it in place); training
+  // passes each sequence's state.
+  for (Operation &op : body)
+    if (auto attention = dyn_cast<AttentionOp>(op);
+        attention && attention.getStateIndices())
+      return attention.emitOpError(
+          "with 'state_indices' cannot be differentiated (pass the "
+          "sequences' initial states instead of a pool)");
+    else if (auto recurrence = dyn_cast<RecurrenceOp>(op);
+             recurrence && recurrence.getStateIndices())
+      return recurrence.emitOpError(
+          "with 'state_indices' cannot be differentiated (pass the "
+          "sequences' initial states instead of a pool)");
   for (auto recurrence : body.getOps<RecurrenceOp>())
     if (recurrence.hasQueryGroups())
       return recurrence.emitOpError(

@@ -192,10 +192,11 @@ struct AdjointBuilder {
                              : LowRank::None;
     return RecurrenceOp::create(
         b, loc, oInit.getType(), state.getType(), q, k, v, gate, valueGate,
-        beta, lowA, lowB, cuSeqlens, ValueRange{oInit, state},
-        GateKindAttr::get(ctx, kind), DenseF32ArrayAttr(),
-        LowRankAttr::get(ctx, lowRank), b.getF32FloatAttr(scale), UnitAttr(),
-        FloatAttr(), reverse ? b.getUnitAttr() : UnitAttr());
+        beta, lowA, lowB, cuSeqlens, /*state_indices=*/Value(),
+        ValueRange{oInit, state}, GateKindAttr::get(ctx, kind),
+        DenseF32ArrayAttr(), LowRankAttr::get(ctx, lowRank),
+        b.getF32FloatAttr(scale), UnitAttr(), FloatAttr(),
+        reverse ? b.getUnitAttr() : UnitAttr());
   }
 
   /// `acc + sum_i sign_i * x_i[t] * dx_i[t]` for one token t of the terms

@@ -78,7 +78,9 @@ bool mlir::la::shouldFuse(RecurrenceOp op, FusionMode mode, int64_t threads,
   int64_t valueHeads = op.getV().getType().getDimSize(2);
   if (ShapedType::isDynamic(valueHeads))
     return false;
-  if (ShapedType::isDynamic(batch))
+  // The tasks read and write a state pool's rows where they are; elsewhere
+  // the rows would be gathered and scattered.
+  if (ShapedType::isDynamic(batch) || op.getStateIndices())
     return true;
   int64_t tasks = valueHeads * batch;
   if (int64_t columns = valueColumnsPerTask(op, valueTile))
@@ -326,11 +328,14 @@ collectFusibleConsumers(RewriterBase &rewriter, RecurrenceOp op, Value o) {
 /// a result of the task forall is fused into it (upstream producer fusion
 /// through the forall's shared outputs), so no work is left outside the
 /// tasks (which a GPU grid could not run).
-static void fuseFilledInits(RewriterBase &rewriter, scf::ForallOp forall) {
+///
+/// `pool` (a state pool, whose rows the tasks do not all write) stays whole.
+static void fuseFilledInits(RewriterBase &rewriter, scf::ForallOp forall,
+                            Value pool) {
   SmallVector<tensor::ExtractSliceOp> slices;
   for (auto [init, arg] :
        llvm::zip(forall.getOutputs(), forall.getRegionIterArgs())) {
-    if (!init.getDefiningOp<linalg::FillOp>())
+    if (!init.getDefiningOp<linalg::FillOp>() || init == pool)
       continue;
     for (Operation *user : arg.getUsers())
       if (auto slice = dyn_cast<tensor::ExtractSliceOp>(user))
@@ -351,13 +356,15 @@ static void fuseFilledInits(RewriterBase &rewriter, scf::ForallOp forall) {
 /// then needs no copy of a read-only input (a function argument) outside the
 /// tasks, where the GPU path could not run it. An argument marked
 /// `la.in_place` stays the shared output: each task reads its tile there and
-/// writes it back, so the state is updated in the caller's buffer.
-static void readInitsOutsideTasks(RewriterBase &rewriter,
-                                  scf::ForallOp forall) {
+/// writes it back, so the state is updated in the caller's buffer. So does
+/// `pool`, a state pool: the rows no task writes pass through.
+static void readInitsOutsideTasks(RewriterBase &rewriter, scf::ForallOp forall,
+                                  Value pool) {
   for (unsigned index = 0, e = forall.getOutputs().size(); index < e; ++index) {
     Value init = forall.getOutputs()[index];
     BlockArgument arg = forall.getRegionIterArgs()[index];
-    if (init.getDefiningOp<tensor::EmptyOp>() || isInPlaceArgument(init))
+    if (init.getDefiningOp<tensor::EmptyOp>() || isInPlaceArgument(init) ||
+        init == pool)
       continue;
     SmallVector<tensor::ExtractSliceOp> reads;
     bool onlyTiles = llvm::all_of(arg.getUsers(), [&](Operation *user) {
@@ -600,6 +607,8 @@ struct FuseRecurrence : OpRewritePattern<RecurrenceOp> {
     if (fuseNeighbours && !valueTiles)
       consumers = collectFusibleConsumers(rewriter, op, op.getO());
     bool partialChunk = !staticTime || tokens % chunkSize != 0;
+    // A state pool (state indices): the tasks' shared output, kept whole.
+    Value pool = op.getStateIndices() ? op.getInitialState() : Value();
     rewriter.setInsertionPoint(op);
     // Tasks: an scf.forall over (batch, value head[, value tile]), mapped
     // so that no canonicalization folds a one-task forall.
@@ -633,8 +642,8 @@ struct FuseRecurrence : OpRewritePattern<RecurrenceOp> {
     if (!chunk) {
       // Tasks only: each task's recurrence is left whole (for the token
       // loop of convert-la-to-linalg).
-      fuseFilledInits(rewriter, forall);
-      readInitsOutsideTasks(rewriter, forall);
+      fuseFilledInits(rewriter, forall, pool);
+      readInitsOutsideTasks(rewriter, forall, pool);
       return success();
     }
 
@@ -668,8 +677,8 @@ struct FuseRecurrence : OpRewritePattern<RecurrenceOp> {
     // Initial values of the task loop's results are computed or read per
     // task.
     auto tasksLoop = cast<scf::ForallOp>(loops.front().getOperation());
-    fuseFilledInits(rewriter, tasksLoop);
-    readInitsOutsideTasks(rewriter, tasksLoop);
+    fuseFilledInits(rewriter, tasksLoop, pool);
+    readInitsOutsideTasks(rewriter, tasksLoop, pool);
     dropUnreadTileResults(rewriter, tasksLoop,
                           cast<scf::ForOp>(loops.back().getOperation()));
 
@@ -732,6 +741,8 @@ struct SplitPackedSequences : OpRewritePattern<RecurrenceOp> {
     Value cuSeqlens = op.getCuSeqlens();
     if (!cuSeqlens)
       return rewriter.notifyMatchFailure(op, "no packed sequences");
+    if (op.getStateIndices())
+      return rewriter.notifyMatchFailure(op, "decompose the state pool first");
     if (op.getGate() == GateKind::Fixed || op.getNormalizer())
       return rewriter.notifyMatchFailure(op, "simplify the recurrence first");
     // Would the cost rule fuse one sequence's recurrence (B = 1)?
@@ -848,9 +859,12 @@ void mlir::la::populateFuseRecurrencePatterns(
   patterns.add<FuseRecurrence>(patterns.getContext(), chunkSize, mode, threads,
                                fuseProducers, valueTile, packInputs, peelTail,
                                chunk);
-  if (chunk && splitSequences)
+  if (chunk && splitSequences) {
     patterns.add<SplitPackedSequences>(patterns.getContext(), mode, threads,
                                        valueTile);
+    populateDecomposeStateIndicesPatterns(patterns,
+                                          /*packedSequencesOnly=*/true);
+  }
   // A chunk's slice of a task's slice is one slice of the input (what a
   // GPU block stages, what a CPU prefetch follows).
   tensor::populateMergeConsecutiveInsertExtractSlicePatterns(patterns);

@@ -494,8 +494,9 @@ struct AttentionToRecurrence : OpRewritePattern<AttentionOp> {
     }
     auto recurrence = RecurrenceOp::create(
         rewriter, loc, oInit.getType(), state.getType(), q, k, values, c.g,
-        op.getGv(), beta, a, b, op.getCuSeqlens(), ValueRange{oInit, state},
-        op.getGateAttr(), c.logDecay, LowRankAttr::get(ctx, lowRank),
+        op.getGv(), beta, a, b, op.getCuSeqlens(), op.getStateIndices(),
+        ValueRange{oInit, state}, op.getGateAttr(), c.logDecay,
+        LowRankAttr::get(ctx, lowRank),
         rewriter.getF32FloatAttr(op.getEffectiveScale()),
         op.getNormalizerAttr(), eps, op.getReverseAttr());
     SmallVector<Value> results = {recurrence.getO()};

@@ -191,9 +191,9 @@ struct NormalizerGradToValueColumn : OpRewritePattern<RecurrenceGradOp> {
     auto forward = RecurrenceOp::create(
         rewriter, loc, oInit.getType(), state.getType(), op.getQ(), op.getK(),
         values, op.getG(), /*gv=*/Value(), /*beta=*/Value(), /*a=*/Value(),
-        /*b=*/Value(), op.getCuSeqlens(), ValueRange{oInit, state},
-        op.getGateAttr(), op.getLogDecayAttr(), op.getLowRankAttr(),
-        op.getScaleAttr(),
+        /*b=*/Value(), op.getCuSeqlens(), /*state_indices=*/Value(),
+        ValueRange{oInit, state}, op.getGateAttr(), op.getLogDecayAttr(),
+        op.getLowRankAttr(), op.getScaleAttr(),
         /*normalizer=*/nullptr, /*eps=*/nullptr);
     auto [numerator, denominator] =
         splitNormalized(rewriter, loc, forward.getO(), op.getV());

@@ -200,6 +200,7 @@ RecurrenceParts RecurrenceParts::of(RecurrenceOp op) {
   parts.a = op.getA();
   parts.b = op.getB();
   parts.cuSeqlens = op.getCuSeqlens();
+  parts.stateIndices = op.getStateIndices();
   parts.oInit = op.getOInit();
   parts.initialState = op.getInitialState();
   parts.gate = op.getGate();
@@ -249,7 +250,7 @@ RecurrenceOp RecurrenceParts::build(OpBuilder &builder, Location loc) const {
     decayAttr = builder.getDenseF32ArrayAttr(*logDecay);
   return RecurrenceOp::create(
       builder, loc, oInit.getType(), initialState.getType(), q, k, v, g, gv,
-      beta, a, b, cuSeqlens, ValueRange{oInit, initialState},
+      beta, a, b, cuSeqlens, stateIndices, ValueRange{oInit, initialState},
       GateKindAttr::get(ctx, gate), decayAttr, LowRankAttr::get(ctx, lowRank),
       builder.getF32FloatAttr(scale),
       normalizer ? builder.getUnitAttr() : UnitAttr(),
