@@ -87,6 +87,12 @@ def decode_with_snapshots(variant, q, k, v, g=None, beta=None, *, initial_state,
     return o.reshape((B, T) + tuple(o.shape[1:])), snapshots
 
 
+def _needs_grad(torch, *inputs):
+    """Whether autograd would differentiate through any of ``inputs``."""
+    return torch is not None and torch.is_grad_enabled() and any(
+        isinstance(x, torch.Tensor) and x.requires_grad for x in inputs)
+
+
 def _state_buffer(state, torch):
     """The float32 C-contiguous NumPy buffer of ``state`` (a view of a torch
     CPU tensor's storage); ValueError for anything the kernel cannot write
@@ -135,9 +141,7 @@ def attention_in_place(variant, state, q, k, v, g=None, beta=None, *, state_indi
         if name in kwargs:
             raise ValueError(f"attention_in_place takes no {name}")
     torch = _torch_module(state, q, k, v, g, beta, *kwargs.values())
-    if torch is not None and torch.is_grad_enabled() and any(
-            isinstance(x, torch.Tensor) and x.requires_grad
-            for x in (q, k, v, g, beta, *kwargs.values())):
+    if _needs_grad(torch, q, k, v, g, beta, *kwargs.values()):
         raise ValueError("attention_in_place has no gradient: run it under torch.no_grad() "
                          "or pass detached inputs")
     buffer = _state_buffer(state, torch)
@@ -190,10 +194,7 @@ def step_state_pool(variant, pool, indices, q, k, v, g=None, beta=None, **kwargs
                          f"{index.min()}..{index.max()}")
     if len(np.unique(index)) != index.size:
         raise ValueError("indices must be distinct: two rows cannot write one pool entry")
-    differentiable = torch is not None and torch.is_grad_enabled() and any(
-        isinstance(x, torch.Tensor) and x.requires_grad
-        for x in (q, k, v, g, beta, *kwargs.values()))
-    in_place = not differentiable and not any(
+    in_place = not _needs_grad(torch, q, k, v, g, beta, *kwargs.values()) and not any(
         kwargs.get(name) for name in ("sequential", "normalize"))
     if in_place:
         # The kernel updates the states in place: the pool's rows themselves
