@@ -616,6 +616,54 @@ static void splitReversedCopies(RewriterBase &rewriter, Operation *root) {
   }
 }
 
+/// Tiles the dynamic loops of each structured op whose dynamic loops are all
+/// parallel (the Python package's kernels have a run-time B and T: the
+/// backward's element-wise maps between its recurrences, over [B,T,H,K])
+/// by 1, so that the op on each tile has static ranges and is tiled and
+/// vectorised like the others; the loops over the dynamic dims are the
+/// threads' (an scf.forall) outside any task or loop. Otherwise such an op
+/// stays whole and is lowered to scalar loops on one thread.
+static void tileDynamicParallelLoops(RewriterBase &rewriter, Operation *root,
+                                     bool distribute) {
+  SmallVector<linalg::LinalgOp> ops;
+  root->walk([&](linalg::LinalgOp op) {
+    if (!op.hasPureTensorSemantics() || op.getNumDpsInits() != 1 ||
+        !isa<TilingInterface>(op.getOperation()) ||
+        !llvm::all_of(op.getIndexingMapsArray(), [](AffineMap map) {
+          return map.isProjectedPermutation();
+        }))
+      return;
+    SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+    SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
+    bool anyDynamic = false, onlyParallel = true;
+    for (auto [range, iterator] : llvm::zip(ranges, iterators)) {
+      if (!ShapedType::isDynamic(range))
+        continue;
+      anyDynamic = true;
+      onlyParallel &= iterator == utils::IteratorType::parallel;
+    }
+    if (anyDynamic && onlyParallel)
+      ops.push_back(op);
+  });
+  for (linalg::LinalgOp op : ops) {
+    SmallVector<OpFoldResult> sizes;
+    for (int64_t range : op.getStaticLoopRanges())
+      sizes.push_back(
+          rewriter.getIndexAttr(ShapedType::isDynamic(range) ? 1 : 0));
+    bool threads = distribute && !op->getParentOfType<scf::ForallOp>() &&
+                   !op->getParentOfType<scf::ForOp>();
+    scf::SCFTilingOptions tiling;
+    tiling.setTileSizes(sizes);
+    tiling.setLoopType(threads ? scf::SCFTilingOptions::LoopType::ForallOp
+                               : scf::SCFTilingOptions::LoopType::ForOp);
+    rewriter.setInsertionPoint(op);
+    FailureOr<scf::SCFTilingResult> tiled = scf::tileUsingSCF(
+        rewriter, cast<TilingInterface>(op.getOperation()), tiling);
+    if (succeeded(tiled))
+      rewriter.replaceOp(op, tiled->replacements);
+  }
+}
+
 namespace {
 struct LaTilePass : public la::impl::LaTilePassBase<LaTilePass> {
   using LaTilePassBase::LaTilePassBase;
@@ -633,6 +681,7 @@ struct LaTilePass : public la::impl::LaTilePassBase<LaTilePass> {
     }
     IRRewriter rewriter(&getContext());
     splitReversedCopies(rewriter, getOperation());
+    tileDynamicParallelLoops(rewriter, getOperation(), distribute);
     SmallVector<linalg::LinalgOp> ops;
     getOperation()->walk([&](linalg::LinalgOp op) { ops.push_back(op); });
     // tileForCPU leaves ops of another form as they are (they are lowered

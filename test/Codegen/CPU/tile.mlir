@@ -299,24 +299,52 @@ func.func @transpose(%a: tensor<64x16xf32>) -> tensor<16x64xf32> {
 
 // -----
 
-// Not this tiling's form: a grouped (floordiv) map and a dynamic shape stay
-// as they are.
+// Not this tiling's form: a grouped (floordiv) map and a reduction over a
+// dynamic dim stay as they are.
 // CHECK-LABEL: func.func @untouched
 // CHECK-NOT: scf.for
 // CHECK-NOT: vector.
 // CHECK: linalg.generic {{.*}} ins(%{{.*}} : tensor<4x8xf32>) outs(%{{.*}} : tensor<8x8xf32>)
-// CHECK: linalg.generic {{.*}} ins(%{{.*}} : tensor<?x8xf32>) outs(%{{.*}} : tensor<?x8xf32>)
-func.func @untouched(%a: tensor<4x8xf32>, %init: tensor<8x8xf32>, %d: tensor<?x8xf32>) -> (tensor<8x8xf32>, tensor<?x8xf32>) {
+// CHECK: linalg.generic {{.*}} ins(%{{.*}} : tensor<?x8xf32>) outs(%{{.*}} : tensor<8xf32>)
+func.func @untouched(%a: tensor<4x8xf32>, %init: tensor<8x8xf32>, %d: tensor<?x8xf32>, %acc: tensor<8xf32>) -> (tensor<8x8xf32>, tensor<8xf32>) {
   %r = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i floordiv 2, j)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]} ins(%a : tensor<4x8xf32>) outs(%init : tensor<8x8xf32>) {
   ^bb0(%x: f32, %y: f32):
     linalg.yield %x : f32
   } -> tensor<8x8xf32>
-  %s = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]} ins(%d : tensor<?x8xf32>) outs(%d : tensor<?x8xf32>) {
+  %s = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (j)>], iterator_types = ["reduction", "parallel"]} ins(%d : tensor<?x8xf32>) outs(%acc : tensor<8xf32>) {
+  ^bb0(%x: f32, %y: f32):
+    %z = arith.addf %x, %y : f32
+    linalg.yield %z : f32
+  } -> tensor<8xf32>
+  return %r, %s : tensor<8x8xf32>, tensor<8xf32>
+}
+
+// -----
+
+// Dynamic parallel dims (the Python package's run-time B and T) are tiled
+// by one, on the threads; each tile has static ranges and is vectorised.
+// CHECK-LABEL: func.func @dynamic_rows
+// CHECK-SAME: (%[[D:[^:]*]]: tensor<?x?x64xf32>)
+// CHECK-DAG: %[[B:.*]] = tensor.dim %[[D]], %c0
+// CHECK-DAG: %[[T:.*]] = tensor.dim %[[D]], %c1
+// CHECK: scf.forall (%[[I:[^,]*]], %[[J:[^)]*]]) in (%[[B]], %[[T]]) shared_outs(%[[OUT:[^ ]*]] = %[[D]])
+// CHECK: %[[ROW:.*]] = vector.transfer_read %[[D]][%[[I]], %[[J]], %{{.*}}]
+// CHECK: %[[SUM:.*]] = arith.addf %[[ROW]], %[[ROW]] : vector<32xf32>
+// CHECK: %[[CAST:.*]] = vector.shape_cast %[[SUM]]
+// CHECK: vector.transfer_write %[[CAST]]
+// CHECK: tensor.parallel_insert_slice {{.*}} into %[[OUT]][%[[I]], %[[J]], 0] [1, 1, 64]
+// LOOPS-LABEL: func.func @dynamic_rows
+// LOOPS: scf.for
+// LOOPS: scf.for
+// LOOPS-NOT: scf.forall
+// LOOPS: linalg.generic {{.*}} ins(%{{.*}} : tensor<1x1x32xf32>)
+func.func @dynamic_rows(%d: tensor<?x?x64xf32>) -> tensor<?x?x64xf32> {
+  %s = linalg.generic {indexing_maps = [affine_map<(i, j, k) -> (i, j, k)>, affine_map<(i, j, k) -> (i, j, k)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%d : tensor<?x?x64xf32>) outs(%d : tensor<?x?x64xf32>) {
   ^bb0(%x: f32, %y: f32):
     %z = arith.addf %x, %x : f32
     linalg.yield %z : f32
-  } -> tensor<?x8xf32>
-  return %r, %s : tensor<8x8xf32>, tensor<?x8xf32>
+  } -> tensor<?x?x64xf32>
+  return %s : tensor<?x?x64xf32>
 }
 
 // -----
