@@ -6,13 +6,14 @@ A program, not a test. For each variant and shape it prints:
 
 * la's forward and backward times: medians of ``--repeat`` calls of the
   compiled kernels through the Python package (``la.attention`` and
-  ``la.attention_backward``, NumPy inputs, one thread), after one warm-up
-  call that compiles them (the compile times are printed too);
+  ``la.attention_backward``, NumPy inputs, on each of ``--la-threads``
+  thread counts, one row each), after one warm-up call that compiles them
+  (the compile times are printed too);
 * the backward's GFLOP/s over a stated FLOP count, ``2 x`` the chunked
   forward's (:func:`bench_cpu.chunked_flops`: a chunked backward performs
   about twice the forward's matrix products), and its ratio to OpenBLAS sgemm
-  at 128^3 on one thread, measured in subprocesses of this run
-  (``bench_cpu.measure_sgemm``);
+  at 128^3 on the same number of threads (batch-parallel on two), measured
+  in subprocesses of this run (``bench_cpu.measure_sgemm``);
 * ratios: backward / forward (target <= 2.5), and PyTorch autograd through
   the same chunked forward written in torch (``numpy_chunked.py`` on the
   torch backend, forward + ``backward()``) over la's forward + backward
@@ -32,6 +33,7 @@ Usage::
     python3 bench/bench_backward.py                   # the issue's shapes
     python3 bench/bench_backward.py --quick           # small shapes (seconds)
     python3 bench/bench_backward.py --variants mamba2 --shapes 1x4096x8x128x128
+    python3 bench/bench_backward.py --la-threads 1 2  # la on one and on two threads
 """
 
 import argparse
@@ -59,7 +61,9 @@ def parse_args(argv=None):
     p.add_argument("--repeat", type=int, default=3, help="timed calls (median)")
     p.add_argument("--chunk-size", type=int, default=64)
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1,
-                   help="threads for torch (la runs on one)")
+                   help="threads for torch (and the sgemm's largest count)")
+    p.add_argument("--la-threads", type=int, nargs="+", default=[1],
+                   help="la's thread counts, a row each (default: 1)")
     p.add_argument("--sgemm-seconds", type=float, default=1.0)
     p.add_argument("--no-torch", action="store_true")
     p.add_argument("--value-gate", action="store_true",
@@ -86,17 +90,18 @@ def _inputs(variant, B, T, H, K, V, seed=0, value_gate=False):
     return inputs, do
 
 
-def _la_calls(variant, inputs, do, C):
+def _la_calls(variant, inputs, do, C, threads=1):
     import la
     kwargs = {k: inputs[k] for k in ("g", "gv", "beta", "erase", "write", "a", "b",
                                      "log_decay") if k in inputs}
     q, k, v = inputs["q"], inputs["k"], inputs["v"]
 
     def forward():
-        return la.attention(variant, q, k, v, chunk_size=C, **kwargs)
+        return la.attention(variant, q, k, v, chunk_size=C, num_threads=threads, **kwargs)
 
     def backward():
-        return la.attention_backward(variant, q, k, v, do=do, chunk_size=C, **kwargs)
+        return la.attention_backward(variant, q, k, v, do=do, chunk_size=C,
+                                     num_threads=threads, **kwargs)
 
     return forward, backward
 
@@ -144,21 +149,30 @@ def main(argv=None):
           f"loadavg at start: {facts['loadavg']}")
     print(f"repository: {facts['git']}")
     print(f"torch: {'%s, %d threads' % (tb.torch.__version__, tb.torch.get_num_threads()) if tb else 'skipped'}")
-    print(f"la: one thread; chunk size {args.chunk_size}; repeat {args.repeat} (median)")
+    print(f"la: threads {', '.join(map(str, args.la_threads))}; chunk size {args.chunk_size}; "
+          f"repeat {args.repeat} (median)")
     print(flush=True)
 
     sg = bench_cpu.measure_sgemm(args, {})
     if not sg:
         sys.exit("no sgemm measurement succeeded")
     for r in sg:
-        print(f"sgemm 128^3 [{r['label']}]: {r['gflops']['1']['median']:.1f} GFLOP/s on "
-              f"1 thread (kernel {r['info']['corename']})")
-    sgemm_1t = max(r["gflops"]["1"]["median"] for r in sg)
-    print(f"limit used for the ratios: {sgemm_1t:.1f} GFLOP/s on 1 thread")
+        print(f"sgemm 128^3 [{r['label']}]: "
+              + ", ".join(f"{g['median']:.1f} GFLOP/s on {n} thread{'s' if n != '1' else ''}"
+                          for n, g in sorted(r["gflops"].items()))
+              + f" (kernel {r['info']['corename']})")
+    sgemm = {}
+    for n in args.la_threads:
+        measured = [r["gflops"][str(n)]["median"] for r in sg if str(n) in r["gflops"]]
+        if measured:
+            sgemm[n] = max(measured)
+    print("limits used for the ratios: "
+          + ", ".join(f"{g:.1f} GFLOP/s on {n} thread{'s' if n > 1 else ''}"
+                      for n, g in sgemm.items()))
     print(flush=True)
 
-    header = ("| variant | B,T,H,K,V | backward | fwd ms | bwd ms | bwd / fwd | bwd GFLOP/s "
-              "| bwd x sgemm 1T | torch fwd+bwd ms | la x torch | compile s (fwd, bwd) |")
+    header = ("| variant | B,T,H,K,V | la threads | fwd ms | bwd ms | bwd / fwd | bwd GFLOP/s "
+              "| bwd x sgemm | torch fwd+bwd ms | la x torch | compile s (fwd, bwd) |")
     print(header)
     print("|" + "---|" * 11)
     from la.variants import VARIANTS
@@ -169,30 +183,31 @@ def main(argv=None):
     for variant, value_gate in runs:
         for (B, T, H, K, V) in args.shapes:
             inputs, do = _inputs(variant, B, T, H, K, V, value_gate=value_gate)
-            forward, backward = _la_calls(variant, inputs, do, args.chunk_size)
-            before = la.cache_info()["compile_seconds"]
-            forward()
-            compile_fwd = la.cache_info()["compile_seconds"] - before
-            before = la.cache_info()["compile_seconds"]
-            backward()
-            compile_bwd = la.cache_info()["compile_seconds"] - before
-            fwd_ms, _ = bench_cpu.time_call(forward, args.repeat, warmup=0)
-            bwd_ms, _ = bench_cpu.time_call(backward, args.repeat, warmup=0)
             flops = 2 * bench_cpu.chunked_flops(variant, B, T, H, K, V, C=args.chunk_size)
-            gflops = flops / (bwd_ms * 1e6)
             torch_ms = None
             if tb is not None and not value_gate:
                 torch_ms, _ = bench_cpu.time_call(
                     _torch_autograd(tb, variant, inputs, do, args.chunk_size),
                     args.repeat, warmup=1)
-            program = "chunked"
             label = variant + ("+gv" if value_gate else "")
-            print(f"| {label} | {B},{T},{H},{K},{V} | {program} | {fwd_ms:.1f} | {bwd_ms:.1f} "
-                  f"| {bwd_ms / fwd_ms:.2f} | {gflops:.1f} "
-                  f"| {gflops / sgemm_1t:.3f} | "
-                  + (f"{torch_ms:.1f} | {torch_ms / (fwd_ms + bwd_ms):.2f}" if torch_ms
-                     else "- | -")
-                  + f" | {compile_fwd:.2f}, {compile_bwd:.2f} |", flush=True)
+            for threads in args.la_threads:
+                forward, backward = _la_calls(variant, inputs, do, args.chunk_size, threads)
+                before = la.cache_info()["compile_seconds"]
+                forward()
+                compile_fwd = la.cache_info()["compile_seconds"] - before
+                before = la.cache_info()["compile_seconds"]
+                backward()
+                compile_bwd = la.cache_info()["compile_seconds"] - before
+                fwd_ms, _ = bench_cpu.time_call(forward, args.repeat, warmup=0)
+                bwd_ms, _ = bench_cpu.time_call(backward, args.repeat, warmup=0)
+                gflops = flops / (bwd_ms * 1e6)
+                limit = sgemm.get(threads)
+                print(f"| {label} | {B},{T},{H},{K},{V} | {threads} | {fwd_ms:.1f} | {bwd_ms:.1f} "
+                      f"| {bwd_ms / fwd_ms:.2f} | {gflops:.1f} "
+                      f"| {(f'{gflops / limit:.3f}' if limit else '-')} | "
+                      + (f"{torch_ms:.1f} | {torch_ms / (fwd_ms + bwd_ms):.2f}" if torch_ms
+                         else "- | -")
+                      + f" | {compile_fwd:.2f}, {compile_bwd:.2f} |", flush=True)
     return 0
 
 

@@ -36,6 +36,7 @@
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
@@ -266,6 +267,37 @@ std::optional<int64_t> packedTokens(BlockArgument arg) {
       return cast<ShapedType>(q.getType()).getDimSize(1);
   }
   return std::nullopt;
+}
+
+/// The state pool that the la ops reading `arg` as their state_indices index
+/// (their initial state), or null.
+Value indexedPool(BlockArgument arg) {
+  for (Operation *user : arg.getUsers()) {
+    if (auto op = dyn_cast<la::AttentionOp>(user);
+        op && op.getStateIndices() == arg)
+      return op.getInitialState();
+    if (auto op = dyn_cast<la::RecurrenceOp>(user);
+        op && op.getStateIndices() == arg)
+      return op.getInitialState();
+  }
+  return nullptr;
+}
+
+/// The kernels trust state_indices (they are slice offsets into the pool):
+/// each must name a distinct row of the pool's `rows`.
+void checkStateIndices(const npy::Array &array, int64_t rows, unsigned index) {
+  const auto *values = reinterpret_cast<const int32_t *>(array.data.data());
+  llvm::SmallDenseSet<int32_t> seen;
+  for (int64_t i = 0, e = array.numElements(); i < e; ++i) {
+    if (values[i] < 0 || values[i] >= rows)
+      fail("argument " + llvm::Twine(index) + " (state_indices): index " +
+           llvm::Twine(i) + " is " + llvm::Twine(values[i]) +
+           ", outside the pool's rows [0, " + llvm::Twine(rows) + ")");
+    if (!seen.insert(values[i]).second)
+      fail("argument " + llvm::Twine(index) + " (state_indices): row " +
+           llvm::Twine(values[i]) +
+           " appears twice; two sequences cannot write one pool row");
+  }
 }
 
 /// The kernels trust cu_seqlens (it sets their loop bounds and slices): it
@@ -515,6 +547,9 @@ int main(int argc, char **argv) {
       if (roles[index] == la::OperandRole::SeqLens)
         fail("argument " + llvm::Twine(index) +
              " is cu_seqlens: give it as an --input .npy file");
+      if (indexedPool(entry.getArgument(index)))
+        fail("argument " + llvm::Twine(index) +
+             " is state_indices: give it as an --input .npy file");
       args[index].array = randomArray(roles[index], type, rng);
     } else {
       args[index].array = loadInput(inputs[index], index, type);
@@ -525,6 +560,18 @@ int main(int argc, char **argv) {
           tokens && !ShapedType::isDynamic(*tokens))
         checkSeqLens(args[index].array, *tokens, index);
     }
+  }
+  // State indices against their pool's rows (the pool may come after them).
+  for (unsigned index = 0; !useRandom && index < argTypes.size(); ++index) {
+    Value pool = indexedPool(entry.getArgument(index));
+    if (!pool)
+      continue;
+    int64_t rows = cast<ShapedType>(pool.getType()).getDimSize(0);
+    if (auto poolArg = dyn_cast<BlockArgument>(pool);
+        poolArg && poolArg.getOwner() == &entry.getBody().front())
+      rows = args[poolArg.getArgNumber()].array.shape[0];
+    if (!ShapedType::isDynamic(rows))
+      checkStateIndices(args[index].array, rows, index);
   }
   for (auto [index, type] : llvm::enumerate(resultTypes)) {
     npy::Array &array = args[argTypes.size() + index].array;
