@@ -43,7 +43,7 @@ static LogicalResult verifyLoopDims(Operation *op, StringAttr name,
     return op->emitOpError()
            << "'" << name.getValue() << "' is for structured (linalg) ops only";
   auto dims = dyn_cast<DenseI64ArrayAttr>(value);
-  if (!dims || dims.size() != count)
+  if (!dims || dims.asArrayRef().size() != count)
     return op->emitOpError() << "'" << name.getValue() << "' must be "
                              << meaning << " (array<i64> of " << count << ")";
   int64_t numLoops = linalgOp.getNumLoops();
