@@ -353,11 +353,9 @@ LogicalResult RecurrenceOp::getIterationDomainTileFromResultTile(
   // The state [N,HV,K,V]: whole key rows (K mixes under the transition).
   if (!isWholeDim(b, getInitialState(), 2, offsets[2], sizes[2]))
     return failure();
-  if (getCuSeqlens() &&
-      !isWholeDim(b, getInitialState(), 0, offsets[0], sizes[0]))
-    return failure();
-  // Rows of a pool are not batches: only the whole pool maps back.
-  if (getStateIndices() &&
+  // Rows of packed sequences or of a pool are not batches: only all of
+  // them map back.
+  if ((getCuSeqlens() || getStateIndices()) &&
       !isWholeDim(b, getInitialState(), 0, offsets[0], sizes[0]))
     return failure();
   OpFoldResult batchOffset = offsets[0], batchSize = sizes[0];
