@@ -316,7 +316,7 @@ def _prepare(variant, q, k, v, g=None, beta=None, *, gv=None, erase=None, write=
              sequential=False, dtype=None, target="cpu", num_threads=None,
              erase_read_key=False, reverse=False, A_log=None, dt_bias=None,
              gate_activation=None, gate_lower_bound=None, beta_sigmoid=False,
-             inplace_final_state=False, state_indices=None):
+             inplace_final_state=False, state_indices=None, checkpoint_every=None):
     if variant not in VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; expected one of {tuple(VARIANTS)}")
     _check_target(target)
@@ -574,6 +574,19 @@ def _prepare(variant, q, k, v, g=None, beta=None, *, gv=None, erase=None, write=
                 or not math.isfinite(float(scale)):
             raise ValueError(f"scale must be a finite real number or None, got {scale!r}")
 
+    if checkpoint_every is not None:
+        if isinstance(checkpoint_every, (bool, np.bool_)) or \
+                not isinstance(checkpoint_every, (int, np.integer)) or checkpoint_every < 1:
+            raise ValueError(f"checkpoint_every must be a positive number of tokens, got "
+                             f"{checkpoint_every!r}")
+        refused = {"cu_seqlens": cu is not None, "state_indices": state_indices is not None,
+                   "reverse": bool(reverse), "normalize": bool(normalize),
+                   "grouped query heads": HQ != H}
+        for what, given in refused.items():
+            if given:
+                raise ValueError(f"checkpoint_every does not take {what}")
+        checkpoint_every = int(checkpoint_every)
+
     def mlir(dynamic):
         return runner.attention_mlir(
             variant, B, T, H, K, V, HV, dtype=compute,
@@ -589,7 +602,7 @@ def _prepare(variant, q, k, v, g=None, beta=None, *, gv=None, erase=None, write=
             has_A_log=A_log is not None, has_dt_bias=dt_bias is not None,
             beta_sigmoid=bool(beta_sigmoid), state_in_place=bool(inplace_final_state),
             state_pool=None if pool is None else pool,
-            name=_ENTRY)
+            checkpoint_every=checkpoint_every, name=_ENTRY)
 
     # The forward kernel takes any batch, length and number of sequences
     # (one compile per variant, heads, sizes, dtype and options). Sequences
@@ -597,6 +610,8 @@ def _prepare(variant, q, k, v, g=None, beta=None, *, gv=None, erase=None, write=
     # of chunk sizes that holds them, since its chunk is padded to full size.
     chunk_size = int(chunk_size)
     longest = T if cu is None else int(np.diff(cu).max(initial=1))
+    if checkpoint_every is not None:  # one recurrence per segment
+        longest = min(longest, checkpoint_every)
     kernel_chunk = chunk_size
     if longest < chunk_size <= _MAX_CHUNK_SIZE:  # (a larger one: the pipeline says so)
         kernel_chunk = min(chunk_size, 1 << (max(longest, 1) - 1).bit_length())
@@ -604,6 +619,8 @@ def _prepare(variant, q, k, v, g=None, beta=None, *, gv=None, erase=None, write=
     outputs = [((B, T, HQ if HQ != H else HV, V), o_np)]
     if output_final_state and not inplace_final_state:
         outputs.append(((N, HV, K, V), np.float32))
+    if checkpoint_every is not None:
+        outputs.append(((B, T // checkpoint_every, HV, K, V), np.float32))
     return _Call(text=mlir(dynamic=True),
                  pipeline=_pipeline(kernel_chunk, bool(sequential), threads),
                  # The static MLIR of this shape (bench/bench_dynamic.py), built on demand.
@@ -615,7 +632,8 @@ def _prepare(variant, q, k, v, g=None, beta=None, *, gv=None, erase=None, write=
                              kinds["q"] == "bf16" else None),
                  chunk_size=chunk_size, sequential=bool(sequential), threads=threads,
                  grad_shapes=grad_shapes,
-                 state_in_place=initial_state if inplace_final_state else None)
+                 state_in_place=initial_state if inplace_final_state else None,
+                 checkpoint_every=checkpoint_every)
 
 
 # --------------------------------------------------------------------------
@@ -1158,9 +1176,12 @@ def _run(call):
 
 
 def _execute(call):
+    """Runs ``call``: ``(o, final_state)`` (the state None when not asked
+    for), and the checkpoints third when the call has ``checkpoint_every``."""
     outputs = _run(call)
-    o = outputs[0]
-    state = outputs[1] if len(outputs) > 1 else getattr(call, "state_in_place", None)
+    o = outputs.pop(0)
+    checkpoints = outputs.pop() if call.checkpoint_every is not None else None
+    state = outputs[0] if outputs else call.state_in_place
     if call.torch_out:
         torch = _torch()
         if call.dtype == "bf16":
@@ -1169,9 +1190,11 @@ def _execute(call):
             o = torch.from_numpy(o)
         if state is not None:
             state = torch.from_numpy(state)
+        if checkpoints is not None:
+            checkpoints = torch.from_numpy(checkpoints)
     elif call.dtype == "bf16":
         o = o.view(call.numpy_bf16) if call.numpy_bf16 is not None else _bf16_to_f32(o)
-    return o, state
+    return (o, state) if call.checkpoint_every is None else (o, state, checkpoints)
 
 
 # --------------------------------------------------------------------------

@@ -204,6 +204,7 @@ def attention_mlir(
     beta_sigmoid=False,
     state_in_place=False,
     state_pool=None,
+    checkpoint_every=None,
     name="attention",
 ):
     """MLIR text of one function ``@name`` holding one ``la.attention``.
@@ -231,6 +232,10 @@ def attention_mlir(
     ``state_indices : [N]`` (i32): sequence n starts from pool row
     ``state_indices[n]``, and the final state is the pool with those rows
     updated (P is dynamic with ``dynamic``).
+    ``checkpoint_every`` (n, an integer >= 1; not with ``cu_seqlens``,
+    ``reverse``, ``normalizer``, a pool or ``HQ``) adds a last result, the
+    f32 state after every n tokens of each sequence ``[B, T // n, HV, K,
+    V]`` (the op's ``checkpoints``; prefix caching).
     ``value_gate`` (additive variants) adds the value-side log-gate ``gv``
     (``[B, T, HV, V]``, f32; fla's ``gv``) after ``g``.
     ``HQ`` (a multiple of ``H``, with ``HV == H``) gives q more heads than
@@ -355,6 +360,14 @@ def attention_mlir(
         attrs.append("reverse")
 
     results = [("o", o_t)] + ([("s", s_t)] if output_final_state else [])
+    if checkpoint_every is not None:
+        if isinstance(checkpoint_every, (bool, np.bool_)) or \
+                not isinstance(checkpoint_every, (int, np.integer)) or checkpoint_every < 1:
+            raise ValueError(f"checkpoint_every must be an integer >= 1, got "
+                             f"{checkpoint_every!r}")
+        attrs.append(f"checkpoint_every = {int(checkpoint_every)}")
+        count = None if T is None else T // int(checkpoint_every)
+        results.append(("checkpoints", _tensor((B, count, HV, K, V), "f32")))
     result_types = ", ".join(t for _, t in results)
     result_names = ", ".join("%" + n for n, _ in results)
     signature = ",\n    ".join(f"%{n}: {t}" for n, t in args)
@@ -584,8 +597,8 @@ def run_attention(
 
     ``inputs`` is a :func:`la.testing.make_inputs`-style dict; q, k, v are
     rounded to ``dtype`` first (see :func:`prepare_inputs`). ``attrs`` are the
-    op's attributes: ``qk_l2norm``, ``normalizer``, ``scale``, ``eps``
-    (``log_decay`` comes from ``inputs`` or may be given here).
+    op's attributes: ``qk_l2norm``, ``normalizer``, ``scale``, ``eps``,
+    ``checkpoint_every`` (``log_decay`` comes from ``inputs`` or may be given here).
 
     ``chunk_size`` is passed as ``--chunk-size``; ``sequential=True`` passes
     ``--sequential`` instead (the token-by-token recurrence). ``fuse``
@@ -618,6 +631,9 @@ def run_attention(
     ``output_final_state`` is False, and ``timing`` a dict with
     ``compile_ms``, ``run_median_ms``, ``run_min_ms``, ``repeat``, plus
     ``command`` (the la-run command line) and ``mlir`` (the function text).
+    With ``checkpoint_every=n`` (an attribute of the op) it returns
+    ``(o, final_state, checkpoints, timing)``, the checkpoints
+    ``[B, T // n, HV, K, V]`` float32.
     Raises :class:`LaRunError` with la-run's stderr when it fails.
 
     ``keep_dir``: write the files there (and keep them) instead of a
@@ -628,7 +644,7 @@ def run_attention(
     if chunk_size is None:
         chunk_size = 64
     unknown = set(attrs) - {"qk_l2norm", "normalizer", "scale", "eps", "log_decay",
-                            "allow_neg_eigval"}
+                            "allow_neg_eigval", "checkpoint_every"}
     if unknown:
         raise TypeError(f"unknown attributes {sorted(unknown)}")
     prepared = prepare_inputs(inputs, dtype)  # checks the inputs (cu_seqlens) first
@@ -677,6 +693,8 @@ def run_attention(
             np.save(path, prepared[key])
             cmd.append(f"--input={path}")
         out_names = ["o"] + (["final_state"] if output_final_state else [])
+        if attrs.get("checkpoint_every") is not None:
+            out_names.append("checkpoints")
         out_paths = [os.path.join(directory, f"out_{n}.npy") for n in out_names]
         cmd += [f"--output={p}" for p in out_paths]
         if target != "cpu":
@@ -727,7 +745,10 @@ def run_attention(
         timing["command"] = " ".join(cmd)
         timing["mlir"] = mlir
         results = [np.load(p) for p in out_paths]
-        return results[0], (results[1] if output_final_state else None), timing
+        state = results[1] if output_final_state else None
+        if attrs.get("checkpoint_every") is not None:
+            return results[0], state, results[-1], timing
+        return results[0], state, timing
 
     if keep_dir is not None:
         os.makedirs(keep_dir, exist_ok=True)

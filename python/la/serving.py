@@ -40,7 +40,10 @@ def decode_with_snapshots(variant, q, k, v, g=None, beta=None, *, initial_state,
     sequences, no ``cu_seqlens``) from ``initial_state [B, HV, K, V]``,
     returning ``(o [B, T, HV, V], snapshots [B, T, HV, K, V])``:
     ``snapshots[:, t]`` is the state after token t (the last one is the
-    final state). ``kwargs`` are :func:`la.attention`'s (``erase``,
+    final state). One kernel (la.attention's ``checkpoint_every = 1``: T
+    tokens of work); with ``normalize``, ``reverse`` or inputs that require
+    grad (torch), one call over the T(T+1)/2 tokens of every row's packed
+    prefixes, differentiable. ``kwargs`` are :func:`la.attention`'s (``erase``,
     ``write``, ``a``, ``b``, ``scale``, ``qk_l2norm``, ...), except
     ``cu_seqlens`` and ``output_final_state``."""
     for name in ("cu_seqlens", "output_final_state"):
@@ -50,12 +53,21 @@ def decode_with_snapshots(variant, q, k, v, g=None, beta=None, *, initial_state,
     HV = np.shape(v)[2]
     if initial_state is None:
         raise ValueError("decode_with_snapshots needs initial_state [B, HV, K, V]")
+    torch = _torch_module(q, k, v, g, beta, initial_state, *kwargs.values())
+    if not (kwargs.get("normalize") or kwargs.get("reverse") or
+            _needs_grad(torch, q, k, v, g, beta, initial_state, *kwargs.values())):
+        # One kernel over the T tokens: a checkpoint after every token.
+        o, _, snapshots = ops._execute(ops._prepare(
+            variant, q, k, v, g, beta, initial_state=initial_state, checkpoint_every=1,
+            **kwargs))
+        return o, snapshots
+    # Otherwise one packed call over every prefix (T(T+1)/2 tokens): each
+    # prefix's final state is a snapshot.
     # Sequence (b, j) holds tokens 0..j of row b; sequences in (b, j) order.
     rows = np.repeat(np.arange(B), T * (T + 1) // 2)
     cols = np.concatenate([np.arange(j + 1) for j in range(T)] * B)
     lengths = np.tile(np.arange(1, T + 1), B)
     cu = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
-    torch = _torch_module(q, k, v, g, beta, initial_state, *kwargs.values())
 
     def packed(x):
         if x is None:
@@ -290,6 +302,15 @@ def prefill_with_checkpoints(variant, q, k, v, g=None, beta=None, *, interval,
                              **{n: x for n, x in others.items() if n not in ("g", "beta")},
                              initial_state=state, cu_seqlens=offsets,
                              output_final_state=True, **kwargs)
+
+    if cu_seqlens is None and not _needs_grad(torch, q, k, v, initial_state,
+                                              *tokens.values()):
+        # One kernel: la.attention's checkpoint_every.
+        o, state, checkpoints = ops._execute(ops._prepare(
+            variant, q, k, v, tokens.pop("g", None), tokens.pop("beta", None), **tokens,
+            initial_state=initial_state, output_final_state=True,
+            checkpoint_every=interval, **kwargs))
+        return Prefill(o, state, checkpoints, None)
 
     if cu_seqlens is None:
         outputs, checkpoints, state = [], [], initial_state

@@ -171,3 +171,116 @@ def test_packed_gradients_through_every_call():
                      {"initial_state": state.grad.numpy().copy()})
     for name in grads[0]:
         assert rel_rms(grads[1][name], grads[0][name]) <= 1e-5, name
+
+
+# --------------------------------------------------------------------------
+# One kernel: la.attention's checkpoint_every (the NumPy path and torch
+# without gradients), against the fp64 reference on each prefix
+# --------------------------------------------------------------------------
+
+def _reference_checkpoints(variant, inputs, interval, s0):
+    T = np.shape(inputs["q"])[1]
+    return np.stack([reference_for(variant, _prefix(inputs, (j + 1) * interval),
+                                   initial_state=s0)[1] for j in range(T // interval)], 1)
+
+
+@pytest.mark.parametrize("variant", ["gated_deltanet", "gla", "kda", "retention",
+                                     "deltanet", "linear"])
+@pytest.mark.parametrize("options", [{}, {"num_threads": 2}, {"sequential": True},
+                                     {"chunk_size": 64}, {"qk_l2norm": True}],
+                         ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()) or "default")
+def test_kernel_checkpoints(variant, options):
+    """Grouped value heads (HV = 2H), K != V, B = 3, T = 45 (a partial last
+    interval and chunk), an interval that is not a multiple of the chunk."""
+    B, T, H, HV, K, V, interval = 3, 45, 2, 4, 8, 6, 12
+    inputs = make_inputs(variant, B, T, H, K, V, HV=HV, seed=21, gate_scale=1 / 8)
+    s0 = np.random.default_rng(22).standard_normal((B, HV, K, V)).astype(np.float32)
+    result = serving.prefill_with_checkpoints(
+        variant, inputs["q"], inputs["k"], inputs["v"], interval=interval, initial_state=s0,
+        **_la_kwargs(inputs), **{"chunk_size": 8, **options})
+    attrs = {"qk_l2norm": True} if options.get("qk_l2norm") else {}
+    assert result.checkpoints.shape == (B, 3, HV, K, V)
+    expected = np.stack([reference_for(variant, _prefix(inputs, (j + 1) * interval),
+                                       initial_state=s0, **attrs)[1] for j in range(3)], 1)
+    assert rel_rms(expected, result.checkpoints) <= 1e-5
+    o_ref, s_ref = reference_for(variant, inputs, initial_state=s0, **attrs)
+    assert rel_rms(o_ref, result.o) <= 1e-5
+    assert rel_rms(s_ref, result.final_state) <= 1e-5
+
+
+def test_kernel_checkpoints_bf16():
+    B, T, H, K, V, interval = 2, 33, 2, 16, 16, 8
+    inputs = make_inputs("gated_deltanet", B, T, H, K, V, seed=23, gate_scale=1 / 8)
+    result = serving.prefill_with_checkpoints(
+        "gated_deltanet", inputs["q"], inputs["k"], inputs["v"], inputs["g"], inputs["beta"],
+        interval=interval, dtype="bf16", chunk_size=16)
+    rounded = dict(inputs, **{n: la.runner.round_to_bf16(inputs[n]) for n in ("q", "k", "v")})
+    expected = _reference_checkpoints("gated_deltanet", rounded, interval, None)
+    assert result.checkpoints.dtype == np.float32
+    assert rel_rms(expected, result.checkpoints) <= 1e-2
+
+
+def test_kernel_and_composition_agree_in_torch():
+    """torch without gradients takes the kernel, with them the calls: the
+    same numbers, and the calls' result is differentiable."""
+    torch = pytest.importorskip("torch")
+    B, T, H, K, V, interval = 2, 30, 2, 8, 8, 7
+    inputs = make_inputs("kda", B, T, H, K, V, seed=24, gate_scale=1 / 8)
+    names = ("q", "k", "v", "g", "beta")
+    results = []
+    for grad in (False, True):
+        leaves = [torch.tensor(inputs[n], requires_grad=grad) for n in names]
+        results.append(serving.prefill_with_checkpoints("kda", *leaves, interval=interval,
+                                                        chunk_size=8))
+    kernel, calls = results
+    assert kernel.checkpoints.grad_fn is None and calls.checkpoints.grad_fn is not None
+    for field in ("o", "final_state", "checkpoints"):
+        assert rel_rms(getattr(calls, field).detach().numpy(),
+                       getattr(kernel, field).numpy()) <= 1e-5, field
+    calls.checkpoints.sum().backward()
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"cu_seqlens": np.array([0, 3, 7], np.int32)}, "does not take cu_seqlens"),
+    ({"reverse": True}, "does not take reverse"),
+    ({"checkpoint_every": 0}, "checkpoint_every must be a positive number of tokens"),
+    ({"checkpoint_every": True}, "checkpoint_every must be a positive number of tokens"),
+])
+def test_kernel_refusals(kwargs, message):
+    inputs = make_inputs("gla", 1, 7, 1, 4, 4, seed=25)
+    options = {"checkpoint_every": 2, **kwargs}
+    with pytest.raises(ValueError, match=message):
+        la.ops._prepare("gla", inputs["q"], inputs["k"], inputs["v"], inputs["g"], **options)
+
+
+@pytest.mark.parametrize("schedule", [{}, {"fuse": "materialized"}, {"sequential": True},
+                                      {"gpu_schedule": True}],
+                         ids=["fused", "materialized", "token-loops", "gpu-schedule"])
+def test_every_schedule_through_la_run(schedule):
+    """The op's checkpoints through la-run's static pipelines."""
+    from la import runner
+    B, T, H, K, V, interval = 2, 37, 2, 8, 6, 8
+    inputs = make_inputs("gated_deltanet", B, T, H, K, V, seed=26, gate_scale=1 / 8)
+    inputs["initial_state"] = np.random.default_rng(27).standard_normal(
+        (B, H, K, V)).astype(np.float32)
+    o, s, checkpoints, _ = runner.run_attention("gated_deltanet", inputs, chunk_size=4,
+                                                checkpoint_every=interval, **schedule)
+    tokens = {n: x for n, x in inputs.items() if n != "initial_state"}
+    expected = _reference_checkpoints("gated_deltanet", tokens, interval,
+                                      inputs["initial_state"])
+    assert checkpoints.shape == (B, 4, H, K, V)
+    assert rel_rms(expected, checkpoints) <= 1e-5
+    o_ref, s_ref = reference_for("gated_deltanet", tokens,
+                                 initial_state=inputs["initial_state"])
+    assert rel_rms(o_ref, o) <= 1e-5 and rel_rms(s_ref, s) <= 1e-5
+
+
+def test_gpu_pipeline_says_checkpoints_have_no_gpu_form():
+    """The segments' loop runs outside the GPU's tasks: la-map-to-gpu
+    says so (no GPU form yet) instead of compiling something else."""
+    from la import runner
+    inputs = make_inputs("gla", 1, 16, 1, 4, 4, seed=28)
+    with pytest.raises(runner.LaRunError, match="checkpoints and token-by-token programs "
+                                                "have no GPU form yet"):
+        runner.run_attention("gla", inputs, target="gpu-emulator", chunk_size=4,
+                             checkpoint_every=4)

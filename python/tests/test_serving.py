@@ -48,6 +48,42 @@ def test_snapshots_with_torch_and_errors():
                                       initial_state=t["initial_state"], cu_seqlens=[0, 3])
 
 
+def test_snapshots_kernel_and_packed_prefixes_agree():
+    """One kernel (a checkpoint after every token) without gradients; the
+    packed prefixes with them (torch autograd) or with normalize: the same
+    snapshots."""
+    torch = pytest.importorskip("torch")
+    B, T, H, K, V = 2, 4, 2, 8, 8
+    inputs = lt.make_inputs("gated_deltanet", B, T, H, K, V, seed=6, with_initial_state=True,
+                            gate_scale=1 / 4)
+    names = ("q", "k", "v", "g", "beta")
+    results = []
+    for grad in (False, True):
+        t = [torch.tensor(inputs[n], requires_grad=grad) for n in names]
+        s0 = torch.tensor(inputs["initial_state"], requires_grad=grad)
+        results.append(serving.decode_with_snapshots("gated_deltanet", *t, initial_state=s0,
+                                                     chunk_size=16))
+    (o_kernel, snap_kernel), (o_packed, snap_packed) = results
+    assert snap_kernel.grad_fn is None and snap_packed.grad_fn is not None
+    assert lt.rel_rms(o_packed.detach().numpy(), o_kernel.numpy()) <= 1e-5
+    assert lt.rel_rms(snap_packed.detach().numpy(), snap_kernel.numpy()) <= 1e-5
+    snap_packed.sum().backward()
+
+
+def test_snapshots_with_normalize():
+    """normalize: the packed prefixes (the normaliser's sum is not in the
+    state, so the kernel's checkpoints cannot carry it)."""
+    B, T, H, K, V = 1, 4, 1, 4, 4
+    inputs = lt.make_inputs("linear", B, T, H, K, V, seed=7, with_initial_state=True)
+    o, snapshots = serving.decode_with_snapshots(
+        "linear", inputs["q"], inputs["k"], inputs["v"],
+        initial_state=inputs["initial_state"], normalize=True)
+    o_ref, _ = lt.reference_for("linear", inputs, normalizer=True)
+    assert lt.rel_rms(o_ref, o) <= 1e-5
+    _, s_ref = lt.reference_for("linear", inputs)
+    assert lt.rel_rms(s_ref, snapshots[:, -1]) <= 1e-5
+
+
 def test_state_pool_steps_continue_each_sequence():
     """Three sequences in a pool of five, decoded two tokens at a time in a
     shuffled order: each equals its sequence run whole; entries no row

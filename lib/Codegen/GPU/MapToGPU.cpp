@@ -759,8 +759,8 @@ static LogicalResult launchInOneBlock(RewriterBase &rewriter, Operation *loop,
     if (isa<memref::AllocOp, memref::AllocaOp, scf::ForallOp>(op)) {
       op->emitOpError("runs in a loop outside the attention's GPU tasks, "
                       "which la-map-to-gpu cannot place on the GPU (a kernel "
-                      "allocates nothing; packed sequences and token-by-token "
-                      "programs have no GPU form yet)");
+                      "allocates nothing; packed sequences, checkpoints and "
+                      "token-by-token programs have no GPU form yet)");
       return WalkResult::interrupt();
     }
     return WalkResult::advance();

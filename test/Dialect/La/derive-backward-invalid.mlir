@@ -112,3 +112,13 @@ func.func @state_pool(%q: tensor<2x8x2x4xf32>, %v: tensor<2x8x2x6xf32>, %pool: t
   %o, %s = la.attention linear %q, %q, %v initial_state(%pool : tensor<5x2x4x6xf32>) state_indices(%idx : tensor<2xi32>) : tensor<2x8x2x4xf32>, tensor<2x8x2x4xf32>, tensor<2x8x2x6xf32> -> tensor<2x8x2x6xf32>, tensor<5x2x4x6xf32>
   return %o : tensor<2x8x2x6xf32>
 }
+
+// -----
+
+// Checkpoints are serving's (prefix caching); their cotangents would enter
+// the adjoint at each segment's end, which la-derive-backward does not do.
+func.func @checkpoints(%q: tensor<2x8x2x4xf32>, %v: tensor<2x8x2x6xf32>) -> (tensor<2x8x2x6xf32>, tensor<2x2x2x4x6xf32>) {
+  // expected-error @+1 {{'la.attention' op with 'checkpoint_every' cannot be differentiated yet (split the sequence at the checkpoints instead)}}
+  %o, %c = la.attention linear %q, %q, %v {checkpoint_every = 4} : tensor<2x8x2x4xf32>, tensor<2x8x2x4xf32>, tensor<2x8x2x6xf32> -> tensor<2x8x2x6xf32>, tensor<2x2x2x4x6xf32>
+  return %o, %c : tensor<2x8x2x6xf32>, tensor<2x2x2x4x6xf32>
+}

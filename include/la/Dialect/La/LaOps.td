@@ -19,7 +19,8 @@ def La_StateIndicesTensor : TensorRankOf<[I32], [1]>;
 // Level 0: the attention graph
 //===----------------------------------------------------------------------===//
 
-def La_AttentionOp : La_Op<"attention", [Pure, AttrSizedOperandSegments]> {
+def La_AttentionOp : La_Op<"attention", [
+    Pure, AttrSizedOperandSegments, AttrSizedResultSegments]> {
   let summary = "a linear-attention layer of the whole family (level 0)";
   let description = [{
     One op for the linear-attention family, in the conventions of
@@ -101,6 +102,18 @@ def La_AttentionOp : La_Op<"attention", [Pure, AttrSizedOperandSegments]> {
     the input element type, `o_t = S_t^T (scale * q_t)`, and optionally
     the f32 final state `[N,HV,K,V]`.
 
+    Checkpoints (prefix caching, speculative decoding's per-token
+    snapshots): with `checkpoint_every = n`, a last result
+    `checkpoints : [B,T/n,HV,K,V]` (f32, `T/n` rounded down) holds the
+    state after every `n` tokens of each sequence: `checkpoints[:, j]` is
+    the state after tokens `0 .. (j+1)n - 1`, from which a request that
+    shares those tokens continues. Not with `cu_seqlens`, `state_indices`,
+    `reverse`, `normalizer` (its sum is not part of the state) or grouped
+    query heads. `la-lower-to-recurrence` lowers it to a loop over segments
+    of `n` tokens, each an `la.recurrence` that continues from the state
+    the last one ended with (one kernel; the segments' tasks run in
+    parallel like one call's).
+
     Attributes: `scale` (default `K^-0.5`), `qk_l2norm` (normalise q and k
     over K, `x / sqrt(sum(x^2) + 1e-6)`, before anything else), `normalizer`
     (additive rule only: `o_t = S_t^T q'_t / (z_t . q'_t + eps)` with
@@ -150,9 +163,11 @@ def La_AttentionOp : La_Op<"attention", [Pure, AttrSizedOperandSegments]> {
     UnitAttr:$qk_l2norm,
     UnitAttr:$allow_neg_eigval,
     UnitAttr:$erase_read_key,
-    UnitAttr:$reverse
+    UnitAttr:$reverse,
+    OptionalAttr<I64Attr>:$checkpoint_every
   );
-  let results = (outs La_FloatTensor:$o, Optional<La_F32Tensor>:$final_state);
+  let results = (outs La_FloatTensor:$o, Optional<La_F32Tensor>:$final_state,
+                      Optional<La_F32Tensor>:$checkpoints);
 
   let assemblyFormat = [{
     custom<Variant>($update, $gate) $q `,` $k `,` $v
@@ -166,7 +181,8 @@ def La_AttentionOp : La_Op<"attention", [Pure, AttrSizedOperandSegments]> {
     (`initial_state` `(` $initial_state^ `:` type($initial_state) `)`)?
     (`cu_seqlens` `(` $cu_seqlens^ `:` type($cu_seqlens) `)`)?
     (`state_indices` `(` $state_indices^ `:` type($state_indices) `)`)?
-    attr-dict `:` type($q) `,` type($k) `,` type($v) `->` type(results)
+    attr-dict `:` type($q) `,` type($k) `,` type($v) `->`
+    custom<AttentionResults>(type($o), type($final_state), type($checkpoints))
   }];
 
   let hasVerifier = 1;
@@ -176,6 +192,8 @@ def La_AttentionOp : La_Op<"attention", [Pure, AttrSizedOperandSegments]> {
     float getEffectiveScale();
     /// The normaliser's epsilon: the `eps` attribute or 1e-6.
     float getEffectiveEps();
+    /// Checks `checkpoint_every` and the `checkpoints` result.
+    LogicalResult verifyCheckpoints();
   }];
 }
 

@@ -24,11 +24,17 @@ def LaLowerToRecurrencePass : Pass<"la-lower-to-recurrence"> {
     times the state work; the GPU pipeline's chunk-parallel schedule does
     this: it does not distribute a state read by several output heads).
     Gradients (`la.attention_grad`) always repeat them.
+
+    With `checkpoint_every`, la.attention becomes a loop over segments of
+    that many tokens, each an `la.recurrence` from the state the segment
+    before ended with, whose final state is written into the checkpoints.
   }];
   let dependentDialects = [
+    "::mlir::affine::AffineDialect",
     "::mlir::arith::ArithDialect",
     "::mlir::linalg::LinalgDialect",
     "::mlir::math::MathDialect",
+    "::mlir::scf::SCFDialect",
     "::mlir::tensor::TensorDialect"
   ];
   let options = [

@@ -47,6 +47,42 @@ static void printVariant(OpAsmPrinter &printer, Operation *,
 }
 
 //===----------------------------------------------------------------------===//
+// la.attention's result types: o, then the optional final state (rank 4) and
+// checkpoints (rank 5), told apart by their rank
+//===----------------------------------------------------------------------===//
+
+static ParseResult parseAttentionResults(OpAsmParser &parser, Type &o,
+                                         Type &finalState, Type &checkpoints) {
+  if (parser.parseType(o))
+    return failure();
+  while (succeeded(parser.parseOptionalComma())) {
+    SMLoc loc = parser.getCurrentLocation();
+    Type type;
+    if (parser.parseType(type))
+      return failure();
+    auto ranked = dyn_cast<RankedTensorType>(type);
+    Type &slot = ranked && ranked.getRank() == 5 ? checkpoints : finalState;
+    if (slot)
+      return parser.emitError(loc)
+             << "expects at most one final state ([N,HV,K,V]) and one "
+                "checkpoints result ([B,T/n,HV,K,V]) after o";
+    if (&slot == &finalState && checkpoints)
+      return parser.emitError(loc)
+             << "expects the final state before the checkpoints";
+    slot = type;
+  }
+  return success();
+}
+
+static void printAttentionResults(OpAsmPrinter &printer, Operation *, Type o,
+                                  Type finalState, Type checkpoints) {
+  printer << o;
+  for (Type type : {finalState, checkpoints})
+    if (type)
+      printer << ", " << type;
+}
+
+//===----------------------------------------------------------------------===//
 // Bare enum keywords (decay(channel), low_rank(delta))
 //===----------------------------------------------------------------------===//
 
@@ -541,7 +577,42 @@ LogicalResult AttentionOp::verify() {
   sig.stateIndices = getStateIndices();
   sig.perValueHeadGates = true;
   sig.queryHeads = RecurrenceSignature::QueryHeads::GroupsOverKeys;
-  return verifyAttentionOperands(*this, getO(), sig);
+  if (failed(verifyAttentionOperands(*this, getO(), sig)))
+    return failure();
+  return verifyCheckpoints();
+}
+
+LogicalResult AttentionOp::verifyCheckpoints() {
+  std::optional<int64_t> every = getCheckpointEvery();
+  Value checkpoints = getCheckpoints();
+  if (every.has_value() != static_cast<bool>(checkpoints))
+    return emitOpError("expects a 'checkpoints' result exactly when "
+                       "'checkpoint_every' is given");
+  if (!every)
+    return success();
+  if (*every < 1)
+    return emitOpError() << "expects 'checkpoint_every' >= 1, got " << *every;
+  // A checkpoint is a state each sequence reaches after whole segments of
+  // its own tokens, carried from the segment before.
+  if (getCuSeqlens())
+    return emitOpError("'checkpoint_every' does not take 'cu_seqlens' (one "
+                       "segment of tokens per sequence)");
+  if (getStateIndices())
+    return emitOpError("'checkpoint_every' does not take 'state_indices'");
+  if (getReverse())
+    return emitOpError("'checkpoint_every' does not take 'reverse'");
+  if (getNormalizer())
+    return emitOpError("'checkpoint_every' does not take 'normalizer' (its "
+                       "sum is not part of the checkpointed state)");
+  if (getQ().getType().getDimSize(2) != getK().getType().getDimSize(2))
+    return emitOpError("'checkpoint_every' does not take grouped query heads");
+  ArrayRef<int64_t> q = getQ().getType().getShape();
+  ArrayRef<int64_t> v = getV().getType().getShape();
+  int64_t count =
+      ShapedType::isDynamic(q[1]) ? ShapedType::kDynamic : q[1] / *every;
+  return verifyShape(*this, checkpoints, "checkpoints",
+                     {q[0], count, v[2], q[3], v[3]},
+                     "[B,T/n,HV,K,V] (the state after every n tokens)");
 }
 
 //===----------------------------------------------------------------------===//

@@ -569,6 +569,12 @@ FailureOr<func::FuncOp> LaDeriveBackwardPass::derive(func::FuncOp forward,
       return attention.emitOpError(
           "with 'state_indices' cannot be differentiated (pass the "
           "sequences' initial states instead of a pool)");
+    else if (attention && attention.getCheckpoints())
+      // Serving's too; training that reads a checkpoint differentiates
+      // the segments as separate calls.
+      return attention.emitOpError(
+          "with 'checkpoint_every' cannot be differentiated yet (split the "
+          "sequence at the checkpoints instead)");
     else if (auto recurrence = dyn_cast<RecurrenceOp>(op);
              recurrence && recurrence.getStateIndices())
       return recurrence.emitOpError(

@@ -13,6 +13,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/AffineMap.h"
 #include "mlir/IR/PatternMatch.h"
@@ -458,6 +459,81 @@ struct ExpandQueryGroupsGrad : OpRewritePattern<AttentionGradOp> {
   }
 };
 
+/// `parts`' recurrence with the state after every `every` tokens: a loop
+/// over the T/every whole segments, each an la.recurrence over its tokens
+/// from the state the segment before ended with, whose final state is
+/// checkpoint j, then one over the rest of the tokens (when there are any).
+/// Returns o, the final state and the checkpoints [B,T/every,HV,K,V].
+static SmallVector<Value>
+buildCheckpointedRecurrence(OpBuilder &b, Location loc, RecurrenceParts parts,
+                            int64_t every, Type checkpointsType) {
+  AffineExpr time = b.getAffineSymbolExpr(0);
+  OpFoldResult tokens = tensor::getMixedSize(b, loc, parts.q, 1);
+  OpFoldResult whole = affine::makeComposedFoldedAffineApply(
+      b, loc, time.floorDiv(every), {tokens});
+  OpFoldResult rest =
+      affine::makeComposedFoldedAffineApply(b, loc, time % every, {tokens});
+  SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, parts.initialState);
+  sizes.insert(sizes.begin() + 1, whole);
+  Value checkpoints = emptyTensor(b, loc, sizes, b.getF32Type());
+  if (checkpoints.getType() != checkpointsType)
+    checkpoints = tensor::CastOp::create(b, loc, checkpointsType, checkpoints);
+
+  // The recurrence over `size` tokens from `start`, from `state`; o is
+  // written into `o` at those tokens.
+  auto segment = [&](OpBuilder &nb, Location l, OpFoldResult start,
+                     OpFoldResult size, Value o, Value state) {
+    RecurrenceParts part = parts;
+    for (Value *x : {&part.q, &part.k, &part.v, &part.g, &part.gv, &part.beta,
+                     &part.a, &part.b})
+      if (*x)
+        *x = sliceDim(nb, l, *x, 1, start, size);
+    part.oInit = sliceDim(nb, l, o, 1, start, size);
+    part.initialState = state;
+    RecurrenceOp recurrence = part.build(nb, l);
+    return std::make_pair(insertAt(nb, l, recurrence.getO(), o, 1, start),
+                          recurrence.getFinalState());
+  };
+
+  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+  Value one = arith::ConstantIndexOp::create(b, loc, 1);
+  Value count = getValueOrCreateConstantIndexOp(b, loc, whole);
+  auto loop = scf::ForOp::create(
+      b, loc, zero, count, one,
+      ValueRange{parts.oInit, parts.initialState, checkpoints},
+      [&](OpBuilder &nb, Location l, Value j, ValueRange iterArgs) {
+        OpFoldResult start = affine::makeComposedFoldedAffineApply(
+            nb, l, nb.getAffineDimExpr(0) * every, {OpFoldResult(j)});
+        auto [o, state] = segment(nb, l, start, nb.getIndexAttr(every),
+                                  iterArgs[0], iterArgs[1]);
+        Value saved = insertAt(nb, l, state, iterArgs[2], 1, j);
+        scf::YieldOp::create(nb, l, ValueRange{o, state, saved});
+      });
+  Value o = loop.getResult(0), state = loop.getResult(1);
+  std::optional<int64_t> staticRest = getConstantIntValue(rest);
+  if (staticRest && *staticRest == 0)
+    return {o, state, loop.getResult(2)};
+  OpFoldResult start = affine::makeComposedFoldedAffineApply(
+      b, loc, time - time % every, {tokens});
+  auto tail = [&](OpBuilder &nb, Location l) {
+    auto [oOut, stateOut] = segment(nb, l, start, rest, o, state);
+    scf::YieldOp::create(nb, l, ValueRange{oOut, stateOut});
+  };
+  if (staticRest) {
+    auto [oOut, stateOut] = segment(b, loc, start, rest, o, state);
+    return {oOut, stateOut, loop.getResult(2)};
+  }
+  // A run-time T: the rest may be empty.
+  Value restValue = getValueOrCreateConstantIndexOp(b, loc, rest);
+  Value nonEmpty =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt, restValue, zero);
+  auto branch =
+      scf::IfOp::create(b, loc, nonEmpty, tail, [&](OpBuilder &nb, Location l) {
+        scf::YieldOp::create(nb, l, ValueRange{o, state});
+      });
+  return {branch.getResult(0), branch.getResult(1), loop.getResult(2)};
+}
+
 struct AttentionToRecurrence : OpRewritePattern<AttentionOp> {
   AttentionToRecurrence(MLIRContext *ctx, double l2normEps,
                         bool expandQueryGroups)
@@ -499,6 +575,17 @@ struct AttentionToRecurrence : OpRewritePattern<AttentionOp> {
         LowRankAttr::get(ctx, lowRank),
         rewriter.getF32FloatAttr(op.getEffectiveScale()),
         op.getNormalizerAttr(), eps, op.getReverseAttr());
+    if (std::optional<int64_t> every = op.getCheckpointEvery()) {
+      // The whole-sequence op is the template of the segments' ops.
+      SmallVector<Value> results = buildCheckpointedRecurrence(
+          rewriter, loc, RecurrenceParts::of(recurrence), *every,
+          op.getCheckpoints().getType());
+      rewriter.eraseOp(recurrence);
+      if (!op.getFinalState())
+        results.erase(results.begin() + 1);
+      replaceWithCasts(rewriter, op, results);
+      return success();
+    }
     SmallVector<Value> results = {recurrence.getO()};
     if (op.getFinalState())
       results.push_back(recurrence.getFinalState());

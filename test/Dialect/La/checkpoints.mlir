@@ -1,0 +1,79 @@
+// la.attention's checkpoints (`checkpoint_every = n`): la-lower-to-recurrence
+// makes them a loop over segments of n tokens, each an la.recurrence from
+// the state the one before ended with, then one over the rest.
+// RUN: la-opt %s -split-input-file | la-opt -split-input-file | FileCheck %s --check-prefix=ROUND
+// RUN: la-opt %s -split-input-file -la-lower-to-recurrence -cse | FileCheck %s
+
+// ROUND-LABEL: func.func @partial_tail
+// ROUND: %{{.*}}, %{{.*}}, %{{.*}} = la.attention gated_deltanet %{{.*}} {checkpoint_every = 16 : i64} : {{.*}} -> tensor<2x40x4x8xf32>, tensor<2x4x16x8xf32>, tensor<2x2x4x16x8xf32>
+
+// Two whole segments of 16 tokens, then the 8 left; the state after each
+// segment is checkpoint j.
+// CHECK-LABEL: func.func @partial_tail
+// CHECK-SAME: %[[Q:[^:]*]]: tensor<2x40x2x16xf32>
+// CHECK-DAG: %[[C2:.*]] = arith.constant 2 : index
+// CHECK-DAG: %[[ZERO:.*]] = linalg.fill {{.*}} -> tensor<2x4x16x8xf32>
+// CHECK-DAG: %[[CK:.*]] = tensor.empty() : tensor<2x2x4x16x8xf32>
+// CHECK: %[[LOOP:.*]]:3 = scf.for %[[J:.*]] = %{{.*}} to %[[C2]] step %{{.*}} iter_args(%[[O:.*]] = %{{.*}}, %[[S:.*]] = %[[ZERO]], %[[SAVED:.*]] = %[[CK]])
+// CHECK: %[[START:.*]] = affine.apply #{{.*}}(%[[J]])
+// CHECK: %[[QS:.*]] = tensor.extract_slice %[[Q]][0, %[[START]], 0, 0] [2, 16, 2, 16]
+// CHECK: %[[OS:.*]] = tensor.extract_slice %[[O]][0, %[[START]], 0, 0] [2, 16, 4, 8]
+// CHECK: %[[SEG:.*]], %[[SEGS:.*]] = la.recurrence decay(scalar) low_rank(delta) %[[QS]], {{.*}} outs(%[[OS]], %[[S]] : tensor<2x16x4x8xf32>, tensor<2x4x16x8xf32>)
+// CHECK: %[[ONEXT:.*]] = tensor.insert_slice %[[SEG]] into %[[O]][0, %[[START]], 0, 0] [2, 16, 4, 8]
+// CHECK: %[[CKNEXT:.*]] = tensor.insert_slice %[[SEGS]] into %[[SAVED]][0, %[[J]], 0, 0, 0] [2, 1, 4, 16, 8]
+// CHECK: scf.yield %[[ONEXT]], %[[SEGS]], %[[CKNEXT]]
+// CHECK: %[[QT:.*]] = tensor.extract_slice %[[Q]][0, 32, 0, 0] [2, 8, 2, 16]
+// CHECK: %[[OT:.*]] = tensor.extract_slice %[[LOOP]]#0[0, 32, 0, 0] [2, 8, 4, 8]
+// CHECK: %[[TAIL:.*]], %[[FINAL:.*]] = la.recurrence decay(scalar) low_rank(delta) %[[QT]], {{.*}} outs(%[[OT]], %[[LOOP]]#1 : tensor<2x8x4x8xf32>, tensor<2x4x16x8xf32>)
+// CHECK: %[[OUT:.*]] = tensor.insert_slice %[[TAIL]] into %[[LOOP]]#0[0, 32, 0, 0] [2, 8, 4, 8]
+// CHECK: return %[[OUT]], %[[FINAL]], %[[LOOP]]#2
+func.func @partial_tail(%q: tensor<2x40x2x16xf32>, %k: tensor<2x40x2x16xf32>, %v: tensor<2x40x4x8xf32>, %g: tensor<2x40x2xf32>, %beta: tensor<2x40x2xf32>) -> (tensor<2x40x4x8xf32>, tensor<2x4x16x8xf32>, tensor<2x2x4x16x8xf32>) {
+  %o, %s, %c = la.attention gated_deltanet %q, %k, %v g(%g : tensor<2x40x2xf32>) beta(%beta : tensor<2x40x2xf32>) {checkpoint_every = 16}
+      : tensor<2x40x2x16xf32>, tensor<2x40x2x16xf32>, tensor<2x40x4x8xf32> -> tensor<2x40x4x8xf32>, tensor<2x4x16x8xf32>, tensor<2x2x4x16x8xf32>
+  return %o, %s, %c : tensor<2x40x4x8xf32>, tensor<2x4x16x8xf32>, tensor<2x2x4x16x8xf32>
+}
+
+// -----
+
+// Whole segments only, from a given initial state, without a final state
+// result: no tail.
+// ROUND-LABEL: func.func @whole_segments
+// ROUND: la.attention gla {{.*}} initial_state(%{{.*}} : tensor<1x2x8x8xf32>) {checkpoint_every = 4 : i64} : {{.*}} -> tensor<1x8x2x8xf32>, tensor<1x2x2x8x8xf32>
+
+// CHECK-LABEL: func.func @whole_segments
+// CHECK-SAME: %[[S0:[^:]*]]: tensor<1x2x8x8xf32>
+// CHECK: %[[LOOP:.*]]:3 = scf.for {{.*}} iter_args(%{{.*}} = %{{.*}}, %{{.*}} = %[[S0]], %{{.*}} = %{{.*}})
+// CHECK: la.recurrence decay(channel) low_rank(none) {{.*}} : tensor<1x4x2x8xf32>, tensor<1x4x2x8xf32>, tensor<1x4x2x8xf32>
+// CHECK: scf.yield
+// CHECK-NOT: la.recurrence
+// CHECK: return %[[LOOP]]#0, %[[LOOP]]#2
+func.func @whole_segments(%q: tensor<1x8x2x8xf32>, %g: tensor<1x8x2x8xf32>, %s0: tensor<1x2x8x8xf32>) -> (tensor<1x8x2x8xf32>, tensor<1x2x2x8x8xf32>) {
+  %o, %c = la.attention gla %q, %q, %q g(%g : tensor<1x8x2x8xf32>) initial_state(%s0 : tensor<1x2x8x8xf32>) {checkpoint_every = 4}
+      : tensor<1x8x2x8xf32>, tensor<1x8x2x8xf32>, tensor<1x8x2x8xf32> -> tensor<1x8x2x8xf32>, tensor<1x2x2x8x8xf32>
+  return %o, %c : tensor<1x8x2x8xf32>, tensor<1x2x2x8x8xf32>
+}
+
+// -----
+
+// A run-time T (the package's kernels): T / n segments, and the rest only
+// when there is one.
+// CHECK-LABEL: func.func @dynamic_time
+// CHECK-SAME: %[[Q:[^:]*]]: tensor<?x?x2x8xf32>
+// CHECK-DAG: %[[ONE:.*]] = arith.constant 1 : index
+// CHECK: %[[T:.*]] = tensor.dim %[[Q]], %[[ONE]] : tensor<?x?x2x8xf32>
+// CHECK: %[[COUNT:.*]] = affine.apply #{{.*}}()[%[[T]]]
+// CHECK: %[[REST:.*]] = affine.apply #{{.*}}()[%[[T]]]
+// CHECK: tensor.empty(%{{.*}}, %[[COUNT]]) : tensor<?x?x2x8x8xf32>
+// CHECK: %[[LOOP:.*]]:3 = scf.for %{{.*}} = %{{.*}} to %[[COUNT]]
+// CHECK: la.recurrence decay(scalar) low_rank(none) {{.*}} : tensor<?x64x2x8xf32>
+// CHECK: %[[ANY:.*]] = arith.cmpi sgt, %[[REST]], %{{.*}}
+// CHECK: %[[TAIL:.*]]:2 = scf.if %[[ANY]]
+// CHECK: la.recurrence decay(scalar) low_rank(none) {{.*}} : tensor<?x?x2x8xf32>
+// CHECK: } else {
+// CHECK: scf.yield %[[LOOP]]#0, %[[LOOP]]#1
+// CHECK: return %[[TAIL]]#0, %[[TAIL]]#1, %[[LOOP]]#2
+func.func @dynamic_time(%q: tensor<?x?x2x8xf32>, %g: tensor<?x?x2xf32>) -> (tensor<?x?x2x8xf32>, tensor<?x2x8x8xf32>, tensor<?x?x2x8x8xf32>) {
+  %o, %s, %c = la.attention mamba2 %q, %q, %q g(%g : tensor<?x?x2xf32>) {checkpoint_every = 64}
+      : tensor<?x?x2x8xf32>, tensor<?x?x2x8xf32>, tensor<?x?x2x8xf32> -> tensor<?x?x2x8xf32>, tensor<?x2x8x8xf32>, tensor<?x?x2x8x8xf32>
+  return %o, %s, %c : tensor<?x?x2x8xf32>, tensor<?x2x8x8xf32>, tensor<?x?x2x8x8xf32>
+}
