@@ -3,6 +3,7 @@
 // the state the one before ended with, then one over the rest.
 // RUN: la-opt %s -split-input-file | la-opt -split-input-file | FileCheck %s --check-prefix=ROUND
 // RUN: la-opt %s -split-input-file -la-lower-to-recurrence -cse | FileCheck %s
+// RUN: la-opt %s -split-input-file -la-lower-to-recurrence -la-fuse-recurrence="chunk-size=4 threads=2 pack-inputs=0" -canonicalize -cse | FileCheck %s --check-prefix=FUSE
 
 // ROUND-LABEL: func.func @partial_tail
 // ROUND: %{{.*}}, %{{.*}}, %{{.*}} = la.attention gated_deltanet %{{.*}} {checkpoint_every = 16 : i64} : {{.*}} -> tensor<2x40x4x8xf32>, tensor<2x4x16x8xf32>, tensor<2x2x4x16x8xf32>
@@ -47,6 +48,18 @@ func.func @partial_tail(%q: tensor<2x40x2x16xf32>, %k: tensor<2x40x2x16xf32>, %v
 // CHECK: scf.yield
 // CHECK-NOT: la.recurrence
 // CHECK: return %[[LOOP]]#0, %[[LOOP]]#2
+// Each segment's (batch, head) tasks write o into the segment's slice of
+// the carried o (in place, not a fresh tensor copied back) and read the
+// state the segment before ended with.
+// FUSE-LABEL: func.func @whole_segments
+// FUSE-SAME: %[[S0:[^:]*]]: tensor<1x2x8x8xf32>
+// FUSE: scf.for %[[J:.*]] = {{.*}} iter_args(%[[O:.*]] = %{{.*}}, %[[S:.*]] = %[[S0]], %[[SAVED:.*]] = %{{.*}})
+// FUSE: %[[OSEG:.*]] = tensor.extract_slice %[[O]][0, %{{.*}}, 0, 0] [1, 4, 2, 8]
+// FUSE: %[[TASKS:.*]]:2 = scf.forall (%{{.*}}, %[[H:.*]]) in (1, 2) shared_outs(%[[OSH:.*]] = %[[OSEG]], %{{.*}} = %{{.*}})
+// FUSE: tensor.extract_slice %[[S]][0, %[[H]], 0, 0] [1, 1, 8, 8]
+// FUSE: tensor.parallel_insert_slice %{{.*}} into %[[OSH]][0, 0, %[[H]], 0] [1, 4, 1, 8]
+// FUSE: tensor.insert_slice %[[TASKS]]#0 into %[[O]]
+// FUSE: tensor.insert_slice %[[TASKS]]#1 into %[[SAVED]][0, %[[J]], 0, 0, 0] [1, 1, 2, 8, 8]
 func.func @whole_segments(%q: tensor<1x8x2x8xf32>, %g: tensor<1x8x2x8xf32>, %s0: tensor<1x2x8x8xf32>) -> (tensor<1x8x2x8xf32>, tensor<1x2x2x8x8xf32>) {
   %o, %c = la.attention gla %q, %q, %q g(%g : tensor<1x8x2x8xf32>) initial_state(%s0 : tensor<1x2x8x8xf32>) {checkpoint_every = 4}
       : tensor<1x8x2x8xf32>, tensor<1x8x2x8xf32>, tensor<1x8x2x8xf32> -> tensor<1x8x2x8xf32>, tensor<1x2x2x8x8xf32>

@@ -350,6 +350,15 @@ static void fuseFilledInits(RewriterBase &rewriter, scf::ForallOp forall,
   }
 }
 
+/// Whether `value` is a slice of a tensor that an scf.for carries (the
+/// segments of la.attention's checkpoints write o into theirs): the tasks
+/// write it in place, where a fresh tensor would be copied back.
+static bool isLoopCarriedSlice(Value value) {
+  auto slice = value.getDefiningOp<tensor::ExtractSliceOp>();
+  auto carried = slice ? dyn_cast<BlockArgument>(slice.getSource()) : nullptr;
+  return carried && isa<scf::ForOp>(carried.getOwner()->getParentOp());
+}
+
 /// Makes each task read its tile of a shared output's initial value (the
 /// initial state) from that value, and write into a fresh tensor: the tasks'
 /// tiles are disjoint, so the values read are the same, and bufferization
@@ -364,7 +373,7 @@ static void readInitsOutsideTasks(RewriterBase &rewriter, scf::ForallOp forall,
     Value init = forall.getOutputs()[index];
     BlockArgument arg = forall.getRegionIterArgs()[index];
     if (init.getDefiningOp<tensor::EmptyOp>() || isInPlaceArgument(init) ||
-        init == pool)
+        init == pool || isLoopCarriedSlice(init))
       continue;
     SmallVector<tensor::ExtractSliceOp> reads;
     bool onlyTiles = llvm::all_of(arg.getUsers(), [&](Operation *user) {
