@@ -262,12 +262,13 @@ def prefill_with_checkpoints(variant, q, k, v, g=None, beta=None, *, interval,
     rest). For prefix caching: a request that shares a cached prefix of
     ``(j + 1) * interval`` tokens continues from checkpoint ``j``.
 
-    One kernel call per interval, each continuing from the states the last
-    one ended with, so the work is that of one call over T tokens, plus a
-    call's overhead per interval (the kernels are the package's, compiled
-    once for any T and number of sequences). With ``cu_seqlens`` (B = 1)
-    every call packs the sequences that still have tokens, from their own
-    positions. Returns a :class:`Prefill`; NumPy or torch (autograd flows
+    One kernel call (la.attention's ``checkpoint_every``: a loop over
+    segments of ``interval`` tokens inside the kernel). With ``cu_seqlens``
+    (B = 1) or inputs that require grad (torch), one call per interval
+    instead, each continuing from the states the last one ended with (the
+    kernels are the package's, compiled once for any T and number of
+    sequences); with ``cu_seqlens`` every call packs the sequences that
+    still have tokens, from their own positions. Returns a :class:`Prefill`; NumPy or torch (autograd flows
     through every call). ``kwargs`` are :func:`la.attention`'s but
     ``output_final_state``, ``normalize`` (its normaliser starts at zero in
     every call) and ``reverse``."""
