@@ -11,6 +11,10 @@ calls after a warm-up, one line per (variant, interval, threads):
   per interval, each from the state the last one ended with (the
   composition before the kernel), and against one plain call over the
   same tokens (the baseline: no checkpoints);
+* ``packed prefill``: the same tokens as ``--sequences`` packed sequences
+  of equal length (``cu_seqlens``): the kernel against the plain packed
+  call (the calls per interval are not timed here: with packed sequences
+  the package takes them only for autograd);
 * ``snapshots``: ``la.serving.decode_with_snapshots`` over ``--draft``
   tokens (a snapshot after every token): the kernel against one packed
   call over every prefix (T(T+1)/2 tokens; the path before, still taken
@@ -52,6 +56,8 @@ def main(argv=None):
     p.add_argument("--variants", default="gated_deltanet,gla")
     p.add_argument("--shape", default="1x4096x8x128x128", help="BxTxHxKxV of the prefill")
     p.add_argument("--intervals", default="64,256,1024")
+    p.add_argument("--sequences", type=int, default=8,
+                   help="packed sequences the prefill's tokens are split into")
     p.add_argument("--draft", type=int, default=8, help="tokens per sequence of the snapshots")
     p.add_argument("--decode-batch", type=int, default=16, help="sequences of the snapshots")
     p.add_argument("--threads", default="1,2")
@@ -103,6 +109,26 @@ def main(argv=None):
                 print(f"| {variant} | prefill, n = {interval} | {n_threads} | {t_kernel:.1f} | "
                       f"{t_before:.1f} | {t_plain:.1f} | {t_kernel / t_plain:.2f} | "
                       f"{t_before / t_kernel:.2f} | {error:.1e} |", flush=True)
+
+            if B == 1 and T % args.sequences == 0:
+                cu = np.arange(0, T + 1, T // args.sequences).astype(np.int32)
+                for interval in [int(i) for i in args.intervals.split(",")]:
+                    def packed_kernel():
+                        return serving.prefill_with_checkpoints(
+                            variant, x["q"], x["k"], x["v"], **tokens, interval=interval,
+                            cu_seqlens=cu, num_threads=n_threads).checkpoints
+
+                    def packed_plain():
+                        return la.attention(variant, x["q"], x["k"], x["v"], **tokens,
+                                            cu_seqlens=cu, output_final_state=True,
+                                            num_threads=n_threads)
+
+                    packed_kernel()
+                    packed_plain()
+                    t_kernel, t_plain = _median_ms((packed_kernel, packed_plain), args.repeat)
+                    print(f"| {variant} | packed prefill ({args.sequences} sequences), "
+                          f"n = {interval} | {n_threads} | {t_kernel:.1f} | - | {t_plain:.1f} | "
+                          f"{t_kernel / t_plain:.2f} | - | - |", flush=True)
 
             d = lt.make_inputs(variant, args.decode_batch, args.draft, H, K, V, seed=1,
                                gate_scale=1 / 16, with_initial_state=True)

@@ -579,7 +579,7 @@ def _prepare(variant, q, k, v, g=None, beta=None, *, gv=None, erase=None, write=
                 not isinstance(checkpoint_every, (int, np.integer)) or checkpoint_every < 1:
             raise ValueError(f"checkpoint_every must be a positive number of tokens, got "
                              f"{checkpoint_every!r}")
-        refused = {"cu_seqlens": cu is not None, "state_indices": state_indices is not None,
+        refused = {"state_indices": state_indices is not None,
                    "reverse": bool(reverse), "normalize": bool(normalize),
                    "grouped query heads": HQ != H}
         for what, given in refused.items():
@@ -619,7 +619,10 @@ def _prepare(variant, q, k, v, g=None, beta=None, *, gv=None, erase=None, write=
     outputs = [((B, T, HQ if HQ != H else HV, V), o_np)]
     if output_final_state and not inplace_final_state:
         outputs.append(((N, HV, K, V), np.float32))
-    if checkpoint_every is not None:
+    if checkpoint_every is not None and cu is not None:
+        rows = int((np.diff(cu) // checkpoint_every).sum())
+        outputs.append(((1, rows, HV, K, V), np.float32))
+    elif checkpoint_every is not None:
         outputs.append(((B, T // checkpoint_every, HV, K, V), np.float32))
     return _Call(text=mlir(dynamic=True),
                  pipeline=_pipeline(kernel_chunk, bool(sequential), threads),

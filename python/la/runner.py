@@ -205,6 +205,7 @@ def attention_mlir(
     state_in_place=False,
     state_pool=None,
     checkpoint_every=None,
+    checkpoint_rows=None,
     name="attention",
 ):
     """MLIR text of one function ``@name`` holding one ``la.attention``.
@@ -232,10 +233,12 @@ def attention_mlir(
     ``state_indices : [N]`` (i32): sequence n starts from pool row
     ``state_indices[n]``, and the final state is the pool with those rows
     updated (P is dynamic with ``dynamic``).
-    ``checkpoint_every`` (n, an integer >= 1; not with ``cu_seqlens``,
-    ``reverse``, ``normalizer``, a pool or ``HQ``) adds a last result, the
-    f32 state after every n tokens of each sequence ``[B, T // n, HV, K,
-    V]`` (the op's ``checkpoints``; prefix caching).
+    ``checkpoint_every`` (n, an integer >= 1; not with ``reverse``,
+    ``normalizer``, a pool or ``HQ``) adds a last result, the f32 state
+    after every n tokens of each sequence ``[B, T // n, HV, K, V]`` (the
+    op's ``checkpoints``; prefix caching); with ``cu_seqlens`` it is
+    ``[1, C, HV, K, V]``, each sequence's ``len_i // n`` after the last
+    one's, and ``checkpoint_rows`` gives C (dynamic with ``dynamic``).
     ``value_gate`` (additive variants) adds the value-side log-gate ``gv``
     (``[B, T, HV, V]``, f32; fla's ``gv``) after ``g``.
     ``HQ`` (a multiple of ``H``, with ``HV == H``) gives q more heads than
@@ -366,8 +369,14 @@ def attention_mlir(
             raise ValueError(f"checkpoint_every must be an integer >= 1, got "
                              f"{checkpoint_every!r}")
         attrs.append(f"checkpoint_every = {int(checkpoint_every)}")
-        count = None if T is None else T // int(checkpoint_every)
-        results.append(("checkpoints", _tensor((B, count, HV, K, V), "f32")))
+        if cu_seqlens_len is not None:
+            if checkpoint_rows is None and not dynamic:
+                raise ValueError("checkpoint_every with cu_seqlens needs checkpoint_rows "
+                                 "(C, the number of checkpoints) unless dynamic")
+            shape = (1, None if dynamic else int(checkpoint_rows), HV, K, V)
+        else:
+            shape = (B, None if T is None else T // int(checkpoint_every), HV, K, V)
+        results.append(("checkpoints", _tensor(shape, "f32")))
     result_types = ", ".join(t for _, t in results)
     result_names = ", ".join("%" + n for n, _ in results)
     signature = ",\n    ".join(f"%{n}: {t}" for n, t in args)
@@ -666,6 +675,8 @@ def run_attention(
         output_final_state=output_final_state,
         cu_seqlens_len=None if cu is None else cu.size,
         log_decay=log_decay, name="attention",
+        checkpoint_rows=(None if cu is None or attrs.get("checkpoint_every") is None else
+                         int((np.diff(cu) // int(attrs["checkpoint_every"])).sum())),
         state_pool=(prepared["initial_state"].shape[0] if "state_indices" in prepared
                     else None), **attrs,
     )

@@ -263,12 +263,12 @@ def prefill_with_checkpoints(variant, q, k, v, g=None, beta=None, *, interval,
     ``(j + 1) * interval`` tokens continues from checkpoint ``j``.
 
     One kernel call (la.attention's ``checkpoint_every``: a loop over
-    segments of ``interval`` tokens inside the kernel). With ``cu_seqlens``
-    (B = 1) or inputs that require grad (torch), one call per interval
-    instead, each continuing from the states the last one ended with (the
-    kernels are the package's, compiled once for any T and number of
-    sequences); with ``cu_seqlens`` every call packs the sequences that
-    still have tokens, from their own positions. Returns a :class:`Prefill`; NumPy or torch (autograd flows
+    segments of ``interval`` tokens inside the kernel, per sequence with
+    ``cu_seqlens``, B = 1). With inputs that require grad (torch), one call
+    per interval instead, each continuing from the states the last one
+    ended with (the kernels are the package's, compiled once for any T and
+    number of sequences); with ``cu_seqlens`` every call packs the
+    sequences that still have tokens, from their own positions. Returns a :class:`Prefill`; NumPy or torch (autograd flows
     through every call). ``kwargs`` are :func:`la.attention`'s but
     ``output_final_state``, ``normalize`` (its normaliser starts at zero in
     every call) and ``reverse``."""
@@ -304,14 +304,27 @@ def prefill_with_checkpoints(variant, q, k, v, g=None, beta=None, *, interval,
                              initial_state=state, cu_seqlens=offsets,
                              output_final_state=True, **kwargs)
 
-    if cu_seqlens is None and not _needs_grad(torch, q, k, v, initial_state,
-                                              *tokens.values()):
-        # One kernel: la.attention's checkpoint_every.
+    if cu_seqlens is not None:
+        if B != 1:
+            raise ValueError(f"cu_seqlens needs B = 1 (packed sequences), got B = {B}")
+        offsets = np.asarray(cu_seqlens.cpu() if torch is not None and
+                             isinstance(cu_seqlens, torch.Tensor) else cu_seqlens, np.int64)
+        if offsets.ndim != 1 or offsets.size < 2 or offsets[0] != 0 or offsets[-1] != T or \
+                np.any(np.diff(offsets) < 0):
+            raise ValueError(f"cu_seqlens must rise from 0 to T = {T}, got {offsets.tolist()}")
+
+    if not _needs_grad(torch, q, k, v, initial_state, *tokens.values()):
+        # One kernel: la.attention's checkpoint_every (with packed sequences
+        # [1, C, HV, K, V], each sequence's after the last one's).
         o, state, checkpoints = ops._execute(ops._prepare(
             variant, q, k, v, tokens.pop("g", None), tokens.pop("beta", None), **tokens,
-            initial_state=initial_state, output_final_state=True,
+            initial_state=initial_state, output_final_state=True, cu_seqlens=cu_seqlens,
             checkpoint_every=interval, **kwargs))
-        return Prefill(o, state, checkpoints, None)
+        if cu_seqlens is None:
+            return Prefill(o, state, checkpoints, None)
+        counts = np.diff(offsets) // interval
+        checkpoint_offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        return Prefill(o, state, checkpoints[0], checkpoint_offsets)
 
     if cu_seqlens is None:
         outputs, checkpoints, state = [], [], initial_state
@@ -325,13 +338,6 @@ def prefill_with_checkpoints(variant, q, k, v, g=None, beta=None, *, interval,
         stacked = stack(checkpoints, 1) if checkpoints else zeros((B, 0, HV, K, V))
         return Prefill(cat(outputs, 1), state, stacked, None)
 
-    if B != 1:
-        raise ValueError(f"cu_seqlens needs B = 1 (packed sequences), got B = {B}")
-    offsets = np.asarray(cu_seqlens.cpu() if torch is not None and
-                         isinstance(cu_seqlens, torch.Tensor) else cu_seqlens, np.int64)
-    if offsets.ndim != 1 or offsets.size < 2 or offsets[0] != 0 or offsets[-1] != T or \
-            np.any(np.diff(offsets) < 0):
-        raise ValueError(f"cu_seqlens must rise from 0 to T = {T}, got {offsets.tolist()}")
     lengths = np.diff(offsets)
     N = lengths.size
     states = zeros((N, HV, K, V)) if initial_state is None else initial_state

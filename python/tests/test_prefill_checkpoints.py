@@ -241,7 +241,7 @@ def test_kernel_and_composition_agree_in_torch():
 
 
 @pytest.mark.parametrize("kwargs,message", [
-    ({"cu_seqlens": np.array([0, 3, 7], np.int32)}, "does not take cu_seqlens"),
+    ({"normalize": True}, "does not take normalize"),
     ({"reverse": True}, "does not take reverse"),
     ({"checkpoint_every": 0}, "checkpoint_every must be a positive number of tokens"),
     ({"checkpoint_every": True}, "checkpoint_every must be a positive number of tokens"),
@@ -284,3 +284,81 @@ def test_gpu_pipeline_says_checkpoints_have_no_gpu_form():
                                                 "have no GPU form yet"):
         runner.run_attention("gla", inputs, target="gpu-emulator", chunk_size=4,
                              checkpoint_every=4)
+
+
+@pytest.mark.parametrize("options", [{}, {"num_threads": 2}, {"sequential": True}],
+                         ids=["default", "two-threads", "token-loops"])
+def test_packed_kernel_against_calls(options):
+    """Packed sequences in one kernel (without gradients) against the calls
+    per interval (torch with gradients): the same checkpoints, offsets, o and
+    final states; an empty sequence, one shorter than the interval, one of
+    exactly two, one with a partial last interval."""
+    torch = pytest.importorskip("torch")
+    H, K, V, interval = 2, 8, 6, 6
+    cu = np.array([0, 0, 4, 16, 31], np.int32)
+    inputs = make_inputs("kda", 1, 31, H, K, V, seed=30, gate_scale=1 / 8)
+    s0 = np.random.default_rng(31).standard_normal((4, H, K, V)).astype(np.float32)
+    names = ("q", "k", "v", "g", "beta")
+    results = []
+    for grad in (False, True):
+        leaves = [torch.tensor(inputs[n], requires_grad=grad) for n in names]
+        results.append(serving.prefill_with_checkpoints(
+            "kda", *leaves, interval=interval, initial_state=torch.tensor(s0),
+            cu_seqlens=torch.tensor(cu), chunk_size=4, **options))
+    kernel, calls = results
+    assert kernel.checkpoints.grad_fn is None
+    assert kernel.checkpoint_offsets.tolist() == calls.checkpoint_offsets.tolist() == [0, 0, 0,
+                                                                                        2, 4]
+    for field in ("o", "final_state", "checkpoints"):
+        assert rel_rms(getattr(calls, field).detach().numpy(),
+                       getattr(kernel, field).numpy()) <= 1e-5, field
+
+
+@pytest.mark.parametrize("packed", [False, True], ids=["batched", "packed"])
+def test_kernel_leaves_its_inputs_alone(packed):
+    """The kernel's loops carry their tensors in place; the caller's arrays
+    (the initial states above all) must come back unchanged."""
+    H, K, V, interval = 2, 8, 8, 5
+    B, T = (1, 23) if packed else (2, 23)
+    inputs = make_inputs("gated_deltanet", B, T, H, K, V, seed=32, gate_scale=1 / 8)
+    N = 3 if packed else B
+    s0 = np.random.default_rng(33).standard_normal((N, H, K, V)).astype(np.float32)
+    cu = np.array([0, 9, 9, 23], np.int32) if packed else None
+    before = {name: x.copy() for name, x in inputs.items()}
+    s0_before, cu_before = s0.copy(), None if cu is None else cu.copy()
+    serving.prefill_with_checkpoints("gated_deltanet", inputs["q"], inputs["k"], inputs["v"],
+                                     inputs["g"], inputs["beta"], interval=interval,
+                                     initial_state=s0, cu_seqlens=cu, chunk_size=4)
+    for name, x in inputs.items():
+        np.testing.assert_array_equal(x, before[name], err_msg=name)
+    np.testing.assert_array_equal(s0, s0_before)
+    if cu is not None:
+        np.testing.assert_array_equal(cu, cu_before)
+
+
+@pytest.mark.parametrize("schedule", [{}, {"fuse": "materialized"}, {"sequential": True},
+                                      {"gpu_schedule": True}],
+                         ids=["fused", "materialized", "token-loops", "gpu-schedule"])
+def test_packed_every_schedule_through_la_run(schedule):
+    """Packed sequences' checkpoints ([1, C, HV, K, V]) through la-run's
+    static pipelines, against the fp64 reference on each sequence's
+    prefixes."""
+    from la import runner
+    H, K, V, interval = 2, 8, 6, 6
+    cu = np.array([0, 0, 4, 16, 31], np.int32)
+    inputs = make_inputs("gated_deltanet", 1, 31, H, K, V, seed=34, gate_scale=1 / 8)
+    s0 = np.random.default_rng(35).standard_normal((4, H, K, V)).astype(np.float32)
+    o, s, checkpoints, _ = runner.run_attention(
+        "gated_deltanet", dict(inputs, initial_state=s0, cu_seqlens=cu), chunk_size=4,
+        checkpoint_every=interval, **schedule)
+    expected = []
+    for i in range(4):
+        for j in range((cu[i + 1] - cu[i]) // interval):
+            _, s_ref = reference_for("gated_deltanet",
+                                     _prefix(inputs, cu[i] + (j + 1) * interval, cu[i]),
+                                     initial_state=s0[i:i + 1])
+            expected.append(s_ref[0])
+    assert checkpoints.shape == (1, 4, H, K, V)
+    assert rel_rms(np.stack(expected), checkpoints[0]) <= 1e-5
+    o_ref, s_ref = reference_for("gated_deltanet", inputs, initial_state=s0, cu_seqlens=cu)
+    assert rel_rms(o_ref, o) <= 1e-5 and rel_rms(s_ref, s) <= 1e-5

@@ -300,6 +300,40 @@ void checkStateIndices(const npy::Array &array, int64_t rows, unsigned index) {
   }
 }
 
+/// Packed sequences' checkpoints hold sum_i len_i / n rows: a returned
+/// `checkpoints` result of another size would lose checkpoints or leave
+/// rows unwritten (the kernel writes only the rows it has).
+void checkCheckpointRows(func::FuncOp entry, ArrayRef<MemRefArg> args) {
+  auto returnOp = cast<func::ReturnOp>(entry.getBody().front().back());
+  entry.walk([&](la::AttentionOp op) {
+    auto cuSeqlens = dyn_cast_or_null<BlockArgument>(op.getCuSeqlens());
+    if (!op.getCheckpoints() || !cuSeqlens ||
+        cuSeqlens.getOwner() != &entry.getBody().front())
+      return;
+    const npy::Array &offsets = args[cuSeqlens.getArgNumber()].array;
+    auto offset = [&](int64_t i) -> int64_t {
+      if (offsets.dtype == npy::DType::I64)
+        return reinterpret_cast<const int64_t *>(offsets.data.data())[i];
+      return reinterpret_cast<const int32_t *>(offsets.data.data())[i];
+    };
+    int64_t every = *op.getCheckpointEvery(), rows = 0;
+    for (int64_t i = 1, e = offsets.numElements(); i < e; ++i)
+      rows += (offset(i) - offset(i - 1)) / every;
+    for (OpOperand &result : returnOp->getOpOperands()) {
+      if (result.get() != op.getCheckpoints())
+        continue;
+      int64_t size = cast<ShapedType>(result.get().getType()).getDimSize(1);
+      if (size != rows)
+        fail("result " + llvm::Twine(result.getOperandNumber()) +
+             " (checkpoints) has " + llvm::Twine(size) +
+             " rows, but argument " + llvm::Twine(cuSeqlens.getArgNumber()) +
+             " (cu_seqlens) gives " + llvm::Twine(rows) +
+             " (the sum of each sequence's length / " + llvm::Twine(every) +
+             ")");
+    }
+  });
+}
+
 /// The kernels trust cu_seqlens (it sets their loop bounds and slices): it
 /// must go from 0 to T without decreasing.
 void checkSeqLens(const npy::Array &array, int64_t tokens, unsigned index) {
@@ -573,6 +607,8 @@ int main(int argc, char **argv) {
     if (!ShapedType::isDynamic(rows))
       checkStateIndices(args[index].array, rows, index);
   }
+  if (!useRandom)
+    checkCheckpointRows(entry, args);
   for (auto [index, type] : llvm::enumerate(resultTypes)) {
     npy::Array &array = args[argTypes.size() + index].array;
     array.dtype = dtypeOf(type.getElementType());

@@ -32,9 +32,18 @@ func.func @count_rounds_down(%q: tensor<1x8x2x4xf32>) {
 
 // -----
 
-func.func @packed_sequences(%q: tensor<1x8x2x4xf32>, %cu: tensor<3xi32>) {
-  // expected-error @+1 {{'checkpoint_every' does not take 'cu_seqlens' (one segment of tokens per sequence)}}
+func.func @packed_rows(%q: tensor<1x8x2x4xf32>) {
+  %cu = arith.constant dense<[0, 3, 8]> : tensor<3xi32>
+  // expected-error @+1 {{expects 'checkpoints' of shape [1,1,2,4,4] [1,C,HV,K,V] (C = sum of len_i/n over the packed sequences), got [1,2,2,4,4]}}
   %o, %c = la.attention linear %q, %q, %q cu_seqlens(%cu : tensor<3xi32>) {checkpoint_every = 4} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32> -> tensor<1x8x2x4xf32>, tensor<1x2x2x4x4xf32>
+  return
+}
+
+// -----
+
+func.func @packed_batch_of_one(%q: tensor<1x8x2x4xf32>, %cu: tensor<3xi32>) {
+  // expected-error @+1 {{expects 'checkpoints' of shape [1,?,2,4,4] [1,C,HV,K,V] (C = sum of len_i/n over the packed sequences), got [2,2,2,4,4]}}
+  %o, %c = la.attention linear %q, %q, %q cu_seqlens(%cu : tensor<3xi32>) {checkpoint_every = 4} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32> -> tensor<1x8x2x4xf32>, tensor<2x2x2x4x4xf32>
   return
 }
 

@@ -75,8 +75,8 @@ func.func @whole_segments(%q: tensor<1x8x2x8xf32>, %g: tensor<1x8x2x8xf32>, %s0:
 // CHECK-DAG: %[[ONE:.*]] = arith.constant 1 : index
 // CHECK: %[[T:.*]] = tensor.dim %[[Q]], %[[ONE]] : tensor<?x?x2x8xf32>
 // CHECK: %[[COUNT:.*]] = affine.apply #{{.*}}()[%[[T]]]
-// CHECK: %[[REST:.*]] = affine.apply #{{.*}}()[%[[T]]]
 // CHECK: tensor.empty(%{{.*}}, %[[COUNT]]) : tensor<?x?x2x8x8xf32>
+// CHECK: %[[REST:.*]] = affine.apply #{{.*}}()[%[[T]]]
 // CHECK: %[[LOOP:.*]]:3 = scf.for %{{.*}} = %{{.*}} to %[[COUNT]]
 // CHECK: la.recurrence decay(scalar) low_rank(none) {{.*}} : tensor<?x64x2x8xf32>
 // CHECK: %[[ANY:.*]] = arith.cmpi sgt, %[[REST]], %{{.*}}
@@ -89,4 +89,55 @@ func.func @dynamic_time(%q: tensor<?x?x2x8xf32>, %g: tensor<?x?x2xf32>) -> (tens
   %o, %s, %c = la.attention mamba2 %q, %q, %q g(%g : tensor<?x?x2xf32>) {checkpoint_every = 64}
       : tensor<?x?x2x8xf32>, tensor<?x?x2x8xf32>, tensor<?x?x2x8xf32> -> tensor<?x?x2x8xf32>, tensor<?x2x8x8xf32>, tensor<?x?x2x8x8xf32>
   return %o, %s, %c : tensor<?x?x2x8xf32>, tensor<?x2x8x8xf32>, tensor<?x?x2x8x8xf32>
+}
+
+// -----
+
+// Packed sequences: each sequence's segments from its own first token and
+// its own initial state; its checkpoints follow the sequences' before it.
+// With a run-time number of checkpoints, it is counted from cu_seqlens;
+// the final states go to a tensor of their own (never into the caller's
+// initial states).
+// CHECK-LABEL: func.func @packed_dynamic
+// CHECK-SAME: %[[Q:[^:]*]]: tensor<1x?x2x8xf32>, %{{[^:]*}}: tensor<1x?x2xf32>, %[[S0:[^:]*]]: tensor<?x2x8x8xf32>, %[[CU:[^:]*]]: tensor<?xi32>
+// CHECK: %[[ROWS:.*]] = scf.for {{.*}} -> (index) {
+// CHECK: arith.divui %{{.*}}, %{{.*}} : index
+// CHECK: %[[CK:.*]] = tensor.empty(%[[ROWS]]) : tensor<1x?x2x8x8xf32>
+// CHECK: %[[FINALS:.*]] = tensor.empty(%{{.*}}) : tensor<?x2x8x8xf32>
+// CHECK: %[[SEQS:.*]]:4 = scf.for %[[I:.*]] = %{{.*}} iter_args(%[[O:.*]] = %{{.*}}, %[[F:.*]] = %[[FINALS]], %[[C:.*]] = %[[CK]], %[[ROW:.*]] = %{{.*}})
+// CHECK: %[[FIRST:.*]] = tensor.extract %[[CU]][%[[I]]]
+// CHECK: %[[START:.*]] = arith.index_cast %[[FIRST]]
+// CHECK: tensor.extract_slice %[[Q]][0, %[[START]], 0, 0] [1, %{{.*}}, 2, 8]
+// CHECK: %[[INIT:.*]] = tensor.extract_slice %[[S0]][%[[I]], 0, 0, 0] [1, 2, 8, 8]
+// CHECK: %[[SEG:.*]]:3 = scf.for %[[J:[a-z0-9_]+]] = {{.*}} iter_args(%{{.*}} = %{{.*}}, %{{.*}} = %[[INIT]], %[[SAVED:.*]] = %[[C]])
+// CHECK: %[[SEGO:.*]], %[[SEGS:.*]] = la.recurrence decay(scalar) low_rank(none) {{.*}} : tensor<1x16x2x8xf32>
+// CHECK: %[[AT:.*]] = arith.addi %[[ROW]], %[[J]] : index
+// CHECK-NOT: scf.if
+// CHECK: tensor.insert_slice %[[SEGS]] into %[[SAVED]][0, %[[AT]], 0, 0, 0] [1, 1, 2, 8, 8]
+// CHECK: scf.if
+// CHECK: la.recurrence decay(scalar) low_rank(none) {{.*}} : tensor<1x?x2x8xf32>
+// CHECK: tensor.insert_slice %{{.*}} into %[[F]][%[[I]], 0, 0, 0] [1, 2, 8, 8]
+// CHECK: return %[[SEQS]]#0, %[[SEQS]]#1, %[[SEQS]]#2
+func.func @packed_dynamic(%q: tensor<1x?x2x8xf32>, %g: tensor<1x?x2xf32>, %s0: tensor<?x2x8x8xf32>, %cu: tensor<?xi32>) -> (tensor<1x?x2x8xf32>, tensor<?x2x8x8xf32>, tensor<1x?x2x8x8xf32>) {
+  %o, %s, %c = la.attention mamba2 %q, %q, %q g(%g : tensor<1x?x2xf32>) initial_state(%s0 : tensor<?x2x8x8xf32>) cu_seqlens(%cu : tensor<?xi32>) {checkpoint_every = 16}
+      : tensor<1x?x2x8xf32>, tensor<1x?x2x8xf32>, tensor<1x?x2x8xf32> -> tensor<1x?x2x8xf32>, tensor<?x2x8x8xf32>, tensor<1x?x2x8x8xf32>
+  return %o, %s, %c : tensor<1x?x2x8xf32>, tensor<?x2x8x8xf32>, tensor<1x?x2x8x8xf32>
+}
+
+// -----
+
+// A number of checkpoints that the type fixes: rows past it are not
+// written (the caller's error, which la-run and the package rule out).
+// CHECK-LABEL: func.func @packed_static_rows
+// CHECK: %[[THREE:.*]] = arith.constant 3 : index
+// CHECK: scf.for
+// CHECK: scf.for %[[J:[a-z0-9_]+]] =
+// CHECK: la.recurrence
+// CHECK: %[[AT:.*]] = arith.addi %{{.*}}, %[[J]] : index
+// CHECK: %[[IN:.*]] = arith.cmpi slt, %[[AT]], %[[THREE]] : index
+// CHECK: scf.if %[[IN]] -> (tensor<1x3x1x4x4xf32>)
+// CHECK: tensor.insert_slice
+func.func @packed_static_rows(%q: tensor<1x16x1x4xf32>, %cu: tensor<3xi32>) -> (tensor<1x16x1x4xf32>, tensor<1x3x1x4x4xf32>) {
+  %o, %c = la.attention linear %q, %q, %q cu_seqlens(%cu : tensor<3xi32>) {checkpoint_every = 4} : tensor<1x16x1x4xf32>, tensor<1x16x1x4xf32>, tensor<1x16x1x4xf32> -> tensor<1x16x1x4xf32>, tensor<1x3x1x4x4xf32>
+  return %o, %c : tensor<1x16x1x4xf32>, tensor<1x3x1x4x4xf32>
 }

@@ -107,12 +107,15 @@ def La_AttentionOp : La_Op<"attention", [
     `checkpoints : [B,T/n,HV,K,V]` (f32, `T/n` rounded down) holds the
     state after every `n` tokens of each sequence: `checkpoints[:, j]` is
     the state after tokens `0 .. (j+1)n - 1`, from which a request that
-    shares those tokens continues. Not with `cu_seqlens`, `state_indices`,
+    shares those tokens continues. With `cu_seqlens`, `checkpoints :
+    [1,C,HV,K,V]` holds each sequence's `len_i/n` checkpoints, counted from
+    its own first token, after those of the sequences before it (C is
+    their sum; a smaller C drops the last ones). Not with `state_indices`,
     `reverse`, `normalizer` (its sum is not part of the state) or grouped
     query heads. `la-lower-to-recurrence` lowers it to a loop over segments
-    of `n` tokens, each an `la.recurrence` that continues from the state
-    the last one ended with (one kernel; the segments' tasks run in
-    parallel like one call's).
+    of `n` tokens (per sequence with `cu_seqlens`), each an `la.recurrence`
+    that continues from the state the last one ended with (one kernel; the
+    segments' tasks run in parallel like one call's).
 
     Attributes: `scale` (default `K^-0.5`), `qk_l2norm` (normalise q and k
     over K, `x / sqrt(sum(x^2) + 1e-6)`, before anything else), `normalizer`

@@ -592,11 +592,6 @@ LogicalResult AttentionOp::verifyCheckpoints() {
     return success();
   if (*every < 1)
     return emitOpError() << "expects 'checkpoint_every' >= 1, got " << *every;
-  // A checkpoint is a state each sequence reaches after whole segments of
-  // its own tokens, carried from the segment before.
-  if (getCuSeqlens())
-    return emitOpError("'checkpoint_every' does not take 'cu_seqlens' (one "
-                       "segment of tokens per sequence)");
   if (getStateIndices())
     return emitOpError("'checkpoint_every' does not take 'state_indices'");
   if (getReverse())
@@ -608,11 +603,29 @@ LogicalResult AttentionOp::verifyCheckpoints() {
     return emitOpError("'checkpoint_every' does not take grouped query heads");
   ArrayRef<int64_t> q = getQ().getType().getShape();
   ArrayRef<int64_t> v = getV().getType().getShape();
-  int64_t count =
-      ShapedType::isDynamic(q[1]) ? ShapedType::kDynamic : q[1] / *every;
+  if (!getCuSeqlens()) {
+    int64_t count =
+        ShapedType::isDynamic(q[1]) ? ShapedType::kDynamic : q[1] / *every;
+    return verifyShape(*this, checkpoints, "checkpoints",
+                       {q[0], count, v[2], q[3], v[3]},
+                       "[B,T/n,HV,K,V] (the state after every n tokens)");
+  }
+  // Packed sequences: sequence i's len_i / n checkpoints after those of the
+  // sequences before it (checked when the offsets are constants).
+  int64_t count = ShapedType::kDynamic;
+  DenseIntElementsAttr offsets;
+  if (matchPattern(getCuSeqlens(), m_Constant(&offsets))) {
+    count = 0;
+    SmallVector<int64_t> values;
+    for (const APInt &value : offsets.getValues<APInt>())
+      values.push_back(value.getSExtValue());
+    for (size_t i = 1; i < values.size(); ++i)
+      count += (values[i] - values[i - 1]) / *every;
+  }
   return verifyShape(*this, checkpoints, "checkpoints",
-                     {q[0], count, v[2], q[3], v[3]},
-                     "[B,T/n,HV,K,V] (the state after every n tokens)");
+                     {1, count, v[2], q[3], v[3]},
+                     "[1,C,HV,K,V] (C = sum of len_i/n over the packed "
+                     "sequences)");
 }
 
 //===----------------------------------------------------------------------===//

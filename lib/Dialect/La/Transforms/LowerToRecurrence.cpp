@@ -459,25 +459,24 @@ struct ExpandQueryGroupsGrad : OpRewritePattern<AttentionGradOp> {
   }
 };
 
-/// `parts`' recurrence with the state after every `every` tokens: a loop
-/// over the T/every whole segments, each an la.recurrence over its tokens
-/// from the state the segment before ended with, whose final state is
-/// checkpoint j, then one over the rest of the tokens (when there are any).
-/// Returns o, the final state and the checkpoints [B,T/every,HV,K,V].
-static SmallVector<Value>
-buildCheckpointedRecurrence(OpBuilder &b, Location loc, RecurrenceParts parts,
-                            int64_t every, Type checkpointsType) {
+/// `parts`' recurrence (one segment of tokens per batch, no cu_seqlens) with
+/// the state after every `every` tokens: a loop over the T/every whole
+/// segments, each an la.recurrence over its tokens from the state the
+/// segment before ended with, whose final state is checkpoint j, then one
+/// over the rest of the tokens (when there are any). Checkpoint j goes to
+/// row `firstRow + j` of `checkpoints` ([B,rows,HV,K,V]); with `rowLimit`,
+/// rows at or past it are not written. Returns o, the final state and the
+/// checkpoints.
+static SmallVector<Value> buildSegments(OpBuilder &b, Location loc,
+                                        RecurrenceParts parts, int64_t every,
+                                        Value checkpoints, Value firstRow,
+                                        Value rowLimit) {
   AffineExpr time = b.getAffineSymbolExpr(0);
   OpFoldResult tokens = tensor::getMixedSize(b, loc, parts.q, 1);
   OpFoldResult whole = affine::makeComposedFoldedAffineApply(
       b, loc, time.floorDiv(every), {tokens});
   OpFoldResult rest =
       affine::makeComposedFoldedAffineApply(b, loc, time % every, {tokens});
-  SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, parts.initialState);
-  sizes.insert(sizes.begin() + 1, whole);
-  Value checkpoints = emptyTensor(b, loc, sizes, b.getF32Type());
-  if (checkpoints.getType() != checkpointsType)
-    checkpoints = tensor::CastOp::create(b, loc, checkpointsType, checkpoints);
 
   // The recurrence over `size` tokens from `start`, from `state`; o is
   // written into `o` at those tokens.
@@ -506,7 +505,27 @@ buildCheckpointedRecurrence(OpBuilder &b, Location loc, RecurrenceParts parts,
             nb, l, nb.getAffineDimExpr(0) * every, {OpFoldResult(j)});
         auto [o, state] = segment(nb, l, start, nb.getIndexAttr(every),
                                   iterArgs[0], iterArgs[1]);
-        Value saved = insertAt(nb, l, state, iterArgs[2], 1, j);
+        Value row = arith::AddIOp::create(nb, l, firstRow, j);
+        Value saved;
+        if (!rowLimit) {
+          saved = insertAt(nb, l, state, iterArgs[2], 1, row);
+        } else {
+          // Rows past the checkpoints' end are not written (their count
+          // is the result's size, which the caller chose).
+          Value inside = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::slt,
+                                               row, rowLimit);
+          saved =
+              scf::IfOp::create(
+                  nb, l, inside,
+                  [&](OpBuilder &ib, Location il) {
+                    scf::YieldOp::create(
+                        ib, il, insertAt(ib, il, state, iterArgs[2], 1, row));
+                  },
+                  [&](OpBuilder &ib, Location il) {
+                    scf::YieldOp::create(ib, il, iterArgs[2]);
+                  })
+                  .getResult(0);
+        }
         scf::YieldOp::create(nb, l, ValueRange{o, state, saved});
       });
   Value o = loop.getResult(0), state = loop.getResult(1);
@@ -515,10 +534,6 @@ buildCheckpointedRecurrence(OpBuilder &b, Location loc, RecurrenceParts parts,
     return {o, state, loop.getResult(2)};
   OpFoldResult start = affine::makeComposedFoldedAffineApply(
       b, loc, time - time % every, {tokens});
-  auto tail = [&](OpBuilder &nb, Location l) {
-    auto [oOut, stateOut] = segment(nb, l, start, rest, o, state);
-    scf::YieldOp::create(nb, l, ValueRange{oOut, stateOut});
-  };
   if (staticRest) {
     auto [oOut, stateOut] = segment(b, loc, start, rest, o, state);
     return {oOut, stateOut, loop.getResult(2)};
@@ -527,11 +542,116 @@ buildCheckpointedRecurrence(OpBuilder &b, Location loc, RecurrenceParts parts,
   Value restValue = getValueOrCreateConstantIndexOp(b, loc, rest);
   Value nonEmpty =
       arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt, restValue, zero);
-  auto branch =
-      scf::IfOp::create(b, loc, nonEmpty, tail, [&](OpBuilder &nb, Location l) {
+  auto branch = scf::IfOp::create(
+      b, loc, nonEmpty,
+      [&](OpBuilder &nb, Location l) {
+        auto [oOut, stateOut] = segment(nb, l, start, rest, o, state);
+        scf::YieldOp::create(nb, l, ValueRange{oOut, stateOut});
+      },
+      [&](OpBuilder &nb, Location l) {
         scf::YieldOp::create(nb, l, ValueRange{o, state});
       });
   return {branch.getResult(0), branch.getResult(1), loop.getResult(2)};
+}
+
+/// Offset `i` of `cuSeqlens` as an index.
+static Value offsetAt(OpBuilder &b, Location loc, Value cuSeqlens, Value i) {
+  Value offset = tensor::ExtractOp::create(b, loc, cuSeqlens, i);
+  return arith::IndexCastOp::create(b, loc, b.getIndexType(), offset);
+}
+
+/// `parts`' recurrence with the state after every `every` tokens of each
+/// sequence, the checkpoints of type `checkpointsType`: [B,T/every,HV,K,V],
+/// or with packed sequences [1,C,HV,K,V], sequence i's checkpoints after
+/// those of the sequences before it (C = sum_i len_i / every when the type
+/// does not fix it). Returns o, the final state and the checkpoints.
+static SmallVector<Value>
+buildCheckpointedRecurrence(OpBuilder &b, Location loc, RecurrenceParts parts,
+                            int64_t every, Type checkpointsType) {
+  auto type = cast<RankedTensorType>(checkpointsType);
+  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+  Value one = arith::ConstantIndexOp::create(b, loc, 1);
+  SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, parts.initialState);
+  Value cuSeqlens = parts.cuSeqlens;
+  if (!cuSeqlens) {
+    sizes.insert(sizes.begin() + 1,
+                 affine::makeComposedFoldedAffineApply(
+                     b, loc, b.getAffineSymbolExpr(0).floorDiv(every),
+                     {tensor::getMixedSize(b, loc, parts.q, 1)}));
+    Value checkpoints = emptyTensor(b, loc, sizes, b.getF32Type());
+    if (checkpoints.getType() != type)
+      checkpoints = tensor::CastOp::create(b, loc, type, checkpoints);
+    return buildSegments(b, loc, parts, every, checkpoints, zero, Value());
+  }
+
+  // Packed sequences: one sequence after the other, each its segments.
+  Value sequences = arith::SubIOp::create(
+      b, loc, tensor::DimOp::create(b, loc, cuSeqlens, 0), one);
+  Value rows;
+  if (!type.isDynamicDim(1)) {
+    rows = arith::ConstantIndexOp::create(b, loc, type.getDimSize(1));
+  } else {
+    Value step = arith::ConstantIndexOp::create(b, loc, every);
+    rows = scf::ForOp::create(
+               b, loc, zero, sequences, one, ValueRange{zero},
+               [&](OpBuilder &nb, Location l, Value i, ValueRange sum) {
+                 Value next = arith::AddIOp::create(nb, l, i, one);
+                 Value length = arith::SubIOp::create(
+                     nb, l, offsetAt(nb, l, cuSeqlens, next),
+                     offsetAt(nb, l, cuSeqlens, i));
+                 Value whole = arith::DivUIOp::create(nb, l, length, step);
+                 scf::YieldOp::create(
+                     nb, l,
+                     ValueRange{arith::AddIOp::create(nb, l, sum[0], whole)});
+               })
+               .getResult(0);
+  }
+  sizes[0] = b.getIndexAttr(1);
+  sizes.insert(sizes.begin() + 1, rows);
+  Value checkpoints = emptyTensor(b, loc, sizes, b.getF32Type());
+  if (checkpoints.getType() != type)
+    checkpoints = tensor::CastOp::create(b, loc, type, checkpoints);
+  // The final states go into a tensor of their own: the loop writes its
+  // carried tensors in place, and the initial states may be the caller's
+  // (function arguments bufferize as writable buffers).
+  Value finalStates = emptyTensor(
+      b, loc, mixedSizes(b, loc, parts.initialState), b.getF32Type());
+  if (finalStates.getType() != parts.initialState.getType())
+    finalStates = tensor::CastOp::create(b, loc, parts.initialState.getType(),
+                                         finalStates);
+  auto loop = scf::ForOp::create(
+      b, loc, zero, sequences, one,
+      ValueRange{parts.oInit, finalStates, checkpoints, zero},
+      [&](OpBuilder &nb, Location l, Value i, ValueRange iterArgs) {
+        Value start = offsetAt(nb, l, cuSeqlens, i);
+        Value end =
+            offsetAt(nb, l, cuSeqlens, arith::AddIOp::create(nb, l, i, one));
+        Value length = arith::SubIOp::create(nb, l, end, start);
+        RecurrenceParts sequence = parts;
+        sequence.cuSeqlens = Value();
+        for (Value *x :
+             {&sequence.q, &sequence.k, &sequence.v, &sequence.g, &sequence.gv,
+              &sequence.beta, &sequence.a, &sequence.b})
+          if (*x)
+            *x = sliceDim(nb, l, *x, 1, start, length);
+        sequence.oInit = sliceDim(nb, l, iterArgs[0], 1, start, length);
+        sequence.initialState =
+            sliceDim(nb, l, parts.initialState, 0, i, nb.getIndexAttr(1));
+        Value firstRow = iterArgs[3];
+        // Rows counted here are exactly the sequences'; a size the type
+        // fixes may be smaller than that (the caller's error: then the last
+        // ones are dropped rather than written past the end).
+        SmallVector<Value> results =
+            buildSegments(nb, l, sequence, every, iterArgs[2], firstRow,
+                          type.isDynamicDim(1) ? Value() : rows);
+        Value o = insertAt(nb, l, results[0], iterArgs[0], 1, start);
+        Value states = insertAt(nb, l, results[1], iterArgs[1], 0, i);
+        Value whole = arith::DivUIOp::create(
+            nb, l, length, arith::ConstantIndexOp::create(nb, l, every));
+        Value nextRow = arith::AddIOp::create(nb, l, firstRow, whole);
+        scf::YieldOp::create(nb, l, ValueRange{o, states, results[2], nextRow});
+      });
+  return {loop.getResult(0), loop.getResult(1), loop.getResult(2)};
 }
 
 struct AttentionToRecurrence : OpRewritePattern<AttentionOp> {
