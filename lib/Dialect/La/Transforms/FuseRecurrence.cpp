@@ -350,13 +350,17 @@ static void fuseFilledInits(RewriterBase &rewriter, scf::ForallOp forall,
   }
 }
 
-/// Whether `value` is a slice of a tensor that an scf.for carries (the
-/// segments of la.attention's checkpoints write o into theirs): the tasks
-/// write it in place, where a fresh tensor would be copied back.
-static bool isLoopCarriedSlice(Value value) {
+/// Whether `value` is a slice of a tensor that the function computes (not
+/// one of its arguments): a loop's carried tensor, another loop's result
+/// (the segments of la.attention's checkpoints write o into theirs). The
+/// tasks write it in place, where a fresh tensor would be copied back.
+static bool isSliceOfComputedTensor(Value value) {
   auto slice = value.getDefiningOp<tensor::ExtractSliceOp>();
-  auto carried = slice ? dyn_cast<BlockArgument>(slice.getSource()) : nullptr;
-  return carried && isa<scf::ForOp>(carried.getOwner()->getParentOp());
+  if (!slice)
+    return false;
+  auto argument = dyn_cast<BlockArgument>(slice.getSource());
+  return !argument ||
+         !isa<FunctionOpInterface>(argument.getOwner()->getParentOp());
 }
 
 /// Makes each task read its tile of a shared output's initial value (the
@@ -373,7 +377,7 @@ static void readInitsOutsideTasks(RewriterBase &rewriter, scf::ForallOp forall,
     Value init = forall.getOutputs()[index];
     BlockArgument arg = forall.getRegionIterArgs()[index];
     if (init.getDefiningOp<tensor::EmptyOp>() || isInPlaceArgument(init) ||
-        init == pool || isLoopCarriedSlice(init))
+        init == pool || isSliceOfComputedTensor(init))
       continue;
     SmallVector<tensor::ExtractSliceOp> reads;
     bool onlyTiles = llvm::all_of(arg.getUsers(), [&](Operation *user) {

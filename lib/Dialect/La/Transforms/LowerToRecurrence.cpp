@@ -459,14 +459,29 @@ struct ExpandQueryGroupsGrad : OpRewritePattern<AttentionGradOp> {
   }
 };
 
+/// Inserts `part` into `whole` at `offset` of dim `dim`, `size` entries:
+/// the sizes of the slice that `part` was computed in (sliceDim of `whole`),
+/// not `part`'s own tensor.dim, so that bufferization sees the insertion
+/// write back where the slice was read and keeps it in place.
+static Value insertSized(OpBuilder &b, Location loc, Value part, Value whole,
+                         unsigned dim, OpFoldResult offset, OpFoldResult size) {
+  SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, whole);
+  sizes[dim] = size;
+  SmallVector<OpFoldResult> offsets(sizes.size(), b.getIndexAttr(0));
+  offsets[dim] = offset;
+  SmallVector<OpFoldResult> strides(sizes.size(), b.getIndexAttr(1));
+  return tensor::InsertSliceOp::create(b, loc, part, whole, offsets, sizes,
+                                       strides);
+}
+
 /// `parts`' recurrence (one segment of tokens per batch, no cu_seqlens) with
 /// the state after every `every` tokens: a loop over the T/every whole
 /// segments, each an la.recurrence over its tokens from the state the
 /// segment before ended with, whose final state is checkpoint j, then one
-/// over the rest of the tokens (when there are any). Checkpoint j goes to
-/// row `firstRow + j` of `checkpoints` ([B,rows,HV,K,V]); with `rowLimit`,
-/// rows at or past it are not written. Returns o, the final state and the
-/// checkpoints.
+/// over the rest of the tokens (none when a static T leaves none). Checkpoint j
+/// goes to row `firstRow + j` of `checkpoints` ([B,rows,HV,K,V]); with
+/// `rowLimit`, rows at or past it are not written. Returns o, the final state
+/// and the checkpoints.
 static SmallVector<Value> buildSegments(OpBuilder &b, Location loc,
                                         RecurrenceParts parts, int64_t every,
                                         Value checkpoints, Value firstRow,
@@ -490,8 +505,9 @@ static SmallVector<Value> buildSegments(OpBuilder &b, Location loc,
     part.oInit = sliceDim(nb, l, o, 1, start, size);
     part.initialState = state;
     RecurrenceOp recurrence = part.build(nb, l);
-    return std::make_pair(insertAt(nb, l, recurrence.getO(), o, 1, start),
-                          recurrence.getFinalState());
+    return std::make_pair(
+        insertSized(nb, l, recurrence.getO(), o, 1, start, size),
+        recurrence.getFinalState());
   };
 
   Value zero = arith::ConstantIndexOp::create(b, loc, 0);
@@ -532,26 +548,13 @@ static SmallVector<Value> buildSegments(OpBuilder &b, Location loc,
   std::optional<int64_t> staticRest = getConstantIntValue(rest);
   if (staticRest && *staticRest == 0)
     return {o, state, loop.getResult(2)};
+  // The rest, also when it may be empty at run time (an empty recurrence
+  // passes its state through; an scf.if around it would make bufferization
+  // copy the carried o).
   OpFoldResult start = affine::makeComposedFoldedAffineApply(
       b, loc, time - time % every, {tokens});
-  if (staticRest) {
-    auto [oOut, stateOut] = segment(b, loc, start, rest, o, state);
-    return {oOut, stateOut, loop.getResult(2)};
-  }
-  // A run-time T: the rest may be empty.
-  Value restValue = getValueOrCreateConstantIndexOp(b, loc, rest);
-  Value nonEmpty =
-      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt, restValue, zero);
-  auto branch = scf::IfOp::create(
-      b, loc, nonEmpty,
-      [&](OpBuilder &nb, Location l) {
-        auto [oOut, stateOut] = segment(nb, l, start, rest, o, state);
-        scf::YieldOp::create(nb, l, ValueRange{oOut, stateOut});
-      },
-      [&](OpBuilder &nb, Location l) {
-        scf::YieldOp::create(nb, l, ValueRange{o, state});
-      });
-  return {branch.getResult(0), branch.getResult(1), loop.getResult(2)};
+  auto [oOut, stateOut] = segment(b, loc, start, rest, o, state);
+  return {oOut, stateOut, loop.getResult(2)};
 }
 
 /// Offset `i` of `cuSeqlens` as an index.
@@ -644,7 +647,7 @@ buildCheckpointedRecurrence(OpBuilder &b, Location loc, RecurrenceParts parts,
         SmallVector<Value> results =
             buildSegments(nb, l, sequence, every, iterArgs[2], firstRow,
                           type.isDynamicDim(1) ? Value() : rows);
-        Value o = insertAt(nb, l, results[0], iterArgs[0], 1, start);
+        Value o = insertSized(nb, l, results[0], iterArgs[0], 1, start, length);
         Value states = insertAt(nb, l, results[1], iterArgs[1], 0, i);
         Value whole = arith::DivUIOp::create(
             nb, l, length, arith::ConstantIndexOp::create(nb, l, every));
