@@ -51,6 +51,23 @@ def _median_ms(calls, repeat):
     return [statistics.median(s) for s in samples]
 
 
+def _row(variant, what, threads, kernel, before, plain, repeat, digits=1):
+    """Times the kernel, the path before it (None: not timed) and the plain
+    call, alternating, and prints their table row (with the rel_rms of the
+    before path's checkpoints against the kernel's)."""
+    from la.testing import rel_rms
+    error = rel_rms(before(), kernel()) if before is not None else None
+    plain()
+    calls = [kernel, plain] if before is None else [kernel, before, plain]
+    times = _median_ms(calls, repeat)
+    t_kernel, t_plain = times[0], times[-1]
+    t_before = f"{times[1]:.{digits}f}" if before is not None else "-"
+    ratio = f"{times[1] / t_kernel:.2f}" if before is not None else "-"
+    print(f"| {variant} | {what} | {threads} | {t_kernel:.{digits}f} | {t_before} | "
+          f"{t_plain:.{digits}f} | {t_kernel / t_plain:.2f} | {ratio} | "
+          f"{'-' if error is None else f'{error:.1e}'} |", flush=True)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--variants", default="gated_deltanet,gla")
@@ -102,13 +119,8 @@ def main(argv=None):
                             saved.append(state)
                     return np.stack(saved, 1)
 
-                error = lt.rel_rms(per_interval(), kernel())
-                plain()
-                t_kernel, t_before, t_plain = _median_ms((kernel, per_interval, plain),
-                                                         args.repeat)
-                print(f"| {variant} | prefill, n = {interval} | {n_threads} | {t_kernel:.1f} | "
-                      f"{t_before:.1f} | {t_plain:.1f} | {t_kernel / t_plain:.2f} | "
-                      f"{t_before / t_kernel:.2f} | {error:.1e} |", flush=True)
+                _row(variant, f"prefill, n = {interval}", n_threads, kernel, per_interval,
+                     plain, args.repeat)
 
             if B == 1 and T % args.sequences == 0:
                 cu = np.arange(0, T + 1, T // args.sequences).astype(np.int32)
@@ -124,11 +136,8 @@ def main(argv=None):
                                             num_threads=n_threads)
 
                     packed_kernel()
-                    packed_plain()
-                    t_kernel, t_plain = _median_ms((packed_kernel, packed_plain), args.repeat)
-                    print(f"| {variant} | packed prefill ({args.sequences} sequences), "
-                          f"n = {interval} | {n_threads} | {t_kernel:.1f} | - | {t_plain:.1f} | "
-                          f"{t_kernel / t_plain:.2f} | - | - |", flush=True)
+                    _row(variant, f"packed prefill ({args.sequences} sequences), n = {interval}",
+                         n_threads, packed_kernel, None, packed_plain, args.repeat)
 
             d = lt.make_inputs(variant, args.decode_batch, args.draft, H, K, V, seed=1,
                                gate_scale=1 / 16, with_initial_state=True)
@@ -164,13 +173,8 @@ def main(argv=None):
                                     initial_state=s0, output_final_state=True,
                                     num_threads=n_threads)
 
-            error = lt.rel_rms(prefixes(), snapshots())
-            decode_plain()
-            t_kernel, t_before, t_plain = _median_ms((snapshots, prefixes, decode_plain),
-                                                     args.repeat)
-            print(f"| {variant} | snapshots, T = {args.draft} | {n_threads} | {t_kernel:.2f} | "
-                  f"{t_before:.2f} | {t_plain:.2f} | {t_kernel / t_plain:.2f} | "
-                  f"{t_before / t_kernel:.2f} | {error:.1e} |", flush=True)
+            _row(variant, f"snapshots, T = {args.draft}", n_threads, snapshots, prefixes,
+                 decode_plain, args.repeat, digits=2)
 
 
 if __name__ == "__main__":
