@@ -247,6 +247,10 @@ def _cu_seqlens_array(cu, B, T):
     return _check_cu_seqlens(cu, T, B).astype(np.int32)
 
 
+#: the most tokens a sequence can have (cu_seqlens holds int32 offsets).
+_MAX_TOKENS = 2**31 - 1
+
+
 class _Call:
     """One prepared call: the MLIR text, the pipeline, the argument arrays and
     what to allocate for the results."""
@@ -576,9 +580,10 @@ def _prepare(variant, q, k, v, g=None, beta=None, *, gv=None, erase=None, write=
 
     if checkpoint_every is not None:
         if isinstance(checkpoint_every, (bool, np.bool_)) or \
-                not isinstance(checkpoint_every, (int, np.integer)) or checkpoint_every < 1:
-            raise ValueError(f"checkpoint_every must be a positive number of tokens, got "
-                             f"{checkpoint_every!r}")
+                not isinstance(checkpoint_every, (int, np.integer)) or \
+                not 1 <= checkpoint_every <= _MAX_TOKENS:
+            raise ValueError(f"checkpoint_every must be a positive number of tokens, at "
+                             f"most {_MAX_TOKENS}, got {checkpoint_every!r}")
         refused = {"state_indices": state_indices is not None,
                    "reverse": bool(reverse), "normalize": bool(normalize),
                    "grouped query heads": HQ != H}

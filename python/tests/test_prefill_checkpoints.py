@@ -245,6 +245,7 @@ def test_kernel_and_composition_agree_in_torch():
     ({"reverse": True}, "does not take reverse"),
     ({"checkpoint_every": 0}, "checkpoint_every must be a positive number of tokens"),
     ({"checkpoint_every": True}, "checkpoint_every must be a positive number of tokens"),
+    ({"checkpoint_every": 2**63}, r"at most 2147483647, got 9223372036854775808"),
 ])
 def test_kernel_refusals(kwargs, message):
     inputs = make_inputs("gla", 1, 7, 1, 4, 4, seed=25)
