@@ -41,6 +41,7 @@ _INPUT_SCHEMA = ("str variant, Tensor q, Tensor k, Tensor v, Tensor? g, Tensor? 
                  "int num_threads, bool erase_read_key, bool reverse, "
                  "str? gate_activation, float? gate_lower_bound, bool beta_sigmoid")
 FORWARD_SCHEMA = f"({_INPUT_SCHEMA}) -> (Tensor, Tensor)"
+CHECKPOINTS_SCHEMA = f"({_INPUT_SCHEMA}, int checkpoint_every) -> (Tensor, Tensor, Tensor)"
 BACKWARD_SCHEMA = f"({_INPUT_SCHEMA}, Tensor do, Tensor? d_final_state) -> Tensor[]"
 
 _registered = False
@@ -75,6 +76,36 @@ def _forward(*args):
         # None for this one.
         state = torch.empty(0, dtype=torch.float32)
     return o, state
+
+
+def _forward_checkpoints(*args):
+    """la::attention_checkpoints: o, the final state (or an empty tensor) and
+    the checkpoints (the op's checkpoint_every)."""
+    arguments = dict(zip(_names() + ("checkpoint_every",), args))
+    torch = sys.modules["torch"]
+    o, state, checkpoints = _ops()._execute(_prepare(arguments))
+    if state is None:
+        state = torch.empty(0, dtype=torch.float32)
+    return o, state, checkpoints
+
+
+def _fake_checkpoints(*args):
+    """The checkpoints' shape: [B, T // n, HV, K, V], or with cu_seqlens
+    [1, C, HV, K, V] with C data-dependent (a dynamic size)."""
+    o, state = _fake_forward(*args[:-1])
+    a = dict(zip(_names(), args[:-1]))
+    torch = sys.modules["torch"]
+    every = args[-1]
+    if every < 1:
+        raise ValueError(f"checkpoint_every must be a positive number of tokens, got {every}")
+    q, v = a["q"], a["v"]
+    B, T, _, K = q.shape
+    HV, V = v.shape[2], v.shape[3]
+    if a["cu_seqlens"] is None:
+        rows = T // every
+    else:
+        B, rows = 1, torch.library.get_ctx().new_dynamic_size()
+    return o, state, q.new_empty((B, rows, HV, K, V), dtype=torch.float32)
 
 
 _DTYPE_NAMES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
@@ -158,7 +189,8 @@ def _autograd_backward(ctx, do, d_state):
 
 
 def register():
-    """Registers ``la::attention`` and ``la::attention_backward`` (once)."""
+    """Registers ``la::attention``, ``la::attention_backward`` and
+    ``la::attention_checkpoints`` (once)."""
     global _registered
     if _registered:
         return
@@ -170,6 +202,11 @@ def register():
                                        mutates_args=(), schema=BACKWARD_SCHEMA)
     backward.register_fake(_fake_backward)
     forward.register_autograd(_autograd_backward, setup_context=_setup_context)
+    # No autograd: la-derive-backward refuses checkpoints (the layer function
+    # raises before a call with inputs that require grad).
+    checkpoints = torch.library.custom_op("la::attention_checkpoints", _forward_checkpoints,
+                                          mutates_args=(), schema=CHECKPOINTS_SCHEMA)
+    checkpoints.register_fake(_fake_checkpoints)
     _registered = True
 
 
@@ -208,10 +245,7 @@ def register_when_torch_is_imported():
         sys.meta_path.insert(0, _RegisterAfterTorchImport())
 
 
-def call(variant, named, options):
-    """The layer functions' torch path: ``named`` holds the tensor inputs
-    given (NumPy arrays among them are converted), ``options`` the rest.
-    Returns ``(o, final_state or None)``."""
+def _operator_values(variant, named, options):
     torch = sys.modules["torch"]
     register()
     tensors = {}
@@ -220,6 +254,23 @@ def call(variant, named, options):
         if x is not None and not isinstance(x, torch.Tensor):
             x = torch.as_tensor(np.asarray(x))
         tensors[name] = x
-    values = [variant] + [tensors[n] for n in TENSOR_INPUTS] + [options[n] for n in _OPTIONS]
+    return [variant] + [tensors[n] for n in TENSOR_INPUTS] + [options[n] for n in _OPTIONS]
+
+
+def call_checkpoints(variant, named, options, checkpoint_every):
+    """:func:`call` with the op's checkpoints: ``(o, final_state or None,
+    checkpoints)`` through ``torch.ops.la.attention_checkpoints``."""
+    torch = sys.modules["torch"]
+    values = _operator_values(variant, named, options)
+    o, state, checkpoints = torch.ops.la.attention_checkpoints(*values, checkpoint_every)
+    return o, (state if options["output_final_state"] else None), checkpoints
+
+
+def call(variant, named, options):
+    """The layer functions' torch path: ``named`` holds the tensor inputs
+    given (NumPy arrays among them are converted), ``options`` the rest.
+    Returns ``(o, final_state or None)``."""
+    torch = sys.modules["torch"]
+    values = _operator_values(variant, named, options)
     o, state = torch.ops.la.attention(*values)
     return o, (state if options["output_final_state"] else None)

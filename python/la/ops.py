@@ -1279,7 +1279,7 @@ def register_torch_ops():
     _torch_ops.register()
 
 
-def _torch_attention(options, named):
+def _torch_attention(options, named, checkpoint_every=None):
     """``attention`` on torch tensors: the custom operator (autograd,
     torch.compile, torch.export, meta tensors)."""
     from . import _torch_ops
@@ -1316,6 +1316,18 @@ def _torch_attention(options, named):
     _check_target(options["target"])
     if options["cu_seqlens"] is not None:
         named = dict(named, cu_seqlens=options["cu_seqlens"])
+    if checkpoint_every is not None:
+        if torch.is_grad_enabled() and any(
+                _is_tensor(x) and x.requires_grad for x in named.values()):
+            raise LaError("la.attention with checkpoint_every has no gradient: run it "
+                          "under torch.no_grad(), or use la.serving.prefill_with_checkpoints "
+                          "(differentiable, one call per interval)")
+        if isinstance(checkpoint_every, (bool, np.bool_)) or \
+                not isinstance(checkpoint_every, (int, np.integer)):
+            raise ValueError(f"checkpoint_every must be a positive number of tokens, got "
+                             f"{checkpoint_every!r}")
+        return _torch_ops.call_checkpoints(options["variant"], named, operator_options,
+                                           int(checkpoint_every))
     return _torch_ops.call(options["variant"], named, operator_options)
 
 
@@ -1329,7 +1341,7 @@ def attention(variant, q, k, v, g=None, beta=None, *, gv=None, erase=None, write
               allow_neg_eigval=False, chunk_size=64, sequential=False, dtype=None,
               target="cpu", num_threads=None, erase_read_key=False, reverse=False,
               A_log=None, dt_bias=None, gate_activation=None, gate_lower_bound=None,
-              beta_sigmoid=False):
+              beta_sigmoid=False, checkpoint_every=None):
     """Any ``la.attention`` variant (``linear``, ``retention``, ``mamba2``,
     ``gla``, ``deltanet``, ``decayed_deltanet``, ``gated_deltanet``, ``kda``,
     Gated DeltaNet-2's ``deltanet2``, ``decayed_deltanet2``,
@@ -1374,11 +1386,21 @@ def attention(variant, q, k, v, g=None, beta=None, *, gv=None, erase=None, write
       ``[G * K]`` for a channel gate; G the gate's heads; each optional);
       ``beta_sigmoid`` applies ``sigmoid`` to ``beta``.
 
+    * ``checkpoint_every=n``: the state after every n tokens of each
+      sequence too (the op's checkpoints, one kernel; prefix caching):
+      ``[B, T // n, HV, K, V]``, or with ``cu_seqlens`` ``[1, C, HV, K, V]``,
+      each sequence's ``len_i // n`` after the last one's. Not with
+      ``normalize``, ``reverse`` or grouped query heads, and without a
+      gradient (:func:`la.serving.prefill_with_checkpoints` is
+      differentiable).
+
     With torch tensors the call is the custom operator
     ``torch.ops.la.attention`` (autograd, ``torch.compile(fullgraph=True)``,
-    ``torch.export``, meta tensors); see :mod:`la._torch_ops`.
+    ``torch.export``, meta tensors; ``torch.ops.la.attention_checkpoints``
+    with ``checkpoint_every``, no autograd); see :mod:`la._torch_ops`.
 
-    Returns ``(o, final_state)``.
+    Returns ``(o, final_state)``, and ``(o, final_state, checkpoints)`` with
+    ``checkpoint_every``.
     """
     named = {"q": q, "k": k, "v": v, "g": g, "gv": gv, "beta": beta, "erase": erase,
              "write": write, "a": a, "b": b, "A_log": A_log, "dt_bias": dt_bias,
@@ -1393,8 +1415,8 @@ def attention(variant, q, k, v, g=None, beta=None, *, gv=None, erase=None, write
                    gate_activation=gate_activation, gate_lower_bound=gate_lower_bound,
                    beta_sigmoid=beta_sigmoid)
     if any(_is_tensor(x) for x in named.values()):
-        return _torch_attention(options, named)
-    return _execute(_prepare(**options, **named))
+        return _torch_attention(options, named, checkpoint_every)
+    return _execute(_prepare(**options, **named, checkpoint_every=checkpoint_every))
 
 
 def attention_backward(variant, q, k, v, g=None, beta=None, *, do, d_final_state=None,

@@ -57,9 +57,9 @@ def decode_with_snapshots(variant, q, k, v, g=None, beta=None, *, initial_state,
     if not (kwargs.get("normalize") or kwargs.get("reverse") or
             _needs_grad(torch, q, k, v, g, beta, initial_state, *kwargs.values())):
         # One kernel over the T tokens: a checkpoint after every token.
-        o, _, snapshots = ops._execute(ops._prepare(
-            variant, q, k, v, g, beta, initial_state=initial_state, checkpoint_every=1,
-            **kwargs))
+        o, _, snapshots = ops.attention(variant, q, k, v, g, beta,
+                                        initial_state=initial_state, checkpoint_every=1,
+                                        **kwargs)
         return o, snapshots
     # Otherwise one packed call over every prefix (T(T+1)/2 tokens): each
     # prefix's final state is a snapshot.
@@ -316,10 +316,10 @@ def prefill_with_checkpoints(variant, q, k, v, g=None, beta=None, *, interval,
     if not _needs_grad(torch, q, k, v, initial_state, *tokens.values()):
         # One kernel: la.attention's checkpoint_every (with packed sequences
         # [1, C, HV, K, V], each sequence's after the last one's).
-        o, state, checkpoints = ops._execute(ops._prepare(
+        o, state, checkpoints = ops.attention(
             variant, q, k, v, tokens.pop("g", None), tokens.pop("beta", None), **tokens,
             initial_state=initial_state, output_final_state=True, cu_seqlens=cu_seqlens,
-            checkpoint_every=interval, **kwargs))
+            checkpoint_every=interval, **kwargs)
         if cu_seqlens is None:
             return Prefill(o, state, checkpoints, None)
         counts = np.diff(offsets) // interval

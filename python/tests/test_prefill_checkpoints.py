@@ -363,3 +363,20 @@ def test_packed_every_schedule_through_la_run(schedule):
     assert rel_rms(np.stack(expected), checkpoints[0]) <= 1e-5
     o_ref, s_ref = reference_for("gated_deltanet", inputs, initial_state=s0, cu_seqlens=cu)
     assert rel_rms(o_ref, o) <= 1e-5 and rel_rms(s_ref, s) <= 1e-5
+
+
+def test_attention_returns_the_checkpoints():
+    """la.attention(..., checkpoint_every=n): the op's checkpoints directly,
+    the same numbers prefill_with_checkpoints returns."""
+    inputs = make_inputs("gated_deltanet", 2, 21, 2, 8, 8, seed=40, gate_scale=1 / 8)
+    args = [inputs[n] for n in ("q", "k", "v", "g", "beta")]
+    o, state, checkpoints = la.attention("gated_deltanet", *args, output_final_state=True,
+                                         checkpoint_every=5, chunk_size=4)
+    result = serving.prefill_with_checkpoints("gated_deltanet", *args, interval=5,
+                                              chunk_size=4)
+    assert checkpoints.shape == (2, 4, 2, 8, 8)
+    np.testing.assert_array_equal(checkpoints, result.checkpoints)
+    np.testing.assert_array_equal(o, result.o)
+    np.testing.assert_array_equal(state, result.final_state)
+    _, no_state, _ = la.attention("gated_deltanet", *args, checkpoint_every=5, chunk_size=4)
+    assert no_state is None

@@ -302,3 +302,84 @@ def test_thread_count_defaults_and_errors():
     for bad in (0, -1, 1.5, True, "2"):
         with pytest.raises(ValueError, match="num_threads must be a positive integer"):
             la.linear_attention(x, x, x, num_threads=bad)
+
+
+# --------------------------------------------------------------------------
+# la.attention's checkpoints: torch.ops.la.attention_checkpoints
+# --------------------------------------------------------------------------
+
+def test_checkpoints_operator_opcheck():
+    """The checkpoints operator's schema and fake kernel against the real one
+    (no autograd: it is registered without one)."""
+    t = _leaves(grad=False)
+    qkv = dict(q=t["q"], k=t["k"], v=t["v"])
+    for given, every in ((dict(g=t["g"], initial_state=t["s0"]), 3),
+                         (dict(g=t["g"], output_final_state=False), 20)):
+        args = _operator_args("gla", **qkv, **given) + (every,)
+        result = torch.library.opcheck(torch.ops.la.attention_checkpoints.default, args,
+                                       test_utils=("test_schema", "test_faketensor"))
+        assert set(result.values()) == {"SUCCESS"}, result
+
+
+def test_checkpoints_meta_and_compile():
+    """la.attention(checkpoint_every=n) on meta tensors gives the shapes; under
+    torch.compile(fullgraph=True) it gives eager's numbers."""
+    meta = dict(device="meta")
+    q = torch.empty(2, 13, 2, 8, **meta)
+    v = torch.empty(2, 13, 4, 6, **meta)
+    o, s, c = la.attention("gla", q, q, v, torch.empty(2, 13, 2, 8, **meta),
+                           output_final_state=True, checkpoint_every=4)
+    assert (o.shape, s.shape, c.shape) == ((2, 13, 4, 6), (2, 4, 8, 6), (2, 3, 4, 8, 6))
+    t = _leaves(grad=False)
+
+    def prefill(q, k, v, g, s0):
+        o, s, c = la.attention("gla", q, k, v, g, initial_state=s0, output_final_state=True,
+                               checkpoint_every=4, chunk_size=CHUNK)
+        return o * 2, s, c
+
+    eager = prefill(t["q"], t["k"], t["v"], t["g"], t["s0"])
+    compiled = torch.compile(prefill, fullgraph=True, backend="aot_eager")
+    traced = compiled(t["q"], t["k"], t["v"], t["g"], t["s0"])
+    assert traced[2].shape == (1, 2, 2, 4, 4)
+    for got, want in zip(traced, eager):
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+    # the state after 8 tokens, from one call over them
+    _, after_8 = la.gla(t["q"][:, :8], t["k"][:, :8], t["v"][:, :8], t["g"][:, :8],
+                        initial_state=t["s0"], output_final_state=True, chunk_size=CHUNK)
+    np.testing.assert_allclose(eager[2][:, 1].numpy(), after_8.detach().numpy(), rtol=1e-5,
+                               atol=1e-6)
+
+
+def test_checkpoints_have_no_gradient():
+    t = _leaves()
+    with pytest.raises(la.LaError, match="checkpoint_every has no gradient"):
+        la.attention("gla", t["q"], t["k"], t["v"], t["g"], checkpoint_every=4)
+    with torch.no_grad():
+        o, s, c = la.attention("gla", t["q"], t["k"], t["v"], t["g"], checkpoint_every=4)
+    assert s is None and c.shape == (1, 2, 2, 4, 4)
+
+
+def test_packed_checkpoints_compile_with_a_data_dependent_size():
+    """With cu_seqlens the number of checkpoints depends on the offsets' values:
+    the fake kernel makes it a dynamic size, which dynamo traces when it
+    captures data-dependent output shapes (meta tensors cannot: torch says
+    so)."""
+    x = torch.randn(1, 13, 2, 8, generator=torch.Generator().manual_seed(9))
+    g = -torch.rand(1, 13, 2, 8, generator=torch.Generator().manual_seed(10)) / 4
+    cu = torch.tensor([0, 5, 13], dtype=torch.int32)
+
+    def prefill(q, k, v, g, cu):
+        return la.attention("gla", q, k, v, g, cu_seqlens=cu, output_final_state=True,
+                            checkpoint_every=4, chunk_size=CHUNK)
+
+    eager = prefill(x, x, x, g, cu)
+    assert eager[2].shape == (1, 3, 2, 8, 8)  # 5 // 4 + 8 // 4
+    torch._dynamo.reset()
+    with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True):
+        traced = torch.compile(prefill, fullgraph=True, backend="aot_eager")(x, x, x, g, cu)
+    for got, want in zip(traced, eager):
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+    meta = torch.empty(1, 13, 2, 8, device="meta")
+    with pytest.raises(RuntimeError, match="data-dependent shape"):
+        la.attention("gla", meta, meta, meta, meta, checkpoint_every=4,
+                     cu_seqlens=torch.tensor([0, 5, 13], device="meta"))
