@@ -34,6 +34,10 @@ The draw covers
   ``cu_seqlens``, sometimes an empty one); ``segmented`` (T split at a random
   point, the final state of the first part carried into the second, compared
   with the reference and with one pass);
+* the op's checkpoints (``checkpoint_every = n``, plain and packed modes,
+  half of those without the normaliser or non-finite inputs): the state
+  after every n tokens of each sequence against the reference run on each
+  prefix;
 * the normaliser, for additive variants, with ``positive_qk`` inputs (not in
   segmented mode: the normaliser's sum z is not part of the state);
 * adversarial gates (data-dependent gates, about half of the
@@ -135,6 +139,8 @@ def _make_id(cfg):
         parts.append("cu" + "_".join(str(c) for c in cfg["cu_seqlens"]))
     elif cfg["mode"] == "segmented":
         parts.append(f"split{cfg['split']}")
+    if cfg.get("checkpoint_every"):
+        parts.append(f"ck{cfg['checkpoint_every']}")
     return "-".join(parts)
 
 
@@ -223,8 +229,22 @@ def _one_config(seed, index):
             events.append((t, channel, value))
     cfg["gate_events"] = events
     cfg["value_events"] = _value_events(seed, index, variant, T)
+    cfg["checkpoint_every"] = _checkpoint_every(seed, index, cfg)
     cfg["id"] = _make_id(cfg)
     return cfg
+
+
+def _checkpoint_every(seed, index, cfg):
+    """The op's checkpoints (the state after every n tokens of each sequence)
+    for half of the plain and packed configurations without the normaliser
+    or non-finite inputs, from a generator of their own: n from 1 (T <= 12)
+    up to past T (no checkpoint), at most about 12 of them."""
+    rng = np.random.default_rng([seed, index, 13])
+    if cfg["mode"] == "segmented" or cfg["normalizer"] or cfg["value_events"] or \
+            rng.random() >= 0.5:
+        return None
+    T = cfg["T"]
+    return int(rng.integers(max(1, T // 12), T + 3))
 
 
 def _value_events(seed, index, variant, T):
@@ -426,17 +446,18 @@ def run_config(cfg, *, la_run=None, keep_dir=None):
                  allow_neg_eigval=cfg["allow_neg_eigval"])
     timing = result["timing"]
 
-    def call(inputs, tag, sequential=cfg["sequential"]):
+    def call(inputs, tag, sequential=cfg["sequential"], checkpoint_every=None):
         directory = None if keep_dir is None else os.path.join(keep_dir, cfg["id"], tag)
         t0 = time.perf_counter()
-        o, s, t = runner.run_attention(
+        extra = {} if checkpoint_every is None else dict(checkpoint_every=checkpoint_every)
+        *outputs, t = runner.run_attention(
             variant, inputs, dtype=dtype, chunk_size=cfg["chunk_size"] or 64,
-            sequential=sequential, la_run=la_run, keep_dir=directory, **attrs)
+            sequential=sequential, la_run=la_run, keep_dir=directory, **attrs, **extra)
         timing["la_run_s"] += time.perf_counter() - t0
         timing["compile_ms"] += t.get("compile_ms", 0.0)
         timing["run_ms"] += t.get("run_median_ms", 0.0)
         result["commands"].append(t["command"])
-        return o, s
+        return outputs
 
     events = cfg.get("value_events") or []
     try:
@@ -454,7 +475,17 @@ def run_config(cfg, *, la_run=None, keep_dir=None):
                                         normalizer=cfg["normalizer"])
         timing["reference_s"] = time.perf_counter() - t0
 
-        o, s = call(prepared, "full")
+        every = cfg.get("checkpoint_every")
+        o, s, *checkpoints = call(prepared, "full", checkpoint_every=every)
+        if every:
+            t0 = time.perf_counter()
+            ref_checkpoints = _reference_checkpoints(cfg, ref_inputs, every)
+            timing["reference_s"] += time.perf_counter() - t0
+            if ref_checkpoints.size:
+                check_outputs("checkpoints", ref_checkpoints, checkpoints[0], tol, result)
+            elif np.shape(checkpoints[0]) != ref_checkpoints.shape:
+                result["failures"].append(f"checkpoints: shape {np.shape(checkpoints[0])}, "
+                                          f"expected {ref_checkpoints.shape}")
         if events:
             first = min(t for _, t, _, _ in events)
             if first > 0:
@@ -491,12 +522,33 @@ def run_config(cfg, *, la_run=None, keep_dir=None):
     return result
 
 
+def _reference_checkpoints(cfg, inputs, every):
+    """The fp64 reference's state after every ``every`` tokens of each
+    sequence, laid out as the op's checkpoints: ``[B, T // every, HV, K, V]``,
+    or ``[1, C, HV, K, V]`` with packed sequences."""
+    B, HV, K, V = cfg["B"], cfg["HV"], cfg["K"], cfg["V"]
+    attrs = dict(qk_l2norm=cfg["qk_l2norm"])
+    initial = inputs.get("initial_state")
+    cu = cfg["cu_seqlens"] or [0, cfg["T"]]
+    rows = []
+    for i in range(len(cu) - 1):
+        first = None if initial is None else (initial[i:i + 1] if cfg["cu_seqlens"] else initial)
+        for j in range((cu[i + 1] - cu[i]) // every):
+            part = _slice_time(inputs, cu[i], cu[i] + (j + 1) * every, first)
+            part.pop("cu_seqlens", None)
+            _, state = lt.reference_for(cfg["variant"], part, **attrs)
+            rows.append(state)
+    if cfg["cu_seqlens"]:
+        return np.concatenate(rows)[None] if rows else np.zeros((1, 0, HV, K, V))
+    return np.stack(rows, 1) if rows else np.zeros((B, 0, HV, K, V))
+
+
 def format_result(result):
     """One line: PASS/FAIL, id, errors, wall time."""
     errs = result["errors"]
     fields = []
-    for name in ("o", "state", "o_before", "o_after", "state_after", "o_seg", "state_seg",
-                 "o_seg_vs_one", "state_seg_vs_one"):
+    for name in ("o", "state", "checkpoints", "o_before", "o_after", "state_after", "o_seg",
+                 "state_seg", "o_seg_vs_one", "state_seg_vs_one"):
         if name in errs:
             fields.append(f"{name}={errs[name]:.2e}")
     status = "PASS" if result["passed"] else "FAIL"
