@@ -300,6 +300,13 @@ void checkStateIndices(const npy::Array &array, int64_t rows, unsigned index) {
   }
 }
 
+/// Offset `i` of a cu_seqlens array (i32, or i64 as la-run accepts it).
+int64_t seqLenOffset(const npy::Array &array, int64_t i) {
+  if (array.dtype == npy::DType::I64)
+    return reinterpret_cast<const int64_t *>(array.data.data())[i];
+  return reinterpret_cast<const int32_t *>(array.data.data())[i];
+}
+
 /// Packed sequences' checkpoints hold sum_i len_i / n rows: a returned
 /// `checkpoints` result of another size would lose checkpoints or leave
 /// rows unwritten (the kernel writes only the rows it has).
@@ -311,14 +318,9 @@ void checkCheckpointRows(func::FuncOp entry, ArrayRef<MemRefArg> args) {
         cuSeqlens.getOwner() != &entry.getBody().front())
       return;
     const npy::Array &offsets = args[cuSeqlens.getArgNumber()].array;
-    auto offset = [&](int64_t i) -> int64_t {
-      if (offsets.dtype == npy::DType::I64)
-        return reinterpret_cast<const int64_t *>(offsets.data.data())[i];
-      return reinterpret_cast<const int32_t *>(offsets.data.data())[i];
-    };
     int64_t every = *op.getCheckpointEvery(), rows = 0;
     for (int64_t i = 1, e = offsets.numElements(); i < e; ++i)
-      rows += (offset(i) - offset(i - 1)) / every;
+      rows += (seqLenOffset(offsets, i) - seqLenOffset(offsets, i - 1)) / every;
     for (OpOperand &result : returnOp->getOpOperands()) {
       if (result.get() != op.getCheckpoints())
         continue;
@@ -338,11 +340,7 @@ void checkCheckpointRows(func::FuncOp entry, ArrayRef<MemRefArg> args) {
 /// must go from 0 to T without decreasing.
 void checkSeqLens(const npy::Array &array, int64_t tokens, unsigned index) {
   int64_t count = array.numElements();
-  auto offset = [&](int64_t i) -> int64_t {
-    if (array.dtype == npy::DType::I64)
-      return reinterpret_cast<const int64_t *>(array.data.data())[i];
-    return reinterpret_cast<const int32_t *>(array.data.data())[i];
-  };
+  auto offset = [&](int64_t i) { return seqLenOffset(array, i); };
   auto bad = [&](int64_t i, const llvm::Twine &why) {
     fail("argument " + llvm::Twine(index) + " (cu_seqlens): offset " +
          llvm::Twine(i) + " is " + llvm::Twine(offset(i)) + ", " + why +

@@ -474,6 +474,16 @@ static Value insertSized(OpBuilder &b, Location loc, Value part, Value whole,
                                        strides);
 }
 
+/// Slices `parts`' token operands (q, k, v and the per-token gates, beta,
+/// a, b: [B,T,...]) to `size` tokens from `start`.
+static void sliceTokens(OpBuilder &b, Location loc, RecurrenceParts &parts,
+                        OpFoldResult start, OpFoldResult size) {
+  for (Value *x : {&parts.q, &parts.k, &parts.v, &parts.g, &parts.gv,
+                   &parts.beta, &parts.a, &parts.b})
+    if (*x)
+      *x = sliceDim(b, loc, *x, 1, start, size);
+}
+
 /// `parts`' recurrence (one segment of tokens per batch, no cu_seqlens) with
 /// the state after every `every` tokens: a loop over the T/every whole
 /// segments, each an la.recurrence over its tokens from the state the
@@ -498,10 +508,7 @@ static SmallVector<Value> buildSegments(OpBuilder &b, Location loc,
   auto segment = [&](OpBuilder &nb, Location l, OpFoldResult start,
                      OpFoldResult size, Value o, Value state) {
     RecurrenceParts part = parts;
-    for (Value *x : {&part.q, &part.k, &part.v, &part.g, &part.gv, &part.beta,
-                     &part.a, &part.b})
-      if (*x)
-        *x = sliceDim(nb, l, *x, 1, start, size);
+    sliceTokens(nb, l, part, start, size);
     part.oInit = sliceDim(nb, l, o, 1, start, size);
     part.initialState = state;
     RecurrenceOp recurrence = part.build(nb, l);
@@ -632,11 +639,7 @@ buildCheckpointedRecurrence(OpBuilder &b, Location loc, RecurrenceParts parts,
         Value length = arith::SubIOp::create(nb, l, end, start);
         RecurrenceParts sequence = parts;
         sequence.cuSeqlens = Value();
-        for (Value *x :
-             {&sequence.q, &sequence.k, &sequence.v, &sequence.g, &sequence.gv,
-              &sequence.beta, &sequence.a, &sequence.b})
-          if (*x)
-            *x = sliceDim(nb, l, *x, 1, start, length);
+        sliceTokens(nb, l, sequence, start, length);
         sequence.oInit = sliceDim(nb, l, iterArgs[0], 1, start, length);
         sequence.initialState =
             sliceDim(nb, l, parts.initialState, 0, i, nb.getIndexAttr(1));
