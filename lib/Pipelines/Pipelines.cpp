@@ -156,6 +156,7 @@ void mlir::la::buildLowerToCPUPipeline(OpPassManager &pm,
     fuseOptions.valueTile = options.valueTile;
     fuseOptions.packInputs = options.packInputs;
     fuseOptions.peelTail = options.peelTail;
+    fuseOptions.sequenceTasks = options.sequenceTasks;
     pm.addPass(createLaFuseRecurrencePass(fuseOptions));
     LaChunkPassOptions chunkOptions;
     chunkOptions.chunkSize = options.chunkSize;
@@ -236,12 +237,13 @@ void mlir::la::buildGPUScheduleOnTensorsPipeline(
   // One chunk loop per task, which la-tile-for-gpu maps (a partial last
   // chunk is padded inside it).
   fuseOptions.peelTail = false;
-  // Packed sequences have run-time lengths, which the GPU's tasks do not
-  // take: la-chunk lowers them.
-  fuseOptions.splitSequences = false;
+  // Packed sequences are blocks of their own (a loop over them outside the
+  // tasks would have no kernel form).
+  fuseOptions.sequenceTasks = true;
   pm.addPass(createLaFuseRecurrencePass(fuseOptions));
-  // What does not fuse (cu_seqlens) is chunked; la-map-to-gpu reports the
-  // loops over sequences that it leaves outside the tasks.
+  // What does not fuse (the chunk-parallel schedule) is chunked;
+  // la-map-to-gpu reports the loops over packed sequences that la-chunk
+  // leaves outside the tasks.
   LaChunkPassOptions chunkOptions;
   chunkOptions.chunkSize = options.chunkSize;
   pm.addPass(createLaChunkPass(chunkOptions));

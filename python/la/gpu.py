@@ -699,9 +699,8 @@ def compile_attention(output_path, variant, B, T, H, K, V, HV=None, *, dtype="f3
     instead (entry ``attention_grad``, derived by la-derive-backward and
     lowered by la-lower-to-nvvm: the adjoint recurrences and the kernels
     between them); :meth:`AttentionKernel.run` then returns the gradients.
-    The general low-rank form (Gated DeltaNet-2, the dplr rule) and
-    ``cu_seqlens`` have no GPU backward yet (a :class:`GpuCompileError`
-    says so).
+    Packed sequences (``cu_seqlens_len``) run one block per sequence and
+    value head (tile), forward and backward.
 
     ``HQ`` (a multiple of ``H``, with ``HV == H``) compiles grouped query
     heads: q and o with ``HQ`` heads over ``H`` key/value heads and states.

@@ -247,14 +247,18 @@ def _emulated_gradients(variant, inputs, do, d_final, chunk, chunk_parallel=Fals
 
     B, T, H, K = inputs["q"].shape
     HV, V = inputs["v"].shape[2:]
+    cu_seqlens = inputs.get("cu_seqlens")
     text = runner.attention_mlir(variant, B, T, H, K, V, HV, has_initial_state=True,
                                  output_final_state=True, log_decay=inputs.get("log_decay"),
+                                 cu_seqlens_len=None if cu_seqlens is None else len(cu_seqlens),
                                  **attrs)
     module = ir.Module.parse(text)
     ir.PassManager.parse(f"builtin.module(la-derive-backward{{checkpoint={chunk} "
                          "keep-forward=0})").run(module)
     order = token_operands(variant) + ["initial_state"]
     names = [name for name in order if name in DIFFERENTIABLE]
+    if cu_seqlens is not None:
+        order.append("cu_seqlens")
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "grad.mlir")
         with open(path, "w") as f:
@@ -267,11 +271,13 @@ def _emulated_gradients(variant, inputs, do, d_final, chunk, chunk_parallel=Fals
     return dict(zip(names, values))
 
 
-#: The forward tests' shapes that the GPU path takes (no packed sequences):
-#: T < C, T % C != 0, B > 1, grouped value heads, K != V, strong gates; the
-#: general low-rank form (Gated DeltaNet-2's and the dplr rule's) too, its
-#: adjoint chunked like the delta rule's.
-GPU_CASES = [case for case in CASES if "cu_seqlens" not in case[8]]
+#: The forward tests' shapes, all of which the GPU path takes: T < C,
+#: T % C != 0, B > 1, grouped value heads, K != V, strong gates, packed
+#: sequences (an empty one, one of one token, one alone: blocks of their own,
+#: each sequence's edges and gate sums in kernels of one block); the general
+#: low-rank form (Gated DeltaNet-2's and the dplr rule's) too, its adjoint
+#: chunked like the delta rule's.
+GPU_CASES = CASES
 
 
 @pytest.mark.skipif(runner.find_la_run() is None, reason="la-run is not built")

@@ -360,16 +360,70 @@ def test_backward_library(tmp_path, mock_driver):
 
 
 @needs_tools
-def test_backward_without_gpu_form_is_a_clear_error(tmp_path):
-    # Packed sequences' backward runs a loop over the sequences, which has
-    # no GPU form: the error names the op and why, and no library is left.
-    path = tmp_path / "gdn-packed-grad.so"
+def test_packed_sequences_library(tmp_path, mock_driver):
+    # Packed sequences: a kernel that zero-fills the output, then one block
+    # per (sequence, value head, value tile) = 3 x 2 x 2, each reading its
+    # offsets from cu_seqlens (the library's parameter after the initial
+    # state).
+    path = str(tmp_path / "gdn-packed.so")
+    manifest = gpu.compile_attention(path, "gated_deltanet", 1, 50, 2, 32, 32,
+                                     has_initial_state=True, cu_seqlens_len=4)
+    assert [p["name"] for p in manifest["params"]] == [
+        "q", "k", "v", "g", "beta", "initial_state", "cu_seqlens", "o", "final_state"]
+    proc = _python(f"""
+        import numpy as np
+        from la import gpu, testing
+        kernel = gpu.load_attention({path!r})
+        inputs = testing.make_inputs("gated_deltanet", 1, 50, 2, 32, 32,
+                                     with_initial_state=True, cu_seqlens=[0, 7, 7, 50])
+        o, s = kernel.run(inputs, fill=1.5)
+        print(o.shape, s.shape)
+        """, mock_driver)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "(1, 50, 2, 32) (3, 2, 32, 32)"
+    assert re.search(r"^mock launch: attention_kernel grid 3x2x2 block 256x1x1 shared \d+$",
+                     proc.stderr, re.M), proc.stderr
+
+
+@needs_tools
+def test_no_gpu_form_is_a_clear_error(tmp_path):
+    # Checkpoints are a loop over segments outside the tasks that carries
+    # the state: no GPU form. The error names them, and no library is left.
+    mlir = runner.attention_mlir("gla", 1, 32, 1, 16, 16, checkpoint_every=8)
+    path = tmp_path / "checkpoints.so"
     with pytest.raises(gpu.GpuCompileError,
-                       match="runs in a loop outside the attention's GPU tasks") as error:
-        gpu.compile_attention(str(path), "gated_deltanet", 1, 32, 1, 16, 16,
-                              has_initial_state=True, backward=True, cu_seqlens_len=3)
+                       match="checkpoints and token-by-token programs have no GPU form") as error:
+        gpu.compile_library(mlir, str(path))
     assert error.value.step == "lower"
     assert not path.exists()
+
+
+@needs_tools
+def test_packed_sequences_backward_library(tmp_path, mock_driver):
+    # Packed sequences' backward: the adjoint recurrences as blocks per
+    # (sequence, value head), each sequence's edges and gate sums in kernels
+    # of one block that read the offsets themselves; the library builds
+    # (ptxas accepts it) and launches through the fake driver.
+    path = str(tmp_path / "gdn-packed-grad.so")
+    manifest = gpu.compile_attention(path, "gated_deltanet", 1, 32, 1, 16, 16,
+                                     has_initial_state=True, backward=True, cu_seqlens_len=3)
+    assert manifest["entry"] == "attention_grad"
+    assert "cu_seqlens" in [p["name"] for p in manifest["params"]]
+    proc = _python(f"""
+        import numpy as np
+        from la import gpu, testing
+        kernel = gpu.load_attention({path!r})
+        inputs = testing.make_inputs("gated_deltanet", 1, 32, 1, 16, 16,
+                                     with_initial_state=True, cu_seqlens=[0, 9, 32])
+        inputs["do"] = np.ones((1, 32, 1, 16), np.float32)
+        inputs["d_final_state"] = np.ones((2, 1, 16, 16), np.float32)
+        grads = kernel.run(inputs, fill=1.5)
+        print(grads["initial_state"].shape)
+        """, mock_driver)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "(2, 1, 16, 16)"
+    assert re.search(r"^mock launch: attention_grad_kernel\S* grid 2x1x1 ", proc.stderr, re.M), \
+        proc.stderr
 
 
 @needs_tools

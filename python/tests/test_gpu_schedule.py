@@ -168,3 +168,44 @@ def test_chunk_parallel_schedule_matches_reference(variant, target, shape):
                                    chunk_parallel=True, **where)
     assert lt.rel_rms(o_ref, o) < TOL
     assert lt.rel_rms(s_ref, s) < TOL
+
+
+# Packed sequences (cu_seqlens): one block per (sequence, value head, value
+# tile), reading its sequence's offsets and running the chunks of its
+# run-time length (la-fuse-recurrence's sequence-tasks; under both
+# schedules, whose chunk-parallel form has no per-sequence program). An
+# empty sequence first and in the middle, one shorter than a chunk, one of
+# exactly two chunks, one with a partial last chunk; grouped value heads,
+# K != V, initial states.
+PACKED = [0, 0, 5, 21, 21, 53, 85]
+
+
+@pytest.mark.parametrize("variant", EMULATED + ["rwkv7"])
+@pytest.mark.parametrize("target", ["gpu-schedule", "gpu-emulator"])
+@pytest.mark.parametrize("schedule", ["fused", "chunk-parallel"])
+def test_packed_sequences_on_the_gpu(variant, target, schedule):
+    inputs = lt.make_inputs(variant, 1, PACKED[-1], 2, 16, 24, HV=4, seed=12,
+                            with_initial_state=True, cu_seqlens=PACKED)
+    o_ref, s_ref = lt.reference_for(variant, inputs)
+    where = {"gpu_schedule": True} if target == "gpu-schedule" else {"target": target}
+    o, s, _ = runner.run_attention(variant, inputs, chunk_size=16, value_tile=8,
+                                   chunk_parallel=schedule == "chunk-parallel", **where)
+    assert lt.rel_rms(o_ref, o) < TOL
+    assert lt.rel_rms(s_ref, s) < TOL
+
+
+@pytest.mark.parametrize("options", [{"tensor_cores": True, "mma_precision": "bf16"},
+                                     {"dtype": "bf16"}, {"state_in_shared_memory": True}],
+                         ids=["mma-bf16", "bf16-inputs", "state-in-shared-memory"])
+def test_packed_sequences_on_the_gpu_options(options):
+    # The tensor cores' fragments, bf16 inputs and the running state in
+    # shared memory, each with packed sequences (la-lower-to-nvvm's default
+    # chunks and value tiles: 16).
+    inputs = lt.make_inputs("gated_deltanet", 1, PACKED[-1], 2, 16, 32, seed=13,
+                            with_initial_state=True, cu_seqlens=PACKED)
+    dtype = options.get("dtype", "f32")
+    o_ref, s_ref = lt.reference_for("gated_deltanet", runner.prepare_inputs(inputs, dtype))
+    o, s, _ = runner.run_attention("gated_deltanet", inputs, target="gpu-emulator", **options)
+    tol = TOL if options.get("state_in_shared_memory") else 1e-2
+    assert lt.rel_rms(o_ref, o) < tol
+    assert lt.rel_rms(s_ref, s) < tol

@@ -118,3 +118,74 @@ func.func @padded(%q: tensor<1x40x1x16xf32>, %k: tensor<1x40x1x16xf32>,
       -> tensor<1x40x1x16xf32>
   return %o : tensor<1x40x1x16xf32>
 }
+
+// -----
+
+// Packed sequences: one block per (sequence, value head) = 3 x 2, after a
+// kernel that zero-fills the output (tokens outside every sequence). Each
+// block reads its sequence's offsets from cu_seqlens (clamped into [0, T]),
+// runs the chunks of its run-time length and writes its rows of the output
+// and its row of the final state. The ptxas-accepted PTX reads the offsets
+// from global memory.
+// RET-LABEL: func.func @packed
+// RET-SAME: %[[CU:[a-z0-9]+]]: memref<4xi32>, %[[O:[a-z0-9]+]]: memref<1x64x2x16xf32>, %[[S:[a-z0-9]+]]: memref<3x2x16x16xf32>)
+// RET: gpu.launch
+// RET: linalg.fill
+// RET: gpu.launch blocks(%[[N:[^,]*]], %[[H:[^,]*]], %{{[^)]*}}) in (%{{.*}} = %c3, %{{.*}} = %c2, %{{.*}} = %c1)
+// RET: %[[NEXT:.*]] = arith.addi %[[N]], %c1
+// RET: %[[RAW0:.*]] = memref.load %[[CU]][%[[N]]]
+// RET: %[[RAW1:.*]] = memref.load %[[CU]][%[[NEXT]]]
+// RET: %[[START:.*]] = arith.minsi
+// RET: %[[END:.*]] = arith.minsi
+// RET: %[[LEN:.*]] = arith.subi %[[END]], %[[START]]
+// RET: %[[OS:.*]] = memref.subview %[[O]][0, %[[START]], %[[H]], 0] [1, %[[LEN]], 1, 16]
+// RET: scf.for %{{.*}} = %c0 to %[[LEN]] step %c16 {
+// RET: memref.subview %[[S]][%[[N]], %[[H]], 0, 0] [1, 1, 16, 16]
+// RET: gpu.terminator
+// RET-NOT: gpu.launch
+// RET: return
+// PTX: .visible .entry packed_kernel(
+// PTX: .visible .entry packed_kernel(
+// PTX: ld.global.s32 %{{.*}}, [%{{.*}}+4];
+func.func @packed(%q: tensor<1x64x2x16xf32>, %k: tensor<1x64x2x16xf32>,
+                  %v: tensor<1x64x2x16xf32>, %g: tensor<1x64x2xf32>,
+                  %beta: tensor<1x64x2xf32>, %s0: tensor<3x2x16x16xf32>,
+                  %cu: tensor<4xi32>)
+    -> (tensor<1x64x2x16xf32>, tensor<3x2x16x16xf32>) {
+  %o, %s = la.attention gated_deltanet %q, %k, %v g(%g : tensor<1x64x2xf32>)
+      beta(%beta : tensor<1x64x2xf32>) initial_state(%s0 : tensor<3x2x16x16xf32>)
+      cu_seqlens(%cu : tensor<4xi32>)
+      : tensor<1x64x2x16xf32>, tensor<1x64x2x16xf32>, tensor<1x64x2x16xf32>
+      -> tensor<1x64x2x16xf32>, tensor<3x2x16x16xf32>
+  return %o, %s : tensor<1x64x2x16xf32>, tensor<3x2x16x16xf32>
+}
+
+// -----
+
+// The backward of packed sequences: the adjoint recurrences as blocks per
+// sequence (grid 2 x 1 x 1: two sequences, one value head), each reading its
+// offsets; each sequence's edges (the shifted gates' first and last tokens)
+// and the gate's reverse sums in kernels of one block that loop over the
+// sequences and read the offsets themselves. No offset is read on the host
+// (la-map-to-gpu would refuse a host load).
+// RET-LABEL: func.func @packed_backward
+// RET-SAME: %[[CU:[a-z0-9]+]]: memref<3xi32>
+// RET: gpu.launch blocks({{.*}}) in (%{{.*}} = %c1, %{{.*}} = %c1, %{{.*}} = %c1)
+// RET: scf.for %[[N:.*]] = %c0 to %c2 step %c1 {
+// RET-NEXT: arith.addi %[[N]], %c1
+// RET-NEXT: memref.load %[[CU]][%[[N]]] : memref<3xi32>
+// RET: gpu.launch blocks(%[[SEQ:[^,]*]], {{.*}}) in (%{{.*}} = %c2, %{{.*}} = %c1, %{{.*}} = %c1) {{.*}} dynamic_shared_memory_size
+// RET: memref.load %[[CU]][%[[SEQ]]] : memref<3xi32>
+// RET: gpu.launch blocks(%[[SEQ2:[^,]*]], {{.*}}) in (%{{.*}} = %c2, %{{.*}} = %c1, %{{.*}} = %c1) {{.*}} dynamic_shared_memory_size
+// RET: memref.load %[[CU]][%[[SEQ2]]] : memref<3xi32>
+// RET: return
+func.func @packed_backward(%q: tensor<1x64x1x16xf32>, %v: tensor<1x64x1x16xf32>,
+                           %g: tensor<1x64x1xf32>, %cu: tensor<3xi32>)
+    -> (tensor<1x64x1x16xf32>, tensor<1x64x1xf32>) {
+  %dq, %dk, %dv, %dg = la.attention_grad mamba2 %q, %q, %v g(%g : tensor<1x64x1xf32>)
+      cu_seqlens(%cu : tensor<3xi32>) d_o(%v : tensor<1x64x1x16xf32>)
+      : tensor<1x64x1x16xf32>, tensor<1x64x1x16xf32>, tensor<1x64x1x16xf32>
+      -> tensor<1x64x1x16xf32>, tensor<1x64x1x16xf32>, tensor<1x64x1x16xf32>,
+         tensor<1x64x1xf32>
+  return %dq, %dg : tensor<1x64x1x16xf32>, tensor<1x64x1xf32>
+}

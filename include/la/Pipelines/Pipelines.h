@@ -77,6 +77,13 @@ struct LowerToCPUOptions : public PassPipelineOptions<LowerToCPUOptions> {
                      "partial chunk is padded inside the loop, so one chunk "
                      "program serves every chunk (half the code)"),
       llvm::cl::init(false)};
+  PassOptions::Option<bool> sequenceTasks{
+      *this, "sequence-tasks",
+      llvm::cl::desc("fused schedule: packed sequences as tasks of their "
+                     "own, (sequence, value head) on the threads "
+                     "(la-fuse-recurrence's sequence-tasks); off: a loop "
+                     "over the sequences, each one's heads on the threads"),
+      llvm::cl::init(false)};
   PassOptions::Option<bool> prefetch{
       *this, "prefetch",
       llvm::cl::desc("fused schedule: prefetch the next chunk's inputs "

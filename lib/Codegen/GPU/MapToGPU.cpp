@@ -39,6 +39,7 @@
 #include "mlir/Interfaces/ViewLikeInterface.h"
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SetVector.h"
 
 namespace mlir::la {
 #define GEN_PASS_DEF_LAMAPTOGPUPASS
@@ -514,6 +515,58 @@ static void distributeCopy(RewriterBase &rewriter, memref::CopyOp copy,
 // Launch
 //===----------------------------------------------------------------------===//
 
+/// Clones into `launch`, at the start of its body, what its ops read that
+/// the host computed from device memory: the function's top-level loads
+/// (packed sequences' offsets, which canonicalization hoists out of a loop
+/// or a forall over one sequence) and the side-effect-free ops between them
+/// and the kernel (index arithmetic, views, an scf.if choosing a view). The
+/// originals die once no kernel uses them (launchWorkOutsideTasks erases
+/// them).
+static void cloneDeviceScalarsInto(RewriterBase &rewriter,
+                                   gpu::LaunchOp launch) {
+  Block *host = launch->getBlock();
+  llvm::SetVector<Operation *> slice;
+  SmallVector<Value> worklist;
+  auto pushOperands = [&](Region &region) {
+    region.walk([&](Operation *nested) {
+      for (Value operand : nested->getOperands())
+        worklist.push_back(operand);
+    });
+  };
+  pushOperands(launch.getBody());
+  bool readsMemory = false;
+  while (!worklist.empty()) {
+    Operation *producer = worklist.pop_back_val().getDefiningOp();
+    if (!producer || producer->getBlock() != host || slice.contains(producer))
+      continue;
+    bool load = isa<memref::LoadOp>(producer);
+    if (!load && !isMemoryEffectFree(producer))
+      continue;
+    readsMemory |= load;
+    slice.insert(producer);
+    for (Value operand : producer->getOperands())
+      worklist.push_back(operand);
+    for (Region &region : producer->getRegions())
+      pushOperands(region);
+  }
+  if (!readsMemory)
+    return;
+  SmallVector<Operation *> ordered = slice.takeVector();
+  llvm::sort(ordered,
+             [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+  IRMapping mapping;
+  OpBuilder::InsertionGuard guard(rewriter);
+  rewriter.setInsertionPointToStart(&launch.getBody().front());
+  for (Operation *producer : ordered)
+    rewriter.clone(*producer, mapping);
+  launch.getBody().walk([&](Operation *nested) {
+    for (OpOperand &operand : nested->getOpOperands())
+      if (Value clone = mapping.lookupOrNull(operand.get()))
+        if (clone.getDefiningOp() != nested)
+          rewriter.modifyOpInPlace(nested, [&] { operand.set(clone); });
+  });
+}
+
 FailureOr<gpu::LaunchOp>
 mlir::la::mapTasksToLaunch(RewriterBase &rewriter, scf::ForallOp tasks,
                            const GPUMappingOptions &options) {
@@ -754,13 +807,14 @@ static LogicalResult launchInOneBlock(RewriterBase &rewriter, Operation *loop,
   if (loop->getNumResults() != 0)
     return loop->emitOpError(
         "runs outside the attention's GPU tasks and returns values, which "
-        "la-map-to-gpu cannot place on the GPU (a kernel returns nothing)");
+        "la-map-to-gpu cannot place on the GPU (a kernel returns nothing; "
+        "checkpoints and token-by-token programs have no GPU form yet)");
   WalkResult allocates = loop->walk([&](Operation *op) {
     if (isa<memref::AllocOp, memref::AllocaOp, scf::ForallOp>(op)) {
       op->emitOpError("runs in a loop outside the attention's GPU tasks, "
                       "which la-map-to-gpu cannot place on the GPU (a kernel "
-                      "allocates nothing; packed sequences, checkpoints and "
-                      "token-by-token programs have no GPU form yet)");
+                      "allocates nothing; checkpoints and token-by-token "
+                      "programs have no GPU form yet)");
       return WalkResult::interrupt();
     }
     return WalkResult::advance();
@@ -835,6 +889,17 @@ static LogicalResult launchWorkOutsideTasks(RewriterBase &rewriter,
       if (failed(launchInOneBlock(rewriter, op, options)))
         return failure();
   }
+  // Loads whose values the kernels now read themselves (and what only they
+  // used).
+  for (auto launch : func.getBody().getOps<gpu::LaunchOp>())
+    cloneDeviceScalarsInto(rewriter, launch);
+  SmallVector<Operation *> remaining;
+  for (Operation &op : func.getBody().getOps())
+    remaining.push_back(&op);
+  for (Operation *op : llvm::reverse(remaining))
+    if (op->use_empty() && !op->hasTrait<OpTrait::IsTerminator>() &&
+        (isa<memref::LoadOp>(op) || isMemoryEffectFree(op)))
+      rewriter.eraseOp(op);
   return success();
 }
 

@@ -6,11 +6,13 @@
 // THREADS: la-map-to-gpu: 'threads-per-block' must be in [1, 1024], got 2000
 // PRECISION: for the --mma-precision option: Cannot find option named 'fp8'!
 
-// The host reads device memory: no kernel form.
-func.func @host_reads_device_memory(%a: memref<8xf32>, %out: memref<8xf32>) {
+// The host writes device memory: no kernel form. (A host load that a
+// kernel uses is read by the kernel itself: map-to-gpu.mlir.)
+func.func @host_writes_device_memory(%a: memref<8xf32>, %out: memref<8xf32>) {
   %c0 = arith.constant 0 : index
+  %x = arith.constant 1.0 : f32
   // expected-error @below {{runs outside the attention's GPU tasks, which la-map-to-gpu cannot place on the GPU}}
-  %x = memref.load %a[%c0] : memref<8xf32>
+  memref.store %x, %a[%c0] : memref<8xf32>
   linalg.fill ins(%x : f32) outs(%out : memref<8xf32>)
   return
 }

@@ -293,3 +293,43 @@ func.func @token_loop_outside_tasks(%x: memref<16x8xf32>, %acc: memref<8xf32>,
   }
   return
 }
+
+// -----
+
+// Scalars that the host would read from device memory (packed sequences'
+// offsets, hoisted out of a loop over one sequence) and what the host
+// computes from them (bounds, a view, an scf.if choosing a view) are
+// computed by each kernel that uses them; nothing reads device memory on
+// the host.
+// CHECK-LABEL: func.func @offsets_read_in_the_kernels
+// CHECK-SAME: (%[[CU:[^:]*]]: memref<2xi32>, %[[X:[^:]*]]: memref<8xf32>, %[[Y:[^:]*]]: memref<8xf32>)
+// CHECK-NOT: memref.load
+// CHECK: gpu.launch
+// CHECK: %[[RAW:.*]] = memref.load %[[CU]][%{{.*}}] : memref<2xi32>
+// CHECK: %[[START:.*]] = arith.index_cast %[[RAW]]
+// CHECK: %[[ROW:.*]] = scf.if
+// CHECK: memref.subview %[[X]][%[[START]]] [1] [1]
+// CHECK: memref.subview %[[ROW]][
+// CHECK: linalg.copy
+// CHECK: gpu.terminator
+// CHECK-NOT: memref.load
+// CHECK: return
+func.func @offsets_read_in_the_kernels(%cu: memref<2xi32>, %x: memref<8xf32>,
+                                       %y: memref<8xf32>) {
+  %c0 = arith.constant 0 : index
+  %raw = memref.load %cu[%c0] : memref<2xi32>
+  %start = arith.index_cast %raw : i32 to index
+  %c8 = arith.constant 8 : index
+  %inside = arith.cmpi ult, %start, %c8 : index
+  %row = scf.if %inside -> (memref<1xf32, strided<[1], offset: ?>>) {
+    %view = memref.subview %x[%start] [1] [1] : memref<8xf32> to memref<1xf32, strided<[1], offset: ?>>
+    scf.yield %view : memref<1xf32, strided<[1], offset: ?>>
+  } else {
+    %c7 = arith.constant 7 : index
+    %last = memref.subview %x[%c7] [1] [1] : memref<8xf32> to memref<1xf32, strided<[1], offset: ?>>
+    scf.yield %last : memref<1xf32, strided<[1], offset: ?>>
+  }
+  %out = memref.subview %y[%c0] [1] [1] : memref<8xf32> to memref<1xf32, strided<[1], offset: ?>>
+  memref.copy %row, %out : memref<1xf32, strided<[1], offset: ?>> to memref<1xf32, strided<[1], offset: ?>>
+  return
+}

@@ -147,18 +147,24 @@ func.func @gla(%q: !qk, %k: !qk, %v: !v, %g: !qk, %s0: !s, %do: !v,
 // CHECK: %[[PADDED:.*]] = tensor.pad
 // CHECK: %[[SHIFTED:.*]] = scf.for {{.*}} iter_args(%[[ACC:.*]] = %[[PADDED]]) -> (tensor<1x8x2xf32>)
 // CHECK: scf.if
-// CHECK: tensor.insert_slice %{{.*}} into %[[ACC]][0, %{{.*}}, 0] [1, 1, 2]
+// CHECK: %[[EDGE:.*]] = tensor.extract_slice %[[ACC]][0, %[[LAST:.*]], 0] [1, 1, 2]
+// CHECK: %[[ZERO:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%[[EDGE]] : tensor<1x2xf32>)
+// CHECK: tensor.insert_slice %[[ZERO]] into %[[ACC]][0, %[[LAST]], 0] [1, 1, 2]
 // CHECK: la.recurrence decay(scalar) low_rank(none) %[[DO]], %[[V]], %[[K]] g(%[[G]] : tensor<1x8x2xf32>) cu_seqlens(%[[CU]] : tensor<3xi32>) outs({{.*}}) {scale = 5.000000e-01 : f32}
 // CHECK: %[[DV:.*]], %[[G0S:.*]] = la.recurrence decay(scalar) low_rank(none) %[[K]], %[[Q]], %[[DO]] g(%[[SHIFTED]] : tensor<1x8x2xf32>) cu_seqlens(%[[CU]] : tensor<3xi32>) outs(%{{.*}}, %{{.*}} : {{.*}}) {reverse, scale = 5.000000e-01 : f32}
 // CHECK: %[[G0:.*]] = linalg.generic {{.*}} ins(%[[G0S]] :
 // CHECK: %[[FIRST:.*]] = scf.for {{.*}} -> (tensor<2x2xf32>)
 // CHECK: %[[DS0:.*]] = linalg.generic {{.*}} ins(%[[FIRST]], %[[G0]] :
 // CHECK: la.recurrence decay(scalar) low_rank(none) %[[V]], %[[DO]], %[[Q]] g(%[[SHIFTED]] : tensor<1x8x2xf32>) cu_seqlens(%[[CU]] : tensor<3xi32>) {{.*}} {reverse, scale = 5.000000e-01 : f32}
-// CHECK: %[[DG:.*]] = scf.for {{.*}} -> (tensor<1x8x2xf32>)
+// The gate's reverse sums per sequence carry their running sum in one row
+// made before the loop over the sequences (no buffer per sequence).
+// CHECK: %[[SUMROW:.*]] = tensor.empty() : tensor<1x2xf32>
+// CHECK: %[[DG:.*]]:2 = scf.for {{.*}} iter_args(%{{.*}}, %[[ROW:.*]] = %[[SUMROW]]) -> (tensor<1x8x2xf32>, tensor<1x2xf32>)
 // CHECK: scf.if
-// CHECK: scf.for
+// CHECK: %[[FIRST_SUM:.*]] = linalg.copy ins(%{{.*}} : tensor<1x2xf32>) outs(%[[ROW]] : tensor<1x2xf32>)
+// CHECK: scf.for {{.*}} iter_args(%{{.*}} = %[[FIRST_SUM]], %{{.*}} = %{{.*}})
 // CHECK: tensor.extract_slice %[[Q]]
-// CHECK: return %{{.*}}, %{{.*}}, %[[DV]], %[[DS0]], %[[DG]]
+// CHECK: return %{{.*}}, %{{.*}}, %[[DV]], %[[DS0]], %[[DG]]#0
 func.func @packed(%q: !qk, %k: !qk, %v: !v, %g: !h, %s2: !s2, %cu: tensor<3xi32>,
                   %do: !v, %dsf: !s2) -> (!qk, !qk, !v, !s2, !h) {
   %r:5 = la.recurrence_grad decay(scalar) low_rank(none) %q, %k, %v g(%g : !h)

@@ -156,7 +156,7 @@ module attributes {transform.with_named_sequence} {
 func.func @packed_sequences(%q: tensor<1x8x2x4xf32>, %cu: tensor<3xi32>) -> tensor<1x8x2x4xf32> {
   %oi = tensor.empty() : tensor<1x8x2x4xf32>
   %s0 = arith.constant dense<0.0> : tensor<2x2x4x4xf32>
-  // expected-error @+3 {{with 'cu_seqlens' cannot be tiled along B or T}}
+  // expected-error @+3 {{with 'cu_seqlens' cannot be tiled along T}}
   // expected-error @+2 {{faild to tile operation}}
   // expected-error @+1 {{failed to generate tiling loops}}
   %o, %s = la.recurrence decay(none) low_rank(none) %q, %q, %q cu_seqlens(%cu : tensor<3xi32>) outs(%oi, %s0 : tensor<1x8x2x4xf32>, tensor<2x2x4x4xf32>) {scale = 0.5 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32> -> tensor<1x8x2x4xf32>, tensor<2x2x4x4xf32>
@@ -167,6 +167,107 @@ module attributes {transform.with_named_sequence} {
   transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {
     %r = transform.structured.match ops{["la.recurrence"]} in %root : (!transform.any_op) -> !transform.any_op
     %tiled, %loop = transform.structured.tile_using_for %r tile_sizes [0, 4] : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    transform.yield
+  }
+}
+
+// -----
+
+// Two of three packed sequences are not a tile: one at a time, or all.
+func.func @two_sequences(%q: tensor<1x8x2x4xf32>, %cu: tensor<4xi32>) -> tensor<1x8x2x4xf32> {
+  %oi = tensor.empty() : tensor<1x8x2x4xf32>
+  %s0 = arith.constant dense<0.0> : tensor<3x2x4x4xf32>
+  // expected-error @+3 {{with 'cu_seqlens' can only be tiled along its sequences one at a time}}
+  // expected-error @+2 {{faild to tile operation}}
+  // expected-error @+1 {{failed to generate tiling loops}}
+  %o, %s = la.recurrence decay(none) low_rank(none) %q, %q, %q cu_seqlens(%cu : tensor<4xi32>) outs(%oi, %s0 : tensor<1x8x2x4xf32>, tensor<3x2x4x4xf32>) {scale = 0.5 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32> -> tensor<1x8x2x4xf32>, tensor<3x2x4x4xf32>
+  return %o : tensor<1x8x2x4xf32>
+}
+
+module attributes {transform.with_named_sequence} {
+  transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {
+    %r = transform.structured.match ops{["la.recurrence"]} in %root : (!transform.any_op) -> !transform.any_op
+    %tiled, %loop = transform.structured.tile_using_for %r tile_sizes [2] : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    transform.yield
+  }
+}
+
+// -----
+
+// Packed sequences as tasks: the iteration domain's first loop runs over the
+// N = 3 sequences (not B = 1); a tile of one sequence n is the recurrence
+// of its tokens [cu[n], cu[n+1]) (clamped into [0, T]) with its state row,
+// without cu_seqlens, and its output rows are those tokens.
+// CHECK-LABEL: func.func @sequence_tasks
+// CHECK-SAME: (%[[Q:[^:]*]]: tensor<1x8x2x4xf32>, %[[G:[^:]*]]: tensor<1x8x2xf32>, %[[CU:[^:]*]]: tensor<4xi32>, %[[S0:[^:]*]]: tensor<3x2x4x4xf32>)
+// CHECK: scf.forall (%[[N:.*]], %[[H:.*]]) in (3, 2) shared_outs(%[[OA:.*]] = %{{.*}}, %[[SA:.*]] = %[[S0]])
+// CHECK: %[[N1:.*]] = arith.addi %[[N]]
+// CHECK: %[[RS:.*]] = tensor.extract %[[CU]][%[[N]]]
+// CHECK: %[[RE:.*]] = tensor.extract %[[CU]][%[[N1]]]
+// CHECK: %[[START:.*]] = arith.minsi
+// CHECK: %[[END:.*]] = arith.minsi
+// CHECK: %[[LEN:.*]] = arith.subi %[[END]], %[[START]]
+// CHECK-DAG: %[[QT:.*]] = tensor.extract_slice %[[Q]][0, %[[START]], %[[H]], 0] [1, %[[LEN]], 1, 4]
+// CHECK-DAG: %[[GT:.*]] = tensor.extract_slice %[[G]][0, %[[START]], %[[H]]] [1, %[[LEN]], 1]
+// CHECK-DAG: %[[OT:.*]] = tensor.extract_slice %[[OA]][0, %[[START]], %[[H]], 0] [1, %[[LEN]], 1, 4]
+// CHECK-DAG: %[[ST:.*]] = tensor.extract_slice %[[SA]][%[[N]], %[[H]], 0, 0] [1, 1, 4, 4]
+// CHECK: %[[O:.*]], %[[S:.*]] = la.recurrence decay(scalar) low_rank(none) %[[QT]], %[[QT]], %[[QT]] g(%[[GT]] : tensor<1x?x1xf32>) outs(%[[OT]], %[[ST]] : tensor<1x?x1x4xf32>, tensor<1x1x4x4xf32>) {reverse, scale = 5.000000e-01 : f32}
+// CHECK-NOT: cu_seqlens
+// CHECK: tensor.parallel_insert_slice %[[O]] into %[[OA]][0, %[[START]], %[[H]], 0] [1, %[[LEN]], 1, 4]
+// CHECK: tensor.parallel_insert_slice %[[S]] into %[[SA]][%[[N]], %[[H]], 0, 0] [1, 1, 4, 4]
+func.func @sequence_tasks(%q: tensor<1x8x2x4xf32>, %g: tensor<1x8x2xf32>, %cu: tensor<4xi32>, %s0: tensor<3x2x4x4xf32>) -> (tensor<1x8x2x4xf32>, tensor<3x2x4x4xf32>) {
+  %oi = tensor.empty() : tensor<1x8x2x4xf32>
+  %o, %s = la.recurrence decay(scalar) low_rank(none) %q, %q, %q g(%g : tensor<1x8x2xf32>) cu_seqlens(%cu : tensor<4xi32>) outs(%oi, %s0 : tensor<1x8x2x4xf32>, tensor<3x2x4x4xf32>) {reverse, scale = 0.5 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32> -> tensor<1x8x2x4xf32>, tensor<3x2x4x4xf32>
+  return %o, %s : tensor<1x8x2x4xf32>, tensor<3x2x4x4xf32>
+}
+
+module attributes {transform.with_named_sequence} {
+  transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {
+    %r = transform.structured.match ops{["la.recurrence"]} in %root : (!transform.any_op) -> !transform.any_op
+    %tiled, %forall = transform.structured.tile_using_forall %r tile_sizes [1, 0, 1] : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    transform.yield
+  }
+}
+
+// -----
+
+// A run-time number of sequences: the forall's bound is the size of
+// cu_seqlens minus one; a tile of value heads alone keeps every sequence
+// (and cu_seqlens).
+// CHECK-LABEL: func.func @dynamic_sequences
+// CHECK-SAME: (%[[Q:[^:]*]]: tensor<1x?x2x4xf32>, %[[CU:[^:]*]]: tensor<?xi32>, %[[S0:[^:]*]]: tensor<?x2x4x4xf32>)
+// CHECK: %[[C0:.*]] = arith.constant 0 : index
+// CHECK: %[[DIM:.*]] = tensor.dim %[[CU]], %[[C0]]
+// CHECK: %[[NUM:.*]] = affine.apply #{{.*}}()[%[[DIM]]]
+// CHECK: scf.forall (%[[N:.*]]) in (%[[NUM]])
+// CHECK: la.recurrence decay(none) low_rank(none) {{.*}} outs({{.*}} : tensor<1x?x2x4xf32>, tensor<1x2x4x4xf32>)
+// CHECK-LABEL: func.func @all_sequences_per_head
+// CHECK: scf.forall (%{{.*}}) in (2)
+// CHECK: la.recurrence decay(none) low_rank(none) {{.*}} cu_seqlens(%{{.*}} : tensor<?xi32>) outs({{.*}} : tensor<1x?x1x4xf32>, tensor<?x1x4x4xf32>)
+func.func @dynamic_sequences(%q: tensor<1x?x2x4xf32>, %cu: tensor<?xi32>, %s0: tensor<?x2x4x4xf32>) -> tensor<1x?x2x4xf32> {
+  %c1 = arith.constant 1 : index
+  %t = tensor.dim %q, %c1 : tensor<1x?x2x4xf32>
+  %oi = tensor.empty(%t) : tensor<1x?x2x4xf32>
+  %o, %s = la.recurrence decay(none) low_rank(none) %q, %q, %q cu_seqlens(%cu : tensor<?xi32>) outs(%oi, %s0 : tensor<1x?x2x4xf32>, tensor<?x2x4x4xf32>) {scale = 0.5 : f32} : tensor<1x?x2x4xf32>, tensor<1x?x2x4xf32>, tensor<1x?x2x4xf32> -> tensor<1x?x2x4xf32>, tensor<?x2x4x4xf32>
+  return %o : tensor<1x?x2x4xf32>
+}
+
+func.func @all_sequences_per_head(%q: tensor<1x?x2x4xf32>, %cu: tensor<?xi32>, %s0: tensor<?x2x4x4xf32>) -> tensor<1x?x2x4xf32> {
+  %c1 = arith.constant 1 : index
+  %t = tensor.dim %q, %c1 : tensor<1x?x2x4xf32>
+  %oi = tensor.empty(%t) : tensor<1x?x2x4xf32>
+  %o, %s = la.recurrence decay(none) low_rank(none) %q, %q, %q cu_seqlens(%cu : tensor<?xi32>) outs(%oi, %s0 : tensor<1x?x2x4xf32>, tensor<?x2x4x4xf32>) {scale = 0.5 : f32} : tensor<1x?x2x4xf32>, tensor<1x?x2x4xf32>, tensor<1x?x2x4xf32> -> tensor<1x?x2x4xf32>, tensor<?x2x4x4xf32>
+  return %o : tensor<1x?x2x4xf32>
+}
+
+module attributes {transform.with_named_sequence} {
+  transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {
+    %f = transform.structured.match ops{["func.func"]} attributes {sym_name = "dynamic_sequences"} in %root : (!transform.any_op) -> !transform.any_op
+    %r = transform.structured.match ops{["la.recurrence"]} in %f : (!transform.any_op) -> !transform.any_op
+    %tiled, %forall = transform.structured.tile_using_forall %r tile_sizes [1] : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    %f2 = transform.structured.match ops{["func.func"]} attributes {sym_name = "all_sequences_per_head"} in %root : (!transform.any_op) -> !transform.any_op
+    %r2 = transform.structured.match ops{["la.recurrence"]} in %f2 : (!transform.any_op) -> !transform.any_op
+    %tiled2, %forall2 = transform.structured.tile_using_forall %r2 tile_sizes [0, 0, 1] : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
     transform.yield
   }
 }

@@ -21,4 +21,23 @@
 #define GET_OP_CLASSES
 #include "la/Dialect/La/LaOps.h.inc"
 
+namespace mlir {
+namespace la {
+// Packed sequences' offsets, read where a tile of one sequence is built (the
+// ops' TilingInterface) and where the passes loop over the sequences.
+
+/// Element `index` of a 1-D integer tensor (e.g. cu_seqlens) as an index.
+Value extractIndex(OpBuilder &b, Location loc, Value tensor, Value index);
+
+/// The tokens [start, end) of packed sequence `n`: cu_seqlens[n] and
+/// cu_seqlens[n+1] clamped so that 0 <= start <= end <= `tokens`. The
+/// callers (la-run, Python) reject invalid offsets before a kernel runs; the
+/// clamp keeps a kernel called with bad offsets inside its buffers.
+std::pair<Value, Value> extractSequenceBounds(OpBuilder &b, Location loc,
+                                              Value cuSeqlens, Value n,
+                                              Value tokens);
+
+} // namespace la
+} // namespace mlir
+
 #endif // LA_DIALECT_LA_LAOPS_H

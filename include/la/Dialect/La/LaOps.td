@@ -387,16 +387,20 @@ def La_RecurrenceOp : La_Op<"recurrence", [
     `z_t . (scale q_t) + eps` where `z_t = alpha_t * z_{t-1} + k_t`. Every
     level-0 variant lowers to this op (`la-lower-to-recurrence`).
 
-    The iteration domain is (B, T, HV, V) (with grouped query heads, a tile
-    of value heads reads and writes the G query heads of each): B, HV and V
-    are parallel, T is a
+    The iteration domain is (B, T, HV, V), or (N, T, HV, V) with
+    `cu_seqlens` (with grouped query heads, a tile
+    of value heads reads and writes the G query heads of each): B (N), HV
+    and V are parallel, T is a
     reduction whose accumulator is the state, in the order the tokens are
     processed (with `reverse`, iteration t is token T - 1 - t). The op implements
     `TilingInterface`: a tile over T is the recurrence over those tokens
     whose initial state is the state carried from the tiles before it, so
     `scf::tileUsingSCF` (or `transform.structured.tile_using_for`) tiles it
     like a linalg reduction. A tile of value heads must cover whole key-head
-    groups or lie in one; with `cu_seqlens`, B and T are not tiled; a
+    groups or lie in one; with `cu_seqlens`, T is not tiled and a tile of
+    one sequence n is the recurrence of its tokens `[cu[n], cu[n+1])` (B = 1,
+    a run-time T, state row n: `scf.forall` over sequences and heads gives
+    packed sequences tasks of their own); a
     `fixed` gate is sliced only at constant head offsets.
 
     Example:
@@ -463,6 +467,9 @@ def La_RecurrenceOp : La_Op<"recurrence", [
     /// query heads per state G; else 0.
     int64_t getQueryGroupSize();
     bool hasQueryGroups() { return getQueryGroupSize() != 0; }
+    /// The iteration domain's first loop: B, or the number N of packed
+    /// sequences (the size of `cu_seqlens` minus one).
+    OpFoldResult getNumSequences(OpBuilder &b);
 
     MutableOperandRange getDpsInitsMutable() { return getOutputsMutable(); }
   }];

@@ -53,11 +53,11 @@ void populateChunkPatterns(RewritePatternSet &patterns, int64_t chunkSize);
 FailureOr<FusionMode> parseFusionMode(StringRef name);
 
 /// The cost rule of la-fuse-recurrence: whether `op` gets the fused program.
-/// With cu_seqlens the answer is always no (la-chunk handles packed
-/// sequences).
+/// With cu_seqlens the answer is `sequenceTasks`, whatever the mode: the
+/// tasks are then (sequence, value head); else la-chunk handles them.
 /// `valueTile` (0: none) splits V into tasks of that many columns.
 bool shouldFuse(RecurrenceOp op, FusionMode mode, int64_t threads,
-                int64_t valueTile = 0);
+                int64_t valueTile = 0, bool sequenceTasks = false);
 
 /// Patterns rewriting `la.recurrence` into the fused chunked program where
 /// shouldFuse says so; with `fuseProducers`, the structured ops that compute
@@ -69,14 +69,14 @@ bool shouldFuse(RecurrenceOp op, FusionMode mode, int64_t threads,
 /// `chunk` the recurrence is only tiled into tasks, each task's recurrence
 /// left whole (for the token loop). With `splitSequences` (and `chunk`) a
 /// recurrence over packed sequences becomes an scf.for over them, each a
-/// recurrence that these patterns fuse.
-void populateFuseRecurrencePatterns(RewritePatternSet &patterns,
-                                    int64_t chunkSize, FusionMode mode,
-                                    int64_t threads, bool fuseProducers = true,
-                                    int64_t valueTile = 0,
-                                    bool packInputs = true,
-                                    bool peelTail = true, bool chunk = true,
-                                    bool splitSequences = true);
+/// recurrence that these patterns fuse; with `sequenceTasks` the sequences
+/// are tasks instead: the forall runs over (sequence, value head[, value
+/// tile]), each task the recurrence of its sequence's tokens.
+void populateFuseRecurrencePatterns(
+    RewritePatternSet &patterns, int64_t chunkSize, FusionMode mode,
+    int64_t threads, bool fuseProducers = true, int64_t valueTile = 0,
+    bool packInputs = true, bool peelTail = true, bool chunk = true,
+    bool splitSequences = true, bool sequenceTasks = false);
 
 #define GEN_PASS_REGISTRATION
 #include "la/Dialect/La/LaPasses.h.inc"

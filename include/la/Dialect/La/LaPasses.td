@@ -307,8 +307,15 @@ def LaFuseRecurrencePass : Pass<"la-fuse-recurrence"> {
     `scf.for` over its sequences whose body is the recurrence of one
     sequence (B = 1, a dynamic T: its slices of the inputs and of the
     initial state), when the cost rule would fuse that one; the output's
-    tokens outside every sequence are zero. Otherwise it is left for
-    `la-chunk`.
+    tokens outside every sequence are zero. With `sequence-tasks` the
+    sequences are tasks instead, whatever the mode (the GPU pipeline's form,
+    under both of its schedules, since a loop outside the tasks has no
+    kernel): the recurrence is tiled through its
+    `TilingInterface` one sequence at a time, so the forall runs over
+    `[N, HV]` (or `[N, HV, V / value-tile]`), each task the recurrence of
+    its sequence's tokens (a run-time T whose partial last chunk is padded
+    like any other), and the output, zero-filled before the tasks, keeps
+    zeros between the sequences. Otherwise it is left for `la-chunk`.
 
     Producers (`fuse-producers`, on by default): an operand computed by a
     structured op on tensors (a `linalg.generic` feature map, a gate
@@ -397,7 +404,12 @@ def LaFuseRecurrencePass : Pass<"la-fuse-recurrence"> {
     Option<"splitSequences", "split-sequences", "bool", "true",
            "with chunk: split a recurrence over packed sequences "
            "(cu_seqlens) into an scf.for over the sequences, each one a "
-           "recurrence (of dynamic T) that fuses like any other">
+           "recurrence (of dynamic T) that fuses like any other">,
+    Option<"sequenceTasks", "sequence-tasks", "bool", "false",
+           "make packed sequences tasks: the forall runs over (sequence, "
+           "value head[, value tile]), each task the recurrence of one "
+           "sequence, whatever the mode (the GPU's blocks; before "
+           "split-sequences)">
   ];
 }
 

@@ -76,17 +76,6 @@ SmallVector<OpFoldResult> mixedSizes(OpBuilder &b, Location loc, Value value);
 /// The static shape of mixed sizes (dynamic where not constant).
 SmallVector<int64_t> staticShape(ArrayRef<OpFoldResult> sizes);
 
-/// Element `index` of a 1-D integer tensor (e.g. cu_seqlens) as an index.
-Value extractIndex(OpBuilder &b, Location loc, Value tensor, Value index);
-
-/// The tokens [start, end) of packed sequence `n`: cu_seqlens[n] and
-/// cu_seqlens[n+1] clamped so that 0 <= start <= end <= `tokens`. The
-/// callers (la-run, Python) reject invalid offsets before a kernel runs; the
-/// clamp keeps a kernel called with bad offsets inside its buffers.
-std::pair<Value, Value> extractSequenceBounds(OpBuilder &b, Location loc,
-                                              Value cuSeqlens, Value n,
-                                              Value tokens);
-
 /// The use of a `tensor.empty` that `value`'s buffer starts as: followed
 /// back through the tied destinations of destination-passing ops (linalg,
 /// tensor.insert_slice), scf.forall's shared outputs and scf.for's

@@ -9,6 +9,12 @@
 // `reverse` recurrence, the iteration tile [t, t + n) is the tokens
 // [T - t - n, T - t), so the loop still carries the state forward.
 //
+// With packed sequences (`cu_seqlens`, B = 1) the first loop runs over the
+// N sequences instead of B: a tile of one sequence is the recurrence of
+// that sequence (B = 1, its tokens [cu[n], cu[n+1]) as a run-time T, its
+// row of the state), so an scf.forall over sequences and heads is the
+// tasks of packed sequences, on the CPU's threads and the GPU's blocks.
+//
 //===----------------------------------------------------------------------===//
 
 #include "la/Dialect/La/LaOps.h"
@@ -21,6 +27,28 @@
 
 using namespace mlir;
 using namespace mlir::la;
+
+Value mlir::la::extractIndex(OpBuilder &b, Location loc, Value tensor,
+                             Value index) {
+  Value element = tensor::ExtractOp::create(b, loc, tensor, index);
+  return arith::IndexCastOp::create(b, loc, b.getIndexType(), element);
+}
+
+std::pair<Value, Value> mlir::la::extractSequenceBounds(OpBuilder &b,
+                                                        Location loc,
+                                                        Value cuSeqlens,
+                                                        Value n, Value tokens) {
+  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+  Value one = arith::ConstantIndexOp::create(b, loc, 1);
+  Value next = arith::AddIOp::create(b, loc, n, one);
+  Value rawStart = extractIndex(b, loc, cuSeqlens, n);
+  Value rawEnd = extractIndex(b, loc, cuSeqlens, next);
+  Value start = arith::MinSIOp::create(
+      b, loc, arith::MaxSIOp::create(b, loc, rawStart, zero), tokens);
+  Value end = arith::MinSIOp::create(
+      b, loc, arith::MaxSIOp::create(b, loc, rawEnd, start), tokens);
+  return {start, end};
+}
 
 namespace {
 /// Loops of la.recurrence's iteration domain.
@@ -38,16 +66,53 @@ struct RecurrenceTile {
   /// Whether the tile keeps the state indices (it spans every batch, so
   /// its state is the whole pool).
   bool keepsStateIndices = false;
+  /// Whether the tile is one of packed sequences (its tokens are a slice;
+  /// it drops `cu_seqlens`).
+  bool oneSequence = false;
   /// The fixed gate's log-decays of the tile's key heads.
   std::optional<SmallVector<float>> logDecay;
 };
 } // namespace
 
+/// Whether [offset, offset + size) is all of `tensor`'s dimension `dim`: a
+/// run-time size is the same value, or a `tensor.dim` of that dimension
+/// (the iteration domain's bound, which tiling passes back).
 static bool isWholeDim(OpBuilder &b, Value tensor, int64_t dim,
                        OpFoldResult offset, OpFoldResult size) {
-  return isZeroInteger(offset) &&
-         isEqualConstantIntOrValue(
-             size, tensor::getMixedSize(b, tensor.getLoc(), tensor, dim));
+  if (!isZeroInteger(offset))
+    return false;
+  if (isEqualConstantIntOrValue(
+          size, tensor::getMixedSize(b, tensor.getLoc(), tensor, dim)))
+    return true;
+  auto value = dyn_cast_if_present<Value>(size);
+  auto dimOp = value ? value.getDefiningOp<tensor::DimOp>() : tensor::DimOp();
+  return dimOp && dimOp.getSource() == tensor &&
+         dimOp.getConstantIndex() == dim;
+}
+
+/// Whether [offset, offset + size) is every packed sequence of `op`: N
+/// itself, or N - 1 computed from the size of `cu_seqlens` (the iteration
+/// domain's bound, which tiling passes back as a new value).
+static bool isAllSequences(OpBuilder &b, RecurrenceOp op, OpFoldResult offset,
+                           OpFoldResult size) {
+  if (!isZeroInteger(offset))
+    return false;
+  OpFoldResult sequences = op.getNumSequences(b);
+  if (isEqualConstantIntOrValue(size, sequences))
+    return true;
+  auto apply = dyn_cast_if_present<Value>(size)
+                   ? cast<Value>(size).getDefiningOp<affine::AffineApplyOp>()
+                   : affine::AffineApplyOp();
+  if (!apply || apply->getNumOperands() != 1)
+    return false;
+  auto dim = apply->getOperand(0).getDefiningOp<tensor::DimOp>();
+  std::optional<int64_t> index = dim ? dim.getConstantIndex() : std::nullopt;
+  AffineExpr result = apply.getAffineMap().getResult(0);
+  AffineExpr operand = apply.getAffineMap().getNumDims()
+                           ? b.getAffineDimExpr(0)
+                           : b.getAffineSymbolExpr(0);
+  return dim && dim.getSource() == op.getCuSeqlens() && index == 0 &&
+         result == operand - 1;
 }
 
 /// The query heads [G * offset, G * (offset + size)) of the value heads
@@ -95,26 +160,44 @@ static FailureOr<RecurrenceTile> computeTile(OpBuilder &b, RecurrenceOp op,
   tile.stateRow[1] = sizes[kBatch];
 
   // Packed sequences restart the state at offsets known only at run time:
-  // only whole sequences (all of B = 1 and T) make a tile.
-  if (op.getCuSeqlens()) {
-    if (!isWholeDim(b, op.getV(), 1, offsets[kTime], sizes[kTime]) ||
-        !isWholeDim(b, op.getV(), 0, offsets[kBatch], sizes[kBatch]))
-      return reject("with 'cu_seqlens' cannot be tiled along B or T");
+  // a tile spans all of T and either every sequence (the op itself) or one
+  // of them, whose tokens and state row are then its slices.
+  Value cuSeqlens = op.getCuSeqlens();
+  if (cuSeqlens) {
+    if (!isWholeDim(b, op.getV(), 1, offsets[kTime], sizes[kTime]))
+      return reject("with 'cu_seqlens' cannot be tiled along T");
+    tile.batch[0] = b.getIndexAttr(0);
+    tile.batch[1] = b.getIndexAttr(1);
     tile.stateRow[0] = b.getIndexAttr(0);
     tile.stateRow[1] = tensor::getMixedSize(b, loc, op.getInitialState(), 0);
+    if (!isAllSequences(b, op, offsets[kBatch], sizes[kBatch])) {
+      if (!isOneInteger(sizes[kBatch]))
+        return reject("with 'cu_seqlens' can only be tiled along its "
+                      "sequences one at a time");
+      Value n = getValueOrCreateConstantIndexOp(b, loc, offsets[kBatch]);
+      Value tokens = tensor::DimOp::create(b, loc, op.getV(), 1);
+      auto [start, end] = extractSequenceBounds(b, loc, cuSeqlens, n, tokens);
+      tile.oneSequence = true;
+      tile.time[0] = start;
+      tile.time[1] = arith::SubIOp::create(b, loc, end, start).getResult();
+      tile.stateRow[0] = offsets[kBatch];
+      tile.stateRow[1] = b.getIndexAttr(1);
+    }
   }
 
-  // A pool of states: one batch's tile reads and writes the pool's row that
-  // its index names; a tile of every batch is the whole pool, indices kept.
-  // (With packed sequences, B = 1 and the indices are the sequences'.)
+  // A pool of states: one batch's (or sequence's) tile reads and writes the
+  // pool's row that its index names; a tile of every batch is the whole
+  // pool, indices kept.
   if (Value indices = op.getStateIndices()) {
-    if (isOneInteger(sizes[kBatch]) && !op.getCuSeqlens()) {
+    bool oneRow = cuSeqlens ? tile.oneSequence : isOneInteger(sizes[kBatch]);
+    if (oneRow) {
       Value batch = getValueOrCreateConstantIndexOp(b, loc, offsets[kBatch]);
       Value row = tensor::ExtractOp::create(b, loc, indices, batch);
       tile.stateRow[0] =
           arith::IndexCastOp::create(b, loc, b.getIndexType(), row).getResult();
       tile.stateRow[1] = b.getIndexAttr(1);
-    } else if (isWholeDim(b, op.getV(), 0, offsets[kBatch], sizes[kBatch])) {
+    } else if (cuSeqlens ||
+               isWholeDim(b, op.getV(), 0, offsets[kBatch], sizes[kBatch])) {
       tile.stateRow[0] = b.getIndexAttr(0);
       tile.stateRow[1] = tensor::getMixedSize(b, loc, op.getInitialState(), 0);
       tile.keepsStateIndices = true;
@@ -207,11 +290,22 @@ SmallVector<utils::IteratorType> RecurrenceOp::getLoopIteratorTypes() {
           utils::IteratorType::parallel, utils::IteratorType::parallel};
 }
 
+OpFoldResult RecurrenceOp::getNumSequences(OpBuilder &b) {
+  Location loc = getLoc();
+  if (!getCuSeqlens())
+    return tensor::getMixedSize(b, loc, getV(), 0);
+  AffineExpr offsets = b.getAffineSymbolExpr(0);
+  return affine::makeComposedFoldedAffineApply(
+      b, loc, offsets - 1, {tensor::getMixedSize(b, loc, getCuSeqlens(), 0)});
+}
+
 SmallVector<Range> RecurrenceOp::getIterationDomain(OpBuilder &b) {
   SmallVector<Range> domain;
   for (int64_t dim = 0; dim < 4; ++dim)
     domain.push_back(Range{b.getIndexAttr(0),
-                           tensor::getMixedSize(b, getLoc(), getV(), dim),
+                           dim == kBatch
+                               ? getNumSequences(b)
+                               : tensor::getMixedSize(b, getLoc(), getV(), dim),
                            b.getIndexAttr(1)});
   return domain;
 }
@@ -262,7 +356,7 @@ static FailureOr<TilingResult> buildTile(OpBuilder &b, RecurrenceOp op,
       slice(b, loc, op.getBeta(), headOffsets, headSizes),
       slice(b, loc, op.getA(), keyOffsets, keySizes),
       slice(b, loc, op.getB(), keyOffsets, keySizes),
-      op.getCuSeqlens(),
+      tile->oneSequence ? Value() : op.getCuSeqlens(),
       tile->keepsStateIndices ? op.getStateIndices() : Value(),
       slice(b, loc, op.getOInit(), outputOffsets, outputSizes),
       slice(b, loc, op.getInitialState(), stateOffsets, stateSizes)};
@@ -295,6 +389,21 @@ LogicalResult RecurrenceOp::getResultTilePosition(
     OpBuilder &b, unsigned resultNumber, ArrayRef<OpFoldResult> offsets,
     ArrayRef<OpFoldResult> sizes, SmallVector<OpFoldResult> &resultOffsets,
     SmallVector<OpFoldResult> &resultSizes) {
+  if (resultNumber == 0 && getCuSeqlens()) {
+    // The output rows of the tile's sequences.
+    FailureOr<RecurrenceTile> tile =
+        computeTile(b, *this, offsets, sizes, /*report=*/false);
+    if (failed(tile))
+      return failure();
+    bool groups = hasQueryGroups();
+    resultOffsets.assign({tile->batch[0], tile->time[0],
+                          groups ? tile->queryHead[0] : tile->valueHead[0],
+                          tile->valueColumn[0]});
+    resultSizes.assign({tile->batch[1], tile->time[1],
+                        groups ? tile->queryHead[1] : tile->valueHead[1],
+                        tile->valueColumn[1]});
+    return success();
+  }
   if (resultNumber == 0) {
     resultOffsets.assign(offsets.begin(), offsets.end());
     resultSizes.assign(sizes.begin(), sizes.end());
@@ -335,6 +444,9 @@ LogicalResult RecurrenceOp::getIterationDomainTileFromResultTile(
       return failure();
     iterDomainOffsets.assign(offsets.begin(), offsets.end());
     iterDomainSizes.assign(sizes.begin(), sizes.end());
+    // Packed sequences: the rows of all of T are every sequence's.
+    if (getCuSeqlens())
+      iterDomainSizes[kBatch] = getNumSequences(b);
     // With grouped query heads, whole groups of the output's heads.
     if (int64_t group = getQueryGroupSize()) {
       std::optional<int64_t> headOffset =
@@ -353,15 +465,15 @@ LogicalResult RecurrenceOp::getIterationDomainTileFromResultTile(
   // The state [N,HV,K,V]: whole key rows (K mixes under the transition).
   if (!isWholeDim(b, getInitialState(), 2, offsets[2], sizes[2]))
     return failure();
-  // Rows of packed sequences or of a pool are not batches: only all of
-  // them map back.
-  if ((getCuSeqlens() || getStateIndices()) &&
+  // Rows of a pool are not batches: only all of them map back. (Packed
+  // sequences' rows are the iteration domain's first loop.)
+  if (getStateIndices() &&
       !isWholeDim(b, getInitialState(), 0, offsets[0], sizes[0]))
     return failure();
   OpFoldResult batchOffset = offsets[0], batchSize = sizes[0];
-  if (getCuSeqlens() || getStateIndices()) {
+  if (getStateIndices()) {
     batchOffset = b.getIndexAttr(0);
-    batchSize = tensor::getMixedSize(b, getLoc(), getV(), 0);
+    batchSize = getNumSequences(b);
   }
   iterDomainOffsets.assign(
       {batchOffset, b.getIndexAttr(0), offsets[1], offsets[3]});

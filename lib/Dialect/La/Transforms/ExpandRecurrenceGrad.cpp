@@ -233,9 +233,11 @@ struct AdjointBuilder {
   /// The loop over tokens t from `last` down to `last - count + 1`
   /// carrying `init + sum_{u >= t} terms_u` (`addTermsAt`) and writing it,
   /// less the terms `excluded` of token t itself, at t of `output`.
-  Value reverseTermSums(OpBuilder &ob, Location ol, ArrayRef<GateTerm> terms,
-                        ArrayRef<GateTerm> excluded, bool perChannel,
-                        Value init, Value output, Value last, Value count) {
+  /// Returns the output and the last running sum.
+  std::pair<Value, Value>
+  reverseTermSums(OpBuilder &ob, Location ol, ArrayRef<GateTerm> terms,
+                  ArrayRef<GateTerm> excluded, bool perChannel, Value init,
+                  Value output, Value last, Value count) {
     Value zero = arith::ConstantIndexOp::create(ob, ol, 0);
     Value one = arith::ConstantIndexOp::create(ob, ol, 1);
     auto loop = scf::ForOp::create(
@@ -258,7 +260,7 @@ struct AdjointBuilder {
           Value written = insertAt(nb, l, row, args[1], 1, t);
           scf::YieldOp::create(nb, l, ValueRange{sum, written});
         });
-    return loop.getResult(1);
+    return {loop.getResult(1), loop.getResult(0)};
   }
 
   /// `x` copied into `destination` (same shape): a linalg.copy, which
@@ -286,7 +288,8 @@ struct AdjointBuilder {
     Value output =
         emptyTensor(b, loc, termSumSizes(terms, perChannel), b.getF32Type());
     return reverseTermSums(b, loc, terms, excluded, perChannel, init, output,
-                           last, count);
+                           last, count)
+        .first;
   }
 
   /// An scf.for over the packed sequences with `inits`; `body` gets the
@@ -348,8 +351,12 @@ struct AdjointBuilder {
                                        Value end, Value, Value acc) {
       Value one = arith::ConstantIndexOp::create(nb, l, 1);
       Value token = last ? arith::SubIOp::create(nb, l, end, one) : start;
-      Value row = zeroTensor(nb, l, rowSizes);
-      return insertAt(nb, l, row, acc, 1, token);
+      // The row zeroed where it is (a zero row of its own would be a buffer
+      // per sequence, which a GPU kernel cannot allocate).
+      Value slot = extractUnitSlice(nb, l, acc, 1, token);
+      Value zero = constantF32(nb, l, 0.0f);
+      Value zeros = linalg::FillOp::create(nb, l, zero, slot).getResult(0);
+      return insertAt(nb, l, zeros, acc, 1, token);
     });
   }
 
@@ -392,22 +399,41 @@ struct AdjointBuilder {
   }
 
   /// Per sequence, `init[n] + sum_{u >= t} terms_u` over its tokens t
-  /// (`reverseCumsum`), for init [N,H(,K)]; 0 outside every sequence.
+  /// (`reverseCumsum`), for init [N,H(,K)]; 0 outside every sequence. The
+  /// running sum lives in one row made before the loop over the sequences,
+  /// into which each sequence copies its init (a slice of init carried by
+  /// the token loop would be a buffer per sequence, which a GPU kernel
+  /// cannot allocate).
   Value reverseCumsumPerSequence(ArrayRef<GateTerm> terms,
                                  ArrayRef<GateTerm> excluded, bool perChannel,
                                  Value init) {
     Value output = zeroTensor(b, loc, termSumSizes(terms, perChannel));
-    return forNonEmptySequences(output, [&](OpBuilder &nb, Location l,
-                                            Value start, Value end, Value n,
-                                            Value acc) {
-      Value one = arith::ConstantIndexOp::create(nb, l, 1);
-      Value length = arith::SubIOp::create(nb, l, end, start);
-      Value last = arith::SubIOp::create(nb, l, end, one);
-      // init[n] as a row [1,H(,K)].
-      Value initRow = sliceDim(nb, l, init, 0, n, nb.getIndexAttr(1));
-      return reverseTermSums(nb, l, terms, excluded, perChannel, initRow, acc,
-                             last, length);
-    });
+    SmallVector<OpFoldResult> rowSizes = mixedSizes(b, loc, init);
+    rowSizes[0] = b.getIndexAttr(1);
+    Value running = emptyTensor(b, loc, rowSizes, b.getF32Type());
+    scf::ForOp loop = forEachSequence(
+        ValueRange{output, running},
+        [&](OpBuilder &nb, Location l, Value start, Value end, Value n,
+            ValueRange args) -> SmallVector<Value> {
+          Value nonEmpty = arith::CmpIOp::create(
+              nb, l, arith::CmpIPredicate::ult, start, end);
+          auto choice = scf::IfOp::create(nb, l, args.getTypes(), nonEmpty,
+                                          /*withElseRegion=*/true);
+          OpBuilder::InsertionGuard guard(nb);
+          nb.setInsertionPointToStart(choice.thenBlock());
+          Value one = arith::ConstantIndexOp::create(nb, l, 1);
+          Value length = arith::SubIOp::create(nb, l, end, start);
+          Value last = arith::SubIOp::create(nb, l, end, one);
+          Value initRow = sliceDim(nb, l, init, 0, n, nb.getIndexAttr(1));
+          Value first = copyInto(nb, l, initRow, args[1]);
+          auto [sums, runningSum] = reverseTermSums(
+              nb, l, terms, excluded, perChannel, first, args[0], last, length);
+          scf::YieldOp::create(nb, l, ValueRange{sums, runningSum});
+          nb.setInsertionPointToStart(choice.elseBlock());
+          scf::YieldOp::create(nb, l, args);
+          return SmallVector<Value>(choice.getResults());
+        });
+    return loop.getResult(0);
   }
 
   /// The parts [B,T,...] (any float type; null for zeros), all of shape

@@ -66,8 +66,11 @@ static int64_t valueColumnsPerTask(RecurrenceOp op, int64_t valueTile) {
 }
 
 bool mlir::la::shouldFuse(RecurrenceOp op, FusionMode mode, int64_t threads,
-                          int64_t valueTile) {
-  if (mode == FusionMode::Materialized || op.getCuSeqlens())
+                          int64_t valueTile, bool sequenceTasks) {
+  // Packed sequences are tasks (under any mode) or la-chunk's.
+  if (op.getCuSeqlens())
+    return sequenceTasks;
+  if (mode == FusionMode::Materialized)
     return false;
   if (mode == FusionMode::Fused)
     return true;
@@ -142,15 +145,20 @@ collectFusibleProducers(RecurrenceOp consumer) {
 
 /// The fusion rule of both tilings: the producers of the inputs in
 /// `fusible` and, when `fuseInits` (the task loop, over parallel dims
-/// only), a `linalg.fill` init (the zero state, filled per task). The chunk
-/// loop never fuses an init: its state is the accumulator it carries.
+/// only), a `linalg.fill` init (the zero state, filled per task) other than
+/// `wholeInit` (packed sequences' output, zero between the sequences too).
+/// The chunk loop never fuses an init: its state is the accumulator it
+/// carries.
 static scf::SCFTileAndFuseOptions::ControlFnTy
-fusionRule(const llvm::SmallPtrSet<Operation *, 8> &fusible, bool fuseInits) {
-  return [&fusible, fuseInits](tensor::ExtractSliceOp, OpResult producer,
-                               bool isDestinationOperand)
+fusionRule(const llvm::SmallPtrSet<Operation *, 8> &fusible, bool fuseInits,
+           Value wholeInit) {
+  return [&fusible, fuseInits, wholeInit](tensor::ExtractSliceOp,
+                                          OpResult producer,
+                                          bool isDestinationOperand)
              -> std::optional<scf::SCFTileAndFuseOptions::ControlFnResult> {
     if (isDestinationOperand) {
-      if (fuseInits && isa<linalg::FillOp>(producer.getOwner()))
+      if (fuseInits && isa<linalg::FillOp>(producer.getOwner()) &&
+          producer != wholeInit)
         return scf::SCFTileAndFuseOptions::ControlFnResult{};
       return std::nullopt;
     }
@@ -329,13 +337,15 @@ collectFusibleConsumers(RewriterBase &rewriter, RecurrenceOp op, Value o) {
 /// through the forall's shared outputs), so no work is left outside the
 /// tasks (which a GPU grid could not run).
 ///
-/// `pool` (a state pool, whose rows the tasks do not all write) stays whole.
+/// `whole` (a state pool, packed sequences' output: tensors whose rows the
+/// tasks do not all write) stays whole.
 static void fuseFilledInits(RewriterBase &rewriter, scf::ForallOp forall,
-                            Value pool) {
+                            ArrayRef<Value> whole) {
   SmallVector<tensor::ExtractSliceOp> slices;
   for (auto [init, arg] :
        llvm::zip(forall.getOutputs(), forall.getRegionIterArgs())) {
-    if (!init.getDefiningOp<linalg::FillOp>() || init == pool)
+    if (!init.getDefiningOp<linalg::FillOp>() ||
+        llvm::is_contained(whole, init))
       continue;
     for (Operation *user : arg.getUsers())
       if (auto slice = dyn_cast<tensor::ExtractSliceOp>(user))
@@ -369,15 +379,16 @@ static bool isSliceOfComputedTensor(Value value) {
 /// then needs no copy of a read-only input (a function argument) outside the
 /// tasks, where the GPU path could not run it. An argument marked
 /// `la.in_place` stays the shared output: each task reads its tile there and
-/// writes it back, so the state is updated in the caller's buffer. So does
-/// `pool`, a state pool: the rows no task writes pass through.
+/// writes it back, so the state is updated in the caller's buffer. So do
+/// the tensors in `whole` (a state pool, packed sequences' output): the
+/// rows no task writes pass through.
 static void readInitsOutsideTasks(RewriterBase &rewriter, scf::ForallOp forall,
-                                  Value pool) {
+                                  ArrayRef<Value> whole) {
   for (unsigned index = 0, e = forall.getOutputs().size(); index < e; ++index) {
     Value init = forall.getOutputs()[index];
     BlockArgument arg = forall.getRegionIterArgs()[index];
     if (init.getDefiningOp<tensor::EmptyOp>() || isInPlaceArgument(init) ||
-        init == pool || isSliceOfComputedTensor(init))
+        llvm::is_contained(whole, init) || isSliceOfComputedTensor(init))
       continue;
     SmallVector<tensor::ExtractSliceOp> reads;
     bool onlyTiles = llvm::all_of(arg.getUsers(), [&](Operation *user) {
@@ -460,10 +471,11 @@ struct TiledRecurrence {
 FailureOr<TiledRecurrence>
 tileAndFuse(RewriterBase &rewriter, RecurrenceOp op,
             const scf::SCFTilingOptions &tiling,
-            const llvm::SmallPtrSet<Operation *, 8> &fusible, bool fuseInits) {
+            const llvm::SmallPtrSet<Operation *, 8> &fusible, bool fuseInits,
+            Value wholeInit = Value()) {
   scf::SCFTileAndFuseOptions options;
   options.setTilingOptions(tiling).setFusionControlFn(
-      fusionRule(fusible, fuseInits));
+      fusionRule(fusible, fuseInits, wholeInit));
   FailureOr<scf::SCFTileAndFuseResult> tiled =
       scf::tileConsumerAndFuseProducersUsingSCF(
           rewriter, cast<TilingInterface>(op.getOperation()), options);
@@ -590,16 +602,17 @@ static RecurrenceOp padChunk(RewriterBase &rewriter, RecurrenceOp chunk,
 struct FuseRecurrence : OpRewritePattern<RecurrenceOp> {
   FuseRecurrence(MLIRContext *ctx, int64_t chunkSize, FusionMode mode,
                  int64_t threads, bool fuseProducers, int64_t valueTile,
-                 bool packInputs, bool peelTail, bool chunk)
+                 bool packInputs, bool peelTail, bool chunk, bool sequenceTasks)
       : OpRewritePattern(ctx), requestedChunkSize(chunkSize), mode(mode),
         threads(threads), fuseProducers(fuseProducers), valueTile(valueTile),
-        packInputs(packInputs), peelTail(peelTail), chunk(chunk) {}
+        packInputs(packInputs), peelTail(peelTail), chunk(chunk),
+        sequenceTasks(sequenceTasks) {}
 
   LogicalResult matchAndRewrite(RecurrenceOp op,
                                 PatternRewriter &rewriter) const override {
     if (op.getGate() == GateKind::Fixed || op.getNormalizer())
       return rewriter.notifyMatchFailure(op, "simplify the recurrence first");
-    if (!shouldFuse(op, mode, threads, valueTile))
+    if (!shouldFuse(op, mode, threads, valueTile, sequenceTasks))
       return rewriter.notifyMatchFailure(op, "left to la-chunk");
     if (op.getK().getType().isDynamicDim(2) ||
         op.getV().getType().isDynamicDim(2))
@@ -611,7 +624,10 @@ struct FuseRecurrence : OpRewritePattern<RecurrenceOp> {
     int64_t chunkSize = chunkSizeFor(requestedChunkSize, op.getQ());
     int64_t columns = valueColumnsPerTask(op, valueTile);
     bool valueTiles = columns && columns < op.getV().getType().getDimSize(3);
-    int64_t tokens = op.getQ().getType().getDimSize(1);
+    // Packed sequences: tasks of one sequence each, whose T is its length.
+    bool packed = static_cast<bool>(op.getCuSeqlens());
+    int64_t tokens =
+        packed ? ShapedType::kDynamic : op.getQ().getType().getDimSize(1);
     bool staticTime = !ShapedType::isDynamic(tokens);
     // Neighbours fuse into chunks of a T that needs no padding.
     bool fuseNeighbours =
@@ -621,8 +637,22 @@ struct FuseRecurrence : OpRewritePattern<RecurrenceOp> {
       consumers = collectFusibleConsumers(rewriter, op, op.getO());
     bool partialChunk = !staticTime || tokens % chunkSize != 0;
     // A state pool (state indices): the tasks' shared output, kept whole.
-    Value pool = op.getStateIndices() ? op.getInitialState() : Value();
+    SmallVector<Value> whole;
+    if (op.getStateIndices())
+      whole.push_back(op.getInitialState());
     rewriter.setInsertionPoint(op);
+    // Packed sequences' output: zero outside every sequence, filled before
+    // the tasks write their sequences' rows.
+    Value packedOutput;
+    if (packed) {
+      Location loc = op.getLoc();
+      packedOutput =
+          filledTensor(rewriter, loc, mixedSizes(rewriter, loc, op.getOInit()),
+                       op.getO().getType().getElementType(), 0.0);
+      rewriter.modifyOpInPlace(
+          op, [&] { op.getOutputsMutable()[0].assign(packedOutput); });
+      whole.push_back(packedOutput);
+    }
     // Tasks: an scf.forall over (batch, value head[, value tile]), mapped
     // so that no canonicalization folds a one-task forall.
     llvm::SmallPtrSet<Operation *, 8> producers;
@@ -639,8 +669,8 @@ struct FuseRecurrence : OpRewritePattern<RecurrenceOp> {
     taskTiling.setLoopType(scf::SCFTilingOptions::LoopType::ForallOp)
         .setTileSizes(taskTiles)
         .setMapping(taskDims);
-    FailureOr<TiledRecurrence> tasks =
-        tileAndFuse(rewriter, op, taskTiling, producers, /*fuseInits=*/true);
+    FailureOr<TiledRecurrence> tasks = tileAndFuse(
+        rewriter, op, taskTiling, producers, /*fuseInits=*/true, packedOutput);
     if (failed(tasks))
       return op.emitOpError("could not be tiled into (batch, head) tasks");
     RecurrenceOp task = tasks->tile;
@@ -655,8 +685,8 @@ struct FuseRecurrence : OpRewritePattern<RecurrenceOp> {
     if (!chunk) {
       // Tasks only: each task's recurrence is left whole (for the token
       // loop of convert-la-to-linalg).
-      fuseFilledInits(rewriter, forall, pool);
-      readInitsOutsideTasks(rewriter, forall, pool);
+      fuseFilledInits(rewriter, forall, whole);
+      readInitsOutsideTasks(rewriter, forall, whole);
       return success();
     }
 
@@ -690,8 +720,8 @@ struct FuseRecurrence : OpRewritePattern<RecurrenceOp> {
     // Initial values of the task loop's results are computed or read per
     // task.
     auto tasksLoop = cast<scf::ForallOp>(loops.front().getOperation());
-    fuseFilledInits(rewriter, tasksLoop, pool);
-    readInitsOutsideTasks(rewriter, tasksLoop, pool);
+    fuseFilledInits(rewriter, tasksLoop, whole);
+    readInitsOutsideTasks(rewriter, tasksLoop, whole);
     dropUnreadTileResults(rewriter, tasksLoop,
                           cast<scf::ForOp>(loops.back().getOperation()));
 
@@ -737,6 +767,7 @@ struct FuseRecurrence : OpRewritePattern<RecurrenceOp> {
   bool packInputs;
   bool peelTail;
   bool chunk;
+  bool sequenceTasks;
 };
 
 /// A recurrence over packed sequences -> an scf.for over the sequences, each
@@ -856,9 +887,9 @@ struct LaFuseRecurrencePass
           << static_cast<int64_t>(valueTile);
       return signalPassFailure();
     }
-    populateFuseRecurrencePatterns(patterns, chunkSize, mode, threadCount,
-                                   fuseProducers, valueTile, packInputs,
-                                   peelTail, chunk, splitSequences);
+    populateFuseRecurrencePatterns(
+        patterns, chunkSize, mode, threadCount, fuseProducers, valueTile,
+        packInputs, peelTail, chunk, splitSequences, sequenceTasks);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
   }
@@ -868,11 +899,11 @@ struct LaFuseRecurrencePass
 void mlir::la::populateFuseRecurrencePatterns(
     RewritePatternSet &patterns, int64_t chunkSize, FusionMode mode,
     int64_t threads, bool fuseProducers, int64_t valueTile, bool packInputs,
-    bool peelTail, bool chunk, bool splitSequences) {
+    bool peelTail, bool chunk, bool splitSequences, bool sequenceTasks) {
   patterns.add<FuseRecurrence>(patterns.getContext(), chunkSize, mode, threads,
                                fuseProducers, valueTile, packInputs, peelTail,
-                               chunk);
-  if (chunk && splitSequences) {
+                               chunk, sequenceTasks);
+  if (chunk && splitSequences && !sequenceTasks) {
     patterns.add<SplitPackedSequences>(patterns.getContext(), mode, threads,
                                        valueTile);
     populateDecomposeStateIndicesPatterns(patterns,

@@ -526,8 +526,10 @@ static SmallVector<Value> buildSegments(OpBuilder &b, Location loc,
       [&](OpBuilder &nb, Location l, Value j, ValueRange iterArgs) {
         OpFoldResult start = affine::makeComposedFoldedAffineApply(
             nb, l, nb.getAffineDimExpr(0) * every, {OpFoldResult(j)});
-        auto [o, state] = segment(nb, l, start, nb.getIndexAttr(every),
-                                  iterArgs[0], iterArgs[1]);
+        // (No structured binding: a lambda below captures the state.)
+        std::pair<Value, Value> segmentResults = segment(
+            nb, l, start, nb.getIndexAttr(every), iterArgs[0], iterArgs[1]);
+        Value o = segmentResults.first, state = segmentResults.second;
         Value row = arith::AddIOp::create(nb, l, firstRow, j);
         Value saved;
         if (!rowLimit) {

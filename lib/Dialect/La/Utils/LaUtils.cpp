@@ -154,28 +154,6 @@ SmallVector<int64_t> mlir::la::staticShape(ArrayRef<OpFoldResult> sizes) {
   return shape;
 }
 
-Value mlir::la::extractIndex(OpBuilder &b, Location loc, Value tensor,
-                             Value index) {
-  Value element = tensor::ExtractOp::create(b, loc, tensor, index);
-  return arith::IndexCastOp::create(b, loc, b.getIndexType(), element);
-}
-
-std::pair<Value, Value> mlir::la::extractSequenceBounds(OpBuilder &b,
-                                                        Location loc,
-                                                        Value cuSeqlens,
-                                                        Value n, Value tokens) {
-  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
-  Value one = arith::ConstantIndexOp::create(b, loc, 1);
-  Value next = arith::AddIOp::create(b, loc, n, one);
-  Value rawStart = extractIndex(b, loc, cuSeqlens, n);
-  Value rawEnd = extractIndex(b, loc, cuSeqlens, next);
-  Value start = arith::MinSIOp::create(
-      b, loc, arith::MaxSIOp::create(b, loc, rawStart, zero), tokens);
-  Value end = arith::MinSIOp::create(
-      b, loc, arith::MaxSIOp::create(b, loc, rawEnd, start), tokens);
-  return {start, end};
-}
-
 void mlir::la::replaceWithCasts(RewriterBase &rewriter, Operation *op,
                                 ArrayRef<Value> values) {
   SmallVector<Value> results;
