@@ -44,11 +44,14 @@ class Case:
     tensor cores (la-lower-to-nvvm's tensor-cores, with mma-precision tf32
     for f32 inputs and bf16 for bf16 inputs), and whether it is the layer's
     gradient function (``backward``, la.gpu's ``compile_attention(backward=
-    True)``) instead of its forward. Every case returns the final state."""
+    True)``) instead of its forward. ``cu_seqlens`` (offsets, B = 1) packs
+    sequences into T. Every case returns the final state."""
 
     def __init__(self, variant, B, T, H, K, V, HV=None, dtype="f32", initial_state=False,
-                 tensor_cores=False, backward=False, options=None, HQ=None):
+                 tensor_cores=False, backward=False, options=None, HQ=None, cu_seqlens=None):
         self.variant = variant
+        #: packed sequences' offsets (a tuple), or None
+        self.cu_seqlens = None if cu_seqlens is None else tuple(cu_seqlens)
         self.B, self.T, self.H, self.K, self.V = B, T, H, K, V
         self.HV = H if HV is None else HV
         #: query heads: H, or a multiple of H (grouped query heads, HV = H)
@@ -81,6 +84,8 @@ class Case:
             dims += f"-hv{self.HV}"
         if self.HQ != self.H:
             dims += f"-hq{self.HQ}"
+        if self.cu_seqlens is not None:
+            dims += f"-n{len(self.cu_seqlens) - 1}"
         return (f"{self.variant}-{dims}-{self.dtype}" + ("-s0" if self.initial_state else "")
                 + ("-tc" if self.tensor_cores else "") + ("-grad" if self.backward else "")
                 + "".join(f"-{_SHORT.get(k, k)}{v}" for k, v in sorted(self.options.items())))
@@ -88,6 +93,9 @@ class Case:
     def __repr__(self):
         return f"Case({self.name})"
 
+
+#: packed sequences of the check: 0, 5, 0, 67 and 128 tokens (T = 200)
+PACKED = (0, 0, 5, 5, 72, 200)
 
 #: small shapes checked against the fp64 reference on the GPU (f32 within
 #: 1e-4, bf16 within 5e-3): every chunked variant with and without an initial
@@ -129,6 +137,17 @@ CHECK_CASES = (
        for v in ("gla", "gated_deltanet", "kda")]
     + [Case("gated_deltanet", 2, 77, 2, 64, 64, initial_state=True, HQ=8,
             options=CHUNK_PARALLEL)]
+    # Packed sequences (a block per sequence and head; an empty sequence,
+    # one shorter than a chunk, partial last chunks), forward under both
+    # schedules and backward.
+    + [Case(v, 1, 200, 2, 64, 64, HV=4, initial_state=True, cu_seqlens=PACKED)
+       for v in ("gla", "gated_deltanet", "kda")]
+    + [Case("gated_deltanet", 1, 200, 2, 64, 64, initial_state=True, cu_seqlens=PACKED,
+            options=CHUNK_PARALLEL),
+       Case("gated_deltanet", 1, 200, 2, 64, 64, dtype="bf16", initial_state=True,
+            cu_seqlens=PACKED)]
+    + [Case(v, 1, 200, 2, 64, 64, initial_state=True, backward=True, cu_seqlens=PACKED)
+       for v in ("gla", "gated_deltanet")]
 )
 
 #: (B, T, H, D) of the benchmark; K = V = D.
@@ -216,7 +235,9 @@ def compile_case(case, directory=DEFAULT_DIR, pipeline_options=None, force=False
                           dtype=case.dtype, has_initial_state=case.initial_state,
                           output_final_state=True, pipeline_options=pipeline_options,
                           force=force, backward=case.backward,
-                          HQ=case.HQ if case.HQ != case.H else None)
+                          HQ=case.HQ if case.HQ != case.H else None,
+                          cu_seqlens_len=None if case.cu_seqlens is None
+                          else len(case.cu_seqlens))
     after = os.stat(path).st_mtime_ns
     return case, time.perf_counter() - start, before != after
 

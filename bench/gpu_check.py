@@ -57,7 +57,8 @@ def check_backward_case(case, kernel, seed=0):
     as ``rel_rms_o`` and of the gates and beta as ``rel_rms_state``."""
     result = {"case": case.name, "ok": False}
     inputs = lt.make_inputs(case.variant, case.B, case.T, case.H, case.K, case.V, case.HV,
-                            seed=seed, with_initial_state=True, gate_scale=1 / 16)
+                            seed=seed, with_initial_state=True, gate_scale=1 / 16,
+                            cu_seqlens=case.cu_seqlens)
     rng = np.random.default_rng(seed + 1)
     do = rng.standard_normal((case.B, case.T, case.HV, case.V)).astype(np.float32)
     d_final = rng.standard_normal(np.shape(inputs["initial_state"])).astype(np.float32)
@@ -101,7 +102,7 @@ def check_case(case, directory, seed=0):
         kernel = gpu.load_attention(path)
         inputs = lt.make_inputs(case.variant, case.B, case.T, case.H, case.K, case.V, case.HV,
                                 seed=seed, with_initial_state=case.initial_state,
-                                gate_scale=1 / 16)
+                                gate_scale=1 / 16, cu_seqlens=case.cu_seqlens)
         group = case.HQ // case.H
         if group > 1:
             # Grouped query heads: q with HQ heads; the reference repeats
