@@ -106,6 +106,11 @@ static cl::opt<bool> packInputs(
     "pack-inputs", cl::cat(laRunCategory),
     cl::desc("fused schedule: copy each input chunk into a compact buffer"),
     cl::init(true));
+static cl::opt<bool> sequenceTasks(
+    "sequence-tasks", cl::cat(laRunCategory),
+    cl::desc("fused schedule: packed sequences as tasks of their own, "
+             "(sequence, value head) on the threads (the GPU's form)"),
+    cl::init(false));
 static cl::opt<bool>
     prefetch("prefetch", cl::cat(laRunCategory),
              cl::desc("fused schedule: prefetch the next chunk's inputs"),
@@ -679,6 +684,7 @@ int main(int argc, char **argv) {
   given(laneTile, pipelineOptions.laneTile);
   given(valueTile, pipelineOptions.valueTile);
   given(packInputs, pipelineOptions.packInputs);
+  given(sequenceTasks, pipelineOptions.sequenceTasks);
   given(prefetch, pipelineOptions.prefetch);
   given(gateBlock, pipelineOptions.gateBlock);
   given(gateSpreadLimit, pipelineOptions.gateSpreadLimit);
