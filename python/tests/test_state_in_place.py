@@ -299,15 +299,19 @@ def test_state_indices_every_schedule(schedule):
     np.testing.assert_array_equal(s[[0, 3, 5]], pool[[0, 3, 5]])
 
 
-def test_state_indices_packed_sequences():
+@pytest.mark.parametrize("schedule", [dict(), dict(target="gpu-emulator"),
+                                      dict(target="gpu-emulator", chunk_parallel=True)],
+                         ids=["fused", "gpu", "gpu-chunk-parallel"])
+def test_state_indices_packed_sequences(schedule):
     """Packed sequences gather and scatter the pool rows around the split
-    into one recurrence per sequence."""
+    into one recurrence per sequence (the CPU); on the GPU (the emulator)
+    each sequence's blocks read and write its pool row in place."""
     indices = [0, 3]
     inputs, pool = _pool_case("gla", indices, 4, 1, seed=34)
     packed = lt.make_inputs("gla", 1, 30, 2, 8, 12, HV=4, seed=34, gate_scale=1 / 8)
     cu = np.array([0, 13, 30], np.int32)
     run = dict(packed, initial_state=pool, state_indices=np.array(indices), cu_seqlens=cu)
-    o, s, _ = la.runner.run_attention("gla", run, chunk_size=16)
+    o, s, _ = la.runner.run_attention("gla", run, chunk_size=16, **schedule)
     o_ref, s_ref = lt.reference_for("gla", dict(packed, initial_state=pool[indices],
                                                 cu_seqlens=cu))
     assert lt.rel_rms(o_ref, o) <= 1e-5
