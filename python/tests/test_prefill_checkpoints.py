@@ -255,10 +255,14 @@ def test_kernel_refusals(kwargs, message):
 
 
 @pytest.mark.parametrize("schedule", [{}, {"fuse": "materialized"}, {"sequential": True},
-                                      {"gpu_schedule": True}],
-                         ids=["fused", "materialized", "token-loops", "gpu-schedule"])
+                                      {"gpu_schedule": True}, {"target": "gpu-emulator"},
+                                      {"target": "gpu-emulator", "chunk_parallel": True}],
+                         ids=["fused", "materialized", "token-loops", "gpu-schedule", "gpu",
+                              "gpu-chunk-parallel"])
 def test_every_schedule_through_la_run(schedule):
-    """The op's checkpoints through la-run's static pipelines."""
+    """The op's checkpoints through la-run's static pipelines; on the GPU
+    (the emulator) a host loop over the segments launches each segment's
+    kernels."""
     from la import runner
     B, T, H, K, V, interval = 2, 37, 2, 8, 6, 8
     inputs = make_inputs("gated_deltanet", B, T, H, K, V, seed=26, gate_scale=1 / 8)
@@ -274,17 +278,6 @@ def test_every_schedule_through_la_run(schedule):
     o_ref, s_ref = reference_for("gated_deltanet", tokens,
                                  initial_state=inputs["initial_state"])
     assert rel_rms(o_ref, o) <= 1e-5 and rel_rms(s_ref, s) <= 1e-5
-
-
-def test_gpu_pipeline_says_checkpoints_have_no_gpu_form():
-    """The segments' loop runs outside the GPU's tasks: la-map-to-gpu
-    says so (no GPU form yet) instead of compiling something else."""
-    from la import runner
-    inputs = make_inputs("gla", 1, 16, 1, 4, 4, seed=28)
-    with pytest.raises(runner.LaRunError, match="checkpoints and token-by-token programs "
-                                                "have no GPU form yet"):
-        runner.run_attention("gla", inputs, target="gpu-emulator", chunk_size=4,
-                             checkpoint_every=4)
 
 
 @pytest.mark.parametrize("options", [{}, {"num_threads": 2}, {"sequential": True}],
@@ -338,12 +331,13 @@ def test_kernel_leaves_its_inputs_alone(packed):
 
 
 @pytest.mark.parametrize("schedule", [{}, {"fuse": "materialized"}, {"sequential": True},
-                                      {"gpu_schedule": True}],
-                         ids=["fused", "materialized", "token-loops", "gpu-schedule"])
+                                      {"gpu_schedule": True}, {"target": "gpu-emulator"}],
+                         ids=["fused", "materialized", "token-loops", "gpu-schedule", "gpu"])
 def test_packed_every_schedule_through_la_run(schedule):
     """Packed sequences' checkpoints ([1, C, HV, K, V]) through la-run's
     static pipelines, against the fp64 reference on each sequence's
-    prefixes."""
+    prefixes; on the GPU (the emulator) the host copies cu_seqlens once to
+    bound its loops."""
     from la import runner
     H, K, V, interval = 2, 8, 6, 6
     cu = np.array([0, 0, 4, 16, 31], np.int32)
@@ -363,6 +357,19 @@ def test_packed_every_schedule_through_la_run(schedule):
     assert rel_rms(np.stack(expected), checkpoints[0]) <= 1e-5
     o_ref, s_ref = reference_for("gated_deltanet", inputs, initial_state=s0, cu_seqlens=cu)
     assert rel_rms(o_ref, o) <= 1e-5 and rel_rms(s_ref, s) <= 1e-5
+
+
+def test_packed_checkpoints_chunk_parallel_is_a_clear_error():
+    """Under the GPU's chunk-parallel schedule a packed sequence's last,
+    partial segment has a run-time length, which that schedule's ops do not
+    take (the fused schedule, the default, runs it)."""
+    from la import runner
+    cu = np.array([0, 4, 11], np.int32)
+    inputs = make_inputs("gla", 1, 11, 1, 4, 4, seed=36)
+    with pytest.raises(runner.LaRunError, match="needs static shapes for the "
+                                                "chunk-parallel GPU schedule"):
+        runner.run_attention("gla", dict(inputs, cu_seqlens=cu), target="gpu-emulator",
+                             chunk_size=4, checkpoint_every=4, chunk_parallel=True)
 
 
 def test_attention_returns_the_checkpoints():

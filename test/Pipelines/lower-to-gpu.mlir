@@ -189,3 +189,27 @@ func.func @packed_backward(%q: tensor<1x64x1x16xf32>, %v: tensor<1x64x1x16xf32>,
          tensor<1x64x1xf32>
   return %dq, %dg : tensor<1x64x1x16xf32>, tensor<1x64x1xf32>
 }
+
+// -----
+
+// Checkpoints every 16 tokens: a host loop over the 4 segments launches
+// each segment's tasks, then copies the segment's final state into its row
+// of the checkpoints and into the state the next segment starts from.
+// RET-LABEL: func.func @checkpoints
+// RET-SAME: %[[CK:[a-z0-9]+]]: memref<1x4x1x16x16xf32>)
+// RET: scf.for %[[J:.*]] = %c0 to %c4 step %c1 {
+// RET: gpu.launch {{.*}} dynamic_shared_memory_size
+// RET: memref.subview %[[CK]][0, %[[J]], 0, 0, 0] [1, 1, 1, 16, 16]
+// RET: gpu.launch
+// RET: gpu.launch
+// RET: }
+// RET: gpu.dealloc
+// RET: return
+func.func @checkpoints(%q: tensor<1x64x1x16xf32>, %v: tensor<1x64x1x16xf32>,
+                       %g: tensor<1x64x1xf32>)
+    -> (tensor<1x64x1x16xf32>, tensor<1x4x1x16x16xf32>) {
+  %o, %s, %c = la.attention mamba2 %q, %q, %v g(%g : tensor<1x64x1xf32>) {checkpoint_every = 16}
+      : tensor<1x64x1x16xf32>, tensor<1x64x1x16xf32>, tensor<1x64x1x16xf32>
+      -> tensor<1x64x1x16xf32>, tensor<1x1x16x16xf32>, tensor<1x4x1x16x16xf32>
+  return %o, %c : tensor<1x64x1x16xf32>, tensor<1x4x1x16x16xf32>
+}

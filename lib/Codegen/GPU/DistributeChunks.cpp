@@ -318,13 +318,18 @@ struct LaDistributeChunksPass
 
   void runOnOperation() override {
     func::FuncOp func = getOperation();
-    // The function's own chunk ops: those inside loops (one program per
-    // packed sequence) are left as they are.
+    // The chunk ops outside any task: the function's own and those in host
+    // loops around them (the checkpoints' loop over segments, one program
+    // per segment).
     SmallVector<Operation *> chunkOps;
-    for (Operation &op : func.getBody().getOps())
+    func.walk<WalkOrder::PreOrder>([&](Operation *op) {
+      if (isa<scf::ForallOp>(op))
+        return WalkResult::skip();
       if (isa<ChunkCumsumOp, ChunkWYOp, ChunkStateScanOp, ChunkIntraOp,
               ChunkInterOp>(op))
-        chunkOps.push_back(&op);
+        chunkOps.push_back(op);
+      return WalkResult::advance();
+    });
     // An intra-chunk product read only by its chunk's output runs in the
     // output's task: one kernel, the product in shared memory.
     SmallVector<SmallVector<Operation *, 2>> groups;

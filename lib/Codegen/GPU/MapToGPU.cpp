@@ -808,13 +808,13 @@ static LogicalResult launchInOneBlock(RewriterBase &rewriter, Operation *loop,
     return loop->emitOpError(
         "runs outside the attention's GPU tasks and returns values, which "
         "la-map-to-gpu cannot place on the GPU (a kernel returns nothing; "
-        "checkpoints and token-by-token programs have no GPU form yet)");
+        "token-by-token programs have no GPU form yet)");
   WalkResult allocates = loop->walk([&](Operation *op) {
     if (isa<memref::AllocOp, memref::AllocaOp, scf::ForallOp>(op)) {
       op->emitOpError("runs in a loop outside the attention's GPU tasks, "
                       "which la-map-to-gpu cannot place on the GPU (a kernel "
-                      "allocates nothing; checkpoints and token-by-token "
-                      "programs have no GPU form yet)");
+                      "allocates nothing; token-by-token programs have no "
+                      "GPU form yet)");
       return WalkResult::interrupt();
     }
     return WalkResult::advance();
@@ -867,13 +867,22 @@ static LogicalResult launchInOneBlock(RewriterBase &rewriter, Operation *loop,
   return success();
 }
 
-/// Gives the work left outside the tasks (structured ops, copies, and loops
-/// of them, in the function's body) kernels of their own, in program order.
-static LogicalResult launchWorkOutsideTasks(RewriterBase &rewriter,
-                                            func::FuncOp func,
-                                            const GPUMappingOptions &options) {
+/// Whether `op` holds a kernel (tasks mapped to a launch inside it): then it
+/// is host control flow around launches (checkpoints' loop over segments)
+/// rather than work for one kernel.
+static bool holdsKernels(Operation *op) {
+  return op->walk([](gpu::LaunchOp) { return WalkResult::interrupt(); })
+      .wasInterrupted();
+}
+
+/// Gives the work left outside the tasks in `block` (structured ops,
+/// copies, and loops of them) kernels of their own, in program order; a
+/// loop or branch around tasks stays on the host, and its body is given
+/// kernels the same way.
+static LogicalResult launchWorkInHostBlock(RewriterBase &rewriter, Block &block,
+                                           const GPUMappingOptions &options) {
   SmallVector<Operation *> ops;
-  for (Operation &op : func.getBody().getOps())
+  for (Operation &op : block)
     ops.push_back(&op);
   for (Operation *op : ops) {
     if (auto copy = dyn_cast<memref::CopyOp>(op))
@@ -885,16 +894,30 @@ static LogicalResult launchWorkOutsideTasks(RewriterBase &rewriter,
         return failure();
       continue;
     }
-    if (isa<scf::ForOp, scf::IfOp>(op) && !isMemoryEffectFree(op))
-      if (failed(launchInOneBlock(rewriter, op, options)))
-        return failure();
+    if (!isa<scf::ForOp, scf::IfOp>(op) || isMemoryEffectFree(op))
+      continue;
+    if (holdsKernels(op)) {
+      // Host scalars (a running row offset) may flow out; buffers may not.
+      if (llvm::any_of(op->getResultTypes(), llvm::IsaPred<MemRefType>))
+        return op->emitOpError(
+            "runs the GPU's kernels in a loop or branch that returns buffers, "
+            "which la-map-to-gpu cannot keep on the host (they would "
+            "outlive the iteration that allocates them)");
+      for (Region &region : op->getRegions())
+        for (Block &body : region)
+          if (failed(launchWorkInHostBlock(rewriter, body, options)))
+            return failure();
+      continue;
+    }
+    if (failed(launchInOneBlock(rewriter, op, options)))
+      return failure();
   }
   // Loads whose values the kernels now read themselves (and what only they
   // used).
-  for (auto launch : func.getBody().getOps<gpu::LaunchOp>())
+  for (auto launch : block.getOps<gpu::LaunchOp>())
     cloneDeviceScalarsInto(rewriter, launch);
   SmallVector<Operation *> remaining;
-  for (Operation &op : func.getBody().getOps())
+  for (Operation &op : block)
     remaining.push_back(&op);
   for (Operation *op : llvm::reverse(remaining))
     if (op->use_empty() && !op->hasTrait<OpTrait::IsTerminator>() &&
@@ -948,9 +971,21 @@ static void forwardOutputCopies(RewriterBase &rewriter, func::FuncOp func) {
 /// no GPU form here and is an error.
 static LogicalResult prepareHostSide(RewriterBase &rewriter,
                                      func::FuncOp func) {
+  // The host's ops: the function body's and, inside loops and branches
+  // around kernels, theirs.
   SmallVector<Operation *> hostOps;
-  for (Operation &op : func.getBody().getOps())
-    hostOps.push_back(&op);
+  std::function<void(Block &)> collect = [&](Block &block) {
+    for (Operation &op : block) {
+      if (isa<scf::ForOp, scf::IfOp>(op) && holdsKernels(&op)) {
+        for (Region &region : op.getRegions())
+          for (Block &body : region)
+            collect(body);
+        continue;
+      }
+      hostOps.push_back(&op);
+    }
+  };
+  collect(func.getBody().front());
   auto tokenType = gpu::AsyncTokenType::get(rewriter.getContext());
   // gpu-to-llvm lowers the asynchronous forms: each allocation and free is
   // wrapped between gpu.wait ops.
@@ -959,7 +994,46 @@ static LogicalResult prepareHostSide(RewriterBase &rewriter,
         .getAsyncToken();
   };
   SmallVector<Value> deviceBuffers;
+  // Integer arguments that the host reads (packed sequences' offsets that
+  // bound a host loop) are copied to host memory once, at the entry.
+  DenseMap<Value, Value> hostCopies;
+  auto hostCopyOf = [&](Value argument) -> Value {
+    Value &copy = hostCopies[argument];
+    if (copy)
+      return copy;
+    OpBuilder::InsertionGuard guard(rewriter);
+    Block &entry = func.getBody().front();
+    rewriter.setInsertionPointToStart(&entry);
+    Location loc = argument.getLoc();
+    auto type = cast<MemRefType>(argument.getType());
+    SmallVector<Value> sizes;
+    for (int64_t dim = 0; dim < type.getRank(); ++dim)
+      if (type.isDynamicDim(dim))
+        sizes.push_back(memref::DimOp::create(rewriter, loc, argument, dim));
+    copy = memref::AllocOp::create(
+        rewriter, loc, MemRefType::get(type.getShape(), type.getElementType()),
+        sizes);
+    auto memcpy = gpu::MemcpyOp::create(
+        rewriter, loc, tokenType, ValueRange{waitFor(loc)}, copy, argument);
+    gpu::WaitOp::create(rewriter, loc, Type(),
+                        ValueRange{memcpy.getAsyncToken()});
+    rewriter.setInsertionPoint(entry.getTerminator());
+    memref::DeallocOp::create(rewriter, loc, copy);
+    return copy;
+  };
   for (Operation *op : hostOps) {
+    if (isa<scf::YieldOp>(op))
+      continue;
+    if (auto load = dyn_cast<memref::LoadOp>(op)) {
+      auto argument = dyn_cast<BlockArgument>(load.getMemRef());
+      if (argument && argument.getOwner() == &func.getBody().front() &&
+          isa<IntegerType>(load.getType())) {
+        Value copy = hostCopyOf(argument);
+        rewriter.modifyOpInPlace(load,
+                                 [&] { load.getMemrefMutable().assign(copy); });
+        continue;
+      }
+    }
     if (auto global = dyn_cast<memref::GetGlobalOp>(op)) {
       for (OpOperand &use : llvm::make_early_inc_range(global->getUses())) {
         auto launch = use.getOwner()->getParentOfType<gpu::LaunchOp>();
@@ -1002,8 +1076,10 @@ static LogicalResult prepareHostSide(RewriterBase &rewriter,
         "kernels of their own; nothing else may touch device memory on the "
         "host)");
   }
-  Operation *terminator = func.getBody().front().getTerminator();
   for (Value buffer : deviceBuffers) {
+    // Freed at the end of the block that allocated it (a host loop's
+    // iteration, or the function).
+    Operation *terminator = buffer.getDefiningOp()->getBlock()->getTerminator();
     Location loc = buffer.getLoc();
     rewriter.setInsertionPoint(terminator);
     auto free = gpu::DeallocOp::create(rewriter, loc, tokenType,
@@ -1016,15 +1092,20 @@ static LogicalResult prepareHostSide(RewriterBase &rewriter,
 
 LogicalResult mlir::la::mapToGPU(RewriterBase &rewriter, func::FuncOp func,
                                  const GPUMappingOptions &options) {
+  // Tasks in the function's body or in host loops around them (the
+  // checkpoints' loop over segments launches each segment's tasks).
   SmallVector<scf::ForallOp> tasks;
-  for (auto forall : func.getBody().getOps<scf::ForallOp>())
-    if (isBlockForall(forall))
-      tasks.push_back(forall);
+  func.walk<WalkOrder::PreOrder>([&](scf::ForallOp forall) {
+    if (!isBlockForall(forall))
+      return WalkResult::advance();
+    tasks.push_back(forall);
+    return WalkResult::skip();
+  });
   for (scf::ForallOp forall : tasks)
     if (failed(mapTasksToLaunch(rewriter, forall, options)))
       return failure();
   forwardOutputCopies(rewriter, func);
-  if (failed(launchWorkOutsideTasks(rewriter, func, options)))
+  if (failed(launchWorkInHostBlock(rewriter, func.getBody().front(), options)))
     return failure();
   return prepareHostSide(rewriter, func);
 }

@@ -60,7 +60,8 @@ func.func @gated_deltanet(%q: tensor<1x2x16x1x8xf32>, %k: tensor<1x2x16x1x8xf32>
 // -----
 
 // Value gates (the scan's value-side operand takes the task's columns) and
-// a chunk op inside a loop (one program per packed sequence), left alone.
+// a chunk op inside a host loop (one program per segment of checkpoints),
+// distributed there: the loop launches its tasks.
 // CHECK-LABEL: func.func @value_gates_and_loops
 // CHECK-SAME: (%{{[^:]*}}: tensor<1x2x16x1x8xf32>, %{{[^:]*}}: tensor<1x2x16x1x16xf32>, %[[C:[^:]*]]: tensor<1x2x16x1x16xf32>
 // CHECK: scf.forall (%{{.*}}, %{{.*}}, %[[J:.*]]) in (1, 1, 2)
@@ -69,8 +70,8 @@ func.func @gated_deltanet(%q: tensor<1x2x16x1x8xf32>, %k: tensor<1x2x16x1x8xf32>
 // CHECK: la.chunk_state_scan %{{.*}}, %{{.*}} value_gates(%[[CS]] : tensor<1x2x16x1x8xf32>)
 // CHECK: } {mapping = [#la.task<0>, #la.task<1>, #la.task<2>]}
 // CHECK: scf.for
-// CHECK-NOT: scf.forall
-// CHECK: la.chunk_cumsum %{{.*}} : tensor<1x2x16x1xf32>
+// CHECK-NEXT: scf.forall (%{{.*}}, %{{.*}}, %{{.*}}) in (1, 2, 1)
+// CHECK: la.chunk_cumsum %{{.*}} : tensor<1x1x16x1xf32>
 func.func @value_gates_and_loops(%k: tensor<1x2x16x1x8xf32>, %v: tensor<1x2x16x1x16xf32>, %c: tensor<1x2x16x1x16xf32>, %g: tensor<1x2x16x1xf32>, %n: index) -> tensor<1x2x1x8x16xf32> {
   %states, %final = la.chunk_state_scan %k, %v value_gates(%c : tensor<1x2x16x1x16xf32>) : tensor<1x2x16x1x8xf32>, tensor<1x2x16x1x16xf32> -> tensor<1x2x1x8x16xf32>, tensor<1x1x8x16xf32>
   %c0 = arith.constant 0 : index

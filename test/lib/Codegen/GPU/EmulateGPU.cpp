@@ -481,11 +481,12 @@ static LogicalResult emulateLaunch(RewriterBase &rewriter,
   return success();
 }
 
-/// Device buffers become host buffers; the waits between them go.
+/// Device buffers become host buffers, copies between them memref.copy;
+/// the waits between them go.
 static void emulateHostSide(RewriterBase &rewriter, func::FuncOp func) {
   SmallVector<Operation *> ops;
   func.walk([&](Operation *op) {
-    if (isa<gpu::AllocOp, gpu::DeallocOp, gpu::WaitOp>(op))
+    if (isa<gpu::AllocOp, gpu::DeallocOp, gpu::WaitOp, gpu::MemcpyOp>(op))
       ops.push_back(op);
   });
   for (Operation *op : ops) {
@@ -497,6 +498,9 @@ static void emulateHostSide(RewriterBase &rewriter, func::FuncOp func) {
     } else if (auto dealloc = dyn_cast<gpu::DeallocOp>(op)) {
       memref::DeallocOp::create(rewriter, dealloc.getLoc(),
                                 dealloc.getMemref());
+    } else if (auto memcpy = dyn_cast<gpu::MemcpyOp>(op)) {
+      memref::CopyOp::create(rewriter, memcpy.getLoc(), memcpy.getSrc(),
+                             memcpy.getDst());
     }
   }
   // In reverse: the users of each token go before the op that makes it.
