@@ -408,6 +408,37 @@ def test_checkpoints_library(tmp_path, mock_driver):
 
 
 @needs_tools
+def test_packed_checkpoints_library(tmp_path, mock_driver):
+    # Packed sequences' checkpoints: the host copies cu_seqlens from the
+    # device once (mgpuMemcpy through the runtime; the fake driver's device
+    # memory is host memory) to bound its loops over each sequence's
+    # segments.
+    mlir = runner.attention_mlir("gla", 1, 32, 1, 16, 16, cu_seqlens_len=3,
+                                 checkpoint_every=8, checkpoint_rows=3)
+    path = str(tmp_path / "packed-checkpoints.so")
+    shapes = [(1, 32, 1, 16)] * 4 + [(3,), (1, 32, 1, 16), (2, 1, 16, 16), (1, 3, 1, 16, 16)]
+    gpu.compile_library(mlir, path)
+    proc = _python(f"""
+        import numpy as np
+        from la import gpu
+        shapes = {shapes!r}
+        fn = gpu.load_library({path!r}, "attention", shapes)
+        buffers = [np.zeros(s, np.float32) for s in shapes]
+        buffers[4] = np.array([0, 11, 32], np.int32)
+        fn(*[b.ctypes.data for b in buffers])
+        print("done")
+        """, mock_driver)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "done"
+    # The loops followed the offsets read on the host: sequence 0 (11
+    # tokens) one segment of 8 and a tail, sequence 1 (21) two and a tail:
+    # five launches of the tasks (the kernels with shared memory).
+    tasks = re.findall(r"^mock launch: attention_kernel\S* grid 1x1x1 block 256x1x1 "
+                       r"shared [1-9]\d*$", proc.stderr, re.M)
+    assert len(tasks) == 5, proc.stderr
+
+
+@needs_tools
 def test_packed_sequences_backward_library(tmp_path, mock_driver):
     # Packed sequences' backward: the adjoint recurrences as blocks per
     # (sequence, value head), each sequence's edges and gate sums in kernels
