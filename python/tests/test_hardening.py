@@ -198,13 +198,16 @@ def test_lower_all_into_a_directory(tmp_path):
 
 def test_crash_reproducer(tmp_path):
     """A failing pipeline writes a reproducer (the module and the pipeline)."""
-    # Packed sequences on the GPU path: la-lower-to-gpu fails (their loop
-    # over the sequences has no kernel form).
+    # Packed sequences' checkpoints under the GPU's chunk-parallel schedule:
+    # la-lower-to-gpu fails (a partial segment's run-time length).
     module = ir.Module.parse(la.runner.attention_mlir("linear", 1, 40, 2, 16, 16,
-                                                      cu_seqlens_len=3))
+                                                      cu_seqlens_len=3, checkpoint_every=8,
+                                                      checkpoint_rows=4))
     reproducer = tmp_path / "repro.mlir"
-    with pytest.raises(la.LaError, match="runs in a loop outside the attention's GPU tasks"):
-        ir.PassManager.parse("builtin.module(la-lower-to-gpu{chunk-size=16})").run(
+    with pytest.raises(la.LaError, match="needs static shapes for the chunk-parallel GPU "
+                                         "schedule"):
+        ir.PassManager.parse("builtin.module(la-lower-to-gpu{chunk-size=16 "
+                             "schedule=chunk-parallel})").run(
             module, crash_reproducer=reproducer)
     text = reproducer.read_text()
     assert "mlir_reproducer" in text and "la-lower-to-recurrence" in text
