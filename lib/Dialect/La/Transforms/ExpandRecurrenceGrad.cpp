@@ -314,29 +314,43 @@ struct AdjointBuilder {
         });
   }
 
-  /// `x` [1,T,...] with `then(start, end, acc)` applied to non-empty
-  /// sequences only (an scf.if in the sequence loop).
+  /// The loop over the packed sequences carrying `xs`, with `then(start,
+  /// end, n, acc)` applied to non-empty sequences only (an scf.if in the
+  /// loop); returns the loop.
+  scf::ForOp forNonEmptySequences(
+      ValueRange xs,
+      function_ref<SmallVector<Value>(OpBuilder &, Location, Value, Value,
+                                      Value, ValueRange)>
+          then) {
+    return forEachSequence(
+        xs,
+        [&](OpBuilder &nb, Location l, Value start, Value end, Value n,
+            ValueRange args) -> SmallVector<Value> {
+          Value nonEmpty = arith::CmpIOp::create(
+              nb, l, arith::CmpIPredicate::ult, start, end);
+          auto choice = scf::IfOp::create(nb, l, args.getTypes(), nonEmpty,
+                                          /*withElseRegion=*/true);
+          OpBuilder::InsertionGuard guard(nb);
+          nb.setInsertionPointToStart(choice.thenBlock());
+          scf::YieldOp::create(nb, l, then(nb, l, start, end, n, args));
+          nb.setInsertionPointToStart(choice.elseBlock());
+          scf::YieldOp::create(nb, l, args);
+          return SmallVector<Value>(choice.getResults());
+        });
+  }
+
+  /// `x` [1,T,...] with `then(start, end, n, acc)` applied to non-empty
+  /// sequences only.
   Value forNonEmptySequences(
       Value x,
       function_ref<Value(OpBuilder &, Location, Value, Value, Value, Value)>
           then) {
-    return forEachSequence(
-               ValueRange{x},
-               [&](OpBuilder &nb, Location l, Value start, Value end, Value n,
-                   ValueRange args) -> SmallVector<Value> {
-                 Value nonEmpty = arith::CmpIOp::create(
-                     nb, l, arith::CmpIPredicate::ult, start, end);
-                 auto choice = scf::IfOp::create(
-                     nb, l, TypeRange{args[0].getType()}, nonEmpty,
-                     /*withElseRegion=*/true);
-                 OpBuilder::InsertionGuard guard(nb);
-                 nb.setInsertionPointToStart(choice.thenBlock());
-                 scf::YieldOp::create(nb, l,
-                                      then(nb, l, start, end, n, args[0]));
-                 nb.setInsertionPointToStart(choice.elseBlock());
-                 scf::YieldOp::create(nb, l, args[0]);
-                 return {choice.getResult(0)};
-               })
+    return forNonEmptySequences(ValueRange{x},
+                                [&](OpBuilder &nb, Location l, Value start,
+                                    Value end, Value n,
+                                    ValueRange acc) -> SmallVector<Value> {
+                                  return {then(nb, l, start, end, n, acc[0])};
+                                })
         .getResult(0);
   }
 
@@ -411,16 +425,10 @@ struct AdjointBuilder {
     SmallVector<OpFoldResult> rowSizes = mixedSizes(b, loc, init);
     rowSizes[0] = b.getIndexAttr(1);
     Value running = emptyTensor(b, loc, rowSizes, b.getF32Type());
-    scf::ForOp loop = forEachSequence(
+    scf::ForOp loop = forNonEmptySequences(
         ValueRange{output, running},
         [&](OpBuilder &nb, Location l, Value start, Value end, Value n,
             ValueRange args) -> SmallVector<Value> {
-          Value nonEmpty = arith::CmpIOp::create(
-              nb, l, arith::CmpIPredicate::ult, start, end);
-          auto choice = scf::IfOp::create(nb, l, args.getTypes(), nonEmpty,
-                                          /*withElseRegion=*/true);
-          OpBuilder::InsertionGuard guard(nb);
-          nb.setInsertionPointToStart(choice.thenBlock());
           Value one = arith::ConstantIndexOp::create(nb, l, 1);
           Value length = arith::SubIOp::create(nb, l, end, start);
           Value last = arith::SubIOp::create(nb, l, end, one);
@@ -428,10 +436,7 @@ struct AdjointBuilder {
           Value first = copyInto(nb, l, initRow, args[1]);
           auto [sums, runningSum] = reverseTermSums(
               nb, l, terms, excluded, perChannel, first, args[0], last, length);
-          scf::YieldOp::create(nb, l, ValueRange{sums, runningSum});
-          nb.setInsertionPointToStart(choice.elseBlock());
-          scf::YieldOp::create(nb, l, args);
-          return SmallVector<Value>(choice.getResults());
+          return {sums, runningSum};
         });
     return loop.getResult(0);
   }
