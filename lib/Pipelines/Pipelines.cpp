@@ -241,9 +241,8 @@ void mlir::la::buildGPUScheduleOnTensorsPipeline(
   // tasks would have no kernel form).
   fuseOptions.sequenceTasks = true;
   pm.addPass(createLaFuseRecurrencePass(fuseOptions));
-  // What does not fuse (the chunk-parallel schedule) is chunked;
-  // la-map-to-gpu reports the loops over packed sequences that la-chunk
-  // leaves outside the tasks.
+  // What does not fuse (the chunk-parallel schedule's recurrences) is
+  // chunked, for la-distribute-chunks below.
   LaChunkPassOptions chunkOptions;
   chunkOptions.chunkSize = options.chunkSize;
   pm.addPass(createLaChunkPass(chunkOptions));
