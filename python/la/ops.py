@@ -80,6 +80,7 @@ __all__ = [
     "kda",
     "gated_delta_rule2",
     "rwkv7",
+    "sliding_window_hybrid",
     "lower",
     "STAGES",
     "cache_info",
@@ -1602,6 +1603,106 @@ _WRAPPERS = {
     gated_delta_rule2: ("gated_deltanet2", {"use_qk_l2norm_in_kernel": "qk_l2norm"}),
     rwkv7: ("rwkv7", {}),
 }
+
+
+#: the largest window la.sliding_window_hybrid takes (its kMaxWindow).
+_MAX_WINDOW = 1 << 20
+
+
+def _hybrid_mlir(H, K, V, F, window, scale, dtype, B=None, T=None):
+    """The kernel of la.sliding_window_hybrid: any B and T unless given."""
+    element = dtype  # f32, f16 or bf16: the MLIR names
+    b = "?" if B is None else B
+    t = "?" if T is None else T
+
+    def tensor(d):
+        return f"tensor<{b}x{t}x{H}x{d}x{element}>"
+    attrs = f"window = {window} : i64"
+    if scale is not None:
+        attrs += f", scale = {float(scale)!r} : f32"
+    return (f"func.func @{_ENTRY}(%q: {tensor(K)}, %k: {tensor(K)}, %v: {tensor(V)},\n"
+            f"    %fq: {tensor(F)}, %fk: {tensor(F)}) -> {tensor(V)} {{\n"
+            f"  %o = la.sliding_window_hybrid %q, %k, %v\n"
+            f"      features(%fq : {tensor(F)}, %fk : {tensor(F)}) {{{attrs}}}\n"
+            f"      : {tensor(K)}, {tensor(K)}, {tensor(V)} -> {tensor(V)}\n"
+            f"  return %o : {tensor(V)}\n}}\n")
+
+
+def sliding_window_hybrid(q, k, v, feature_q, feature_k, window, *, scale=None,
+                          chunk_size=64, dtype=None, num_threads=None):
+    """LoLCATs' hybrid as one la kernel (the op ``la.sliding_window_hybrid``):
+    softmax attention on the last ``window`` tokens (the current one
+    included) and linear attention on the features before them, under one
+    normalisation,
+
+        o_t = (sum_{t-w < s <= t} exp(scale q_t . k_s) v_s
+               + sum_{s <= t-w} (feature_q[t] . feature_k[s]) v_s)
+              / (the same sums without v_s)
+
+    ``q, k : [B, T, H, K]``, ``v : [B, T, H, V]``, ``feature_q, feature_k :
+    [B, T, H, F]`` (NumPy arrays or torch tensors on the CPU; ``dtype``
+    converts them as :func:`attention` does, the features too). Returns
+    ``o : [B, T, H, V]``. The forward only: gradients are not derived for
+    this op yet (:func:`la.family.sliding_window_hybrid` runs the
+    differentiable composition when torch needs them)."""
+    named = {"q": q, "k": k, "v": v, "feature_q": feature_q, "feature_k": feature_k}
+    for name, x in named.items():
+        _device_check(name, x)
+    if isinstance(window, (bool, np.bool_)) or not isinstance(window, (int, np.integer)) \
+            or not 1 <= window <= _MAX_WINDOW:
+        raise ValueError(f"window must be an integer in [1, {_MAX_WINDOW}], got {window!r}")
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) \
+            or chunk_size < 1:
+        raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}")
+    if scale is not None and (isinstance(scale, bool) or not np.isscalar(scale)
+                              or not np.isreal(scale) or not math.isfinite(float(scale))):
+        raise ValueError(f"scale must be a finite real number or None, got {scale!r}")
+    torch_out = _is_tensor(q)
+    threads = _thread_count(num_threads, torch_out)
+    arrays = {name: _qkv_array(name, x) for name, x in named.items()}
+    qa = arrays["q"][0]
+    if qa.ndim != 4:
+        raise ValueError(f"q must be 4-D [B, T, H, K], got shape {tuple(qa.shape)}")
+    B, T, H, K = qa.shape
+    V = np.shape(arrays["v"][0])[-1] if np.ndim(arrays["v"][0]) == 4 else None
+    F = np.shape(arrays["feature_q"][0])[-1] if np.ndim(arrays["feature_q"][0]) == 4 else None
+    expected = {"k": ((B, T, H, K), "[B, T, H, K] (the shape of q)"),
+                "v": ((B, T, H, V), "[B, T, H, V]"),
+                "feature_q": ((B, T, H, F), "[B, T, H, F]"),
+                "feature_k": ((B, T, H, F), "[B, T, H, F] (the shape of feature_q)")}
+    for name, (shape, what) in expected.items():
+        if None in shape or arrays[name][0].shape != shape:
+            raise _shape_error(name, what, arrays[name][0].shape)
+    if min(B, T, H, K, V, F) < 1:
+        raise ValueError(f"every dimension must be >= 1, got q {(B, T, H, K)}, v "
+                         f"{(B, T, H, V)} and features {(B, T, H, F)}")
+    kinds = {name: arrays[name][1] for name in named}
+    compute = _compute_dtype(dtype)
+    if compute is None:
+        for name in named:
+            if kinds[name] is None:
+                raise TypeError(f"{name} has dtype {arrays[name][0].dtype}; pass float32, "
+                                "float16 or bf16 arrays, or dtype='f32', 'f16' or 'bf16'")
+        if len(set(kinds.values())) != 1:
+            raise TypeError("q, k, v and the features must have one dtype, got "
+                            + ", ".join(f"{n}: {kinds[n]}" for n in named)
+                            + " (or pass dtype= to convert them)")
+        compute = kinds["q"]
+    inputs = [_to_compute(name, arrays[name][0], kinds[name], compute) for name in named]
+    o_np = {"f32": np.float32, "f16": np.float16, "bf16": np.uint16}[compute]
+    call = _Call(text=_hybrid_mlir(H, K, V, F, int(window), scale, compute),
+                 pipeline=_pipeline(int(chunk_size), False, threads),
+                 inputs=inputs, input_names=list(named), outputs=[((B, T, H, V), o_np)],
+                 entry=_ENTRY, threads=threads)
+    (o,) = _run(call)
+    if torch_out:
+        torch = _torch()
+        if compute == "bf16":
+            return torch.from_numpy(o.view(np.int16)).view(torch.bfloat16)
+        return torch.from_numpy(o)
+    if compute == "bf16":
+        return o.view(qa.dtype) if kinds["q"] == "bf16" else _bf16_to_f32(o)
+    return o
 
 
 def lower(op, *args, stage, ir_dir=None, **kwargs):

@@ -1,8 +1,8 @@
 //===- AggregatedOpInterfaceImpl.h - decompositions of la ops ---*- C++ -*-===//
 //
-// la.recurrence implements linalg's AggregatedOpInterface through an
-// external model: its decomposition is the chunk program, which the
-// Transforms library builds (the dialect library cannot depend on it).
+// la.recurrence and la.sliding_window_hybrid implement linalg's
+// AggregatedOpInterface through external models: their decompositions are
+// built by the Transforms library (the dialect library cannot depend on it).
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,7 +18,12 @@ namespace la {
 /// (a static T, or the constant upper bound of a dynamic one, the chunk
 /// padded). Tile T first (`transform.structured.tile_using_for`) so that
 /// the chunk is small; `transform.structured.decompose_interface` applies it.
+/// la.sliding_window_hybrid's decomposition is attached there too.
 void registerAggregatedOpInterfaceExternalModels(DialectRegistry &registry);
+
+/// Attaches AggregatedOpInterface to la.sliding_window_hybrid (see
+/// decomposeSlidingWindowHybrid).
+void registerSlidingWindowHybridDecomposition(DialectRegistry &registry);
 
 } // namespace la
 } // namespace mlir

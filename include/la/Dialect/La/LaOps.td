@@ -200,6 +200,75 @@ def La_AttentionOp : La_Op<"attention", [
   }];
 }
 
+def La_SlidingWindowHybridOp : La_Op<"sliding_window_hybrid", [Pure]> {
+  let summary = "softmax attention in a sliding window, linear attention "
+                "outside it, one normalisation (level 0)";
+  let description = [{
+    LoLCATs' hybrid (Zhang et al., ICLR 2025, "LoLCATs: On Low-Rank
+    Linearizing of Large Language Models"): per sequence and head, with
+    `w = window` and learned features `fq_t = feature_q[t]`,
+    `fk_s = feature_k[s]` (e.g. Hedgehog's),
+
+    ```
+    o_t = (sum_{t-w < s <= t} exp(scale q_t . k_s - c_t) v_s
+           + exp(-c_t) sum_{s <= t-w} (fq_t . fk_s) v_s)
+          / (the same two sums without v_s)
+    ```
+
+    with `c_t = max(0, max_{t-w < s <= t} scale q_t . k_s)`, so that no
+    exponential overflows (the far part is scaled, never shifted up).
+    `q, k : [B,T,H,K]`, `v : [B,T,H,V]`, `feature_q, feature_k : [B,T,H,F]`;
+    `o : [B,T,H,V]` has v's element type. `scale` defaults to `K^-0.5`.
+
+    The op implements upstream's `AggregatedOpInterface`; its decomposition
+    (which `la-lower-to-recurrence` applies) is an `la.recurrence` of linear
+    attention over the features whose keys and values are shifted `w` tokens
+    later, a column of ones appended to the values (its last output column
+    is the far part's normaliser), and the window's scores as `linalg`
+    products over blocks of tokens (each block's keys are its own and those
+    of the blocks before it that the window reaches). A non-finite value
+    makes its column NaN from its token on, as la.recurrence's chunked form
+    does; nothing leaks to earlier tokens.
+
+    Example:
+
+    ```mlir
+    %o = la.sliding_window_hybrid %q, %k, %v
+        features(%fq : tensor<1x64x2x8xf32>, %fk : tensor<1x64x2x8xf32>)
+        {window = 16 : i64}
+        : tensor<1x64x2x16xf32>, tensor<1x64x2x16xf32>, tensor<1x64x2x32xf32>
+        -> tensor<1x64x2x32xf32>
+    ```
+  }];
+
+  let arguments = (ins
+    La_FloatTensor:$q,
+    La_FloatTensor:$k,
+    La_FloatTensor:$v,
+    La_FloatTensor:$feature_q,
+    La_FloatTensor:$feature_k,
+    I64Attr:$window,
+    OptionalAttr<F32Attr>:$scale
+  );
+  let results = (outs La_FloatTensor:$o);
+
+  let assemblyFormat = [{
+    $q `,` $k `,` $v
+    `features` `(` $feature_q `:` type($feature_q) `,`
+                   $feature_k `:` type($feature_k) `)`
+    attr-dict `:` type($q) `,` type($k) `,` type($v) `->` type($o)
+  }];
+
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The largest window the verifier accepts.
+    static constexpr int64_t kMaxWindow = 1 << 20;
+    /// The scale applied to q . k: the `scale` attribute or `K^-0.5`
+    /// (the verifier requires a static K without the attribute).
+    float getEffectiveScale();
+  }];
+}
+
 def La_AttentionGradOp : La_Op<"attention_grad", [
     Pure, AttrSizedOperandSegments]> {
   let summary = "the vector-Jacobian product of la.attention (level 0)";

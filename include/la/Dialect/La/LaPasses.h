@@ -24,6 +24,16 @@ void populateLowerToRecurrencePatterns(RewritePatternSet &patterns,
                                        double l2normEps = 1e-6,
                                        bool expandQueryGroups = false);
 
+/// The decomposition of `la.sliding_window_hybrid` (its
+/// AggregatedOpInterface): an `la.recurrence` for the linear attention
+/// outside the window and linalg ops on tensors for the window.
+FailureOr<SmallVector<Value>>
+decomposeSlidingWindowHybrid(OpBuilder &b, SlidingWindowHybridOp op);
+
+/// Patterns replacing `la.sliding_window_hybrid` by its decomposition (part
+/// of la-lower-to-recurrence).
+void populateDecomposeSlidingWindowHybridPatterns(RewritePatternSet &patterns);
+
 /// Patterns reducing `la.recurrence` to a gate kind in {none, scalar,
 /// channel} without a normaliser (see la-simplify-recurrence).
 void populateSimplifyRecurrencePatterns(RewritePatternSet &patterns);

@@ -28,6 +28,11 @@ def LaLowerToRecurrencePass : Pass<"la-lower-to-recurrence"> {
     With `checkpoint_every`, la.attention becomes a loop over segments of
     that many tokens, each an `la.recurrence` from the state the segment
     before ended with, whose final state is written into the checkpoints.
+
+    `la.sliding_window_hybrid` is replaced by its decomposition (its
+    AggregatedOpInterface): an `la.recurrence` of linear attention on the
+    features for the tokens outside the window, and linalg ops on tensors
+    for the window's softmax over blocks of tokens.
   }];
   let dependentDialects = [
     "::mlir::affine::AffineDialect",

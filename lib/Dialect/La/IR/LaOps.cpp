@@ -632,6 +632,64 @@ LogicalResult AttentionOp::verifyCheckpoints() {
 // AttentionGradOp
 //===----------------------------------------------------------------------===//
 
+//===----------------------------------------------------------------------===//
+// SlidingWindowHybridOp
+//===----------------------------------------------------------------------===//
+
+float SlidingWindowHybridOp::getEffectiveScale() {
+  return effectiveScale(getScale(), getQ().getType());
+}
+
+LogicalResult SlidingWindowHybridOp::verify() {
+  RankedTensorType qType = getQ().getType();
+  if (qType.getRank() != 4)
+    return emitOpError() << "expects 'q' of rank 4 [B,T,H,K], got rank "
+                         << qType.getRank();
+  ArrayRef<int64_t> q = qType.getShape();
+  int64_t valueDim = ShapedType::kDynamic, featureDim = ShapedType::kDynamic;
+  if (getV().getType().getRank() == 4)
+    valueDim = getV().getType().getDimSize(3);
+  if (getFeatureQ().getType().getRank() == 4)
+    featureDim = getFeatureQ().getType().getDimSize(3);
+  if (failed(verifyShape(*this, getK(), "k", q, "[B,T,H,K] like 'q'")) ||
+      failed(verifyShape(*this, getV(), "v", {q[0], q[1], q[2], valueDim},
+                         "[B,T,H,V]")) ||
+      failed(verifyShape(*this, getFeatureQ(), "feature_q",
+                         {q[0], q[1], q[2], featureDim}, "[B,T,H,F]")) ||
+      failed(verifyShape(*this, getFeatureK(), "feature_k",
+                         {q[0], q[1], q[2], featureDim},
+                         "[B,T,H,F] like 'feature_q'")) ||
+      failed(verifyShape(*this, getO(), "o", {q[0], q[1], q[2], valueDim},
+                         "[B,T,H,V] like 'v'")))
+    return failure();
+  if (getK().getType().getElementType() != qType.getElementType())
+    return emitOpError() << "expects 'q' and 'k' of one element type, got "
+                         << qType.getElementType() << " and "
+                         << getK().getType().getElementType();
+  Type featureElement = getFeatureQ().getType().getElementType();
+  if (getFeatureK().getType().getElementType() != featureElement)
+    return emitOpError()
+           << "expects 'feature_q' and 'feature_k' of one element type, got "
+           << featureElement << " and "
+           << getFeatureK().getType().getElementType();
+  Type vElement = getV().getType().getElementType();
+  if (getO().getType().getElementType() != vElement)
+    return emitOpError() << "expects 'o' to have the element type of 'v' ("
+                         << vElement << "), got "
+                         << getO().getType().getElementType();
+  int64_t window = getWindow();
+  if (window < 1 || window > kMaxWindow)
+    return emitOpError() << "expects 'window' in [1, " << kMaxWindow
+                         << "] tokens, got " << window;
+  if (std::optional<APFloat> scale = getScale())
+    if (!scale->isFinite())
+      return emitOpError("expects a finite 'scale'");
+  if (!getScale() && qType.isDynamicDim(3))
+    return emitOpError(
+        "needs a static K to default 'scale' to K^-0.5; set 'scale'");
+  return success();
+}
+
 float AttentionGradOp::getEffectiveScale() {
   return effectiveScale(getScale(), getQ().getType());
 }

@@ -146,4 +146,5 @@ void mlir::la::registerAggregatedOpInterfaceExternalModels(
   registry.addExtension(+[](MLIRContext *ctx, LaDialect *) {
     RecurrenceOp::attachInterface<RecurrenceDecomposition>(*ctx);
   });
+  registerSlidingWindowHybridDecomposition(registry);
 }

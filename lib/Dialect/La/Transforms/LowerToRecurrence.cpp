@@ -1000,6 +1000,7 @@ void mlir::la::populateLowerToRecurrencePatterns(RewritePatternSet &patterns,
   MLIRContext *ctx = patterns.getContext();
   patterns.add<AttentionToRecurrence>(ctx, l2normEps, expandQueryGroups);
   patterns.add<AttentionGradToRecurrenceGrad>(ctx, l2normEps);
+  populateDecomposeSlidingWindowHybridPatterns(patterns);
   if (expandQueryGroups)
     patterns.add<ExpandQueryGroups>(ctx, /*benefit=*/2);
   // The gradient always repeats them: la.recurrence_grad has no query

@@ -1,0 +1,433 @@
+//===- SlidingWindowHybrid.cpp - la.sliding_window_hybrid decomposed ------===//
+//
+// LoLCATs' hybrid is linear attention outside a window plus softmax attention
+// inside it, under one normalisation. The far part is la's canonical
+// recurrence on the learned features, its keys and values moved `w` tokens
+// later, so that token t reads the state after token t - w; a column of ones
+// appended to the values makes its last output column the far normaliser.
+// The window is computed over blocks of C tokens: a block's queries see the
+// keys of their own block and of the `shifts` blocks before it, each pair of
+// blocks a C x C product, masked to the window (the same form as la's
+// intra-chunk products, which la-tile vectorises).
+//
+//===----------------------------------------------------------------------===//
+
+#include "la/Dialect/La/AggregatedOpInterfaceImpl.h"
+#include "la/Dialect/La/LaDialect.h"
+#include "la/Dialect/La/LaOps.h"
+#include "la/Dialect/La/LaPasses.h"
+#include "la/Dialect/La/LaUtils.h"
+
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/PatternMatch.h"
+
+#include "llvm/Support/MathExtras.h"
+
+#include <algorithm>
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::la;
+
+/// Larger than any token index (as f32): "no non-finite value".
+static constexpr float kNoToken = 1e30f;
+
+/// `x` [B,T,H,D] moved `shift` tokens later in its element type: zeros in
+/// front, the last `shift` tokens dropped. With `onesColumn` a column D of
+/// ones is appended to the moved tokens (zeros in front there too).
+static Value shiftTokens(OpBuilder &b, Location loc, Value x, int64_t shift,
+                         bool onesColumn) {
+  MLIRContext *ctx = b.getContext();
+  Type element = cast<RankedTensorType>(x.getType()).getElementType();
+  SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, x);
+  AffineExpr s0 = getAffineSymbolExpr(0, ctx);
+  // kept = max(T - shift, 0) tokens, written from token T - kept.
+  OpFoldResult kept = affine::makeComposedFoldedAffineMax(
+      b, loc, AffineMap::get(0, 1, {s0 - shift, getAffineConstantExpr(0, ctx)}, ctx),
+      {sizes[1]});
+  OpFoldResult offset = affine::makeComposedFoldedAffineApply(
+      b, loc, s0 - getAffineSymbolExpr(1, ctx), {sizes[1], kept});
+  SmallVector<OpFoldResult> destSizes = sizes;
+  if (onesColumn)
+    destSizes[3] =
+        affine::makeComposedFoldedAffineApply(b, loc, s0 + 1, {sizes[3]});
+  Value dest = filledTensor(b, loc, destSizes, element, 0.0);
+  SmallVector<OpFoldResult> ones(4, b.getIndexAttr(1));
+  SmallVector<OpFoldResult> partSizes = {sizes[0], kept, sizes[2], sizes[3]};
+  if (onesColumn) {
+    Value column = filledTensor(
+        b, loc, {sizes[0], kept, sizes[2], b.getIndexAttr(1)}, element, 1.0);
+    dest = tensor::InsertSliceOp::create(
+        b, loc, column, dest,
+        SmallVector<OpFoldResult>{b.getIndexAttr(0), offset, b.getIndexAttr(0),
+                                  sizes[3]},
+        SmallVector<OpFoldResult>{sizes[0], kept, sizes[2], b.getIndexAttr(1)},
+        ones);
+  }
+  Value part = tensor::ExtractSliceOp::create(
+      b, loc, x, SmallVector<OpFoldResult>(4, b.getIndexAttr(0)), partSizes,
+      ones);
+  return tensor::InsertSliceOp::create(
+      b, loc, part, dest,
+      SmallVector<OpFoldResult>{b.getIndexAttr(0), offset, b.getIndexAttr(0),
+                                b.getIndexAttr(0)},
+      partSizes, ones);
+}
+
+/// Whether the f32 `x` is finite (false for NaN and +-inf).
+static Value isFiniteF32(OpBuilder &b, Location loc, Value x) {
+  Value magnitude = math::AbsFOp::create(b, loc, x);
+  Value infinity =
+      constantF32(b, loc, std::numeric_limits<float>::infinity());
+  return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, magnitude,
+                               infinity);
+}
+
+/// `x` [B,T,H,D] as f32 [B,L,H,D] with its tokens from token `before` on,
+/// zeros elsewhere (L = `length`); with `zeroNonFinite` its NaN and
+/// infinite elements are zeros too.
+static Value paddedF32(OpBuilder &b, Location loc, Value x,
+                       OpFoldResult before, OpFoldResult length,
+                       bool zeroNonFinite) {
+  MLIRContext *ctx = b.getContext();
+  SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, x);
+  AffineMap id = AffineMap::getMultiDimIdentityMap(4, ctx);
+  Value wide = buildGeneric(
+      b, loc, ValueRange{x}, emptyTensor(b, loc, sizes, b.getF32Type()),
+      {id, id}, 4, 0, [&](OpBuilder &nb, Location l, ValueRange args) {
+        Value value = extendToF32(nb, l, args[0]);
+        if (!zeroNonFinite)
+          return value;
+        return arith::SelectOp::create(nb, l, isFiniteF32(nb, l, value), value,
+                                       constantF32(nb, l, 0.0f))
+            .getResult();
+      });
+  Value dest = zeroTensor(b, loc, {sizes[0], length, sizes[2], sizes[3]});
+  return tensor::InsertSliceOp::create(
+      b, loc, wide, dest,
+      SmallVector<OpFoldResult>{b.getIndexAttr(0), before, b.getIndexAttr(0),
+                                b.getIndexAttr(0)},
+      sizes, SmallVector<OpFoldResult>(4, b.getIndexAttr(1)));
+}
+
+/// [B,L,...] as [B,L/block,block,...] (L a multiple of block).
+static Value splitBlocks(OpBuilder &b, Location loc, Value x, int64_t block) {
+  SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, x);
+  AffineExpr s0 = b.getAffineSymbolExpr(0);
+  SmallVector<OpFoldResult> shape = {
+      sizes[0],
+      affine::makeComposedFoldedAffineApply(b, loc, s0.floorDiv(block),
+                                            {sizes[1]}),
+      b.getIndexAttr(block)};
+  SmallVector<ReassociationIndices> groups = {{0}, {1, 2}};
+  for (unsigned dim = 2, rank = sizes.size(); dim < rank; ++dim) {
+    shape.push_back(sizes[dim]);
+    groups.push_back({static_cast<int64_t>(dim) + 1});
+  }
+  auto type = RankedTensorType::get(
+      staticShape(shape), cast<RankedTensorType>(x.getType()).getElementType());
+  return tensor::ExpandShapeOp::create(b, loc, type, x, groups, shape);
+}
+
+/// [B,NC,C,...] as [B,NC*C,...].
+static Value joinBlocks(OpBuilder &b, Location loc, Value x) {
+  unsigned rank = cast<RankedTensorType>(x.getType()).getRank();
+  SmallVector<ReassociationIndices> groups = {{0}, {1, 2}};
+  for (unsigned dim = 3; dim < rank; ++dim)
+    groups.push_back({static_cast<int64_t>(dim)});
+  return tensor::CollapseShapeOp::create(b, loc, x, groups);
+}
+
+/// Inside a linalg body over blocks: whether key row j of the block `shift`
+/// blocks before query row i's block n lies in i's window.
+static Value inWindow(OpBuilder &b, Location loc, int64_t shift, int64_t block,
+                      int64_t window, unsigned nDim, unsigned iDim,
+                      unsigned jDim) {
+  auto index = [&](unsigned dim) {
+    return linalg::IndexOp::create(b, loc, dim).getResult();
+  };
+  auto constant = [&](int64_t value) {
+    return arith::ConstantIndexOp::create(b, loc, value).getResult();
+  };
+  Value i = index(iDim), j = index(jDim);
+  // The query token minus the key token.
+  Value distance = arith::SubIOp::create(
+      b, loc, arith::AddIOp::create(b, loc, i, constant(shift * block)), j);
+  Value valid = arith::AndIOp::create(
+      b, loc,
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, distance,
+                            constant(0)),
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, distance,
+                            constant(window - 1)));
+  if (shift == 0)
+    return valid;
+  // Blocks before the first are padding.
+  return arith::AndIOp::create(
+      b, loc, valid,
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, index(nDim),
+                            constant(shift)));
+}
+
+FailureOr<SmallVector<Value>>
+mlir::la::decomposeSlidingWindowHybrid(OpBuilder &b,
+                                       SlidingWindowHybridOp op) {
+  Location loc = op.getLoc();
+  MLIRContext *ctx = b.getContext();
+  Type f32 = b.getF32Type();
+  int64_t window = op.getWindow();
+  float scale = op.getEffectiveScale();
+  // Blocks of 16 to 64 tokens (the sizes la-tile's register tiles divide),
+  // large enough that a window reaches few blocks back.
+  int64_t block = std::clamp<int64_t>(
+      llvm::PowerOf2Ceil(std::max<int64_t>(window - 1, 1)), 16, 64);
+  int64_t shifts = llvm::divideCeil(window - 1, block);
+
+  Value q = op.getQ(), k = op.getK(), v = op.getV();
+  SmallVector<OpFoldResult> qSizes = mixedSizes(b, loc, q);
+  SmallVector<OpFoldResult> vSizes = mixedSizes(b, loc, v);
+  OpFoldResult batch = qSizes[0], time = qSizes[1], heads = qSizes[2];
+  OpFoldResult valueDim = vSizes[3];
+
+  // The far part: linear attention on the features, keys and values w
+  // tokens later, the values with a column of ones.
+  RecurrenceParts far;
+  far.q = op.getFeatureQ();
+  far.k = shiftTokens(b, loc, op.getFeatureK(), window, /*onesColumn=*/false);
+  far.v = shiftTokens(b, loc, v, window, /*onesColumn=*/true);
+  far.gate = GateKind::None;
+  far.lowRank = LowRank::None;
+  far.scale = 1.0f;
+  far.normalizer = false;
+  far.oInit = emptyTensor(b, loc, mixedSizes(b, loc, far.v), f32);
+  far.initialState = zeroState(b, loc, far.q, far.v, Value());
+  Value farOut = far.build(b, loc).getO();
+
+  // The window, over NC blocks of C tokens (T padded to NC * C).
+  AffineExpr s0 = b.getAffineSymbolExpr(0);
+  OpFoldResult numBlocks =
+      affine::makeComposedFoldedAffineApply(b, loc, s0.ceilDiv(block), {time});
+  auto tokensOf = [&](int64_t extraBlocks) {
+    return affine::makeComposedFoldedAffineApply(
+        b, loc, (s0 + extraBlocks) * block, {numBlocks});
+  };
+  OpFoldResult zero = b.getIndexAttr(0);
+  OpFoldResult front = b.getIndexAttr(shifts * block);
+  Value queries = splitBlocks(
+      b, loc, paddedF32(b, loc, q, zero, tokensOf(0), false), block);
+  // Keys and values with `shifts` blocks of zeros in front: the block
+  // `shift` blocks before block n is block n + shifts - shift.
+  Value keys = splitBlocks(
+      b, loc, paddedF32(b, loc, k, front, tokensOf(shifts), false), block);
+  Value values = splitBlocks(
+      b, loc, paddedF32(b, loc, v, front, tokensOf(shifts), true), block);
+  // keys as [B,NC+shifts,H,K,C]: the score column is the vector dimension.
+  SmallVector<OpFoldResult> keySizes = mixedSizes(b, loc, keys);
+  Value keysT = buildGeneric(
+      b, loc, ValueRange{keys},
+      emptyTensor(b, loc,
+                  {keySizes[0], keySizes[1], keySizes[3], keySizes[4],
+                   keySizes[2]},
+                  f32),
+      {dimMap(ctx, 5, {0, 1, 4, 2, 3}), dimMap(ctx, 5, {0, 1, 2, 3, 4})}, 5, 0,
+      [](OpBuilder &, Location, ValueRange args) { return args[0]; });
+
+  SmallVector<OpFoldResult> scoreSizes = {batch, numBlocks, heads,
+                                          b.getIndexAttr(block),
+                                          b.getIndexAttr(block)};
+  SmallVector<OpFoldResult> rowSizes = {batch, numBlocks,
+                                        b.getIndexAttr(block), heads};
+  // Unscaled scores of each block pair: S_s[b,n,h,i,j] = q_i . k_j over the
+  // block s before. Loops (b,n,h,i,j,kk).
+  SmallVector<Value> scores;
+  for (int64_t shift = 0; shift <= shifts; ++shift) {
+    Value keyBlock = sliceDim(b, loc, keysT, 1, b.getIndexAttr(shifts - shift),
+                              numBlocks);
+    scores.push_back(buildGeneric(
+        b, loc, ValueRange{queries, keyBlock}, zeroTensor(b, loc, scoreSizes),
+        {dimMap(ctx, 6, {0, 1, 3, 2, 5}), dimMap(ctx, 6, {0, 1, 2, 5, 4}),
+         dimMap(ctx, 6, {0, 1, 2, 3, 4})},
+        5, 1, [](OpBuilder &nb, Location l, ValueRange args) {
+          return addF(nb, l, args[2], mulF(nb, l, args[0], args[1]));
+        }));
+  }
+  // c[b,n,i,h] = max(0, the largest scaled score in the window). Loops
+  // (b,n,h,i,j).
+  AffineMap scoreMap = dimMap(ctx, 5, {0, 1, 2, 3, 4});
+  AffineMap rowMap = dimMap(ctx, 5, {0, 1, 3, 2});
+  Value rowMax = zeroTensor(b, loc, rowSizes);
+  for (int64_t shift = 0; shift <= shifts; ++shift)
+    rowMax = buildGeneric(
+        b, loc, ValueRange{scores[shift]}, rowMax, {scoreMap, rowMap}, 4, 1,
+        [&](OpBuilder &nb, Location l, ValueRange args) {
+          Value score = mulF(nb, l, args[0], constantF32(nb, l, scale));
+          Value larger = arith::MaximumFOp::create(nb, l, args[1], score);
+          return arith::SelectOp::create(
+                     nb, l, inWindow(nb, l, shift, block, window, 1, 3, 4),
+                     larger, args[1])
+              .getResult();
+        });
+  // The weights exp(scale S - c) (zero outside the window), their row sums
+  // and their products with the values.
+  Value rowSum = zeroTensor(b, loc, rowSizes);
+  Value weighted = zeroTensor(
+      b, loc, {batch, numBlocks, b.getIndexAttr(block), heads, valueDim});
+  for (int64_t shift = 0; shift <= shifts; ++shift) {
+    Value weights = buildGeneric(
+        b, loc, ValueRange{scores[shift], rowMax},
+        emptyTensor(b, loc, scoreSizes, f32), {scoreMap, rowMap, scoreMap}, 5,
+        0, [&](OpBuilder &nb, Location l, ValueRange args) {
+          Value score = mulF(nb, l, args[0], constantF32(nb, l, scale));
+          Value weight = math::ExpOp::create(
+              nb, l, arith::SubFOp::create(nb, l, score, args[1]));
+          return arith::SelectOp::create(
+                     nb, l, inWindow(nb, l, shift, block, window, 1, 3, 4),
+                     weight, constantF32(nb, l, 0.0f))
+              .getResult();
+        });
+    rowSum = buildGeneric(b, loc, ValueRange{weights}, rowSum,
+                          {scoreMap, rowMap}, 4, 1,
+                          [](OpBuilder &nb, Location l, ValueRange args) {
+                            return addF(nb, l, args[1], args[0]);
+                          });
+    Value valueBlock = sliceDim(b, loc, values, 1,
+                                b.getIndexAttr(shifts - shift), numBlocks);
+    // O[b,n,i,h,vv] += sum_j P[b,n,h,i,j] v[b,n,j,h,vv]. Loops
+    // (b,n,i,h,vv,j).
+    weighted = buildGeneric(
+        b, loc, ValueRange{weights, valueBlock}, weighted,
+        {dimMap(ctx, 6, {0, 1, 3, 2, 5}), dimMap(ctx, 6, {0, 1, 5, 3, 4}),
+         dimMap(ctx, 6, {0, 1, 2, 3, 4})},
+        5, 1, [](OpBuilder &nb, Location l, ValueRange args) {
+          return addF(nb, l, args[2], mulF(nb, l, args[0], args[1]));
+        });
+  }
+
+  // The first token of each (sequence, head, value column) whose value is
+  // not finite (the window read it as zero): per block, then over blocks.
+  Value rawValues = splitBlocks(
+      b, loc, paddedF32(b, loc, v, zero, tokensOf(0), false), block);
+  Value firstBadPerBlock = buildGeneric(
+      b, loc, ValueRange{rawValues},
+      filledTensor(b, loc, {batch, numBlocks, heads, valueDim}, f32, kNoToken),
+      {dimMap(ctx, 5, {0, 1, 4, 2, 3}), dimMap(ctx, 5, {0, 1, 2, 3})}, 4, 1,
+      [&](OpBuilder &nb, Location l, ValueRange args) {
+        Value token = arith::AddIOp::create(
+            nb, l,
+            arith::MulIOp::create(
+                nb, l, linalg::IndexOp::create(nb, l, 1),
+                arith::ConstantIndexOp::create(nb, l, block)),
+            linalg::IndexOp::create(nb, l, 4));
+        Value asFloat = arith::UIToFPOp::create(
+            nb, l, f32, arith::IndexCastUIOp::create(nb, l, nb.getI64Type(),
+                                                     token));
+        return arith::SelectOp::create(nb, l, isFiniteF32(nb, l, args[0]),
+                                       args[1],
+                                       arith::MinimumFOp::create(
+                                           nb, l, args[1], asFloat))
+            .getResult();
+      });
+  Value firstBad = buildGeneric(
+      b, loc, ValueRange{firstBadPerBlock},
+      filledTensor(b, loc, {batch, heads, valueDim}, f32, kNoToken),
+      {dimMap(ctx, 4, {0, 3, 1, 2}), dimMap(ctx, 4, {0, 1, 2})}, 3, 1,
+      [](OpBuilder &nb, Location l, ValueRange args) {
+        return arith::MinimumFOp::create(nb, l, args[1], args[0]).getResult();
+      });
+
+  // Back to tokens [B,T,...] and the two parts combined.
+  auto firstTokens = [&](Value x) {
+    SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, x);
+    sizes[1] = time;
+    return tensor::ExtractSliceOp::create(
+               b, loc, x, SmallVector<OpFoldResult>(sizes.size(), zero), sizes,
+               SmallVector<OpFoldResult>(sizes.size(), b.getIndexAttr(1)))
+        .getResult();
+  };
+  Value windowOut = firstTokens(joinBlocks(b, loc, weighted));
+  Value windowSum = firstTokens(joinBlocks(b, loc, rowSum));
+  Value shiftMax = firstTokens(joinBlocks(b, loc, rowMax));
+  SmallVector<OpFoldResult> ones(4, b.getIndexAttr(1));
+  Value farValues = tensor::ExtractSliceOp::create(
+      b, loc, farOut, SmallVector<OpFoldResult>(4, zero),
+      SmallVector<OpFoldResult>{batch, time, heads, valueDim}, ones);
+  // The far normaliser, column V, as [B,T,H].
+  auto rowsType = RankedTensorType::get(
+      staticShape(SmallVector<OpFoldResult>{batch, time, heads}), f32);
+  Value farSum = tensor::ExtractSliceOp::create(
+      b, loc, rowsType, farOut,
+      SmallVector<OpFoldResult>{zero, zero, zero, valueDim},
+      SmallVector<OpFoldResult>{batch, time, heads, b.getIndexAttr(1)}, ones);
+  Type outElement = op.getO().getType().getElementType();
+  AffineMap tokenMap = dimMap(ctx, 4, {0, 1, 2, 3});
+  AffineMap tokenRowMap = dimMap(ctx, 4, {0, 1, 2});
+  Value out = buildGeneric(
+      b, loc, ValueRange{windowOut, farValues, windowSum, farSum, shiftMax,
+                         firstBad},
+      emptyTensor(b, loc, {batch, time, heads, valueDim}, outElement),
+      {tokenMap, tokenMap, tokenRowMap, tokenRowMap, tokenRowMap,
+       dimMap(ctx, 4, {0, 2, 3}), tokenMap},
+      4, 0, [&](OpBuilder &nb, Location l, ValueRange args) {
+        Value damp = math::ExpOp::create(
+            nb, l, arith::NegFOp::create(nb, l, args[4]));
+        Value numerator = addF(nb, l, args[0], mulF(nb, l, damp, args[1]));
+        Value denominator = addF(nb, l, args[2], mulF(nb, l, damp, args[3]));
+        Value ratio = arith::DivFOp::create(nb, l, numerator, denominator);
+        Value token = arith::UIToFPOp::create(
+            nb, l, nb.getF32Type(),
+            arith::IndexCastUIOp::create(nb, l, nb.getI64Type(),
+                                         linalg::IndexOp::create(nb, l, 1)));
+        Value poisoned = arith::CmpFOp::create(
+            nb, l, arith::CmpFPredicate::OGE, token, args[5]);
+        Value nan =
+            constantF32(nb, l, std::numeric_limits<float>::quiet_NaN());
+        Value result = arith::SelectOp::create(nb, l, poisoned, nan, ratio);
+        return castFloat(nb, l, result, outElement);
+      });
+  if (out.getType() != op.getO().getType())
+    out = tensor::CastOp::create(b, loc, op.getO().getType(), out);
+  return SmallVector<Value>{out};
+}
+
+namespace {
+struct SlidingWindowHybridDecomposition
+    : linalg::AggregatedOpInterface::ExternalModel<
+          SlidingWindowHybridDecomposition, SlidingWindowHybridOp> {
+  FailureOr<SmallVector<Value>> decomposeOperation(Operation *op,
+                                                   OpBuilder &b) const {
+    return decomposeSlidingWindowHybrid(b, cast<SlidingWindowHybridOp>(op));
+  }
+};
+
+struct DecomposeSlidingWindowHybrid
+    : OpRewritePattern<SlidingWindowHybridOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(SlidingWindowHybridOp op,
+                                PatternRewriter &rewriter) const override {
+    FailureOr<SmallVector<Value>> values =
+        decomposeSlidingWindowHybrid(rewriter, op);
+    if (failed(values))
+      return failure();
+    rewriter.replaceOp(op, *values);
+    return success();
+  }
+};
+} // namespace
+
+void mlir::la::registerSlidingWindowHybridDecomposition(
+    DialectRegistry &registry) {
+  registry.addExtension(+[](MLIRContext *ctx, LaDialect *) {
+    SlidingWindowHybridOp::attachInterface<SlidingWindowHybridDecomposition>(
+        *ctx);
+  });
+}
+
+void mlir::la::populateDecomposeSlidingWindowHybridPatterns(
+    RewritePatternSet &patterns) {
+  patterns.add<DecomposeSlidingWindowHybrid>(patterns.getContext());
+}
