@@ -13,7 +13,8 @@ la ops rather than as a variant of their own (docs/family.md).
   level one la call over aligned blocks.
 * :func:`hedgehog_features` and :func:`sliding_window_hybrid`: Hedgehog's
   learned feature map, and LoLCATs' softmax-in-a-window plus linear
-  attention outside it, one normalisation over both.
+  attention outside it, one normalisation over both (the forward is one la
+  op, ``la.sliding_window_hybrid``).
 * :func:`variational_linear_attention`: VLA (Pandey and Singh, 2026), a
   Sherman-Morrison penalty pass that gives each token its write direction,
   then la's dplr recurrence with those directions.
@@ -179,16 +180,34 @@ def sliding_window_hybrid(q, k, v, feature_q, feature_k, window, *, scale=None,
     ``q, k : [B, T, H, K]``, ``v : [B, T, H, V]``, ``feature_q, feature_k :
     [B, T, H, F]`` (e.g. :func:`hedgehog_features`), ``window`` w >= 1.
 
-    A composition: the far part is la's linear attention on the features,
-    its keys and values shifted w tokens later (so token t reads the state
-    after token t - w) with a column of ones appended to the values (its
-    last output column is the far part's normaliser); the window's w scores
-    per token are computed with torch or NumPy (O(T w K)). Both parts are
-    scaled by ``exp(-max(0, max window score))``, so nothing overflows.
-    Returns ``o : [B, T, H, V]``."""
+    One la kernel, the op ``la.sliding_window_hybrid``
+    (:func:`la.ops.sliding_window_hybrid`), unless torch needs gradients:
+    its backward is not derived yet, so with inputs that require them the
+    hybrid runs as a composition that torch differentiates: the far part is
+    la's linear attention on the features, its keys and values shifted w
+    tokens later (so token t reads the state after token t - w) with a
+    column of ones appended to the values (its last output column is the
+    far part's normaliser); the window's w scores per token are computed
+    with torch (O(T w K)). Both forms scale both parts by
+    ``exp(-max(0, max window score))``, so nothing overflows. Returns
+    ``o : [B, T, H, V]``."""
     window = int(window)
     if window < 1:
         raise ValueError(f"window must be >= 1, got {window}")
+    inputs = (q, k, v, feature_q, feature_k)
+    torch = _torch_module(*inputs)
+    if torch is None or not torch.is_grad_enabled() or not any(
+            isinstance(x, torch.Tensor) and x.requires_grad for x in inputs):
+        # NumPy arrays compute in their dtype when they share one that la
+        # takes (float32, float16, bfloat16), in float32 otherwise.
+        dtype = None
+        if torch is None:
+            names = {np.asarray(x).dtype.name for x in inputs}
+            if len(names) != 1 or not names <= {"float32", "float16", "bfloat16"}:
+                dtype = "f32"
+        return ops.sliding_window_hybrid(q, k, v, feature_q, feature_k, window, scale=scale,
+                                         chunk_size=chunk_size, dtype=dtype,
+                                         num_threads=num_threads)
     B, T, H, K = np.shape(q)
     V = np.shape(v)[-1]
     if np.shape(k) != (B, T, H, K) or np.shape(v)[:3] != (B, T, H):

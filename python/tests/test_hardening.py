@@ -144,6 +144,18 @@ def test_partial_register_tiles_keep_their_destination(V, chunk_size):
     assert testing.rel_rms(ref_state, np.asarray(s, np.float64)) < 1e-5
 
 
+@pytest.mark.parametrize("dtype", ["bf16", "f16"])
+@pytest.mark.parametrize("V", [9, 17])
+def test_half_precision_values_of_any_width_compile(dtype, V):
+    """bf16 and f16 values whose V is not a power of two: the chunk's
+    non-finite guard once selected <9 x bfloat> vectors, which LLVM's x86
+    backend cannot legalise (clang aborted). It tests the bits now."""
+    inputs = testing.make_inputs("gla", B=1, T=70, H=1, K=8, V=V, seed=2)
+    ref, _ = testing.reference_for("gla", inputs)
+    o, _ = la.gla(inputs["q"], inputs["k"], inputs["v"], inputs["g"], dtype=dtype)
+    assert testing.rel_rms(ref, np.asarray(o, np.float64)) < 1e-2
+
+
 def test_translation_errors_reach_the_exception():
     """A module that is not in the LLVM dialect: the translation's own
     diagnostic, with its location, is in LaError's text."""

@@ -624,14 +624,33 @@ static Value zeroNonFinite(OpBuilder &b, Location loc, Value x) {
   AffineMap id = b.getMultiDimIdentityMap(type.getRank());
   // x is the destination: bufferization reuses its buffer where x is not
   // read later (on the GPU, a chunk's buffers share its shared memory).
-  return buildGeneric(b, loc, ValueRange{}, x, {id}, type.getRank(), 0,
-                      [&](OpBuilder &nb, Location l, ValueRange args) -> Value {
-                        Value finite = isFinite(nb, l, args[0]);
-                        Value zero = arith::ConstantOp::create(
-                            nb, l, nb.getZeroAttr(type.getElementType()));
-                        return arith::SelectOp::create(nb, l, finite, args[0],
-                                                       zero);
-                      });
+  // A 16-bit float is tested and selected as its bits: LLVM's x86 backend
+  // cannot legalise compares and selects of bf16 vectors of some widths
+  // (<9 x bfloat>), and InstCombine narrows an f32 test of an extended bf16
+  // back into one. Non-finite means an exponent of all ones.
+  Type element = type.getElementType();
+  unsigned width = element.getIntOrFloatBitWidth();
+  Type bits = b.getIntegerType(width);
+  int64_t exponent = element.isBF16() ? 0x7F80 : 0x7C00; // else f16
+  return buildGeneric(
+      b, loc, ValueRange{}, x, {id}, type.getRank(), 0,
+      [&](OpBuilder &nb, Location l, ValueRange args) -> Value {
+        if (element.isF32()) {
+          Value zero =
+              arith::ConstantOp::create(nb, l, nb.getZeroAttr(element));
+          return arith::SelectOp::create(nb, l, isFinite(nb, l, args[0]),
+                                         args[0], zero);
+        }
+        Value value = arith::BitcastOp::create(nb, l, bits, args[0]);
+        Value mask =
+            arith::ConstantOp::create(nb, l, nb.getIntegerAttr(bits, exponent));
+        Value finite = arith::CmpIOp::create(
+            nb, l, arith::CmpIPredicate::ne,
+            arith::AndIOp::create(nb, l, value, mask), mask);
+        Value zero = arith::ConstantOp::create(nb, l, nb.getZeroAttr(bits));
+        Value kept = arith::SelectOp::create(nb, l, finite, value, zero);
+        return arith::BitcastOp::create(nb, l, element, kept);
+      });
 }
 
 /// F = the first index j along dimension `rowDim` of `x` with x NaN or

@@ -120,3 +120,26 @@ module attributes {transform.with_named_sequence} {
     transform.yield
   }
 }
+
+// -----
+
+// la.sliding_window_hybrid decomposes through the same interface: upstream's
+// transform.structured.decompose_interface gives the far part's recurrence
+// and the window's products.
+// CHECK-LABEL: func.func @sliding_window_hybrid
+// CHECK-NOT: la.sliding_window_hybrid
+// CHECK: la.recurrence decay(none) low_rank(none) {{.*}} -> tensor<1x32x1x5xf32>, tensor<1x1x2x5xf32>
+// CHECK: math.exp
+// CHECK: return %{{.*}} : tensor<1x32x1x4xf32>
+func.func @sliding_window_hybrid(%q: tensor<1x32x1x8xf32>, %v: tensor<1x32x1x4xf32>, %f: tensor<1x32x1x2xf32>) -> tensor<1x32x1x4xf32> {
+  %o = la.sliding_window_hybrid %q, %q, %v features(%f : tensor<1x32x1x2xf32>, %f : tensor<1x32x1x2xf32>) {window = 8 : i64} : tensor<1x32x1x8xf32>, tensor<1x32x1x8xf32>, tensor<1x32x1x4xf32> -> tensor<1x32x1x4xf32>
+  return %o : tensor<1x32x1x4xf32>
+}
+
+module attributes {transform.with_named_sequence} {
+  transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {
+    %h = transform.structured.match ops{["la.sliding_window_hybrid"]} in %root : (!transform.any_op) -> !transform.any_op
+    %d = transform.structured.decompose_interface %h : (!transform.any_op) -> !transform.any_op
+    transform.yield
+  }
+}

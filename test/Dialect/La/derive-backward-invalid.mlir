@@ -122,3 +122,13 @@ func.func @checkpoints(%q: tensor<2x8x2x4xf32>, %v: tensor<2x8x2x6xf32>) -> (ten
   %o, %c = la.attention linear %q, %q, %v {checkpoint_every = 4} : tensor<2x8x2x4xf32>, tensor<2x8x2x4xf32>, tensor<2x8x2x6xf32> -> tensor<2x8x2x6xf32>, tensor<2x2x2x4x6xf32>
   return %o, %c : tensor<2x8x2x6xf32>, tensor<2x2x2x4x6xf32>
 }
+
+// -----
+
+// LoLCATs' hybrid has no derived backward yet: refused, not skipped (a
+// function of it alone would otherwise get no gradient function).
+func.func @sliding_window_hybrid(%q: tensor<1x16x2x8xf32>, %v: tensor<1x16x2x4xf32>, %f: tensor<1x16x2x3xf32>) -> tensor<1x16x2x4xf32> {
+  // expected-error @+1 {{'la.sliding_window_hybrid' op is on the path from an argument to a result, and la-derive-backward differentiates only la.attention, la.recurrence, tensor.cast and element-wise linalg.generic maps}}
+  %o = la.sliding_window_hybrid %q, %q, %v features(%f : tensor<1x16x2x3xf32>, %f : tensor<1x16x2x3xf32>) {window = 4 : i64} : tensor<1x16x2x8xf32>, tensor<1x16x2x8xf32>, tensor<1x16x2x4xf32> -> tensor<1x16x2x4xf32>
+  return %o : tensor<1x16x2x4xf32>
+}

@@ -673,8 +673,11 @@ void LaDeriveBackwardPass::runOnOperation() {
     if (function.isExternal())
       continue;
     bool hasLaOp = false;
-    function.walk(
-        [&](Operation *op) { hasLaOp |= isa<AttentionOp, RecurrenceOp>(op); });
+    // (la.sliding_window_hybrid too: findActive refuses it with a
+    // diagnostic instead of a function left without a gradient.)
+    function.walk([&](Operation *op) {
+      hasLaOp |= isa<AttentionOp, RecurrenceOp, SlidingWindowHybridOp>(op);
+    });
     if (hasLaOp)
       forwards.push_back(function);
   }

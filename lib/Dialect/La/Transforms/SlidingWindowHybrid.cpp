@@ -48,7 +48,8 @@ static Value shiftTokens(OpBuilder &b, Location loc, Value x, int64_t shift,
   AffineExpr s0 = getAffineSymbolExpr(0, ctx);
   // kept = max(T - shift, 0) tokens, written from token T - kept.
   OpFoldResult kept = affine::makeComposedFoldedAffineMax(
-      b, loc, AffineMap::get(0, 1, {s0 - shift, getAffineConstantExpr(0, ctx)}, ctx),
+      b, loc,
+      AffineMap::get(0, 1, {s0 - shift, getAffineConstantExpr(0, ctx)}, ctx),
       {sizes[1]});
   OpFoldResult offset = affine::makeComposedFoldedAffineApply(
       b, loc, s0 - getAffineSymbolExpr(1, ctx), {sizes[1], kept});
@@ -82,8 +83,7 @@ static Value shiftTokens(OpBuilder &b, Location loc, Value x, int64_t shift,
 /// Whether the f32 `x` is finite (false for NaN and +-inf).
 static Value isFiniteF32(OpBuilder &b, Location loc, Value x) {
   Value magnitude = math::AbsFOp::create(b, loc, x);
-  Value infinity =
-      constantF32(b, loc, std::numeric_limits<float>::infinity());
+  Value infinity = constantF32(b, loc, std::numeric_limits<float>::infinity());
   return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, magnitude,
                                infinity);
 }
@@ -91,9 +91,8 @@ static Value isFiniteF32(OpBuilder &b, Location loc, Value x) {
 /// `x` [B,T,H,D] as f32 [B,L,H,D] with its tokens from token `before` on,
 /// zeros elsewhere (L = `length`); with `zeroNonFinite` its NaN and
 /// infinite elements are zeros too.
-static Value paddedF32(OpBuilder &b, Location loc, Value x,
-                       OpFoldResult before, OpFoldResult length,
-                       bool zeroNonFinite) {
+static Value paddedF32(OpBuilder &b, Location loc, Value x, OpFoldResult before,
+                       OpFoldResult length, bool zeroNonFinite) {
   MLIRContext *ctx = b.getContext();
   SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, x);
   AffineMap id = AffineMap::getMultiDimIdentityMap(4, ctx);
@@ -174,8 +173,7 @@ static Value inWindow(OpBuilder &b, Location loc, int64_t shift, int64_t block,
 }
 
 FailureOr<SmallVector<Value>>
-mlir::la::decomposeSlidingWindowHybrid(OpBuilder &b,
-                                       SlidingWindowHybridOp op) {
+mlir::la::decomposeSlidingWindowHybrid(OpBuilder &b, SlidingWindowHybridOp op) {
   Location loc = op.getLoc();
   MLIRContext *ctx = b.getContext();
   Type f32 = b.getF32Type();
@@ -229,24 +227,23 @@ mlir::la::decomposeSlidingWindowHybrid(OpBuilder &b,
   SmallVector<OpFoldResult> keySizes = mixedSizes(b, loc, keys);
   Value keysT = buildGeneric(
       b, loc, ValueRange{keys},
-      emptyTensor(b, loc,
-                  {keySizes[0], keySizes[1], keySizes[3], keySizes[4],
-                   keySizes[2]},
-                  f32),
+      emptyTensor(
+          b, loc,
+          {keySizes[0], keySizes[1], keySizes[3], keySizes[4], keySizes[2]},
+          f32),
       {dimMap(ctx, 5, {0, 1, 4, 2, 3}), dimMap(ctx, 5, {0, 1, 2, 3, 4})}, 5, 0,
       [](OpBuilder &, Location, ValueRange args) { return args[0]; });
 
-  SmallVector<OpFoldResult> scoreSizes = {batch, numBlocks, heads,
-                                          b.getIndexAttr(block),
-                                          b.getIndexAttr(block)};
-  SmallVector<OpFoldResult> rowSizes = {batch, numBlocks,
-                                        b.getIndexAttr(block), heads};
+  SmallVector<OpFoldResult> scoreSizes = {
+      batch, numBlocks, heads, b.getIndexAttr(block), b.getIndexAttr(block)};
+  SmallVector<OpFoldResult> rowSizes = {batch, numBlocks, b.getIndexAttr(block),
+                                        heads};
   // Unscaled scores of each block pair: S_s[b,n,h,i,j] = q_i . k_j over the
   // block s before. Loops (b,n,h,i,j,kk).
   SmallVector<Value> scores;
   for (int64_t shift = 0; shift <= shifts; ++shift) {
-    Value keyBlock = sliceDim(b, loc, keysT, 1, b.getIndexAttr(shifts - shift),
-                              numBlocks);
+    Value keyBlock =
+        sliceDim(b, loc, keysT, 1, b.getIndexAttr(shifts - shift), numBlocks);
     scores.push_back(buildGeneric(
         b, loc, ValueRange{queries, keyBlock}, zeroTensor(b, loc, scoreSizes),
         {dimMap(ctx, 6, {0, 1, 3, 2, 5}), dimMap(ctx, 6, {0, 1, 2, 5, 4}),
@@ -289,13 +286,13 @@ mlir::la::decomposeSlidingWindowHybrid(OpBuilder &b,
                      weight, constantF32(nb, l, 0.0f))
               .getResult();
         });
-    rowSum = buildGeneric(b, loc, ValueRange{weights}, rowSum,
-                          {scoreMap, rowMap}, 4, 1,
-                          [](OpBuilder &nb, Location l, ValueRange args) {
-                            return addF(nb, l, args[1], args[0]);
-                          });
-    Value valueBlock = sliceDim(b, loc, values, 1,
-                                b.getIndexAttr(shifts - shift), numBlocks);
+    rowSum =
+        buildGeneric(b, loc, ValueRange{weights}, rowSum, {scoreMap, rowMap}, 4,
+                     1, [](OpBuilder &nb, Location l, ValueRange args) {
+                       return addF(nb, l, args[1], args[0]);
+                     });
+    Value valueBlock =
+        sliceDim(b, loc, values, 1, b.getIndexAttr(shifts - shift), numBlocks);
     // O[b,n,i,h,vv] += sum_j P[b,n,h,i,j] v[b,n,j,h,vv]. Loops
     // (b,n,i,h,vv,j).
     weighted = buildGeneric(
@@ -318,17 +315,15 @@ mlir::la::decomposeSlidingWindowHybrid(OpBuilder &b,
       [&](OpBuilder &nb, Location l, ValueRange args) {
         Value token = arith::AddIOp::create(
             nb, l,
-            arith::MulIOp::create(
-                nb, l, linalg::IndexOp::create(nb, l, 1),
-                arith::ConstantIndexOp::create(nb, l, block)),
+            arith::MulIOp::create(nb, l, linalg::IndexOp::create(nb, l, 1),
+                                  arith::ConstantIndexOp::create(nb, l, block)),
             linalg::IndexOp::create(nb, l, 4));
         Value asFloat = arith::UIToFPOp::create(
-            nb, l, f32, arith::IndexCastUIOp::create(nb, l, nb.getI64Type(),
-                                                     token));
-        return arith::SelectOp::create(nb, l, isFiniteF32(nb, l, args[0]),
-                                       args[1],
-                                       arith::MinimumFOp::create(
-                                           nb, l, args[1], asFloat))
+            nb, l, f32,
+            arith::IndexCastUIOp::create(nb, l, nb.getI64Type(), token));
+        return arith::SelectOp::create(
+                   nb, l, isFiniteF32(nb, l, args[0]), args[1],
+                   arith::MinimumFOp::create(nb, l, args[1], asFloat))
             .getResult();
       });
   Value firstBad = buildGeneric(
@@ -366,14 +361,14 @@ mlir::la::decomposeSlidingWindowHybrid(OpBuilder &b,
   AffineMap tokenMap = dimMap(ctx, 4, {0, 1, 2, 3});
   AffineMap tokenRowMap = dimMap(ctx, 4, {0, 1, 2});
   Value out = buildGeneric(
-      b, loc, ValueRange{windowOut, farValues, windowSum, farSum, shiftMax,
-                         firstBad},
+      b, loc,
+      ValueRange{windowOut, farValues, windowSum, farSum, shiftMax, firstBad},
       emptyTensor(b, loc, {batch, time, heads, valueDim}, outElement),
       {tokenMap, tokenMap, tokenRowMap, tokenRowMap, tokenRowMap,
        dimMap(ctx, 4, {0, 2, 3}), tokenMap},
       4, 0, [&](OpBuilder &nb, Location l, ValueRange args) {
-        Value damp = math::ExpOp::create(
-            nb, l, arith::NegFOp::create(nb, l, args[4]));
+        Value damp =
+            math::ExpOp::create(nb, l, arith::NegFOp::create(nb, l, args[4]));
         Value numerator = addF(nb, l, args[0], mulF(nb, l, damp, args[1]));
         Value denominator = addF(nb, l, args[2], mulF(nb, l, damp, args[3]));
         Value ratio = arith::DivFOp::create(nb, l, numerator, denominator);
@@ -381,10 +376,9 @@ mlir::la::decomposeSlidingWindowHybrid(OpBuilder &b,
             nb, l, nb.getF32Type(),
             arith::IndexCastUIOp::create(nb, l, nb.getI64Type(),
                                          linalg::IndexOp::create(nb, l, 1)));
-        Value poisoned = arith::CmpFOp::create(
-            nb, l, arith::CmpFPredicate::OGE, token, args[5]);
-        Value nan =
-            constantF32(nb, l, std::numeric_limits<float>::quiet_NaN());
+        Value poisoned = arith::CmpFOp::create(nb, l, arith::CmpFPredicate::OGE,
+                                               token, args[5]);
+        Value nan = constantF32(nb, l, std::numeric_limits<float>::quiet_NaN());
         Value result = arith::SelectOp::create(nb, l, poisoned, nan, ratio);
         return castFloat(nb, l, result, outElement);
       });
@@ -403,8 +397,7 @@ struct SlidingWindowHybridDecomposition
   }
 };
 
-struct DecomposeSlidingWindowHybrid
-    : OpRewritePattern<SlidingWindowHybridOp> {
+struct DecomposeSlidingWindowHybrid : OpRewritePattern<SlidingWindowHybridOp> {
   using OpRewritePattern::OpRewritePattern;
 
   LogicalResult matchAndRewrite(SlidingWindowHybridOp op,

@@ -141,12 +141,15 @@ def LaDecomposeOp : Op<Transform_Dialect, "la.decompose",
     [FunctionalStyleTransformOpTrait, MemoryEffectsOpInterface,
      DeclareOpInterfaceMethods<TransformOpInterface>,
      ReportTrackingListenerFailuresOpTrait]> {
-  let summary = "Decompose aggregated ops (la.recurrence) into simpler ops";
+  let summary = "Decompose aggregated ops (la.recurrence, "
+                "la.sliding_window_hybrid) into simpler ops";
   let description = [{
     Replaces each payload op by its decomposition (linalg's
     `AggregatedOpInterface`): an `la.recurrence` becomes the level-2 chunk
     program with one chunk spanning its tokens, so a T tile of size C
-    (`transform.structured.tile_using_for`) decomposes into one chunk of C.
+    (`transform.structured.tile_using_for`) decomposes into one chunk of C;
+    an `la.sliding_window_hybrid` becomes its far part's `la.recurrence`
+    and the window's linalg ops.
 
     `transform.structured.decompose_interface` does the same for ops whose
     results come from one op of the decomposition; a recurrence's output

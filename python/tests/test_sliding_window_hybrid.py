@@ -1,0 +1,206 @@
+"""la.sliding_window_hybrid (LoLCATs' hybrid as one la op) against the fp64
+token-by-token reference (``la.reference.sliding_window_hybrid``, which
+loops over tokens and never shifts or blocks anything): the Python
+package's kernel on the forward tests' shapes (T shorter than a block, T
+not a multiple of it, B > 1, K != V, windows of one token, shorter and
+longer than a block and than T), bf16, two threads, torch, non-finite
+inputs, bad arguments; and every la-run target (the CPU, token loops, the
+GPU schedule on the CPU and the GPU kernels on the emulator)."""
+
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+from la import family, ops, reference, runner
+from la.testing import rel_rms
+
+
+def _inputs(B, T, H, K, V, F, seed, scale=1.0):
+    rng = np.random.default_rng(seed)
+    q, k = (scale * rng.standard_normal((B, T, H, K)).astype(np.float32) for _ in range(2))
+    v = rng.standard_normal((B, T, H, V)).astype(np.float32)
+    # Positive features (a learned map's softmax outputs).
+    fq, fk = (rng.random((B, T, H, F)).astype(np.float32) for _ in range(2))
+    return q, k, v, fq, fk
+
+
+# (B, T, H, K, V, F, window): blocks are 16 to 64 tokens (the power of two
+# >= window - 1), so these cover one block, a partial last block, a window
+# reaching one and three blocks back, and a window past T.
+SHAPES = [
+    (1, 5, 1, 8, 4, 3, 3),       # T < block
+    (2, 100, 2, 16, 8, 4, 20),   # B > 1, T % block != 0, one block back
+    (1, 77, 2, 16, 32, 8, 1),    # a window of one token, K < V
+    (1, 130, 1, 16, 8, 4, 64),   # window - 1 = 63: blocks of 64
+    (1, 130, 1, 16, 8, 4, 65),   # window - 1 = 64: one full block back
+    (2, 150, 2, 8, 8, 4, 100),   # window > block: two blocks back
+    (1, 200, 1, 8, 8, 4, 130),   # three blocks back
+    (1, 50, 1, 8, 8, 4, 200),    # window > T: softmax attention only
+    (1, 64, 3, 32, 16, 64, 17),  # F > K
+]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_against_reference(shape):
+    B, T, H, K, V, F, window = shape
+    q, k, v, fq, fk = _inputs(B, T, H, K, V, F, seed=sum(shape))
+    o = ops.sliding_window_hybrid(q, k, v, fq, fk, window)
+    assert o.shape == (B, T, H, V) and o.dtype == np.float32
+    assert rel_rms(reference.sliding_window_hybrid(q, k, v, fq, fk, window), o) <= 1e-5
+
+
+def test_scale_threads_and_the_family_function():
+    q, k, v, fq, fk = _inputs(2, 90, 2, 16, 8, 6, seed=5)
+    ref = reference.sliding_window_hybrid(q, k, v, fq, fk, 24, scale=0.7)
+    one = ops.sliding_window_hybrid(q, k, v, fq, fk, 24, scale=0.7)
+    two = ops.sliding_window_hybrid(q, k, v, fq, fk, 24, scale=0.7, num_threads=2)
+    assert rel_rms(ref, one) <= 1e-5 and rel_rms(ref, two) <= 1e-5
+    # la.family's function runs the op for NumPy arrays (float64 ones in f32).
+    via_family = family.sliding_window_hybrid(*(x.astype(np.float64) for x in (q, k, v, fq, fk)),
+                                              24, scale=0.7)
+    assert via_family.dtype == np.float32
+    np.testing.assert_array_equal(via_family, one)
+
+
+def test_bf16_inputs():
+    q, k, v, fq, fk = _inputs(1, 100, 2, 16, 16, 8, seed=6)
+    o = ops.sliding_window_hybrid(q, k, v, fq, fk, 32, dtype="bf16")
+    assert o.dtype == np.float32  # NumPy has no bf16: the output in float32
+    rounded = [runner.round_to_bf16(x) for x in (q, k, v, fq, fk)]
+    assert rel_rms(reference.sliding_window_hybrid(*rounded, 32), o) <= 1e-2
+
+
+def test_large_scores_do_not_overflow():
+    q, k, v, fq, fk = _inputs(1, 80, 1, 8, 4, 4, seed=7, scale=12.0)  # scores ~ +-300
+    o = ops.sliding_window_hybrid(q, k, v, fq, fk, 5)
+    assert np.all(np.isfinite(o))
+    ref = reference.sliding_window_hybrid(q, k, v, fq, fk, 5)
+    finite = np.isfinite(ref)
+    assert rel_rms(ref[finite], o[finite]) <= 1e-4
+
+
+def test_torch_without_gradients_runs_the_op():
+    torch = pytest.importorskip("torch")
+    q, k, v, fq, fk = _inputs(1, 40, 2, 8, 4, 4, seed=8)
+    expected = ops.sliding_window_hybrid(q, k, v, fq, fk, 6)
+    tensors = [torch.from_numpy(x) for x in (q, k, v, fq, fk)]
+    out = family.sliding_window_hybrid(*tensors, 6)
+    assert isinstance(out, torch.Tensor) and out.dtype == torch.float32
+    np.testing.assert_array_equal(out.numpy(), expected)
+    with torch.no_grad():
+        leaves = [t.clone().requires_grad_(True) for t in tensors]
+        np.testing.assert_array_equal(family.sliding_window_hybrid(*leaves, 6).numpy(), expected)
+    bf16 = ops.sliding_window_hybrid(*(t.bfloat16() for t in tensors), 6)
+    assert bf16.dtype == torch.bfloat16
+    assert rel_rms(expected, bf16.float().numpy()) <= 1e-2
+
+
+def test_non_finite_values_poison_their_column_from_their_token_on():
+    """A NaN or infinite value makes its column NaN from its token on (the
+    window reads it, then the far part's state holds it); earlier tokens and
+    other columns are the clean run's: nothing leaks backwards through the
+    block products."""
+    q, k, v, fq, fk = _inputs(2, 100, 2, 8, 6, 4, seed=9)
+    clean = ops.sliding_window_hybrid(q, k, v, fq, fk, 20)
+    for bad in (np.nan, np.inf, -np.inf):
+        dirty = v.copy()
+        dirty[1, 50, 0, 3] = bad
+        o = ops.sliding_window_hybrid(q, k, v=dirty, feature_q=fq, feature_k=fk, window=20)
+        assert np.all(np.isnan(o[1, 50:, 0, 3]))
+        np.testing.assert_allclose(o[1, :50, 0, 3], clean[1, :50, 0, 3], rtol=1e-6)
+        others = np.ones(o.shape, bool)
+        others[1, 50:, 0, 3] = False
+        np.testing.assert_allclose(o[others], clean[others], rtol=1e-5, atol=1e-6)
+
+
+def test_non_finite_queries_and_keys():
+    """A NaN query is its own row; a NaN key the rows whose window holds it,
+    as in the reference."""
+    q, k, v, fq, fk = _inputs(1, 100, 1, 8, 4, 4, seed=10)
+    clean = ops.sliding_window_hybrid(q, k, v, fq, fk, 20)
+    bad_q = q.copy()
+    bad_q[0, 40, 0, 2] = np.nan
+    o = ops.sliding_window_hybrid(bad_q, k, v, fq, fk, 20)
+    rows = np.isnan(o[0, :, 0]).all(-1)
+    assert rows[40] and rows.sum() == 1
+    bad_k = k.copy()
+    bad_k[0, 40, 0, 2] = np.nan
+    o = ops.sliding_window_hybrid(q, bad_k, v, fq, fk, 20)
+    ref = reference.sliding_window_hybrid(q, bad_k, v, fq, fk, 20)
+    np.testing.assert_array_equal(np.isnan(o), np.isnan(ref))
+    assert np.isnan(o[0, 40:60]).all() and not np.isnan(o[0, :40]).any()
+    np.testing.assert_allclose(o[0, 60:], clean[0, 60:], rtol=1e-5, atol=1e-6)
+
+
+def test_bad_arguments():
+    q, k, v, fq, fk = _inputs(1, 10, 1, 8, 4, 4, seed=11)
+    for window in (0, -3, True, 2.5, (1 << 20) + 1):
+        with pytest.raises(ValueError, match="window must be an integer"):
+            ops.sliding_window_hybrid(q, k, v, fq, fk, window)
+    with pytest.raises(ValueError, match="window must be >= 1"):
+        family.sliding_window_hybrid(q, k, v, fq, fk, 0)
+    with pytest.raises(ValueError, match=r"k must have shape \[B, T, H, K\]"):
+        ops.sliding_window_hybrid(q, k[:, :9], v, fq, fk, 3)
+    with pytest.raises(ValueError, match=r"feature_k must have shape"):
+        ops.sliding_window_hybrid(q, k, v, fq, fk[..., :3], 3)
+    with pytest.raises(ValueError, match=r"v must have shape"):
+        ops.sliding_window_hybrid(q, k, v[:, :, :, None], fq, fk, 3)
+    with pytest.raises(ValueError, match="scale must be a finite"):
+        ops.sliding_window_hybrid(q, k, v, fq, fk, 3, scale=float("inf"))
+    with pytest.raises(TypeError, match="must have one dtype"):
+        ops.sliding_window_hybrid(q, k, v, fq.astype(np.float16), fk, 3)
+    with pytest.raises(TypeError, match="float32, float16 or bf16"):
+        ops.sliding_window_hybrid(q.astype(np.float64), k, v, fq, fk, 3)
+    with pytest.raises(ValueError, match="every dimension must be >= 1"):
+        ops.sliding_window_hybrid(q[:, :, :, :0], k[:, :, :, :0], v, fq, fk, 3)
+
+
+_MLIR = """func.func @hybrid(%q: tensor<2x70x2x16xf32>, %k: tensor<2x70x2x16xf32>,
+    %v: tensor<2x70x2x8xf32>, %fq: tensor<2x70x2x4xf32>, %fk: tensor<2x70x2x4xf32>)
+    -> tensor<2x70x2x8xf32> {
+  %o = la.sliding_window_hybrid %q, %k, %v
+      features(%fq : tensor<2x70x2x4xf32>, %fk : tensor<2x70x2x4xf32>) {window = 20 : i64}
+      : tensor<2x70x2x16xf32>, tensor<2x70x2x16xf32>, tensor<2x70x2x8xf32> -> tensor<2x70x2x8xf32>
+  return %o : tensor<2x70x2x8xf32>
+}
+"""
+
+
+@pytest.mark.parametrize("flags", [
+    [], ["--parallel"], ["--sequential"], ["--gpu-schedule"],
+    ["--target=gpu-emulator"], ["--target=gpu-emulator", "--chunk-parallel"]],
+    ids=lambda f: " ".join(f) or "cpu")
+def test_la_run_targets(tmp_path, flags):
+    """The static kernel through la-run: the far part's recurrence takes each
+    target's schedule, the window's ops its maps (kernels of their own on
+    the GPU)."""
+    arrays = _inputs(2, 70, 2, 16, 8, 4, seed=12)
+    module = tmp_path / "hybrid.mlir"
+    module.write_text(_MLIR)
+    args = []
+    for i, x in enumerate(arrays):
+        path = tmp_path / f"in{i}.npy"
+        np.save(path, x)
+        args.append(f"--input={path}")
+    out = tmp_path / "o.npy"
+    env = dict(os.environ, OMP_NUM_THREADS="2")
+    result = subprocess.run([runner.find_la_run(), *flags, *args, f"--output={out}", str(module)],
+                            capture_output=True, text=True, env=env, timeout=600)
+    assert result.returncode == 0, result.stderr
+    o = np.load(out)
+    assert rel_rms(reference.sliding_window_hybrid(*arrays, 20), o) <= 1e-5
+
+
+def test_gradients_are_refused_by_the_op(tmp_path):
+    """la-derive-backward does not differentiate the op yet: a clear error,
+    not a silently missing gradient (la.family's function runs the
+    differentiable composition when torch asks for gradients)."""
+    module = tmp_path / "hybrid.mlir"
+    module.write_text(_MLIR)
+    la_opt = os.path.join(os.path.dirname(runner.find_la_run()), "la-opt")
+    result = subprocess.run([la_opt, "--la-derive-backward", str(module)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode != 0
+    assert "la.sliding_window_hybrid" in result.stderr

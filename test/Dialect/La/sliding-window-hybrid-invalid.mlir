@@ -1,0 +1,103 @@
+// RUN: la-opt %s -split-input-file -verify-diagnostics
+
+func.func @window_zero(%q: tensor<1x16x2x8xf32>, %v: tensor<1x16x2x4xf32>, %f: tensor<1x16x2x3xf32>) {
+  // expected-error @+1 {{expects 'window' in [1, 1048576] tokens, got 0}}
+  %o = la.sliding_window_hybrid %q, %q, %v features(%f : tensor<1x16x2x3xf32>, %f : tensor<1x16x2x3xf32>) {window = 0 : i64} : tensor<1x16x2x8xf32>, tensor<1x16x2x8xf32>, tensor<1x16x2x4xf32> -> tensor<1x16x2x4xf32>
+  return
+}
+
+// -----
+
+func.func @window_huge(%q: tensor<1x16x2x8xf32>, %v: tensor<1x16x2x4xf32>, %f: tensor<1x16x2x3xf32>) {
+  // expected-error @+1 {{expects 'window' in [1, 1048576] tokens, got 1048577}}
+  %o = la.sliding_window_hybrid %q, %q, %v features(%f : tensor<1x16x2x3xf32>, %f : tensor<1x16x2x3xf32>) {window = 1048577 : i64} : tensor<1x16x2x8xf32>, tensor<1x16x2x8xf32>, tensor<1x16x2x4xf32> -> tensor<1x16x2x4xf32>
+  return
+}
+
+// -----
+
+func.func @q_rank(%q: tensor<16x2x8xf32>, %v: tensor<1x16x2x4xf32>, %f: tensor<1x16x2x3xf32>) {
+  // expected-error @+1 {{expects 'q' of rank 4 [B,T,H,K], got rank 3}}
+  %o = la.sliding_window_hybrid %q, %q, %v features(%f : tensor<1x16x2x3xf32>, %f : tensor<1x16x2x3xf32>) {window = 4 : i64} : tensor<16x2x8xf32>, tensor<16x2x8xf32>, tensor<1x16x2x4xf32> -> tensor<1x16x2x4xf32>
+  return
+}
+
+// -----
+
+func.func @k_shape(%q: tensor<1x16x2x8xf32>, %k: tensor<1x16x2x4xf32>, %v: tensor<1x16x2x4xf32>, %f: tensor<1x16x2x3xf32>) {
+  // expected-error @+1 {{expects 'k' of shape [1,16,2,8] [B,T,H,K] like 'q', got [1,16,2,4]}}
+  %o = la.sliding_window_hybrid %q, %k, %v features(%f : tensor<1x16x2x3xf32>, %f : tensor<1x16x2x3xf32>) {window = 4 : i64} : tensor<1x16x2x8xf32>, tensor<1x16x2x4xf32>, tensor<1x16x2x4xf32> -> tensor<1x16x2x4xf32>
+  return
+}
+
+// -----
+
+func.func @v_tokens(%q: tensor<1x16x2x8xf32>, %v: tensor<1x15x2x4xf32>, %f: tensor<1x16x2x3xf32>, %o0: tensor<1x16x2x4xf32>) {
+  // expected-error @+1 {{expects 'v' of shape [1,16,2,4] [B,T,H,V], got [1,15,2,4]}}
+  %o = la.sliding_window_hybrid %q, %q, %v features(%f : tensor<1x16x2x3xf32>, %f : tensor<1x16x2x3xf32>) {window = 4 : i64} : tensor<1x16x2x8xf32>, tensor<1x16x2x8xf32>, tensor<1x15x2x4xf32> -> tensor<1x16x2x4xf32>
+  return
+}
+
+// -----
+
+func.func @feature_heads(%q: tensor<1x16x2x8xf32>, %v: tensor<1x16x2x4xf32>, %fq: tensor<1x16x2x3xf32>, %fk: tensor<1x16x1x3xf32>) {
+  // expected-error @+1 {{expects 'feature_k' of shape [1,16,2,3] [B,T,H,F] like 'feature_q', got [1,16,1,3]}}
+  %o = la.sliding_window_hybrid %q, %q, %v features(%fq : tensor<1x16x2x3xf32>, %fk : tensor<1x16x1x3xf32>) {window = 4 : i64} : tensor<1x16x2x8xf32>, tensor<1x16x2x8xf32>, tensor<1x16x2x4xf32> -> tensor<1x16x2x4xf32>
+  return
+}
+
+// -----
+
+func.func @o_shape(%q: tensor<1x16x2x8xf32>, %v: tensor<1x16x2x4xf32>, %f: tensor<1x16x2x3xf32>) {
+  // expected-error @+1 {{expects 'o' of shape [1,16,2,4] [B,T,H,V] like 'v', got [1,16,2,8]}}
+  %o = la.sliding_window_hybrid %q, %q, %v features(%f : tensor<1x16x2x3xf32>, %f : tensor<1x16x2x3xf32>) {window = 4 : i64} : tensor<1x16x2x8xf32>, tensor<1x16x2x8xf32>, tensor<1x16x2x4xf32> -> tensor<1x16x2x8xf32>
+  return
+}
+
+// -----
+
+func.func @qk_types(%q: tensor<1x16x2x8xf32>, %k: tensor<1x16x2x8xbf16>, %v: tensor<1x16x2x4xf32>, %f: tensor<1x16x2x3xf32>) {
+  // expected-error @+1 {{expects 'q' and 'k' of one element type, got 'f32' and 'bf16'}}
+  %o = la.sliding_window_hybrid %q, %k, %v features(%f : tensor<1x16x2x3xf32>, %f : tensor<1x16x2x3xf32>) {window = 4 : i64} : tensor<1x16x2x8xf32>, tensor<1x16x2x8xbf16>, tensor<1x16x2x4xf32> -> tensor<1x16x2x4xf32>
+  return
+}
+
+// -----
+
+func.func @feature_types(%q: tensor<1x16x2x8xf32>, %v: tensor<1x16x2x4xf32>, %fq: tensor<1x16x2x3xf32>, %fk: tensor<1x16x2x3xf16>) {
+  // expected-error @+1 {{expects 'feature_q' and 'feature_k' of one element type, got 'f32' and 'f16'}}
+  %o = la.sliding_window_hybrid %q, %q, %v features(%fq : tensor<1x16x2x3xf32>, %fk : tensor<1x16x2x3xf16>) {window = 4 : i64} : tensor<1x16x2x8xf32>, tensor<1x16x2x8xf32>, tensor<1x16x2x4xf32> -> tensor<1x16x2x4xf32>
+  return
+}
+
+// -----
+
+func.func @o_type(%q: tensor<1x16x2x8xf32>, %v: tensor<1x16x2x4xbf16>, %f: tensor<1x16x2x3xf32>) {
+  // expected-error @+1 {{expects 'o' to have the element type of 'v' ('bf16'), got 'f32'}}
+  %o = la.sliding_window_hybrid %q, %q, %v features(%f : tensor<1x16x2x3xf32>, %f : tensor<1x16x2x3xf32>) {window = 4 : i64} : tensor<1x16x2x8xf32>, tensor<1x16x2x8xf32>, tensor<1x16x2x4xbf16> -> tensor<1x16x2x4xf32>
+  return
+}
+
+// -----
+
+func.func @scale_not_finite(%q: tensor<1x16x2x8xf32>, %v: tensor<1x16x2x4xf32>, %f: tensor<1x16x2x3xf32>) {
+  // expected-error @+1 {{expects a finite 'scale'}}
+  %o = la.sliding_window_hybrid %q, %q, %v features(%f : tensor<1x16x2x3xf32>, %f : tensor<1x16x2x3xf32>) {window = 4 : i64, scale = 0x7F800000 : f32} : tensor<1x16x2x8xf32>, tensor<1x16x2x8xf32>, tensor<1x16x2x4xf32> -> tensor<1x16x2x4xf32>
+  return
+}
+
+// -----
+
+func.func @default_scale_dynamic_k(%q: tensor<1x16x2x?xf32>, %v: tensor<1x16x2x4xf32>, %f: tensor<1x16x2x3xf32>) {
+  // expected-error @+1 {{needs a static K to default 'scale' to K^-0.5; set 'scale'}}
+  %o = la.sliding_window_hybrid %q, %q, %v features(%f : tensor<1x16x2x3xf32>, %f : tensor<1x16x2x3xf32>) {window = 4 : i64} : tensor<1x16x2x?xf32>, tensor<1x16x2x?xf32>, tensor<1x16x2x4xf32> -> tensor<1x16x2x4xf32>
+  return
+}
+
+// -----
+
+func.func @missing_window(%q: tensor<1x16x2x8xf32>, %v: tensor<1x16x2x4xf32>, %f: tensor<1x16x2x3xf32>) {
+  // expected-error @+1 {{requires attribute 'window'}}
+  %o = la.sliding_window_hybrid %q, %q, %v features(%f : tensor<1x16x2x3xf32>, %f : tensor<1x16x2x3xf32>) : tensor<1x16x2x8xf32>, tensor<1x16x2x8xf32>, tensor<1x16x2x4xf32> -> tensor<1x16x2x4xf32>
+  return
+}

@@ -1,0 +1,91 @@
+// la.sliding_window_hybrid: printed and parsed back, and decomposed by
+// la-lower-to-recurrence into an la.recurrence (linear attention on the
+// features, keys and values w tokens later, a column of ones on the values)
+// and the window's block products.
+// RUN: la-opt %s -split-input-file | la-opt -split-input-file | FileCheck %s --check-prefix=ROUNDTRIP
+// RUN: la-opt %s -split-input-file --la-lower-to-recurrence -canonicalize -cse | FileCheck %s
+
+// ROUNDTRIP-LABEL: func.func @window_20
+// ROUNDTRIP: la.sliding_window_hybrid %{{.*}}, %{{.*}}, %{{.*}} features(%{{.*}} : tensor<2x100x2x4xf32>, %{{.*}} : tensor<2x100x2x4xf32>) {window = 20 : i64} : tensor<2x100x2x16xf32>, tensor<2x100x2x16xf32>, tensor<2x100x2x8xf32> -> tensor<2x100x2x8xf32>
+
+// A window of 20 reaches one block of 32 back (blocks of 16 to 64 tokens,
+// the power of two >= w - 1): T = 100 is padded to 4 blocks, the keys to 5.
+// CHECK-LABEL: func.func @window_20
+// CHECK-SAME: (%[[Q:.*]]: tensor<2x100x2x16xf32>, %[[K:.*]]: tensor<2x100x2x16xf32>, %[[V:.*]]: tensor<2x100x2x8xf32>, %[[FQ:.*]]: tensor<2x100x2x4xf32>, %[[FK:.*]]: tensor<2x100x2x4xf32>)
+// CHECK-NOT: la.sliding_window_hybrid
+// The far part's keys and values: 80 tokens moved 20 later, ones in column 8.
+// CHECK: %[[FK80:.*]] = tensor.extract_slice %[[FK]][0, 0, 0, 0] [2, 80, 2, 4]
+// CHECK: %[[FKS:.*]] = tensor.insert_slice %[[FK80]] into %{{.*}}[0, 20, 0, 0] [2, 80, 2, 4]
+// CHECK: %[[ONES:.*]] = tensor.insert_slice %{{.*}} into %{{.*}}[0, 20, 0, 8] [2, 80, 2, 1]
+// CHECK: %[[V80:.*]] = tensor.extract_slice %[[V]][0, 0, 0, 0] [2, 80, 2, 8]
+// CHECK: %[[VS:.*]] = tensor.insert_slice %[[V80]] into %[[ONES]][0, 20, 0, 0] [2, 80, 2, 8]
+// CHECK: %[[FAR:.*]], %{{.*}} = la.recurrence decay(none) low_rank(none) %[[FQ]], %[[FKS]], %[[VS]] outs(%{{.*}}, %{{.*}} : tensor<2x100x2x9xf32>, tensor<2x2x4x9xf32>) {scale = 1.000000e+00 : f32}
+// CHECK: %[[QB:.*]] = tensor.expand_shape %{{.*}} {{\[\[}}0], [1, 2], [3], [4]] output_shape [2, 4, 32, 2, 16]
+// CHECK: %[[KB:.*]] = tensor.expand_shape %{{.*}} output_shape [2, 5, 32, 2, 16]
+// CHECK: %[[KT:.*]] = linalg.generic {{.*}} ins(%[[KB]] : tensor<2x5x32x2x16xf32>) outs(%{{.*}} : tensor<2x5x2x16x32xf32>)
+// The block itself (offset 1 in the padded keys) and the one before it.
+// CHECK: %[[OWN:.*]] = tensor.extract_slice %[[KT]][0, 1, 0, 0, 0] [2, 4, 2, 16, 32]
+// CHECK: %[[S0:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%[[QB]], %[[OWN]] : {{.*}}) outs(%{{.*}} : tensor<2x4x2x32x32xf32>)
+// CHECK: %[[BEFORE:.*]] = tensor.extract_slice %[[KT]][0, 0, 0, 0, 0] [2, 4, 2, 16, 32]
+// CHECK: %[[S1:.*]] = linalg.generic {{.*}} ins(%[[QB]], %[[BEFORE]] : {{.*}}) outs(%{{.*}} : tensor<2x4x2x32x32xf32>)
+// The row maxima (clipped at 0) over both, in the window only.
+// CHECK: %[[M0:.*]] = linalg.generic {{.*}} ins(%[[S0]] : tensor<2x4x2x32x32xf32>) outs(%{{.*}} : tensor<2x4x32x2xf32>)
+// CHECK: arith.maximumf
+// CHECK: %[[M:.*]] = linalg.generic {{.*}} ins(%[[S1]] : tensor<2x4x2x32x32xf32>) outs(%[[M0]] : tensor<2x4x32x2xf32>)
+// CHECK: %[[P0:.*]] = linalg.generic {{.*}} ins(%[[S0]], %[[M]] : {{.*}})
+// CHECK: math.exp
+// CHECK: %[[D0:.*]] = linalg.generic {{.*}} ins(%[[P0]] : {{.*}})
+// CHECK: %[[O0:.*]] = linalg.generic {{.*}} ins(%[[P0]], %{{.*}} : tensor<2x4x2x32x32xf32>, tensor<2x4x32x2x8xf32>)
+// CHECK: %[[P1:.*]] = linalg.generic {{.*}} ins(%[[S1]], %[[M]] : {{.*}})
+// CHECK: %[[D:.*]] = linalg.generic {{.*}} ins(%[[P1]] : {{.*}}) outs(%[[D0]] : {{.*}})
+// CHECK: %[[O:.*]] = linalg.generic {{.*}} ins(%[[P1]], %{{.*}} : {{.*}}) outs(%[[O0]] : {{.*}})
+// The first non-finite value per column, then the two parts combined.
+// CHECK: %[[BAD:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<2x2x8xf32>)
+// CHECK: %[[FARV:.*]] = tensor.extract_slice %[[FAR]][0, 0, 0, 0] [2, 100, 2, 8]
+// CHECK: %[[FARS:.*]] = tensor.extract_slice %[[FAR]][0, 0, 0, 8] [2, 100, 2, 1] [1, 1, 1, 1] : tensor<2x100x2x9xf32> to tensor<2x100x2xf32>
+// CHECK: %[[OUT:.*]] = linalg.generic {{.*}} ins(%{{.*}}, %[[FARV]], %{{.*}}, %[[FARS]], %{{.*}}, %[[BAD]] : {{.*}}) outs(%{{.*}} : tensor<2x100x2x8xf32>)
+// CHECK: return %[[OUT]]
+func.func @window_20(%q: tensor<2x100x2x16xf32>, %k: tensor<2x100x2x16xf32>, %v: tensor<2x100x2x8xf32>, %fq: tensor<2x100x2x4xf32>, %fk: tensor<2x100x2x4xf32>) -> tensor<2x100x2x8xf32> {
+  %o = la.sliding_window_hybrid %q, %k, %v features(%fq : tensor<2x100x2x4xf32>, %fk : tensor<2x100x2x4xf32>) {window = 20 : i64}
+    : tensor<2x100x2x16xf32>, tensor<2x100x2x16xf32>, tensor<2x100x2x8xf32> -> tensor<2x100x2x8xf32>
+  return %o : tensor<2x100x2x8xf32>
+}
+
+// -----
+
+// A window of one token is the softmax over the token itself: blocks of 16
+// and no block before.
+// ROUNDTRIP-LABEL: func.func @window_1_bf16
+// ROUNDTRIP: la.sliding_window_hybrid {{.*}} {scale = 5.000000e-01 : f32, window = 1 : i64} : tensor<1x40x1x4xbf16>
+// CHECK-LABEL: func.func @window_1_bf16
+// CHECK: la.recurrence decay(none) low_rank(none) {{.*}} : tensor<1x40x1x2xbf16>, tensor<1x40x1x2xbf16>, tensor<1x40x1x5xbf16> -> tensor<1x40x1x5xf32>
+// CHECK: tensor.expand_shape {{.*}} output_shape [1, 3, 16, 1, 4]
+// CHECK-NOT: output_shape [1, 4, 16
+// CHECK: linalg.generic {{.*}} ins(%{{.*}}, %{{.*}} : tensor<1x3x16x1x4xf32>, tensor<1x3x1x4x16xf32>)
+// CHECK-NOT: tensor<1x3x16x1x4xf32>, tensor<1x3x1x4x16xf32>
+// CHECK: arith.truncf {{.*}} : f32 to bf16
+// CHECK: return {{.*}} : tensor<1x40x1x4xbf16>
+func.func @window_1_bf16(%q: tensor<1x40x1x4xbf16>, %v: tensor<1x40x1x4xbf16>, %f: tensor<1x40x1x2xbf16>) -> tensor<1x40x1x4xbf16> {
+  %o = la.sliding_window_hybrid %q, %q, %v features(%f : tensor<1x40x1x2xbf16>, %f : tensor<1x40x1x2xbf16>) {window = 1 : i64, scale = 0.5 : f32}
+    : tensor<1x40x1x4xbf16>, tensor<1x40x1x4xbf16>, tensor<1x40x1x4xbf16> -> tensor<1x40x1x4xbf16>
+  return %o : tensor<1x40x1x4xbf16>
+}
+
+// -----
+
+// Any B and T (the Python package's kernels): T's blocks, the moved tokens
+// and the padding are computed at run time.
+// ROUNDTRIP-LABEL: func.func @dynamic
+// CHECK-LABEL: func.func @dynamic
+// CHECK: %[[T:.*]] = tensor.dim %{{.*}}, %c1 : tensor<?x?x2x3xf32>
+// CHECK: affine.max #{{.*}}()[%[[T]]]
+// CHECK: la.recurrence decay(none) low_rank(none) {{.*}} -> tensor<?x?x2x5xf32>, tensor<?x2x3x5xf32>
+// CHECK: tensor.expand_shape {{.*}} output_shape [%{{.*}}, %{{.*}}, 64, 2, 8] : tensor<?x?x2x8xf32> into tensor<?x?x64x2x8xf32>
+// CHECK: linalg.generic {{.*}} outs(%{{.*}} : tensor<?x?x2x64x64xf32>)
+// CHECK: linalg.generic {{.*}} outs(%{{.*}} : tensor<?x?x2x64x64xf32>)
+// CHECK: return {{.*}} : tensor<?x?x2x4xf32>
+func.func @dynamic(%q: tensor<?x?x2x8xf32>, %v: tensor<?x?x2x4xf32>, %f: tensor<?x?x2x3xf32>) -> tensor<?x?x2x4xf32> {
+  %o = la.sliding_window_hybrid %q, %q, %v features(%f : tensor<?x?x2x3xf32>, %f : tensor<?x?x2x3xf32>) {window = 64 : i64}
+    : tensor<?x?x2x8xf32>, tensor<?x?x2x8xf32>, tensor<?x?x2x4xf32> -> tensor<?x?x2x4xf32>
+  return %o : tensor<?x?x2x4xf32>
+}
