@@ -32,7 +32,14 @@ between them, the masks, the gathers and the level-0 terms, is not counted):
 * Momentum DeltaNet (``la.family.momentum_delta_rule``): la's dplr rule on
   the stacked ``2K x V`` state, one call per segment (alpha in [0.9, 1], mu
   in [0.74, 1]: segments of a few tokens); its FLOPs counted as the dplr
-  rule's chunked forward over the 2K rows (short segments do less).
+  rule's chunked forward over the 2K rows (short segments do less);
+* LoLCATs' sliding-window hybrid (``la.family.sliding_window_hybrid``, for
+  NumPy inputs one la kernel: the op ``la.sliding_window_hybrid``), window
+  64 over Hedgehog features (F = K): its FLOPs counted as linear
+  attention's chunked forward over F features and V + 1 columns plus the
+  window's block products (each block of 64 queries against its own and
+  the previous block's keys, K deep, and values, V wide); its base: linear
+  attention on the features alone.
 
 Usage::
 
@@ -54,7 +61,7 @@ import bench_cpu  # noqa: E402  (sgemm, machine facts, FLOP count, timing)
 
 MEMBERS = ("log_linear_mamba2", "log_linear_gated_deltanet", "mixture_of_memories",
            "gated_delta_product", "variational_linear_attention", "hola",
-           "momentum_delta_rule")
+           "momentum_delta_rule", "sliding_window_hybrid")
 FULL_SHAPE = (1, 4096, 8, 128, 128)
 QUICK_SHAPE = (1, 512, 2, 64, 64)
 
@@ -187,6 +194,22 @@ def _member(name, B, T, H, K, V, C, memories, rng):
         def run_base():
             return la.attention("gated_deltanet", q, k, v, g, beta, chunk_size=C)
         return run, run_base, flops("rwkv7", B, T, H, 2 * K, V, C=C), "gated_deltanet"
+    if name == "sliding_window_hybrid":
+        window = 64
+        weight = normal(H, K, K // 2) / np.float32(np.sqrt(K))
+        fq, fk = family.hedgehog_features(q, weight), family.hedgehog_features(k, weight)
+        # Blocks of 64 tokens (the power of two >= window - 1, in [16, 64]):
+        # a block's queries against its own and the previous block's keys.
+        block = 64
+        pairs = 2 * B * H * -(-T // block)
+        work = flops("linear", B, T, H, K, V + 1, C=C) + pairs * 2 * block * block * (K + V)
+
+        def run():
+            return family.sliding_window_hybrid(q, k, v, fq, fk, window, chunk_size=C)
+
+        def run_base():
+            return la.attention("linear", fq, fk, v, scale=1.0, chunk_size=C)
+        return run, run_base, work, "linear"
     raise SystemExit(f"unknown member {name!r}; expected one of {MEMBERS}")
 
 

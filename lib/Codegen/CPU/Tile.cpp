@@ -254,6 +254,46 @@ static void stopAtDiagonal(RewriterBase &rewriter, DenseI64ArrayAttr dims,
                                           rewriter, loc, innerSizes[row])));
 }
 
+/// For an op marked `la.upper_triangular = [row, column]` (nothing with
+/// column < row matters) whose register tile has both loops, the column loop
+/// of the tile at rows [r, r + R) starts at the column tile holding column r
+/// instead of at 0 (the mirror of stopAtDiagonal; column tiles keep their
+/// static size).
+static void startAtDiagonal(RewriterBase &rewriter, DenseI64ArrayAttr dims,
+                            ArrayRef<int64_t> ranges,
+                            ArrayRef<int64_t> innerSizes,
+                            ArrayRef<LoopLikeOpInterface> innerLoops) {
+  if (!dims || dims.size() != 2)
+    return;
+  int64_t row = dims[0], column = dims[1];
+  int64_t numLoops = innerSizes.size();
+  if (row < 0 || column < 0 || row >= numLoops || column >= numLoops ||
+      row >= column || innerSizes[row] <= 0 || innerSizes[column] <= 0 ||
+      ranges[column] % innerSizes[column] != 0)
+    return;
+  auto loopOf = [&](int64_t dim) {
+    return innerLoops[llvm::count_if(innerSizes.take_front(dim),
+                                     [](int64_t s) { return s > 0; })];
+  };
+  auto rowLoop = dyn_cast<scf::ForOp>(loopOf(row).getOperation());
+  auto columnLoop = dyn_cast<scf::ForOp>(loopOf(column).getOperation());
+  if (!rowLoop || !columnLoop || !rowLoop->isProperAncestor(columnLoop))
+    return;
+  OpBuilder::InsertionGuard guard(rewriter);
+  rewriter.setInsertionPoint(columnLoop);
+  Location loc = columnLoop.getLoc();
+  Value tile =
+      arith::ConstantIndexOp::create(rewriter, loc, innerSizes[column]);
+  Value start = arith::MulIOp::create(
+      rewriter, loc,
+      arith::DivUIOp::create(rewriter, loc, rowLoop.getInductionVar(), tile),
+      tile);
+  Value bound =
+      arith::MaxSIOp::create(rewriter, loc, start, columnLoop.getLowerBound());
+  rewriter.modifyOpInPlace(
+      columnLoop, [&] { columnLoop.getLowerBoundMutable().assign(bound); });
+}
+
 /// For an op marked `la.block_causal = [block, column, size]` (entries with
 /// column >= block * size are never read), the column loop of the register
 /// tile stops at block * size, the block index coming from the outer loops.
@@ -322,9 +362,10 @@ mlir::la::tileForCPU(RewriterBase &rewriter, linalg::LinalgOp op,
   RegisterTileDims dims = findRegisterTileDims(op);
   // Read now: tiling replaces `op`.
   auto *laDialect = op->getContext()->getLoadedDialect<LaDialect>();
-  DenseI64ArrayAttr lowerTriangular, blockCausal;
+  DenseI64ArrayAttr lowerTriangular, upperTriangular, blockCausal;
   if (laDialect) {
     lowerTriangular = laDialect->getLowerTriangularAttrHelper().getAttr(op);
+    upperTriangular = laDialect->getUpperTriangularAttrHelper().getAttr(op);
     blockCausal = laDialect->getBlockCausalAttrHelper().getAttr(op);
   }
   unsigned numLoops = ranges.size();
@@ -421,6 +462,8 @@ mlir::la::tileForCPU(RewriterBase &rewriter, linalg::LinalgOp op,
       return failure();
     stopAtDiagonal(rewriter, lowerTriangular, ranges, innerSizes,
                    result.innerLoops);
+    startAtDiagonal(rewriter, upperTriangular, ranges, innerSizes,
+                    result.innerLoops);
     stopAtBlock(rewriter, blockCausal, outerSizes, result.outerLoops,
                 innerSizes, result.innerLoops);
     peelPartialTiles(rewriter, result.innerLoops);

@@ -115,6 +115,31 @@ func.func @causal_lanes(%q: tensor<64x16xf32>, %kt: tensor<16x64xf32>, %init: te
 
 // -----
 
+// Its mirror (la.upper_triangular = [i, j]: terms with j < i vanish, the
+// earlier block of la.sliding_window_hybrid's window): the j loop of the
+// tile at rows [i, i + 8) starts at i rounded down to its step (1 here, a
+// reduction loop, so at i) instead of 0.
+// CHECK-LABEL: func.func @upper_triangular
+// CHECK: scf.for %[[I:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args
+// CHECK: scf.for %[[V:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args
+// CHECK: %[[START:.*]] = arith.maxsi %[[I]], %{{.*}} : index
+// CHECK: scf.for %[[J:.*]] = %[[START]] to %{{.*}} step %{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (vector<8x32xf32>)
+// CHECK: vector.fma
+#mn3 = affine_map<(b, n, i, v, j) -> (b, n, i, j)>
+#x3 = affine_map<(b, n, i, v, j) -> (b, n, j, v)>
+#o3 = affine_map<(b, n, i, v, j) -> (b, n, i, v)>
+func.func @upper_triangular(%m: tensor<2x3x16x16xf32>, %x: tensor<2x3x16x64xf32>, %init: tensor<2x3x16x64xf32>) -> tensor<2x3x16x64xf32> {
+  %r = linalg.generic {indexing_maps = [#mn3, #x3, #o3], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%m, %x : tensor<2x3x16x16xf32>, tensor<2x3x16x64xf32>) outs(%init : tensor<2x3x16x64xf32>) attrs = {la.upper_triangular = array<i64: 2, 4>} {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %p = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<2x3x16x64xf32>
+  return %r : tensor<2x3x16x64xf32>
+}
+
+// -----
+
 // The same scores over 48 columns: with 32-lane tiles the last column tile
 // is partial, so the loop is not cut (a cut loop could not be peeled).
 // CHECK-LABEL: func.func @causal_lanes_partial

@@ -33,6 +33,17 @@ func.func @lower_triangular_loop(%a: tensor<4x4xf32>, %b: tensor<4x4xf32>,
 
 // -----
 
+func.func @upper_triangular_size(%a: tensor<4x4xf32>, %b: tensor<4x4xf32>,
+                                 %c: tensor<4x4xf32>) -> tensor<4x4xf32> {
+  // expected-error @+1 {{'la.upper_triangular' must be [row, column] (array<i64> of 2)}}
+  %0 = linalg.matmul {la.upper_triangular = array<i64: 0>}
+         ins(%a, %b : tensor<4x4xf32>, tensor<4x4xf32>)
+         outs(%c : tensor<4x4xf32>) -> tensor<4x4xf32>
+  return %0 : tensor<4x4xf32>
+}
+
+// -----
+
 func.func @lower_triangular_twice(%a: tensor<4x4xf32>, %b: tensor<4x4xf32>,
                                   %c: tensor<4x4xf32>) -> tensor<4x4xf32> {
   // expected-error @+1 {{'la.lower_triangular' names loop 1 twice}}

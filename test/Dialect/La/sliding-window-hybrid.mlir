@@ -25,9 +25,11 @@
 // CHECK: %[[KT:.*]] = linalg.generic {{.*}} ins(%[[KB]] : tensor<2x5x32x2x16xf32>) outs(%{{.*}} : tensor<2x5x2x16x32xf32>)
 // The block itself (offset 1 in the padded keys) and the one before it.
 // CHECK: %[[OWN:.*]] = tensor.extract_slice %[[KT]][0, 1, 0, 0, 0] [2, 4, 2, 16, 32]
-// CHECK: %[[S0:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%[[QB]], %[[OWN]] : {{.*}}) outs(%{{.*}} : tensor<2x4x2x32x32xf32>)
+// Within the window the own block's keys are at or before the query (la-tile
+// skips the upper triangle), the block before's after it (the lower one).
+// CHECK: %[[S0:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%[[QB]], %[[OWN]] : {{.*}}) outs(%{{.*}} : tensor<2x4x2x32x32xf32>) attrs = {la.lower_triangular = array<i64: 3, 4>}
 // CHECK: %[[BEFORE:.*]] = tensor.extract_slice %[[KT]][0, 0, 0, 0, 0] [2, 4, 2, 16, 32]
-// CHECK: %[[S1:.*]] = linalg.generic {{.*}} ins(%[[QB]], %[[BEFORE]] : {{.*}}) outs(%{{.*}} : tensor<2x4x2x32x32xf32>)
+// CHECK: %[[S1:.*]] = linalg.generic {{.*}} ins(%[[QB]], %[[BEFORE]] : {{.*}}) outs(%{{.*}} : tensor<2x4x2x32x32xf32>) attrs = {la.upper_triangular = array<i64: 3, 4>}
 // The row maxima (clipped at 0) over both, in the window only.
 // CHECK: %[[M0:.*]] = linalg.generic {{.*}} ins(%[[S0]] : tensor<2x4x2x32x32xf32>) outs(%{{.*}} : tensor<2x4x32x2xf32>)
 // CHECK: arith.maximumf
@@ -35,10 +37,10 @@
 // CHECK: %[[P0:.*]] = linalg.generic {{.*}} ins(%[[S0]], %[[M]] : {{.*}})
 // CHECK: math.exp
 // CHECK: %[[D0:.*]] = linalg.generic {{.*}} ins(%[[P0]] : {{.*}})
-// CHECK: %[[O0:.*]] = linalg.generic {{.*}} ins(%[[P0]], %{{.*}} : tensor<2x4x2x32x32xf32>, tensor<2x4x32x2x8xf32>)
+// CHECK: %[[O0:.*]] = linalg.generic {{.*}} ins(%[[P0]], %{{.*}} : tensor<2x4x2x32x32xf32>, tensor<2x4x32x2x8xf32>) outs(%{{.*}}) attrs = {la.lower_triangular = array<i64: 2, 5>}
 // CHECK: %[[P1:.*]] = linalg.generic {{.*}} ins(%[[S1]], %[[M]] : {{.*}})
 // CHECK: %[[D:.*]] = linalg.generic {{.*}} ins(%[[P1]] : {{.*}}) outs(%[[D0]] : {{.*}})
-// CHECK: %[[O:.*]] = linalg.generic {{.*}} ins(%[[P1]], %{{.*}} : {{.*}}) outs(%[[O0]] : {{.*}})
+// CHECK: %[[O:.*]] = linalg.generic {{.*}} ins(%[[P1]], %{{.*}} : {{.*}}) outs(%[[O0]] : {{.*}}) attrs = {la.upper_triangular = array<i64: 2, 5>}
 // The first non-finite value per column, then the two parts combined.
 // CHECK: %[[BAD:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<2x2x8xf32>)
 // CHECK: %[[FARV:.*]] = tensor.extract_slice %[[FAR]][0, 0, 0, 0] [2, 100, 2, 8]

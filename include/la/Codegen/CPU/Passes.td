@@ -51,7 +51,11 @@ def LaTilePass : Pass<"la-tile", "func::FuncOp"> {
     tile: the tile at rows `[r, r + R)` runs the columns up to
     `min(r + R, C)`, which skips about half of a `C x C` product.
     `convert-la-to-linalg` sets the mark on the products it builds from
-    masked scores. Likewise `la.block_causal = array<i64: block, column,
+    masked scores. Its mirror, `la.upper_triangular = array<i64: row,
+    column>` (terms with `column < row` vanish: the earlier block of
+    `la.sliding_window_hybrid`'s window), starts the column loop of the
+    tile at rows `[r, r + R)` at the column tile that holds column `r`.
+    Likewise `la.block_causal = array<i64: block, column,
     size>` (only entries with `column < block * size` are read later, as in
     the earlier-block part of a blocked channel-gate score product): when
     `block` is an outer loop, the column loop inside it (a register-tile

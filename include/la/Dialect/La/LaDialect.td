@@ -42,6 +42,10 @@ def La_Dialect : Dialect {
     // row matters (a causally masked or lower-triangular product): written
     // by convert-la-to-linalg, read by la-tile.
     "::mlir::DenseI64ArrayAttr":$lower_triangular,
+    // `[row, column]` loop dims of a linalg op where nothing with column <
+    // row matters (the earlier block of a sliding window): written by
+    // la.sliding_window_hybrid's decomposition, read by la-tile.
+    "::mlir::DenseI64ArrayAttr":$upper_triangular,
     // `[block, column, size]`: a linalg op of a blocked causal product whose
     // entries with column >= block * size are never read: written by
     // convert-la-to-linalg, read by la-tile.

@@ -62,7 +62,8 @@ LogicalResult LaDialect::verifyOperationAttribute(Operation *op,
                                                   NamedAttribute attribute) {
   StringAttr name = attribute.getName();
   Attribute value = attribute.getValue();
-  if (name == getLowerTriangularAttrHelper().getName())
+  if (name == getLowerTriangularAttrHelper().getName() ||
+      name == getUpperTriangularAttrHelper().getName())
     return verifyLoopDims(op, name, value, 2, "[row, column]");
   if (name == getBlockCausalAttrHelper().getName()) {
     if (failed(verifyLoopDims(op, name, value, 3, "[block, column, size]")))

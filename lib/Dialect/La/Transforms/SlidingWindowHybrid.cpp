@@ -172,6 +172,21 @@ static Value inWindow(OpBuilder &b, Location loc, int64_t shift, int64_t block,
                             constant(shift)));
 }
 
+/// Marks the op computing `value` for la-tile: nothing with loop `column`
+/// past loop `row` matters (`lower`), or nothing before it. Within the
+/// window a query's own block holds only keys up to it, and the farthest
+/// block only keys after it (that block is `shifts` * C >= w - 1 tokens
+/// back).
+static void markTriangle(Value value, bool lower, int64_t row, int64_t column) {
+  Operation *op = value.getDefiningOp();
+  auto dims = DenseI64ArrayAttr::get(op->getContext(), {row, column});
+  LaDialect &dialect = *op->getContext()->getLoadedDialect<LaDialect>();
+  if (lower)
+    dialect.getLowerTriangularAttrHelper().setAttr(op, dims);
+  else
+    dialect.getUpperTriangularAttrHelper().setAttr(op, dims);
+}
+
 FailureOr<SmallVector<Value>>
 mlir::la::decomposeSlidingWindowHybrid(OpBuilder &b, SlidingWindowHybridOp op) {
   Location loc = op.getLoc();
@@ -251,9 +266,13 @@ mlir::la::decomposeSlidingWindowHybrid(OpBuilder &b, SlidingWindowHybridOp op) {
         5, 1, [](OpBuilder &nb, Location l, ValueRange args) {
           return addF(nb, l, args[2], mulF(nb, l, args[0], args[1]));
         }));
+    // Entries outside the triangle are masked below (their zero fill).
+    if (shift == 0 || shift == shifts)
+      markTriangle(scores.back(), /*lower=*/shift == 0, 3, 4);
   }
   // c[b,n,i,h] = max(0, the largest scaled score in the window). Loops
-  // (b,n,h,i,j).
+  // (b,n,h,i,j). The body is max(c, f(S)), a reduction the vectoriser
+  // recognises; scores outside the window (NaN ones too) count as -inf.
   AffineMap scoreMap = dimMap(ctx, 5, {0, 1, 2, 3, 4});
   AffineMap rowMap = dimMap(ctx, 5, {0, 1, 3, 2});
   Value rowMax = zeroTensor(b, loc, rowSizes);
@@ -262,11 +281,10 @@ mlir::la::decomposeSlidingWindowHybrid(OpBuilder &b, SlidingWindowHybridOp op) {
         b, loc, ValueRange{scores[shift]}, rowMax, {scoreMap, rowMap}, 4, 1,
         [&](OpBuilder &nb, Location l, ValueRange args) {
           Value score = mulF(nb, l, args[0], constantF32(nb, l, scale));
-          Value larger = arith::MaximumFOp::create(nb, l, args[1], score);
-          return arith::SelectOp::create(
-                     nb, l, inWindow(nb, l, shift, block, window, 1, 3, 4),
-                     larger, args[1])
-              .getResult();
+          Value masked = arith::SelectOp::create(
+              nb, l, inWindow(nb, l, shift, block, window, 1, 3, 4), score,
+              constantF32(nb, l, -std::numeric_limits<float>::infinity()));
+          return arith::MaximumFOp::create(nb, l, args[1], masked).getResult();
         });
   // The weights exp(scale S - c) (zero outside the window), their row sums
   // and their products with the values.
@@ -302,6 +320,9 @@ mlir::la::decomposeSlidingWindowHybrid(OpBuilder &b, SlidingWindowHybridOp op) {
         5, 1, [](OpBuilder &nb, Location l, ValueRange args) {
           return addF(nb, l, args[2], mulF(nb, l, args[0], args[1]));
         });
+    // The weights outside the triangle are zeros: their terms vanish.
+    if (shift == 0 || shift == shifts)
+      markTriangle(weighted, /*lower=*/shift == 0, 2, 5);
   }
 
   // The first token of each (sequence, head, value column) whose value is
@@ -321,10 +342,11 @@ mlir::la::decomposeSlidingWindowHybrid(OpBuilder &b, SlidingWindowHybridOp op) {
         Value asFloat = arith::UIToFPOp::create(
             nb, l, f32,
             arith::IndexCastUIOp::create(nb, l, nb.getI64Type(), token));
-        return arith::SelectOp::create(
-                   nb, l, isFiniteF32(nb, l, args[0]), args[1],
-                   arith::MinimumFOp::create(nb, l, args[1], asFloat))
-            .getResult();
+        // min(first, f(v)): a reduction the vectoriser recognises.
+        Value candidate =
+            arith::SelectOp::create(nb, l, isFiniteF32(nb, l, args[0]),
+                                    constantF32(nb, l, kNoToken), asFloat);
+        return arith::MinimumFOp::create(nb, l, args[1], candidate).getResult();
       });
   Value firstBad = buildGeneric(
       b, loc, ValueRange{firstBadPerBlock},
