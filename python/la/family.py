@@ -167,7 +167,7 @@ def hedgehog_features(x, weight, bias=None):
 
 
 def sliding_window_hybrid(q, k, v, feature_q, feature_k, window, *, scale=None,
-                          chunk_size=64, num_threads=None):
+                          cu_seqlens=None, chunk_size=64, num_threads=None):
     """Softmax attention inside a sliding window and linear attention on
     learned features outside it, one normalisation over both (LoLCATs'
     hybrid; Zhang et al., ICLR 2025, "LoLCATs: On Low-Rank Linearizing of
@@ -178,7 +178,8 @@ def sliding_window_hybrid(q, k, v, feature_q, feature_k, window, *, scale=None,
               / (the same sums without v)
 
     ``q, k : [B, T, H, K]``, ``v : [B, T, H, V]``, ``feature_q, feature_k :
-    [B, T, H, F]`` (e.g. :func:`hedgehog_features`), ``window`` w >= 1.
+    [B, T, H, F]`` (e.g. :func:`hedgehog_features`), ``window`` w >= 1;
+    ``cu_seqlens`` packs sequences (B = 1; the op only, not with gradients).
 
     One la kernel, the op ``la.sliding_window_hybrid``
     (:func:`la.ops.sliding_window_hybrid`), unless torch needs gradients:
@@ -206,8 +207,12 @@ def sliding_window_hybrid(q, k, v, feature_q, feature_k, window, *, scale=None,
             if len(names) != 1 or not names <= {"float32", "float16", "bfloat16"}:
                 dtype = "f32"
         return ops.sliding_window_hybrid(q, k, v, feature_q, feature_k, window, scale=scale,
-                                         chunk_size=chunk_size, dtype=dtype,
-                                         num_threads=num_threads)
+                                         cu_seqlens=cu_seqlens, chunk_size=chunk_size,
+                                         dtype=dtype, num_threads=num_threads)
+    if cu_seqlens is not None:
+        raise ValueError("sliding_window_hybrid: cu_seqlens with torch gradients is not "
+                         "supported yet (the op has no derived backward, and the "
+                         "differentiable composition takes one sequence per batch row)")
     B, T, H, K = np.shape(q)
     V = np.shape(v)[-1]
     if np.shape(k) != (B, T, H, K) or np.shape(v)[:3] != (B, T, H):

@@ -1609,27 +1609,28 @@ _WRAPPERS = {
 _MAX_WINDOW = 1 << 20
 
 
-def _hybrid_mlir(H, K, V, F, window, scale, dtype, B=None, T=None):
-    """The kernel of la.sliding_window_hybrid: any B and T unless given."""
+def _hybrid_mlir(H, K, V, F, window, scale, dtype, packed=False):
+    """The kernel of la.sliding_window_hybrid, for any B and T (any number
+    of packed sequences with ``packed``)."""
     element = dtype  # f32, f16 or bf16: the MLIR names
-    b = "?" if B is None else B
-    t = "?" if T is None else T
 
     def tensor(d):
-        return f"tensor<{b}x{t}x{H}x{d}x{element}>"
+        return f"tensor<?x?x{H}x{d}x{element}>"
     attrs = f"window = {window} : i64"
     if scale is not None:
         attrs += f", scale = {float(scale)!r} : f32"
+    offsets_arg = ", %cu: tensor<?xi32>" if packed else ""
+    offsets = " cu_seqlens(%cu : tensor<?xi32>)" if packed else ""
     return (f"func.func @{_ENTRY}(%q: {tensor(K)}, %k: {tensor(K)}, %v: {tensor(V)},\n"
-            f"    %fq: {tensor(F)}, %fk: {tensor(F)}) -> {tensor(V)} {{\n"
+            f"    %fq: {tensor(F)}, %fk: {tensor(F)}{offsets_arg}) -> {tensor(V)} {{\n"
             f"  %o = la.sliding_window_hybrid %q, %k, %v\n"
-            f"      features(%fq : {tensor(F)}, %fk : {tensor(F)}) {{{attrs}}}\n"
+            f"      features(%fq : {tensor(F)}, %fk : {tensor(F)}){offsets} {{{attrs}}}\n"
             f"      : {tensor(K)}, {tensor(K)}, {tensor(V)} -> {tensor(V)}\n"
             f"  return %o : {tensor(V)}\n}}\n")
 
 
 def sliding_window_hybrid(q, k, v, feature_q, feature_k, window, *, scale=None,
-                          chunk_size=64, dtype=None, num_threads=None):
+                          cu_seqlens=None, chunk_size=64, dtype=None, num_threads=None):
     """LoLCATs' hybrid as one la kernel (the op ``la.sliding_window_hybrid``):
     softmax attention on the last ``window`` tokens (the current one
     included) and linear attention on the features before them, under one
@@ -1641,12 +1642,13 @@ def sliding_window_hybrid(q, k, v, feature_q, feature_k, window, *, scale=None,
 
     ``q, k : [B, T, H, K]``, ``v : [B, T, H, V]``, ``feature_q, feature_k :
     [B, T, H, F]`` (NumPy arrays or torch tensors on the CPU; ``dtype``
-    converts them as :func:`attention` does, the features too). Returns
-    ``o : [B, T, H, V]``. The forward only: gradients are not derived for
+    converts them as :func:`attention` does, the features too);
+    ``cu_seqlens`` packs sequences (B = 1, fla's convention): neither part
+    reaches across a sequence's first token. Returns ``o : [B, T, H, V]``. The forward only: gradients are not derived for
     this op yet (:func:`la.family.sliding_window_hybrid` runs the
     differentiable composition when torch needs them)."""
     named = {"q": q, "k": k, "v": v, "feature_q": feature_q, "feature_k": feature_k}
-    for name, x in named.items():
+    for name, x in {**named, "cu_seqlens": cu_seqlens}.items():
         _device_check(name, x)
     if isinstance(window, (bool, np.bool_)) or not isinstance(window, (int, np.integer)) \
             or not 1 <= window <= _MAX_WINDOW:
@@ -1689,10 +1691,15 @@ def sliding_window_hybrid(q, k, v, feature_q, feature_k, window, *, scale=None,
                             + " (or pass dtype= to convert them)")
         compute = kinds["q"]
     inputs = [_to_compute(name, arrays[name][0], kinds[name], compute) for name in named]
+    names = list(named)
+    if cu_seqlens is not None:
+        inputs.append(_cu_seqlens_array(cu_seqlens, B, T))
+        names.append("cu_seqlens")
     o_np = {"f32": np.float32, "f16": np.float16, "bf16": np.uint16}[compute]
-    call = _Call(text=_hybrid_mlir(H, K, V, F, int(window), scale, compute),
+    call = _Call(text=_hybrid_mlir(H, K, V, F, int(window), scale, compute,
+                                   packed=cu_seqlens is not None),
                  pipeline=_pipeline(int(chunk_size), False, threads),
-                 inputs=inputs, input_names=list(named), outputs=[((B, T, H, V), o_np)],
+                 inputs=inputs, input_names=names, outputs=[((B, T, H, V), o_np)],
                  entry=_ENTRY, threads=threads)
     (o,) = _run(call)
     if torch_out:

@@ -51,6 +51,48 @@ def test_against_reference(shape):
     assert rel_rms(reference.sliding_window_hybrid(q, k, v, fq, fk, window), o) <= 1e-5
 
 
+def _per_sequence_reference(arrays, window, cu):
+    """The fp64 reference run on each sequence alone."""
+    ref = np.zeros(arrays[2].shape, np.float64)
+    for start, end in zip(cu[:-1], cu[1:]):
+        if end > start:
+            ref[:, start:end] = reference.sliding_window_hybrid(
+                *(x[:, start:end] for x in arrays), window)
+    return ref
+
+
+@pytest.mark.parametrize("cu,window", [
+    ((0, 5, 5, 72, 200), 20),    # an empty sequence, one shorter than the window
+    ((0, 130, 131, 300), 64),    # a one-token sequence; blocks span sequences
+    ((0, 1, 2, 3, 40), 3),       # one-token sequences
+    ((0, 100, 230), 100),        # a window two blocks back
+    ((0, 70), 1),                # one sequence, a window of one token
+])
+def test_packed_sequences(cu, window):
+    """Neither the window nor the far part reaches across a sequence's first
+    token: each sequence equals the reference run on it alone."""
+    arrays = _inputs(1, cu[-1], 2, 16, 8, 4, seed=len(cu) + window)
+    o = ops.sliding_window_hybrid(*arrays, window, cu_seqlens=np.array(cu))
+    assert rel_rms(_per_sequence_reference(arrays, window, cu), o) <= 1e-5
+    # la.family's function passes them on.
+    np.testing.assert_array_equal(
+        family.sliding_window_hybrid(*arrays, window, cu_seqlens=np.array(cu)), o)
+
+
+def test_packed_sequences_keep_non_finite_values_in_their_sequence():
+    q, k, v, fq, fk = _inputs(1, 120, 1, 8, 4, 4, seed=13)
+    cu = np.array([0, 50, 120])
+    clean = ops.sliding_window_hybrid(q, k, v, fq, fk, 10, cu_seqlens=cu)
+    dirty = v.copy()
+    dirty[0, 40, 0, 1] = np.nan
+    o = ops.sliding_window_hybrid(q, k, dirty, fq, fk, 10, cu_seqlens=cu)
+    assert np.isnan(o[0, 40:50, 0, 1]).all()
+    np.testing.assert_allclose(o[0, :40], clean[0, :40], rtol=1e-6)
+    np.testing.assert_allclose(o[0, 50:], clean[0, 50:], rtol=1e-6)  # the next sequence
+    np.testing.assert_allclose(o[0, 40:50, 0, [0, 2, 3]], clean[0, 40:50, 0, [0, 2, 3]],
+                               rtol=1e-6)
+
+
 def test_scale_threads_and_the_family_function():
     q, k, v, fq, fk = _inputs(2, 90, 2, 16, 8, 6, seed=5)
     ref = reference.sliding_window_hybrid(q, k, v, fq, fk, 24, scale=0.7)
@@ -155,6 +197,12 @@ def test_bad_arguments():
         ops.sliding_window_hybrid(q.astype(np.float64), k, v, fq, fk, 3)
     with pytest.raises(ValueError, match="every dimension must be >= 1"):
         ops.sliding_window_hybrid(q[:, :, :, :0], k[:, :, :, :0], v, fq, fk, 3)
+    for cu in ([0, 4, 3, 10], [0, 5, 11], [1, 10], [0, 10, 10.5]):
+        with pytest.raises((ValueError, TypeError), match="cu_seqlens"):
+            ops.sliding_window_hybrid(q, k, v, fq, fk, 3, cu_seqlens=np.array(cu))
+    two = [np.concatenate([x, x]) for x in (q, k, v, fq, fk)]
+    with pytest.raises(ValueError, match="cu_seqlens"):
+        ops.sliding_window_hybrid(*two, 3, cu_seqlens=np.array([0, 10]))
 
 
 _MLIR = """func.func @hybrid(%q: tensor<2x70x2x16xf32>, %k: tensor<2x70x2x16xf32>,
@@ -168,17 +216,21 @@ _MLIR = """func.func @hybrid(%q: tensor<2x70x2x16xf32>, %k: tensor<2x70x2x16xf32
 """
 
 
-@pytest.mark.parametrize("flags", [
-    [], ["--parallel"], ["--sequential"], ["--gpu-schedule"],
-    ["--target=gpu-emulator"], ["--target=gpu-emulator", "--chunk-parallel"]],
-    ids=lambda f: " ".join(f) or "cpu")
-def test_la_run_targets(tmp_path, flags):
-    """The static kernel through la-run: the far part's recurrence takes each
-    target's schedule, the window's ops its maps (kernels of their own on
-    the GPU)."""
-    arrays = _inputs(2, 70, 2, 16, 8, 4, seed=12)
+_PACKED_MLIR = """func.func @hybrid(%q: tensor<1x150x2x16xf32>, %k: tensor<1x150x2x16xf32>,
+    %v: tensor<1x150x2x8xf32>, %fq: tensor<1x150x2x4xf32>, %fk: tensor<1x150x2x4xf32>,
+    %cu: tensor<5xi32>) -> tensor<1x150x2x8xf32> {
+  %o = la.sliding_window_hybrid %q, %k, %v
+      features(%fq : tensor<1x150x2x4xf32>, %fk : tensor<1x150x2x4xf32>)
+      cu_seqlens(%cu : tensor<5xi32>) {window = 20 : i64}
+      : tensor<1x150x2x16xf32>, tensor<1x150x2x16xf32>, tensor<1x150x2x8xf32> -> tensor<1x150x2x8xf32>
+  return %o : tensor<1x150x2x8xf32>
+}
+"""
+
+
+def _la_run(tmp_path, text, arrays, flags):
     module = tmp_path / "hybrid.mlir"
-    module.write_text(_MLIR)
+    module.write_text(text)
     args = []
     for i, x in enumerate(arrays):
         path = tmp_path / f"in{i}.npy"
@@ -189,8 +241,25 @@ def test_la_run_targets(tmp_path, flags):
     result = subprocess.run([runner.find_la_run(), *flags, *args, f"--output={out}", str(module)],
                             capture_output=True, text=True, env=env, timeout=600)
     assert result.returncode == 0, result.stderr
-    o = np.load(out)
+    return np.load(out)
+
+
+@pytest.mark.parametrize("flags", [
+    [], ["--parallel"], ["--sequential"], ["--gpu-schedule"],
+    ["--target=gpu-emulator"], ["--target=gpu-emulator", "--chunk-parallel"]],
+    ids=lambda f: " ".join(f) or "cpu")
+def test_la_run_targets(tmp_path, flags):
+    """The static kernel through la-run: the far part's recurrence takes each
+    target's schedule, the window's ops its maps (kernels of their own on
+    the GPU)."""
+    arrays = _inputs(2, 70, 2, 16, 8, 4, seed=12)
+    o = _la_run(tmp_path, _MLIR, arrays, flags)
     assert rel_rms(reference.sliding_window_hybrid(*arrays, 20), o) <= 1e-5
+    # Packed sequences: an empty one, one shorter than the window.
+    cu = (0, 5, 5, 72, 150)
+    packed = _inputs(1, 150, 2, 16, 8, 4, seed=14)
+    o = _la_run(tmp_path, _PACKED_MLIR, packed + (np.array(cu, np.int32),), flags)
+    assert rel_rms(_per_sequence_reference(packed, 20, cu), o) <= 1e-5
 
 
 def test_gradients_are_refused_by_the_op(tmp_path):

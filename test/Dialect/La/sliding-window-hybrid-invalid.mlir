@@ -101,3 +101,28 @@ func.func @missing_window(%q: tensor<1x16x2x8xf32>, %v: tensor<1x16x2x4xf32>, %f
   %o = la.sliding_window_hybrid %q, %q, %v features(%f : tensor<1x16x2x3xf32>, %f : tensor<1x16x2x3xf32>) : tensor<1x16x2x8xf32>, tensor<1x16x2x8xf32>, tensor<1x16x2x4xf32> -> tensor<1x16x2x4xf32>
   return
 }
+
+// -----
+
+func.func @packed_batch(%q: tensor<2x16x2x8xf32>, %v: tensor<2x16x2x4xf32>, %f: tensor<2x16x2x3xf32>, %cu: tensor<3xi32>) {
+  // expected-error @+1 {{expects B = 1 with 'cu_seqlens' (packed sequences), got B = 2}}
+  %o = la.sliding_window_hybrid %q, %q, %v features(%f : tensor<2x16x2x3xf32>, %f : tensor<2x16x2x3xf32>) cu_seqlens(%cu : tensor<3xi32>) {window = 4 : i64} : tensor<2x16x2x8xf32>, tensor<2x16x2x8xf32>, tensor<2x16x2x4xf32> -> tensor<2x16x2x4xf32>
+  return
+}
+
+// -----
+
+func.func @packed_offsets(%q: tensor<1x16x2x8xf32>, %v: tensor<1x16x2x4xf32>, %f: tensor<1x16x2x3xf32>) {
+  %cu = arith.constant dense<[0, 9, 7, 16]> : tensor<4xi32>
+  // expected-error @+1 {{expects 'cu_seqlens' to go non-decreasing from 0 to T = 16, but offset 2 is 7}}
+  %o = la.sliding_window_hybrid %q, %q, %v features(%f : tensor<1x16x2x3xf32>, %f : tensor<1x16x2x3xf32>) cu_seqlens(%cu : tensor<4xi32>) {window = 4 : i64} : tensor<1x16x2x8xf32>, tensor<1x16x2x8xf32>, tensor<1x16x2x4xf32> -> tensor<1x16x2x4xf32>
+  return
+}
+
+// -----
+
+func.func @packed_count(%q: tensor<1x16x2x8xf32>, %v: tensor<1x16x2x4xf32>, %f: tensor<1x16x2x3xf32>, %cu: tensor<1xi32>) {
+  // expected-error @+1 {{expects 'cu_seqlens' to hold N+1 >= 2 offsets, got 1}}
+  %o = la.sliding_window_hybrid %q, %q, %v features(%f : tensor<1x16x2x3xf32>, %f : tensor<1x16x2x3xf32>) cu_seqlens(%cu : tensor<1xi32>) {window = 4 : i64} : tensor<1x16x2x8xf32>, tensor<1x16x2x8xf32>, tensor<1x16x2x4xf32> -> tensor<1x16x2x4xf32>
+  return
+}

@@ -91,3 +91,30 @@ func.func @dynamic(%q: tensor<?x?x2x8xf32>, %v: tensor<?x?x2x4xf32>, %f: tensor<
     : tensor<?x?x2x8xf32>, tensor<?x?x2x8xf32>, tensor<?x?x2x4xf32> -> tensor<?x?x2x4xf32>
   return %o : tensor<?x?x2x4xf32>
 }
+
+// -----
+
+// Packed sequences: each token's sequence start from the offsets, the moved
+// features and values (in f32) zeroed where they came from the sequence
+// before, the recurrence restarted per sequence, the window's entries
+// before the query's start masked, and a non-finite value counted in the
+// windows that hold it (the recurrence carries it on past them).
+// ROUNDTRIP-LABEL: func.func @packed
+// ROUNDTRIP: la.sliding_window_hybrid {{.*}} cu_seqlens(%{{.*}} : tensor<4xi32>) {window = 8 : i64}
+// CHECK-LABEL: func.func @packed
+// CHECK-SAME: %[[CU:[^:]*]]: tensor<4xi32>
+// CHECK: %[[STARTS:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]} ins(%[[CU]] : tensor<4xi32>) outs(%{{.*}} : tensor<40xf32>)
+// CHECK: %[[KEYS:.*]] = linalg.generic {{.*}} ins(%[[STARTS]] : tensor<40xf32>) outs(%{{.*}} : tensor<1x40x1x2xf32>)
+// CHECK: %[[VALUES:.*]] = linalg.generic {{.*}} ins(%[[STARTS]] : tensor<40xf32>) outs(%{{.*}} : tensor<1x40x1x5xf32>)
+// CHECK: la.recurrence decay(none) low_rank(none) %{{.*}}, %[[KEYS]], %[[VALUES]] cu_seqlens(%[[CU]] : tensor<4xi32>) outs(%{{.*}}, %{{.*}} : tensor<1x40x1x5xf32>, tensor<3x1x2x5xf32>)
+// CHECK: %[[SB:.*]] = tensor.expand_shape %{{.*}} {{\[\[}}0, 1]] output_shape [3, 16] : tensor<48xf32> into tensor<3x16xf32>
+// CHECK: linalg.generic {{.*}} ins(%{{.*}}, %[[SB]] : tensor<1x3x1x16x16xf32>, tensor<3x16xf32>) outs(%{{.*}} : tensor<1x3x16x1xf32>)
+// CHECK: arith.cmpf oge
+// CHECK: linalg.generic {{.*}} ins(%[[SB]] : tensor<3x16xf32>) outs(%{{.*}} : tensor<1x3x1x16x16xf32>)
+// CHECK: arith.cmpf ogt
+// CHECK: return {{.*}} : tensor<1x40x1x4xf32>
+func.func @packed(%q: tensor<1x40x1x4xf32>, %v: tensor<1x40x1x4xf32>, %f: tensor<1x40x1x2xf32>, %cu: tensor<4xi32>) -> tensor<1x40x1x4xf32> {
+  %o = la.sliding_window_hybrid %q, %q, %v features(%f : tensor<1x40x1x2xf32>, %f : tensor<1x40x1x2xf32>) cu_seqlens(%cu : tensor<4xi32>) {window = 8 : i64}
+    : tensor<1x40x1x4xf32>, tensor<1x40x1x4xf32>, tensor<1x40x1x4xf32> -> tensor<1x40x1x4xf32>
+  return %o : tensor<1x40x1x4xf32>
+}

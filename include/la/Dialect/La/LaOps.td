@@ -219,6 +219,9 @@ def La_SlidingWindowHybridOp : La_Op<"sliding_window_hybrid", [Pure]> {
     exponential overflows (the far part is scaled, never shifted up).
     `q, k : [B,T,H,K]`, `v : [B,T,H,V]`, `feature_q, feature_k : [B,T,H,F]`;
     `o : [B,T,H,V]` has v's element type. `scale` defaults to `K^-0.5`.
+    With `cu_seqlens` (B = 1, N+1 offsets) the tokens are N packed
+    sequences: neither the window nor the far part reaches across a
+    sequence's first token.
 
     The op implements upstream's `AggregatedOpInterface`; its decomposition
     (which `la-lower-to-recurrence` applies) is an `la.recurrence` of linear
@@ -247,6 +250,7 @@ def La_SlidingWindowHybridOp : La_Op<"sliding_window_hybrid", [Pure]> {
     La_FloatTensor:$v,
     La_FloatTensor:$feature_q,
     La_FloatTensor:$feature_k,
+    Optional<La_SeqLensTensor>:$cu_seqlens,
     I64Attr:$window,
     OptionalAttr<F32Attr>:$scale
   );
@@ -256,6 +260,7 @@ def La_SlidingWindowHybridOp : La_Op<"sliding_window_hybrid", [Pure]> {
     $q `,` $k `,` $v
     `features` `(` $feature_q `:` type($feature_q) `,`
                    $feature_k `:` type($feature_k) `)`
+    (`cu_seqlens` `(` $cu_seqlens^ `:` type($cu_seqlens) `)`)?
     attr-dict `:` type($q) `,` type($k) `,` type($v) `->` type($o)
   }];
 

@@ -179,6 +179,39 @@ static LogicalResult verifyShape(Operation *op, Value value, StringRef name,
   return success();
 }
 
+/// Checks packed sequences' `cuSeqlens` for a [B,T,...] problem: B = 1, N+1
+/// >= 2 offsets, and offsets known at compile time valid (the kernels trust
+/// them: they are loop bounds and slice offsets).
+static LogicalResult verifySequenceOffsets(Operation *op, Value cuSeqlens,
+                                           int64_t batch, int64_t time) {
+  if (!compatible(batch, 1))
+    return op->emitOpError()
+           << "expects B = 1 with 'cu_seqlens' (packed sequences), got B = "
+           << batch;
+  int64_t offsets = cast<RankedTensorType>(cuSeqlens.getType()).getDimSize(0);
+  if (!ShapedType::isDynamic(offsets) && offsets < 2)
+    return op->emitOpError()
+           << "expects 'cu_seqlens' to hold N+1 >= 2 offsets, got " << offsets;
+  DenseIntElementsAttr constant;
+  if (!matchPattern(cuSeqlens, m_Constant(&constant)))
+    return success();
+  SmallVector<int64_t> values;
+  for (const APInt &value : constant.getValues<APInt>())
+    values.push_back(value.getSExtValue());
+  for (auto [i, value] : llvm::enumerate(values)) {
+    bool decreasing = i > 0 && value < values[i - 1];
+    bool outside = value < 0 || (!ShapedType::isDynamic(time) && value > time);
+    bool badEnd = (i == 0 && value != 0) ||
+                  (i + 1 == values.size() && !ShapedType::isDynamic(time) &&
+                   value != time);
+    if (decreasing || outside || badEnd)
+      return op->emitOpError()
+             << "expects 'cu_seqlens' to go non-decreasing from 0 to T = "
+             << time << ", but offset " << i << " is " << value;
+  }
+  return success();
+}
+
 /// The heads dim that a gate-like operand `x` ([B,T,heads,...]) must have:
 /// HV where per-value-head operands are allowed and `x` has HV (static)
 /// heads, H otherwise.
@@ -319,37 +352,11 @@ static LogicalResult verifySignature(Operation *op,
   // Sequences and states.
   int64_t numStates = d.batch;
   if (sig.cuSeqlens) {
-    if (!compatible(d.batch, 1))
-      return op->emitOpError()
-             << "expects B = 1 with 'cu_seqlens' (packed sequences), got B = "
-             << d.batch;
+    if (failed(verifySequenceOffsets(op, sig.cuSeqlens, d.batch, d.time)))
+      return failure();
     int64_t offsets =
         cast<RankedTensorType>(sig.cuSeqlens.getType()).getDimSize(0);
-    if (!ShapedType::isDynamic(offsets) && offsets < 2)
-      return op->emitOpError()
-             << "expects 'cu_seqlens' to hold N+1 >= 2 offsets, got "
-             << offsets;
     numStates = ShapedType::isDynamic(offsets) ? offsets : offsets - 1;
-    // Offsets known at compile time must be valid (the kernels trust them:
-    // they are loop bounds and slice offsets).
-    DenseIntElementsAttr constant;
-    if (matchPattern(sig.cuSeqlens, m_Constant(&constant))) {
-      SmallVector<int64_t> values;
-      for (const APInt &value : constant.getValues<APInt>())
-        values.push_back(value.getSExtValue());
-      for (auto [i, value] : llvm::enumerate(values)) {
-        bool decreasing = i > 0 && value < values[i - 1];
-        bool outside =
-            value < 0 || (!ShapedType::isDynamic(d.time) && value > d.time);
-        bool badEnd = (i == 0 && value != 0) ||
-                      (i + 1 == values.size() &&
-                       !ShapedType::isDynamic(d.time) && value != d.time);
-        if (decreasing || outside || badEnd)
-          return op->emitOpError()
-                 << "expects 'cu_seqlens' to go non-decreasing from 0 to T = "
-                 << d.time << ", but offset " << i << " is " << value;
-      }
-    }
   }
   // With state indices the state is a pool of P rows, any P.
   int64_t stateRows = numStates;
@@ -687,6 +694,8 @@ LogicalResult SlidingWindowHybridOp::verify() {
   if (!getScale() && qType.isDynamicDim(3))
     return emitOpError(
         "needs a static K to default 'scale' to K^-0.5; set 'scale'");
+  if (Value offsets = getCuSeqlens())
+    return verifySequenceOffsets(*this, offsets, q[0], q[1]);
   return success();
 }
 

@@ -143,10 +143,11 @@ static Value joinBlocks(OpBuilder &b, Location loc, Value x) {
 }
 
 /// Inside a linalg body over blocks: whether key row j of the block `shift`
-/// blocks before query row i's block n lies in i's window.
+/// blocks before query row i's block n lies in i's window (and, given the
+/// first token `start` of the query's sequence as f32, in its sequence).
 static Value inWindow(OpBuilder &b, Location loc, int64_t shift, int64_t block,
                       int64_t window, unsigned nDim, unsigned iDim,
-                      unsigned jDim) {
+                      unsigned jDim, Value start = Value()) {
   auto index = [&](unsigned dim) {
     return linalg::IndexOp::create(b, loc, dim).getResult();
   };
@@ -163,6 +164,19 @@ static Value inWindow(OpBuilder &b, Location loc, int64_t shift, int64_t block,
                             constant(0)),
       arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, distance,
                             constant(window - 1)));
+  if (start) {
+    // The key's token (n - shift) * C + j, negative in the padding blocks.
+    Value key = arith::AddIOp::create(
+        b, loc, arith::MulIOp::create(b, loc, index(nDim), constant(block)),
+        arith::SubIOp::create(b, loc, j, constant(shift * block)));
+    Value keyF32 = arith::SIToFPOp::create(
+        b, loc, b.getF32Type(),
+        arith::IndexCastOp::create(b, loc, b.getI64Type(), key));
+    valid = arith::AndIOp::create(
+        b, loc, valid,
+        arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGE, keyF32,
+                              start));
+  }
   if (shift == 0)
     return valid;
   // Blocks before the first are padding.
@@ -170,6 +184,67 @@ static Value inWindow(OpBuilder &b, Location loc, int64_t shift, int64_t block,
       b, loc, valid,
       arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, index(nDim),
                             constant(shift)));
+}
+
+/// A linalg loop index as f32 (exact below 2^24 tokens).
+static Value indexAsF32(OpBuilder &b, Location loc, unsigned dim) {
+  Value index = linalg::IndexOp::create(b, loc, dim);
+  return arith::UIToFPOp::create(
+      b, loc, b.getF32Type(),
+      arith::IndexCastUIOp::create(b, loc, b.getI64Type(), index));
+}
+
+/// The first token of each token's sequence, [T] as f32, from packed
+/// sequences' offsets: start[t] = max over n of (cu[n] <= t ? cu[n] : 0).
+/// Loops (t, n).
+static Value sequenceStarts(OpBuilder &b, Location loc, Value offsets,
+                            OpFoldResult time) {
+  MLIRContext *ctx = b.getContext();
+  return buildGeneric(
+      b, loc, ValueRange{offsets}, zeroTensor(b, loc, {time}),
+      {dimMap(ctx, 2, {1}), dimMap(ctx, 2, {0})}, 1, 1,
+      [&](OpBuilder &nb, Location l, ValueRange args) {
+        Value offset = arith::SIToFPOp::create(nb, l, nb.getF32Type(), args[0]);
+        Value reached = arith::CmpFOp::create(nb, l, arith::CmpFPredicate::OLE,
+                                              offset, indexAsF32(nb, l, 0));
+        Value candidate = arith::SelectOp::create(nb, l, reached, offset,
+                                                  constantF32(nb, l, 0.0f));
+        return arith::MaximumFOp::create(nb, l, args[1], candidate).getResult();
+      });
+}
+
+/// `x` [B,T,H,D] (f32, moved `shift` tokens later) with the tokens whose
+/// source token lies before their sequence's start (`starts`, [T]) zeroed:
+/// with packed sequences, what the move brought over from the sequence
+/// before. Written into `x`.
+static Value zeroAcrossStarts(OpBuilder &b, Location loc, Value x, Value starts,
+                              int64_t shift) {
+  MLIRContext *ctx = b.getContext();
+  AffineMap id = dimMap(ctx, 4, {0, 1, 2, 3});
+  return buildGeneric(b, loc, ValueRange{starts}, x, {dimMap(ctx, 4, {1}), id},
+                      4, 0, [&](OpBuilder &nb, Location l, ValueRange args) {
+                        Value source = arith::SubFOp::create(
+                            nb, l, indexAsF32(nb, l, 1),
+                            constantF32(nb, l, static_cast<float>(shift)));
+                        Value inSequence = arith::CmpFOp::create(
+                            nb, l, arith::CmpFPredicate::OGE, source, args[0]);
+                        return arith::SelectOp::create(nb, l, inSequence,
+                                                       args[1],
+                                                       constantF32(nb, l, 0.0f))
+                            .getResult();
+                      });
+}
+
+/// `x` [B,T,H,D] converted to f32 (a copy).
+static Value toF32(OpBuilder &b, Location loc, Value x) {
+  MLIRContext *ctx = b.getContext();
+  AffineMap id = dimMap(ctx, 4, {0, 1, 2, 3});
+  return buildGeneric(
+      b, loc, ValueRange{x},
+      emptyTensor(b, loc, mixedSizes(b, loc, x), b.getF32Type()), {id, id}, 4,
+      0, [](OpBuilder &nb, Location l, ValueRange args) {
+        return extendToF32(nb, l, args[0]);
+      });
 }
 
 /// Marks the op computing `value` for la-tile: nothing with loop `column`
@@ -208,16 +283,28 @@ mlir::la::decomposeSlidingWindowHybrid(OpBuilder &b, SlidingWindowHybridOp op) {
 
   // The far part: linear attention on the features, keys and values w
   // tokens later, the values with a column of ones.
+  // With packed sequences each sequence's first w tokens read nothing from
+  // the sequence before: the moved tokens that came from it are zeroed (in
+  // f32: a select of 16-bit floats is not legal for every vector width on
+  // x86), and the recurrence restarts at every sequence.
+  Value offsets = op.getCuSeqlens();
+  Value starts = offsets ? sequenceStarts(b, loc, offsets, time) : Value();
   RecurrenceParts far;
   far.q = op.getFeatureQ();
   far.k = shiftTokens(b, loc, op.getFeatureK(), window, /*onesColumn=*/false);
   far.v = shiftTokens(b, loc, v, window, /*onesColumn=*/true);
+  if (offsets) {
+    far.q = toF32(b, loc, far.q);
+    far.k = zeroAcrossStarts(b, loc, toF32(b, loc, far.k), starts, window);
+    far.v = zeroAcrossStarts(b, loc, toF32(b, loc, far.v), starts, window);
+    far.cuSeqlens = offsets;
+  }
   far.gate = GateKind::None;
   far.lowRank = LowRank::None;
   far.scale = 1.0f;
   far.normalizer = false;
   far.oInit = emptyTensor(b, loc, mixedSizes(b, loc, far.v), f32);
-  far.initialState = zeroState(b, loc, far.q, far.v, Value());
+  far.initialState = zeroState(b, loc, far.q, far.v, offsets);
   Value farOut = far.build(b, loc).getO();
 
   // The window, over NC blocks of C tokens (T padded to NC * C).
@@ -270,21 +357,63 @@ mlir::la::decomposeSlidingWindowHybrid(OpBuilder &b, SlidingWindowHybridOp op) {
     if (shift == 0 || shift == shifts)
       markTriangle(scores.back(), /*lower=*/shift == 0, 3, 4);
   }
+  // With packed sequences the window also stops at the query's sequence
+  // start: the starts in blocks, [NC,C] (B = 1), read as (b,n,h,i,j) ->
+  // (n,i) by the ops over scores.
+  AffineMap scoreMap = dimMap(ctx, 5, {0, 1, 2, 3, 4});
+  AffineMap rowMap = dimMap(ctx, 5, {0, 1, 3, 2});
+  Value startBlocks;
+  if (offsets) {
+    Value padded = tensor::InsertSliceOp::create(
+        b, loc, starts, zeroTensor(b, loc, {tokensOf(0)}),
+        ArrayRef<OpFoldResult>{zero}, ArrayRef<OpFoldResult>{time},
+        ArrayRef<OpFoldResult>{b.getIndexAttr(1)});
+    startBlocks = tensor::ExpandShapeOp::create(
+        b, loc,
+        RankedTensorType::get(staticShape(SmallVector<OpFoldResult>{
+                                  numBlocks, b.getIndexAttr(block)}),
+                              f32),
+        padded, ArrayRef<ReassociationIndices>{{0, 1}},
+        ArrayRef<OpFoldResult>{numBlocks, b.getIndexAttr(block)});
+  }
+  // An op over the scores of block pair `shift` (and the starts), its
+  // body given whether the entry is in the window.
+  auto overScores =
+      [&](int64_t shift, ValueRange inputs, Value init,
+          ArrayRef<AffineMap> maps, unsigned parallel, unsigned reductions,
+          function_ref<Value(OpBuilder &, Location, Value, ValueRange, Value)>
+              body) {
+        SmallVector<Value> operands(inputs);
+        SmallVector<AffineMap> allMaps(maps.drop_back());
+        if (startBlocks) {
+          operands.push_back(startBlocks);
+          allMaps.push_back(dimMap(ctx, 5, {1, 3}));
+        }
+        allMaps.push_back(maps.back());
+        return buildGeneric(
+            b, loc, operands, init, allMaps, parallel, reductions,
+            [&](OpBuilder &nb, Location l, ValueRange args) {
+              Value start = startBlocks ? args[inputs.size()] : Value();
+              Value valid =
+                  inWindow(nb, l, shift, block, window, 1, 3, 4, start);
+              return body(nb, l, valid, args.take_front(inputs.size()),
+                          args.back());
+            });
+      };
   // c[b,n,i,h] = max(0, the largest scaled score in the window). Loops
   // (b,n,h,i,j). The body is max(c, f(S)), a reduction the vectoriser
   // recognises; scores outside the window (NaN ones too) count as -inf.
-  AffineMap scoreMap = dimMap(ctx, 5, {0, 1, 2, 3, 4});
-  AffineMap rowMap = dimMap(ctx, 5, {0, 1, 3, 2});
   Value rowMax = zeroTensor(b, loc, rowSizes);
   for (int64_t shift = 0; shift <= shifts; ++shift)
-    rowMax = buildGeneric(
-        b, loc, ValueRange{scores[shift]}, rowMax, {scoreMap, rowMap}, 4, 1,
-        [&](OpBuilder &nb, Location l, ValueRange args) {
-          Value score = mulF(nb, l, args[0], constantF32(nb, l, scale));
+    rowMax = overScores(
+        shift, ValueRange{scores[shift]}, rowMax, {scoreMap, rowMap}, 4, 1,
+        [&](OpBuilder &nb, Location l, Value valid, ValueRange in,
+            Value acc) -> Value {
+          Value score = mulF(nb, l, in[0], constantF32(nb, l, scale));
           Value masked = arith::SelectOp::create(
-              nb, l, inWindow(nb, l, shift, block, window, 1, 3, 4), score,
+              nb, l, valid, score,
               constantF32(nb, l, -std::numeric_limits<float>::infinity()));
-          return arith::MaximumFOp::create(nb, l, args[1], masked).getResult();
+          return arith::MaximumFOp::create(nb, l, acc, masked);
         });
   // The weights exp(scale S - c) (zero outside the window), their row sums
   // and their products with the values.
@@ -292,18 +421,19 @@ mlir::la::decomposeSlidingWindowHybrid(OpBuilder &b, SlidingWindowHybridOp op) {
   Value weighted = zeroTensor(
       b, loc, {batch, numBlocks, b.getIndexAttr(block), heads, valueDim});
   for (int64_t shift = 0; shift <= shifts; ++shift) {
-    Value weights = buildGeneric(
-        b, loc, ValueRange{scores[shift], rowMax},
-        emptyTensor(b, loc, scoreSizes, f32), {scoreMap, rowMap, scoreMap}, 5,
-        0, [&](OpBuilder &nb, Location l, ValueRange args) {
-          Value score = mulF(nb, l, args[0], constantF32(nb, l, scale));
-          Value weight = math::ExpOp::create(
-              nb, l, arith::SubFOp::create(nb, l, score, args[1]));
-          return arith::SelectOp::create(
-                     nb, l, inWindow(nb, l, shift, block, window, 1, 3, 4),
-                     weight, constantF32(nb, l, 0.0f))
-              .getResult();
-        });
+    Value weights =
+        overScores(shift, ValueRange{scores[shift], rowMax},
+                   emptyTensor(b, loc, scoreSizes, f32),
+                   {scoreMap, rowMap, scoreMap}, 5, 0,
+                   [&](OpBuilder &nb, Location l, Value valid, ValueRange in,
+                       Value) -> Value {
+                     Value score =
+                         mulF(nb, l, in[0], constantF32(nb, l, scale));
+                     Value weight = math::ExpOp::create(
+                         nb, l, arith::SubFOp::create(nb, l, score, in[1]));
+                     return arith::SelectOp::create(nb, l, valid, weight,
+                                                    constantF32(nb, l, 0.0f));
+                   });
     rowSum =
         buildGeneric(b, loc, ValueRange{weights}, rowSum, {scoreMap, rowMap}, 4,
                      1, [](OpBuilder &nb, Location l, ValueRange args) {
@@ -325,36 +455,89 @@ mlir::la::decomposeSlidingWindowHybrid(OpBuilder &b, SlidingWindowHybridOp op) {
       markTriangle(weighted, /*lower=*/shift == 0, 2, 5);
   }
 
-  // The first token of each (sequence, head, value column) whose value is
-  // not finite (the window read it as zero): per block, then over blocks.
-  Value rawValues = splitBlocks(
-      b, loc, paddedF32(b, loc, v, zero, tokensOf(0), false), block);
-  Value firstBadPerBlock = buildGeneric(
-      b, loc, ValueRange{rawValues},
-      filledTensor(b, loc, {batch, numBlocks, heads, valueDim}, f32, kNoToken),
-      {dimMap(ctx, 5, {0, 1, 4, 2, 3}), dimMap(ctx, 5, {0, 1, 2, 3})}, 4, 1,
-      [&](OpBuilder &nb, Location l, ValueRange args) {
-        Value token = arith::AddIOp::create(
-            nb, l,
-            arith::MulIOp::create(nb, l, linalg::IndexOp::create(nb, l, 1),
-                                  arith::ConstantIndexOp::create(nb, l, block)),
-            linalg::IndexOp::create(nb, l, 4));
-        Value asFloat = arith::UIToFPOp::create(
-            nb, l, f32,
-            arith::IndexCastUIOp::create(nb, l, nb.getI64Type(), token));
-        // min(first, f(v)): a reduction the vectoriser recognises.
-        Value candidate =
-            arith::SelectOp::create(nb, l, isFiniteF32(nb, l, args[0]),
-                                    constantF32(nb, l, kNoToken), asFloat);
-        return arith::MinimumFOp::create(nb, l, args[1], candidate).getResult();
-      });
-  Value firstBad = buildGeneric(
-      b, loc, ValueRange{firstBadPerBlock},
-      filledTensor(b, loc, {batch, heads, valueDim}, f32, kNoToken),
-      {dimMap(ctx, 4, {0, 3, 1, 2}), dimMap(ctx, 4, {0, 1, 2})}, 3, 1,
-      [](OpBuilder &nb, Location l, ValueRange args) {
-        return arith::MinimumFOp::create(nb, l, args[1], args[0]).getResult();
-      });
+  // A non-finite value makes its column NaN from its token on. Without
+  // packed sequences: the first such token per (batch, head, column), per
+  // block and then over blocks. With them a token's own sequence counts
+  // only: the window's count of non-finite values it holds (the far part's
+  // recurrence carries them on past the window, per sequence).
+  Value firstBad, windowBad;
+  if (!offsets) {
+    Value rawValues = splitBlocks(
+        b, loc, paddedF32(b, loc, v, zero, tokensOf(0), false), block);
+    Value firstBadPerBlock = buildGeneric(
+        b, loc, ValueRange{rawValues},
+        filledTensor(b, loc, {batch, numBlocks, heads, valueDim}, f32,
+                     kNoToken),
+        {dimMap(ctx, 5, {0, 1, 4, 2, 3}), dimMap(ctx, 5, {0, 1, 2, 3})}, 4, 1,
+        [&](OpBuilder &nb, Location l, ValueRange args) {
+          Value token = arith::AddIOp::create(
+              nb, l,
+              arith::MulIOp::create(
+                  nb, l, linalg::IndexOp::create(nb, l, 1),
+                  arith::ConstantIndexOp::create(nb, l, block)),
+              linalg::IndexOp::create(nb, l, 4));
+          Value asFloat = arith::UIToFPOp::create(
+              nb, l, f32,
+              arith::IndexCastUIOp::create(nb, l, nb.getI64Type(), token));
+          // min(first, f(v)): a reduction the vectoriser recognises.
+          Value candidate =
+              arith::SelectOp::create(nb, l, isFiniteF32(nb, l, args[0]),
+                                      constantF32(nb, l, kNoToken), asFloat);
+          return arith::MinimumFOp::create(nb, l, args[1], candidate)
+              .getResult();
+        });
+    firstBad = buildGeneric(
+        b, loc, ValueRange{firstBadPerBlock},
+        filledTensor(b, loc, {batch, heads, valueDim}, f32, kNoToken),
+        {dimMap(ctx, 4, {0, 3, 1, 2}), dimMap(ctx, 4, {0, 1, 2})}, 3, 1,
+        [](OpBuilder &nb, Location l, ValueRange args) {
+          return arith::MinimumFOp::create(nb, l, args[1], args[0]).getResult();
+        });
+  } else {
+    Value bad = splitBlocks(
+        b, loc,
+        tensor::InsertSliceOp::create(
+            b, loc,
+            buildGeneric(
+                b, loc, ValueRange{v}, emptyTensor(b, loc, vSizes, f32),
+                {dimMap(ctx, 4, {0, 1, 2, 3}), dimMap(ctx, 4, {0, 1, 2, 3})}, 4,
+                0,
+                [&](OpBuilder &nb, Location l, ValueRange args) {
+                  return arith::SelectOp::create(
+                             nb, l,
+                             isFiniteF32(nb, l, extendToF32(nb, l, args[0])),
+                             constantF32(nb, l, 0.0f), constantF32(nb, l, 1.0f))
+                      .getResult();
+                }),
+            zeroTensor(b, loc, {batch, tokensOf(shifts), heads, valueDim}),
+            SmallVector<OpFoldResult>{zero, front, zero, zero}, vSizes,
+            SmallVector<OpFoldResult>(4, b.getIndexAttr(1))),
+        block);
+    windowBad = zeroTensor(
+        b, loc, {batch, numBlocks, b.getIndexAttr(block), heads, valueDim});
+    for (int64_t shift = 0; shift <= shifts; ++shift) {
+      Value inside =
+          overScores(shift, ValueRange{}, emptyTensor(b, loc, scoreSizes, f32),
+                     {scoreMap}, 5, 0,
+                     [&](OpBuilder &nb, Location l, Value valid, ValueRange,
+                         Value) -> Value {
+                       return arith::SelectOp::create(nb, l, valid,
+                                                      constantF32(nb, l, 1.0f),
+                                                      constantF32(nb, l, 0.0f));
+                     });
+      Value badBlock =
+          sliceDim(b, loc, bad, 1, b.getIndexAttr(shifts - shift), numBlocks);
+      windowBad = buildGeneric(
+          b, loc, ValueRange{inside, badBlock}, windowBad,
+          {dimMap(ctx, 6, {0, 1, 3, 2, 5}), dimMap(ctx, 6, {0, 1, 5, 3, 4}),
+           dimMap(ctx, 6, {0, 1, 2, 3, 4})},
+          5, 1, [](OpBuilder &nb, Location l, ValueRange args) {
+            return addF(nb, l, args[2], mulF(nb, l, args[0], args[1]));
+          });
+      if (shift == 0 || shift == shifts)
+        markTriangle(windowBad, /*lower=*/shift == 0, 2, 5);
+    }
+  }
 
   // Back to tokens [B,T,...] and the two parts combined.
   auto firstTokens = [&](Value x) {
@@ -382,24 +565,28 @@ mlir::la::decomposeSlidingWindowHybrid(OpBuilder &b, SlidingWindowHybridOp op) {
   Type outElement = op.getO().getType().getElementType();
   AffineMap tokenMap = dimMap(ctx, 4, {0, 1, 2, 3});
   AffineMap tokenRowMap = dimMap(ctx, 4, {0, 1, 2});
+  // The poison input: the first non-finite token per (b,h,vv), or the
+  // window's count of them per token.
+  Value poison =
+      firstBad ? firstBad : firstTokens(joinBlocks(b, loc, windowBad));
+  AffineMap poisonMap = firstBad ? dimMap(ctx, 4, {0, 2, 3}) : tokenMap;
   Value out = buildGeneric(
       b, loc,
-      ValueRange{windowOut, farValues, windowSum, farSum, shiftMax, firstBad},
+      ValueRange{windowOut, farValues, windowSum, farSum, shiftMax, poison},
       emptyTensor(b, loc, {batch, time, heads, valueDim}, outElement),
-      {tokenMap, tokenMap, tokenRowMap, tokenRowMap, tokenRowMap,
-       dimMap(ctx, 4, {0, 2, 3}), tokenMap},
+      {tokenMap, tokenMap, tokenRowMap, tokenRowMap, tokenRowMap, poisonMap,
+       tokenMap},
       4, 0, [&](OpBuilder &nb, Location l, ValueRange args) {
         Value damp =
             math::ExpOp::create(nb, l, arith::NegFOp::create(nb, l, args[4]));
         Value numerator = addF(nb, l, args[0], mulF(nb, l, damp, args[1]));
         Value denominator = addF(nb, l, args[2], mulF(nb, l, damp, args[3]));
         Value ratio = arith::DivFOp::create(nb, l, numerator, denominator);
-        Value token = arith::UIToFPOp::create(
-            nb, l, nb.getF32Type(),
-            arith::IndexCastUIOp::create(nb, l, nb.getI64Type(),
-                                         linalg::IndexOp::create(nb, l, 1)));
-        Value poisoned = arith::CmpFOp::create(nb, l, arith::CmpFPredicate::OGE,
-                                               token, args[5]);
+        Value poisoned =
+            firstBad ? arith::CmpFOp::create(nb, l, arith::CmpFPredicate::OGE,
+                                             indexAsF32(nb, l, 1), args[5])
+                     : arith::CmpFOp::create(nb, l, arith::CmpFPredicate::OGT,
+                                             args[5], constantF32(nb, l, 0.0f));
         Value nan = constantF32(nb, l, std::numeric_limits<float>::quiet_NaN());
         Value result = arith::SelectOp::create(nb, l, poisoned, nan, ratio);
         return castFloat(nb, l, result, outElement);
