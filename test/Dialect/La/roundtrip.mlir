@@ -355,3 +355,19 @@ func.func @grouped_query_heads(%q: tensor<1x8x4x4xf32>, %k: tensor<1x8x1x4xf32>,
   %oc = la.chunk_inter %qc, %states, %intra {scale = 0.5 : f32} : tensor<1x2x16x4x4xf32>, tensor<1x2x2x4x8xf32>, tensor<1x2x16x4x8xf32> -> tensor<1x2x16x4x8xf32>
   return %o, %oc : tensor<1x8x4x6xf32>, tensor<1x2x16x4x8xf32>
 }
+
+// -----
+
+// LoLCATs' hybrid at level 0, plain and over packed sequences (scripts/
+// check-gcc.sh lowers these too: the decomposition's IR must not depend on
+// the compiler that built la).
+// CHECK-LABEL: func.func @sliding_window_hybrid
+// CHECK: la.sliding_window_hybrid %{{.*}}, %{{.*}}, %{{.*}} features(%{{.*}} : tensor<2x40x2x3xf32>, %{{.*}} : tensor<2x40x2x3xf32>) {scale = 5.000000e-01 : f32, window = 20 : i64} : tensor<2x40x2x4xf32>, tensor<2x40x2x4xf32>, tensor<2x40x2x6xf32> -> tensor<2x40x2x6xf32>
+// CHECK: la.sliding_window_hybrid %{{.*}}, %{{.*}}, %{{.*}} features(%{{.*}} : tensor<1x40x2x3xf32>, %{{.*}} : tensor<1x40x2x3xf32>) cu_seqlens(%{{.*}} : tensor<3xi32>) {window = 70 : i64}
+// GENERIC-LABEL: sym_name = "sliding_window_hybrid"
+// GENERIC: "la.sliding_window_hybrid"
+func.func @sliding_window_hybrid(%q: tensor<2x40x2x4xf32>, %v: tensor<2x40x2x6xf32>, %f: tensor<2x40x2x3xf32>, %pq: tensor<1x40x2x4xf32>, %pv: tensor<1x40x2x6xf32>, %pf: tensor<1x40x2x3xf32>, %cu: tensor<3xi32>) -> (tensor<2x40x2x6xf32>, tensor<1x40x2x6xf32>) {
+  %o = la.sliding_window_hybrid %q, %q, %v features(%f : tensor<2x40x2x3xf32>, %f : tensor<2x40x2x3xf32>) {window = 20 : i64, scale = 0.5 : f32} : tensor<2x40x2x4xf32>, tensor<2x40x2x4xf32>, tensor<2x40x2x6xf32> -> tensor<2x40x2x6xf32>
+  %po = la.sliding_window_hybrid %pq, %pq, %pv features(%pf : tensor<1x40x2x3xf32>, %pf : tensor<1x40x2x3xf32>) cu_seqlens(%cu : tensor<3xi32>) {window = 70 : i64} : tensor<1x40x2x4xf32>, tensor<1x40x2x4xf32>, tensor<1x40x2x6xf32> -> tensor<1x40x2x6xf32>
+  return %o, %po : tensor<2x40x2x6xf32>, tensor<1x40x2x6xf32>
+}

@@ -102,9 +102,9 @@ static Value paddedF32(OpBuilder &b, Location loc, Value x, OpFoldResult before,
         Value value = extendToF32(nb, l, args[0]);
         if (!zeroNonFinite)
           return value;
-        return arith::SelectOp::create(nb, l, isFiniteF32(nb, l, value), value,
-                                       constantF32(nb, l, 0.0f))
-            .getResult();
+        Value finite = isFiniteF32(nb, l, value);
+        Value zero = constantF32(nb, l, 0.0f);
+        return arith::SelectOp::create(nb, l, finite, value, zero).getResult();
       });
   Value dest = zeroTensor(b, loc, {sizes[0], length, sizes[2], sizes[3]});
   return tensor::InsertSliceOp::create(
@@ -148,42 +148,44 @@ static Value joinBlocks(OpBuilder &b, Location loc, Value x) {
 static Value inWindow(OpBuilder &b, Location loc, int64_t shift, int64_t block,
                       int64_t window, unsigned nDim, unsigned iDim,
                       unsigned jDim, Value start = Value()) {
+  // Every op is built in its own statement: the order in which a call's
+  // arguments are evaluated is the host compiler's, and la's IR must not
+  // depend on it.
   auto index = [&](unsigned dim) {
     return linalg::IndexOp::create(b, loc, dim).getResult();
   };
   auto constant = [&](int64_t value) {
     return arith::ConstantIndexOp::create(b, loc, value).getResult();
   };
+  auto compare = [&](arith::CmpIPredicate predicate, Value x, int64_t value) {
+    Value bound = constant(value);
+    return arith::CmpIOp::create(b, loc, predicate, x, bound).getResult();
+  };
   Value i = index(iDim), j = index(jDim);
   // The query token minus the key token.
-  Value distance = arith::SubIOp::create(
-      b, loc, arith::AddIOp::create(b, loc, i, constant(shift * block)), j);
-  Value valid = arith::AndIOp::create(
-      b, loc,
-      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, distance,
-                            constant(0)),
-      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, distance,
-                            constant(window - 1)));
+  Value offsetRow = arith::AddIOp::create(b, loc, i, constant(shift * block));
+  Value distance = arith::SubIOp::create(b, loc, offsetRow, j);
+  Value notAfter = compare(arith::CmpIPredicate::sge, distance, 0);
+  Value near = compare(arith::CmpIPredicate::sle, distance, window - 1);
+  Value valid = arith::AndIOp::create(b, loc, notAfter, near);
   if (start) {
     // The key's token (n - shift) * C + j, negative in the padding blocks.
-    Value key = arith::AddIOp::create(
-        b, loc, arith::MulIOp::create(b, loc, index(nDim), constant(block)),
-        arith::SubIOp::create(b, loc, j, constant(shift * block)));
+    Value n = index(nDim);
+    Value blockStart = arith::MulIOp::create(b, loc, n, constant(block));
+    Value column = arith::SubIOp::create(b, loc, j, constant(shift * block));
+    Value key = arith::AddIOp::create(b, loc, blockStart, column);
     Value keyF32 = arith::SIToFPOp::create(
         b, loc, b.getF32Type(),
         arith::IndexCastOp::create(b, loc, b.getI64Type(), key));
-    valid = arith::AndIOp::create(
-        b, loc, valid,
-        arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGE, keyF32,
-                              start));
+    Value inSequence =
+        arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGE, keyF32, start);
+    valid = arith::AndIOp::create(b, loc, valid, inSequence);
   }
   if (shift == 0)
     return valid;
   // Blocks before the first are padding.
-  return arith::AndIOp::create(
-      b, loc, valid,
-      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, index(nDim),
-                            constant(shift)));
+  Value notPadding = compare(arith::CmpIPredicate::sge, index(nDim), shift);
+  return arith::AndIOp::create(b, loc, valid, notPadding);
 }
 
 /// A linalg loop index as f32 (exact below 2^24 tokens).
@@ -221,18 +223,18 @@ static Value zeroAcrossStarts(OpBuilder &b, Location loc, Value x, Value starts,
                               int64_t shift) {
   MLIRContext *ctx = b.getContext();
   AffineMap id = dimMap(ctx, 4, {0, 1, 2, 3});
-  return buildGeneric(b, loc, ValueRange{starts}, x, {dimMap(ctx, 4, {1}), id},
-                      4, 0, [&](OpBuilder &nb, Location l, ValueRange args) {
-                        Value source = arith::SubFOp::create(
-                            nb, l, indexAsF32(nb, l, 1),
-                            constantF32(nb, l, static_cast<float>(shift)));
-                        Value inSequence = arith::CmpFOp::create(
-                            nb, l, arith::CmpFPredicate::OGE, source, args[0]);
-                        return arith::SelectOp::create(nb, l, inSequence,
-                                                       args[1],
-                                                       constantF32(nb, l, 0.0f))
-                            .getResult();
-                      });
+  return buildGeneric(
+      b, loc, ValueRange{starts}, x, {dimMap(ctx, 4, {1}), id}, 4, 0,
+      [&](OpBuilder &nb, Location l, ValueRange args) {
+        Value token = indexAsF32(nb, l, 1);
+        Value distance = constantF32(nb, l, static_cast<float>(shift));
+        Value source = arith::SubFOp::create(nb, l, token, distance);
+        Value inSequence = arith::CmpFOp::create(
+            nb, l, arith::CmpFPredicate::OGE, source, args[0]);
+        return arith::SelectOp::create(nb, l, inSequence, args[1],
+                                       constantF32(nb, l, 0.0f))
+            .getResult();
+      });
 }
 
 /// `x` [B,T,H,D] converted to f32 (a copy).
@@ -470,19 +472,19 @@ mlir::la::decomposeSlidingWindowHybrid(OpBuilder &b, SlidingWindowHybridOp op) {
                      kNoToken),
         {dimMap(ctx, 5, {0, 1, 4, 2, 3}), dimMap(ctx, 5, {0, 1, 2, 3})}, 4, 1,
         [&](OpBuilder &nb, Location l, ValueRange args) {
-          Value token = arith::AddIOp::create(
-              nb, l,
-              arith::MulIOp::create(
-                  nb, l, linalg::IndexOp::create(nb, l, 1),
-                  arith::ConstantIndexOp::create(nb, l, block)),
-              linalg::IndexOp::create(nb, l, 4));
+          Value blockIndex = linalg::IndexOp::create(nb, l, 1);
+          Value size = arith::ConstantIndexOp::create(nb, l, block);
+          Value blockStart = arith::MulIOp::create(nb, l, blockIndex, size);
+          Value row = linalg::IndexOp::create(nb, l, 4);
+          Value token = arith::AddIOp::create(nb, l, blockStart, row);
           Value asFloat = arith::UIToFPOp::create(
               nb, l, f32,
               arith::IndexCastUIOp::create(nb, l, nb.getI64Type(), token));
           // min(first, f(v)): a reduction the vectoriser recognises.
+          Value finite = isFiniteF32(nb, l, args[0]);
+          Value none = constantF32(nb, l, kNoToken);
           Value candidate =
-              arith::SelectOp::create(nb, l, isFiniteF32(nb, l, args[0]),
-                                      constantF32(nb, l, kNoToken), asFloat);
+              arith::SelectOp::create(nb, l, finite, none, asFloat);
           return arith::MinimumFOp::create(nb, l, args[1], candidate)
               .getResult();
         });
@@ -494,22 +496,22 @@ mlir::la::decomposeSlidingWindowHybrid(OpBuilder &b, SlidingWindowHybridOp op) {
           return arith::MinimumFOp::create(nb, l, args[1], args[0]).getResult();
         });
   } else {
+    // 1 where a value is not finite, 0 elsewhere; the keys' layout.
+    Value badTokens = buildGeneric(
+        b, loc, ValueRange{v}, emptyTensor(b, loc, vSizes, f32),
+        {dimMap(ctx, 4, {0, 1, 2, 3}), dimMap(ctx, 4, {0, 1, 2, 3})}, 4, 0,
+        [&](OpBuilder &nb, Location l, ValueRange args) {
+          Value finite = isFiniteF32(nb, l, extendToF32(nb, l, args[0]));
+          Value no = constantF32(nb, l, 0.0f);
+          Value yes = constantF32(nb, l, 1.0f);
+          return arith::SelectOp::create(nb, l, finite, no, yes).getResult();
+        });
+    Value padded =
+        zeroTensor(b, loc, {batch, tokensOf(shifts), heads, valueDim});
     Value bad = splitBlocks(
         b, loc,
         tensor::InsertSliceOp::create(
-            b, loc,
-            buildGeneric(
-                b, loc, ValueRange{v}, emptyTensor(b, loc, vSizes, f32),
-                {dimMap(ctx, 4, {0, 1, 2, 3}), dimMap(ctx, 4, {0, 1, 2, 3})}, 4,
-                0,
-                [&](OpBuilder &nb, Location l, ValueRange args) {
-                  return arith::SelectOp::create(
-                             nb, l,
-                             isFiniteF32(nb, l, extendToF32(nb, l, args[0])),
-                             constantF32(nb, l, 0.0f), constantF32(nb, l, 1.0f))
-                      .getResult();
-                }),
-            zeroTensor(b, loc, {batch, tokensOf(shifts), heads, valueDim}),
+            b, loc, badTokens, padded,
             SmallVector<OpFoldResult>{zero, front, zero, zero}, vSizes,
             SmallVector<OpFoldResult>(4, b.getIndexAttr(1))),
         block);
@@ -521,9 +523,9 @@ mlir::la::decomposeSlidingWindowHybrid(OpBuilder &b, SlidingWindowHybridOp op) {
                      {scoreMap}, 5, 0,
                      [&](OpBuilder &nb, Location l, Value valid, ValueRange,
                          Value) -> Value {
-                       return arith::SelectOp::create(nb, l, valid,
-                                                      constantF32(nb, l, 1.0f),
-                                                      constantF32(nb, l, 0.0f));
+                       Value yes = constantF32(nb, l, 1.0f);
+                       Value no = constantF32(nb, l, 0.0f);
+                       return arith::SelectOp::create(nb, l, valid, yes, no);
                      });
       Value badBlock =
           sliceDim(b, loc, bad, 1, b.getIndexAttr(shifts - shift), numBlocks);
