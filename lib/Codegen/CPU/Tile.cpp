@@ -216,26 +216,21 @@ static void capUpperBound(RewriterBase &rewriter, scf::ForOp loop, Value end) {
                            [&] { loop.getUpperBoundMutable().assign(bound); });
 }
 
-/// For an op marked `la.lower_triangular = [row, column]` (nothing with
-/// column > row matters) whose register tile has both loops, the column loop
-/// of the tile at rows [r, r + R) stops at r + R instead of its end: about
-/// half the terms of a causal C x C product are skipped (a quarter of the
-/// entries of a C x C score matrix with 32-lane column tiles). A column
-/// tile that starts before r + R is computed whole, past r + R too, which
-/// is harmless by the mark; the column range must be whole tiles, so that
-/// every tile keeps its static size.
-static void stopAtDiagonal(RewriterBase &rewriter, DenseI64ArrayAttr dims,
-                           ArrayRef<int64_t> ranges,
-                           ArrayRef<int64_t> innerSizes,
-                           ArrayRef<LoopLikeOpInterface> innerLoops) {
+/// The register-tile loops of a `[row, column]` triangle mark (the column
+/// loop nested in the row loop, its range whole tiles, so that every tile
+/// keeps its static size), or none.
+static std::optional<std::pair<scf::ForOp, scf::ForOp>>
+triangleLoops(DenseI64ArrayAttr dims, ArrayRef<int64_t> ranges,
+              ArrayRef<int64_t> innerSizes,
+              ArrayRef<LoopLikeOpInterface> innerLoops) {
   if (!dims || dims.size() != 2)
-    return;
+    return std::nullopt;
   int64_t row = dims[0], column = dims[1];
   int64_t numLoops = innerSizes.size();
   if (row < 0 || column < 0 || row >= numLoops || column >= numLoops ||
       row >= column || innerSizes[row] <= 0 || innerSizes[column] <= 0 ||
       ranges[column] % innerSizes[column] != 0)
-    return;
+    return std::nullopt;
   // The inner loops are the tiled dims in order.
   auto loopOf = [&](int64_t dim) {
     return innerLoops[llvm::count_if(innerSizes.take_front(dim),
@@ -244,50 +239,42 @@ static void stopAtDiagonal(RewriterBase &rewriter, DenseI64ArrayAttr dims,
   auto rowLoop = dyn_cast<scf::ForOp>(loopOf(row).getOperation());
   auto columnLoop = dyn_cast<scf::ForOp>(loopOf(column).getOperation());
   if (!rowLoop || !columnLoop || !rowLoop->isProperAncestor(columnLoop))
-    return;
-  OpBuilder::InsertionGuard guard(rewriter);
-  rewriter.setInsertionPoint(columnLoop);
-  Location loc = columnLoop.getLoc();
-  capUpperBound(rewriter, columnLoop,
-                arith::AddIOp::create(rewriter, loc, rowLoop.getInductionVar(),
-                                      arith::ConstantIndexOp::create(
-                                          rewriter, loc, innerSizes[row])));
+    return std::nullopt;
+  return std::make_pair(rowLoop, columnLoop);
 }
 
-/// For an op marked `la.upper_triangular = [row, column]` (nothing with
-/// column < row matters) whose register tile has both loops, the column loop
-/// of the tile at rows [r, r + R) starts at the column tile holding column r
-/// instead of at 0 (the mirror of stopAtDiagonal; column tiles keep their
-/// static size).
-static void startAtDiagonal(RewriterBase &rewriter, DenseI64ArrayAttr dims,
-                            ArrayRef<int64_t> ranges,
-                            ArrayRef<int64_t> innerSizes,
-                            ArrayRef<LoopLikeOpInterface> innerLoops) {
-  if (!dims || dims.size() != 2)
+/// For an op marked `la.lower_triangular = [row, column]` (`lower`: nothing
+/// with column > row matters) whose register tile has both loops, the
+/// column loop of the tile at rows [r, r + R) stops at r + R instead of its
+/// end: about half the terms of a causal C x C product are skipped (a
+/// quarter of the entries of a C x C score matrix with 32-lane column
+/// tiles). A column tile that starts before r + R is computed whole, past
+/// r + R too, which is harmless by the mark. For `la.upper_triangular`
+/// (nothing with column < row matters) the column loop starts at the column
+/// tile holding column r instead of at 0.
+static void cutAtDiagonal(RewriterBase &rewriter, DenseI64ArrayAttr dims,
+                          bool lower, ArrayRef<int64_t> ranges,
+                          ArrayRef<int64_t> innerSizes,
+                          ArrayRef<LoopLikeOpInterface> innerLoops) {
+  auto loops = triangleLoops(dims, ranges, innerSizes, innerLoops);
+  if (!loops)
     return;
-  int64_t row = dims[0], column = dims[1];
-  int64_t numLoops = innerSizes.size();
-  if (row < 0 || column < 0 || row >= numLoops || column >= numLoops ||
-      row >= column || innerSizes[row] <= 0 || innerSizes[column] <= 0 ||
-      ranges[column] % innerSizes[column] != 0)
-    return;
-  auto loopOf = [&](int64_t dim) {
-    return innerLoops[llvm::count_if(innerSizes.take_front(dim),
-                                     [](int64_t s) { return s > 0; })];
-  };
-  auto rowLoop = dyn_cast<scf::ForOp>(loopOf(row).getOperation());
-  auto columnLoop = dyn_cast<scf::ForOp>(loopOf(column).getOperation());
-  if (!rowLoop || !columnLoop || !rowLoop->isProperAncestor(columnLoop))
-    return;
+  auto [rowLoop, columnLoop] = *loops;
   OpBuilder::InsertionGuard guard(rewriter);
   rewriter.setInsertionPoint(columnLoop);
   Location loc = columnLoop.getLoc();
+  Value row = rowLoop.getInductionVar();
+  if (lower) {
+    Value rows =
+        arith::ConstantIndexOp::create(rewriter, loc, innerSizes[dims[0]]);
+    capUpperBound(rewriter, columnLoop,
+                  arith::AddIOp::create(rewriter, loc, row, rows));
+    return;
+  }
   Value tile =
-      arith::ConstantIndexOp::create(rewriter, loc, innerSizes[column]);
-  Value start = arith::MulIOp::create(
-      rewriter, loc,
-      arith::DivUIOp::create(rewriter, loc, rowLoop.getInductionVar(), tile),
-      tile);
+      arith::ConstantIndexOp::create(rewriter, loc, innerSizes[dims[1]]);
+  Value tiles = arith::DivUIOp::create(rewriter, loc, row, tile);
+  Value start = arith::MulIOp::create(rewriter, loc, tiles, tile);
   Value bound =
       arith::MaxSIOp::create(rewriter, loc, start, columnLoop.getLowerBound());
   rewriter.modifyOpInPlace(
@@ -460,10 +447,10 @@ mlir::la::tileForCPU(RewriterBase &rewriter, linalg::LinalgOp op,
     if (failed(tileStep(innerSizes, scf::SCFTilingOptions::LoopType::ForOp,
                         result.innerLoops)))
       return failure();
-    stopAtDiagonal(rewriter, lowerTriangular, ranges, innerSizes,
-                   result.innerLoops);
-    startAtDiagonal(rewriter, upperTriangular, ranges, innerSizes,
-                    result.innerLoops);
+    cutAtDiagonal(rewriter, lowerTriangular, /*lower=*/true, ranges, innerSizes,
+                  result.innerLoops);
+    cutAtDiagonal(rewriter, upperTriangular, /*lower=*/false, ranges,
+                  innerSizes, result.innerLoops);
     stopAtBlock(rewriter, blockCausal, outerSizes, result.outerLoops,
                 innerSizes, result.innerLoops);
     peelPartialTiles(rewriter, result.innerLoops);

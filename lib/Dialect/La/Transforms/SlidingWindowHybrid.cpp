@@ -419,6 +419,22 @@ mlir::la::decomposeSlidingWindowHybrid(OpBuilder &b, SlidingWindowHybridOp op) {
         });
   // The weights exp(scale S - c) (zero outside the window), their row sums
   // and their products with the values.
+  // O[b,n,i,h,vv] += sum_j P[b,n,h,i,j] x[b,n,j,h,vv] for block pair
+  // `shift`'s P (zero outside the window, so la-tile may skip the triangle
+  // outside it). Loops (b,n,i,h,vv,j).
+  auto accumulateBlockProduct = [&](int64_t shift, Value p, Value x,
+                                    Value acc) {
+    Value product = buildGeneric(
+        b, loc, ValueRange{p, x}, acc,
+        {dimMap(ctx, 6, {0, 1, 3, 2, 5}), dimMap(ctx, 6, {0, 1, 5, 3, 4}),
+         dimMap(ctx, 6, {0, 1, 2, 3, 4})},
+        5, 1, [](OpBuilder &nb, Location l, ValueRange args) {
+          return addF(nb, l, args[2], mulF(nb, l, args[0], args[1]));
+        });
+    if (shift == 0 || shift == shifts)
+      markTriangle(product, /*lower=*/shift == 0, 2, 5);
+    return product;
+  };
   Value rowSum = zeroTensor(b, loc, rowSizes);
   Value weighted = zeroTensor(
       b, loc, {batch, numBlocks, b.getIndexAttr(block), heads, valueDim});
@@ -443,18 +459,7 @@ mlir::la::decomposeSlidingWindowHybrid(OpBuilder &b, SlidingWindowHybridOp op) {
                      });
     Value valueBlock =
         sliceDim(b, loc, values, 1, b.getIndexAttr(shifts - shift), numBlocks);
-    // O[b,n,i,h,vv] += sum_j P[b,n,h,i,j] v[b,n,j,h,vv]. Loops
-    // (b,n,i,h,vv,j).
-    weighted = buildGeneric(
-        b, loc, ValueRange{weights, valueBlock}, weighted,
-        {dimMap(ctx, 6, {0, 1, 3, 2, 5}), dimMap(ctx, 6, {0, 1, 5, 3, 4}),
-         dimMap(ctx, 6, {0, 1, 2, 3, 4})},
-        5, 1, [](OpBuilder &nb, Location l, ValueRange args) {
-          return addF(nb, l, args[2], mulF(nb, l, args[0], args[1]));
-        });
-    // The weights outside the triangle are zeros: their terms vanish.
-    if (shift == 0 || shift == shifts)
-      markTriangle(weighted, /*lower=*/shift == 0, 2, 5);
+    weighted = accumulateBlockProduct(shift, weights, valueBlock, weighted);
   }
 
   // A non-finite value makes its column NaN from its token on. Without
@@ -529,15 +534,7 @@ mlir::la::decomposeSlidingWindowHybrid(OpBuilder &b, SlidingWindowHybridOp op) {
                      });
       Value badBlock =
           sliceDim(b, loc, bad, 1, b.getIndexAttr(shifts - shift), numBlocks);
-      windowBad = buildGeneric(
-          b, loc, ValueRange{inside, badBlock}, windowBad,
-          {dimMap(ctx, 6, {0, 1, 3, 2, 5}), dimMap(ctx, 6, {0, 1, 5, 3, 4}),
-           dimMap(ctx, 6, {0, 1, 2, 3, 4})},
-          5, 1, [](OpBuilder &nb, Location l, ValueRange args) {
-            return addF(nb, l, args[2], mulF(nb, l, args[0], args[1]));
-          });
-      if (shift == 0 || shift == shifts)
-        markTriangle(windowBad, /*lower=*/shift == 0, 2, 5);
+      windowBad = accumulateBlockProduct(shift, inside, badBlock, windowBad);
     }
   }
 
