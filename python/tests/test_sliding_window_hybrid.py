@@ -9,6 +9,7 @@ GPU schedule on the CPU and the GPU kernels on the emulator)."""
 
 import os
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -273,3 +274,31 @@ def test_gradients_are_refused_by_the_op(tmp_path):
                             capture_output=True, text=True, timeout=120)
     assert result.returncode != 0
     assert "la.sliding_window_hybrid" in result.stderr
+
+
+@pytest.mark.parametrize("packed", [False, True], ids=["batched", "packed"])
+def test_gpu_kernels_pass_ptxas(tmp_path, packed):
+    """la-lower-to-nvvm lowers the op's decomposition to PTX kernels that
+    ptxas accepts for sm_90a (their results are checked on the emulator
+    above; no GPU here)."""
+    from la import gpu
+    ptxas = gpu.find_ptxas()
+    if ptxas is None:
+        pytest.skip("needs the CUDA toolkit's ptxas")
+    module = tmp_path / "hybrid.mlir"
+    module.write_text(_PACKED_MLIR if packed else _MLIR)
+    la_opt = os.path.join(os.path.dirname(runner.find_la_run()), "la-opt")
+    lowered = tmp_path / "kernels.mlir"
+    subprocess.run([la_opt, str(module), "-la-lower-to-nvvm=format=isa", "-o", str(lowered)],
+                   check=True, timeout=600)
+    extract = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))), "scripts", "extract-gpu-objects.py")
+    subprocess.run([sys.executable, extract, str(lowered), "-o", str(tmp_path)], check=True,
+                   capture_output=True, timeout=120)
+    kernels = sorted(tmp_path.glob("*.ptx"))
+    assert kernels
+    for kernel in kernels:
+        result = subprocess.run([ptxas, "-arch=sm_90a", str(kernel), "-o",
+                                 str(tmp_path / "k.cubin")], capture_output=True, text=True,
+                                timeout=120)
+        assert result.returncode == 0, f"{kernel.name}: {result.stderr}"
