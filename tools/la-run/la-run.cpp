@@ -244,15 +244,21 @@ struct MemRefArg {
   }
 };
 
-/// How a function argument is used by la.attention (the registry's roles),
-/// for random inputs and checks; nullopt for anything else.
+/// How a function argument is used by la.attention (the registry's roles)
+/// or as la.sliding_window_hybrid's offsets, for random inputs and checks;
+/// nullopt for anything else.
 using Role = std::optional<la::OperandRole>;
 
 Role roleOf(BlockArgument arg) {
-  for (Operation *user : arg.getUsers())
+  for (Operation *user : arg.getUsers()) {
     if (auto op = dyn_cast<la::AttentionOp>(user))
       if (Role role = la::getOperandRole(op, arg))
         return role;
+    // LoLCATs' hybrid: its offsets (its other operands take any values).
+    if (auto op = dyn_cast<la::SlidingWindowHybridOp>(user);
+        op && op.getCuSeqlens() == arg)
+      return la::OperandRole::SeqLens;
+  }
   return std::nullopt;
 }
 
@@ -265,6 +271,9 @@ std::optional<int64_t> packedTokens(BlockArgument arg) {
       q = op.getQ();
       cuSeqlens = op.getCuSeqlens();
     } else if (auto op = dyn_cast<la::RecurrenceOp>(user)) {
+      q = op.getQ();
+      cuSeqlens = op.getCuSeqlens();
+    } else if (auto op = dyn_cast<la::SlidingWindowHybridOp>(user)) {
       q = op.getQ();
       cuSeqlens = op.getCuSeqlens();
     }
