@@ -52,13 +52,13 @@ def test_against_reference(shape):
     assert rel_rms(reference.sliding_window_hybrid(q, k, v, fq, fk, window), o) <= 1e-5
 
 
-def _per_sequence_reference(arrays, window, cu):
+def _per_sequence_reference(arrays, window, cu, scale=None):
     """The fp64 reference run on each sequence alone."""
     ref = np.zeros(arrays[2].shape, np.float64)
     for start, end in zip(cu[:-1], cu[1:]):
         if end > start:
             ref[:, start:end] = reference.sliding_window_hybrid(
-                *(x[:, start:end] for x in arrays), window)
+                *(x[:, start:end] for x in arrays), window, scale=scale)
     return ref
 
 
@@ -204,6 +204,62 @@ def test_bad_arguments():
     two = [np.concatenate([x, x]) for x in (q, k, v, fq, fk)]
     with pytest.raises(ValueError, match="cu_seqlens"):
         ops.sliding_window_hybrid(*two, 3, cu_seqlens=np.array([0, 10]))
+
+
+def _random_case(index):
+    """Configuration ``index`` of a seeded draw: shapes, window, scale,
+    packed sequences (empty ones too), bf16, and a non-finite value."""
+    rng = np.random.default_rng([31, index])
+    packed = rng.random() < 0.4
+    B = 1 if packed else int(rng.integers(1, 4))
+    T = int(rng.integers(1, 201))
+    H = int(rng.choice([1, 2]))
+    K, V, F = (int(rng.choice([4, 8, 16, 32])) for _ in range(3))
+    window = int(rng.integers(1, T + 11))
+    cu = None
+    if packed:
+        cuts = np.sort(rng.integers(0, T + 1, int(rng.integers(1, 4))))
+        cu = np.concatenate([[0], cuts, [T]]).astype(np.int64)
+    arrays = _inputs(B, T, H, K, V, F, seed=1000 + index,
+                     scale=float(rng.choice([0.3, 1.0, 4.0])))
+    bad = None
+    if rng.random() < 0.3:
+        bad = (int(rng.integers(B)), int(rng.integers(T)), int(rng.integers(H)),
+               int(rng.integers(V)), float(rng.choice([np.nan, np.inf, -np.inf])))
+    return dict(window=window, cu=cu, arrays=arrays, bad=bad,
+                scale=None if rng.random() < 0.5 else float(rng.uniform(0.05, 1.0)),
+                dtype="bf16" if rng.random() < 0.25 else None)
+
+
+@pytest.mark.parametrize("index", range(16))
+def test_random_configurations(index):
+    """A seeded draw against the fp64 reference (per sequence when packed);
+    with a non-finite value, its column is NaN from its token to the end of
+    its sequence and everything else is the clean run's."""
+    case = _random_case(index)
+    arrays, window, cu = case["arrays"], case["window"], case["cu"]
+    kwargs = dict(scale=case["scale"], dtype=case["dtype"],
+                  cu_seqlens=None if cu is None else cu)
+    o = ops.sliding_window_hybrid(*arrays, window, **kwargs)
+    rounded = arrays if case["dtype"] is None else tuple(runner.round_to_bf16(x)
+                                                         for x in arrays)
+    offsets = cu if cu is not None else (0, arrays[0].shape[1])
+    ref = np.concatenate([_per_sequence_reference(
+        tuple(x[b:b + 1] for x in rounded), window, offsets, case["scale"])
+        for b in range(arrays[0].shape[0])])
+    assert rel_rms(ref, o) <= (1e-5 if case["dtype"] is None else 1e-2)
+    if case["bad"] is None:
+        return
+    b, t, h, vv, value = case["bad"]
+    dirty = arrays[2].copy()
+    dirty[b, t, h, vv] = value
+    out = ops.sliding_window_hybrid(arrays[0], arrays[1], dirty, arrays[3], arrays[4],
+                                    window, **kwargs)
+    end = next(e for e in offsets[1:] if e > t)
+    poisoned = np.zeros(o.shape, bool)
+    poisoned[b, t:end, h, vv] = True
+    assert np.isnan(out[poisoned]).all()
+    np.testing.assert_allclose(out[~poisoned], o[~poisoned], rtol=1e-5, atol=1e-6)
 
 
 _MLIR = """func.func @hybrid(%q: tensor<2x70x2x16xf32>, %k: tensor<2x70x2x16xf32>,
