@@ -483,14 +483,7 @@ static Value buildChoice(OpBuilder &b, Location loc, RankedTensorType type,
 /// dimension of the product. Loops (b,n,h,i,j,kk).
 static Value buildRowProduct(OpBuilder &b, Location loc, Value x, Value yT,
                              Value init) {
-  MLIRContext *ctx = b.getContext();
-  Value product = buildGeneric(
-      b, loc, ValueRange{x, yT}, init,
-      {dimMap(ctx, 6, {0, 1, 3, 2, 5}), dimMap(ctx, 6, {0, 1, 2, 5, 4}),
-       dimMap(ctx, 6, {0, 1, 2, 3, 4})},
-      5, 1, [](OpBuilder &nb, Location l, ValueRange args) {
-        return addF(nb, l, args[2], mulExtended(nb, l, args[0], args[1]));
-      });
+  Value product = buildBlockScores(b, loc, x, yT, init);
   markLowerTriangular(product, /*row=*/3, /*column=*/4);
   return product;
 }

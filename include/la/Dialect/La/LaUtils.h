@@ -47,6 +47,12 @@ Value buildGeneric(OpBuilder &b, Location loc, ValueRange inputs, Value init,
                    unsigned reductions,
                    function_ref<Value(OpBuilder &, Location, ValueRange)> body);
 
+/// P[b,n,h,i,j] = sum_kk x[b,n,i,h,kk] yT[b,n,h,kk,j] into `init` (the
+/// score matrices of blocks of tokens: x [B,NC,C,H,K] rows, y read as
+/// [B,NC,H,K,C] so that the score column j is the contiguous dimension),
+/// the products in f32. Loops (b,n,h,i,j,kk).
+Value buildBlockScores(OpBuilder &b, Location loc, Value x, Value yT,
+                       Value init);
 /// `size` entries of dim `dim` of `x` from `offset`, keeping the rank.
 Value sliceDim(OpBuilder &b, Location loc, Value x, unsigned dim,
                OpFoldResult offset, OpFoldResult size);

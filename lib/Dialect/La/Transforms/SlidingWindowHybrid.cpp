@@ -348,13 +348,8 @@ mlir::la::decomposeSlidingWindowHybrid(OpBuilder &b, SlidingWindowHybridOp op) {
   for (int64_t shift = 0; shift <= shifts; ++shift) {
     Value keyBlock =
         sliceDim(b, loc, keysT, 1, b.getIndexAttr(shifts - shift), numBlocks);
-    scores.push_back(buildGeneric(
-        b, loc, ValueRange{queries, keyBlock}, zeroTensor(b, loc, scoreSizes),
-        {dimMap(ctx, 6, {0, 1, 3, 2, 5}), dimMap(ctx, 6, {0, 1, 2, 5, 4}),
-         dimMap(ctx, 6, {0, 1, 2, 3, 4})},
-        5, 1, [](OpBuilder &nb, Location l, ValueRange args) {
-          return addF(nb, l, args[2], mulF(nb, l, args[0], args[1]));
-        }));
+    scores.push_back(buildBlockScores(b, loc, queries, keyBlock,
+                                      zeroTensor(b, loc, scoreSizes)));
     // Entries outside the triangle are masked below (their zero fill).
     if (shift == 0 || shift == shifts)
       markTriangle(scores.back(), /*lower=*/shift == 0, 3, 4);

@@ -55,6 +55,18 @@ Value mlir::la::mulExtended(OpBuilder &b, Location loc, Value x, Value y) {
   return mulF(b, loc, wideX, wideY);
 }
 
+Value mlir::la::buildBlockScores(OpBuilder &b, Location loc, Value x, Value yT,
+                                 Value init) {
+  MLIRContext *ctx = b.getContext();
+  return buildGeneric(
+      b, loc, ValueRange{x, yT}, init,
+      {dimMap(ctx, 6, {0, 1, 3, 2, 5}), dimMap(ctx, 6, {0, 1, 2, 5, 4}),
+       dimMap(ctx, 6, {0, 1, 2, 3, 4})},
+      5, 1, [](OpBuilder &nb, Location l, ValueRange args) {
+        return addF(nb, l, args[2], mulExtended(nb, l, args[0], args[1]));
+      });
+}
+
 Value mlir::la::mulF(OpBuilder &b, Location loc, Value x, Value y) {
   return arith::MulFOp::create(b, loc, x, y);
 }
