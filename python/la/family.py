@@ -167,6 +167,7 @@ def hedgehog_features(x, weight, bias=None):
 
 
 def sliding_window_hybrid(q, k, v, feature_q, feature_k, window, *, scale=None,
+                          initial_state=None, output_final_state=False,
                           cu_seqlens=None, chunk_size=64, num_threads=None):
     """Softmax attention inside a sliding window and linear attention on
     learned features outside it, one normalisation over both (LoLCATs'
@@ -180,6 +181,9 @@ def sliding_window_hybrid(q, k, v, feature_q, feature_k, window, *, scale=None,
     ``q, k : [B, T, H, K]``, ``v : [B, T, H, V]``, ``feature_q, feature_k :
     [B, T, H, F]`` (e.g. :func:`hedgehog_features`), ``window`` w >= 1;
     ``cu_seqlens`` packs sequences (B = 1; the op only, not with gradients).
+    ``initial_state`` / ``output_final_state``: decoding or a prompt in
+    pieces, as :func:`la.ops.sliding_window_hybrid` (a
+    :class:`la.ops.HybridState`; the op only, not with gradients).
 
     One la kernel, the op ``la.sliding_window_hybrid``
     (:func:`la.ops.sliding_window_hybrid`), unless torch needs gradients:
@@ -207,8 +211,14 @@ def sliding_window_hybrid(q, k, v, feature_q, feature_k, window, *, scale=None,
             if len(names) != 1 or not names <= {"float32", "float16", "bfloat16"}:
                 dtype = "f32"
         return ops.sliding_window_hybrid(q, k, v, feature_q, feature_k, window, scale=scale,
+                                         initial_state=initial_state,
+                                         output_final_state=output_final_state,
                                          cu_seqlens=cu_seqlens, chunk_size=chunk_size,
                                          dtype=dtype, num_threads=num_threads)
+    if initial_state is not None or output_final_state:
+        raise ValueError("sliding_window_hybrid: initial_state and output_final_state with "
+                         "torch gradients are not supported yet (the op has no derived "
+                         "backward, and the differentiable composition carries no state)")
     if cu_seqlens is not None:
         raise ValueError("sliding_window_hybrid: cu_seqlens with torch gradients is not "
                          "supported yet (the op has no derived backward, and the "

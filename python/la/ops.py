@@ -39,6 +39,7 @@ returns ``o`` as float32 holding bf16 values). ``g``, ``beta``, ``erase``,
 :func:`lower` returns the IR of a call at one stage of the pipeline.
 """
 
+import collections
 import contextlib
 import ctypes
 import errno
@@ -81,6 +82,7 @@ __all__ = [
     "gated_delta_rule2",
     "rwkv7",
     "sliding_window_hybrid",
+    "HybridState",
     "lower",
     "STAGES",
     "cache_info",
@@ -1609,27 +1611,44 @@ _WRAPPERS = {
 _MAX_WINDOW = 1 << 20
 
 
-def _hybrid_mlir(H, K, V, F, window, scale, dtype, packed=False):
+def _hybrid_mlir(H, K, V, F, window, scale, dtype, packed=False, stateful=False):
     """The kernel of la.sliding_window_hybrid, for any B and T (any number
-    of packed sequences with ``packed``)."""
+    of packed sequences with ``packed``); ``stateful``: keys with any number
+    of context tokens before the queries, an initial and a final state."""
     element = dtype  # f32, f16 or bf16: the MLIR names
 
     def tensor(d):
         return f"tensor<?x?x{H}x{d}x{element}>"
+    state = f"tensor<?x{H}x{F}x{V + 1}xf32>"
     attrs = f"window = {window} : i64"
     if scale is not None:
         attrs += f", scale = {float(scale)!r} : f32"
-    offsets_arg = ", %cu: tensor<?xi32>" if packed else ""
-    offsets = " cu_seqlens(%cu : tensor<?xi32>)" if packed else ""
+    extra_args = ", %cu: tensor<?xi32>" if packed else ""
+    operands = " cu_seqlens(%cu : tensor<?xi32>)" if packed else ""
+    results, names = tensor(V), "%o"
+    if stateful:
+        extra_args += f", %s0: {state}"
+        operands += f" initial_state(%s0 : {state})"
+        results, names = f"{tensor(V)}, {state}", "%o, %s"
     return (f"func.func @{_ENTRY}(%q: {tensor(K)}, %k: {tensor(K)}, %v: {tensor(V)},\n"
-            f"    %fq: {tensor(F)}, %fk: {tensor(F)}{offsets_arg}) -> {tensor(V)} {{\n"
-            f"  %o = la.sliding_window_hybrid %q, %k, %v\n"
-            f"      features(%fq : {tensor(F)}, %fk : {tensor(F)}){offsets} {{{attrs}}}\n"
-            f"      : {tensor(K)}, {tensor(K)}, {tensor(V)} -> {tensor(V)}\n"
-            f"  return %o : {tensor(V)}\n}}\n")
+            f"    %fq: {tensor(F)}, %fk: {tensor(F)}{extra_args}) -> ({results}) {{\n"
+            f"  {names} = la.sliding_window_hybrid %q, %k, %v\n"
+            f"      features(%fq : {tensor(F)}, %fk : {tensor(F)}){operands} {{{attrs}}}\n"
+            f"      : {tensor(K)}, {tensor(K)}, {tensor(V)} -> {results}\n"
+            f"  return {names} : {results}\n}}\n")
+
+
+#: What a sliding-window hybrid carries from one call to the next (see
+#: :func:`sliding_window_hybrid`): ``state : [B, H, F, V + 1]`` float32, the
+#: far part's ``sum_s feature_k[s] [v_s, 1]^T`` over the tokens before the
+#: context, and the context, the sequence's last tokens (at most
+#: ``window``): ``k : [B, L, H, K]``, ``v : [B, L, H, V]``, ``feature_k :
+#: [B, L, H, F]``.
+HybridState = collections.namedtuple("HybridState", "state k v feature_k")
 
 
 def sliding_window_hybrid(q, k, v, feature_q, feature_k, window, *, scale=None,
+                          initial_state=None, output_final_state=False,
                           cu_seqlens=None, chunk_size=64, dtype=None, num_threads=None):
     """LoLCATs' hybrid as one la kernel (the op ``la.sliding_window_hybrid``):
     softmax attention on the last ``window`` tokens (the current one
@@ -1644,8 +1663,13 @@ def sliding_window_hybrid(q, k, v, feature_q, feature_k, window, *, scale=None,
     [B, T, H, F]`` (NumPy arrays or torch tensors on the CPU; ``dtype``
     converts them as :func:`attention` does, the features too);
     ``cu_seqlens`` packs sequences (B = 1, fla's convention): neither part
-    reaches across a sequence's first token. Returns ``o : [B, T, H, V]``. The forward only: gradients are not derived for
-    this op yet (:func:`la.family.sliding_window_hybrid` runs the
+    reaches across a sequence's first token. Returns ``o : [B, T, H, V]``,
+    and with ``output_final_state=True`` ``(o, state)``: a
+    :class:`HybridState` with which a later call continues the sequences
+    (decoding, a prompt in pieces; not with ``cu_seqlens``):
+    ``initial_state=state`` gives the tokens the same outputs as one call
+    over the whole sequence. The forward only: gradients are not derived
+    for this op yet (:func:`la.family.sliding_window_hybrid` runs the
     differentiable composition when torch needs them)."""
     named = {"q": q, "k": k, "v": v, "feature_q": feature_q, "feature_k": feature_k}
     for name, x in {**named, "cu_seqlens": cu_seqlens}.items():
@@ -1659,6 +1683,14 @@ def sliding_window_hybrid(q, k, v, feature_q, feature_k, window, *, scale=None,
     if scale is not None and (isinstance(scale, bool) or not np.isscalar(scale)
                               or not np.isreal(scale) or not math.isfinite(float(scale))):
         raise ValueError(f"scale must be a finite real number or None, got {scale!r}")
+    stateful = initial_state is not None or bool(output_final_state)
+    if stateful and cu_seqlens is not None:
+        raise ValueError("sliding_window_hybrid: packed sequences (cu_seqlens) take no "
+                         "initial_state and return no final state")
+    if initial_state is not None and not (isinstance(initial_state, tuple)
+                                          and len(initial_state) == 4):
+        raise TypeError("initial_state must be the HybridState (state, k, v, feature_k) "
+                        f"of an earlier call, got {type(initial_state).__name__}")
     torch_out = _is_tensor(q)
     threads = _thread_count(num_threads, torch_out)
     arrays = {name: _qkv_array(name, x) for name, x in named.items()}
@@ -1695,21 +1727,61 @@ def sliding_window_hybrid(q, k, v, feature_q, feature_k, window, *, scale=None,
     if cu_seqlens is not None:
         inputs.append(_cu_seqlens_array(cu_seqlens, B, T))
         names.append("cu_seqlens")
+    if stateful:
+        state = np.zeros((B, H, F, V + 1), np.float32)
+        if initial_state is not None:
+            state = _f32_array("initial_state.state", initial_state[0], "[B, H, F, V + 1]")
+            if state.shape != (B, H, F, V + 1):
+                raise _shape_error("initial_state.state", f"[B, H, F, V + 1] = "
+                                   f"{(B, H, F, V + 1)}", state.shape)
+            # The context: the keys, values and key features of the
+            # sequences' last tokens, before this call's.
+            context = {}
+            for index, (name, dim) in enumerate((("k", K), ("v", V), ("feature_k", F))):
+                arr, kind = _qkv_array(f"initial_state.{name}", initial_state[1 + index])
+                if arr.ndim != 4 or arr.shape[0] != B or arr.shape[2:] != (H, dim):
+                    raise _shape_error(f"initial_state.{name}", f"[B, L, H, {dim}] with "
+                                       f"B = {B}, H = {H}", arr.shape)
+                context[name] = _to_compute(f"initial_state.{name}", arr, kind, compute)
+            if len({x.shape[1] for x in context.values()}) != 1:
+                raise ValueError("initial_state's k, v and feature_k must hold one number "
+                                 "of tokens, got " + ", ".join(
+                                     f"{n}: {x.shape[1]}" for n, x in context.items()))
+            for position, name in ((1, "k"), (2, "v"), (4, "feature_k")):
+                inputs[position] = np.ascontiguousarray(
+                    np.concatenate([context[name], inputs[position]], 1))
+        inputs.append(np.ascontiguousarray(state))
+        names.append("initial_state")
     o_np = {"f32": np.float32, "f16": np.float16, "bf16": np.uint16}[compute]
+    outputs = [((B, T, H, V), o_np)]
+    if stateful:
+        outputs.append(((B, H, F, V + 1), np.float32))
     call = _Call(text=_hybrid_mlir(H, K, V, F, int(window), scale, compute,
-                                   packed=cu_seqlens is not None),
+                                   packed=cu_seqlens is not None, stateful=stateful),
                  pipeline=_pipeline(int(chunk_size), False, threads),
-                 inputs=inputs, input_names=names, outputs=[((B, T, H, V), o_np)],
+                 inputs=inputs, input_names=names, outputs=outputs,
                  entry=_ENTRY, threads=threads)
-    (o,) = _run(call)
-    if torch_out:
-        torch = _torch()
-        if compute == "bf16":
-            return torch.from_numpy(o.view(np.int16)).view(torch.bfloat16)
-        return torch.from_numpy(o)
-    if compute == "bf16":
-        return o.view(qa.dtype) if kinds["q"] == "bf16" else _bf16_to_f32(o)
-    return o
+    results = _run(call)
+
+    def returned(x):
+        """A result in the inputs' kind (torch or NumPy) and dtype."""
+        if torch_out:
+            torch = _torch()
+            if compute == "bf16" and x.dtype == np.uint16:
+                return torch.from_numpy(x.view(np.int16)).view(torch.bfloat16)
+            return torch.from_numpy(x)
+        if compute == "bf16" and x.dtype == np.uint16:
+            return x.view(qa.dtype) if kinds["q"] == "bf16" else _bf16_to_f32(x)
+        return x
+
+    o = returned(results[0])
+    if not output_final_state:
+        return o
+    # The next call's context: the last `window` keys (the final state holds
+    # the tokens before them).
+    kept = min(int(window), inputs[1].shape[1])
+    tail = [np.ascontiguousarray(inputs[i][:, inputs[i].shape[1] - kept:]) for i in (1, 2, 4)]
+    return o, HybridState(returned(results[1]), *(returned(x) for x in tail))
 
 
 def lower(op, *args, stage, ir_dir=None, **kwargs):

@@ -206,6 +206,102 @@ def test_bad_arguments():
         ops.sliding_window_hybrid(*two, 3, cu_seqlens=np.array([0, 10]))
 
 
+def _in_pieces(arrays, window, cuts, **kwargs):
+    """The hybrid over [0, T) in calls over the pieces between ``cuts``,
+    each continuing from the one before: (o, final state)."""
+    T = arrays[0].shape[1]
+    outputs, state, start = [], None, 0
+    for end in list(cuts) + [T]:
+        piece = [x[:, start:end] for x in arrays]
+        o, state = ops.sliding_window_hybrid(*piece, window, initial_state=state,
+                                             output_final_state=True, **kwargs)
+        outputs.append(o)
+        start = end
+    if not isinstance(outputs[0], np.ndarray):  # torch tensors
+        import torch
+        return torch.cat(outputs, 1), state
+    return np.concatenate(outputs, 1), state
+
+
+@pytest.mark.parametrize("window,cuts", [
+    (20, [30]),              # the context longer than the window
+    (20, [5, 6, 7, 40]),     # pieces shorter than the window
+    (64, [64, 100]),         # cuts on the blocks' boundaries
+    (100, [30, 90]),         # a window longer than the first pieces
+    (1, [1, 2, 50]),         # a window of one token
+], ids=lambda x: str(x))
+def test_pieces_equal_one_call(window, cuts):
+    """A sequence in pieces, each call continuing from the last one's
+    HybridState (the far part's state and the last ``window`` tokens as
+    context): the outputs of one call over the whole sequence (the fp64
+    reference), and the final state is the far sum of every token but the
+    last ``window``."""
+    arrays = _inputs(2, 150, 2, 16, 8, 4, seed=21)
+    o, state = _in_pieces(arrays, window, cuts)
+    assert rel_rms(reference.sliding_window_hybrid(*arrays, window), o) <= 1e-5
+    q, k, v, fq, fk = arrays
+    assert rel_rms(_far_state(v, fk, 150 - window), state.state) <= 1e-5
+    kept = min(window, 150)
+    for got, want in zip(state[1:], (k, v, fk)):
+        assert np.array_equal(got, want[:, 150 - kept:])
+
+
+def test_token_by_token_decoding():
+    """A prompt of 40 tokens, then 30 tokens decoded one at a time (T = 1
+    per call), each from the state before it: one call's outputs."""
+    arrays = _inputs(1, 70, 3, 16, 16, 8, seed=22)
+    o, _ = _in_pieces(arrays, 24, list(range(40, 70)))
+    assert rel_rms(reference.sliding_window_hybrid(*arrays, 24), o) <= 1e-5
+
+
+def test_pieces_in_bf16_and_torch():
+    """bf16 inputs in pieces within the bf16 threshold of the fp64
+    reference on the rounded inputs; torch tensors give torch tensors (the
+    state too), and a torch state continues the sequence."""
+    torch = pytest.importorskip("torch")
+    arrays = _inputs(1, 90, 2, 16, 8, 4, seed=23)
+    rounded = [runner.round_to_bf16(x) for x in arrays]
+    o, state = _in_pieces(arrays, 20, [25, 26], dtype="bf16")
+    assert rel_rms(reference.sliding_window_hybrid(*rounded, 20), o) <= 1e-2
+    tensors = [torch.from_numpy(x) for x in arrays]
+    o, state = _in_pieces(tensors, 20, [25, 26])
+    assert isinstance(o, torch.Tensor) and isinstance(state.state, torch.Tensor)
+    assert isinstance(state.k, torch.Tensor)
+    assert rel_rms(reference.sliding_window_hybrid(*arrays, 20), o.numpy()) <= 1e-5
+    # Through la.family's function (no gradients: the op).
+    first = family.sliding_window_hybrid(*(x[:, :25] for x in tensors), 20,
+                                         output_final_state=True)
+    second = family.sliding_window_hybrid(*(x[:, 25:] for x in tensors), 20,
+                                          initial_state=first[1])
+    whole = np.concatenate([first[0].numpy(), second.numpy()], 1)
+    assert rel_rms(reference.sliding_window_hybrid(*arrays, 20), whole) <= 1e-5
+    grad = [x.clone().requires_grad_() for x in tensors]
+    with pytest.raises(ValueError, match="initial_state and output_final_state with torch"):
+        family.sliding_window_hybrid(*grad, 20, output_final_state=True)
+
+
+def test_state_errors():
+    """A state with packed sequences, a state of the wrong shape, a context
+    whose arrays disagree, and something that is not a state: clear errors."""
+    q, k, v, fq, fk = _inputs(1, 20, 2, 8, 4, 3, seed=24)
+    cu = np.array([0, 7, 20], np.int32)
+    with pytest.raises(ValueError, match="packed sequences .cu_seqlens. take no initial_state"):
+        ops.sliding_window_hybrid(q, k, v, fq, fk, 4, cu_seqlens=cu, output_final_state=True)
+    _, state = ops.sliding_window_hybrid(q, k, v, fq, fk, 4, output_final_state=True)
+    assert state.state.shape == (1, 2, 3, 5) and state.k.shape == (1, 4, 2, 8)
+    with pytest.raises(ValueError, match=r"initial_state.state must have shape \[B, H, F, V \+ 1\]"):
+        ops.sliding_window_hybrid(q, k, v, fq, fk, 4,
+                                  initial_state=state._replace(state=state.state[..., :4]))
+    with pytest.raises(ValueError, match="must hold one number of tokens"):
+        ops.sliding_window_hybrid(q, k, v, fq, fk, 4,
+                                  initial_state=state._replace(v=state.v[:, 1:]))
+    with pytest.raises(ValueError, match=r"initial_state.feature_k must have shape"):
+        ops.sliding_window_hybrid(q, k, v, fq, fk, 4,
+                                  initial_state=state._replace(feature_k=state.k))
+    with pytest.raises(TypeError, match="initial_state must be the HybridState"):
+        ops.sliding_window_hybrid(q, k, v, fq, fk, 4, initial_state=state.state)
+
+
 def _random_case(index):
     """Configuration ``index`` of a seeded draw: shapes, window, scale,
     packed sequences (empty ones too), bf16, and a non-finite value."""
@@ -285,7 +381,31 @@ _PACKED_MLIR = """func.func @hybrid(%q: tensor<1x150x2x16xf32>, %k: tensor<1x150
 """
 
 
-def _la_run(tmp_path, text, arrays, flags):
+# Keys with 40 context tokens before 30 queries, an initial state and the
+# final state.
+_STATE_MLIR = """
+func.func @hybrid(%q: tensor<2x30x2x16xf32>, %k: tensor<2x70x2x16xf32>, %v: tensor<2x70x2x8xf32>,
+                  %fq: tensor<2x30x2x4xf32>, %fk: tensor<2x70x2x4xf32>, %s0: tensor<2x2x4x9xf32>)
+    -> (tensor<2x30x2x8xf32>, tensor<2x2x4x9xf32>) {
+  %o, %s = la.sliding_window_hybrid %q, %k, %v
+      features(%fq : tensor<2x30x2x4xf32>, %fk : tensor<2x70x2x4xf32>)
+      initial_state(%s0 : tensor<2x2x4x9xf32>) {window = 20 : i64}
+      : tensor<2x30x2x16xf32>, tensor<2x70x2x16xf32>, tensor<2x70x2x8xf32>
+      -> tensor<2x30x2x8xf32>, tensor<2x2x4x9xf32>
+  return %o, %s : tensor<2x30x2x8xf32>, tensor<2x2x4x9xf32>
+}
+"""
+
+
+def _far_state(v, fk, end):
+    """The far state of the tokens before ``end``, in float64: sum_s fk_s
+    [v_s, 1]^T, [B, H, F, V + 1]."""
+    values = np.concatenate([v[:, :end], np.ones(v[:, :end].shape[:3] + (1,))], -1)
+    return np.einsum("bshf,bshc->bhfc", np.asarray(fk[:, :end], np.float64),
+                     np.asarray(values, np.float64))
+
+
+def _la_run(tmp_path, text, arrays, flags, results=1):
     module = tmp_path / "hybrid.mlir"
     module.write_text(text)
     args = []
@@ -293,12 +413,14 @@ def _la_run(tmp_path, text, arrays, flags):
         path = tmp_path / f"in{i}.npy"
         np.save(path, x)
         args.append(f"--input={path}")
-    out = tmp_path / "o.npy"
+    outs = [tmp_path / f"o{i}.npy" for i in range(results)]
     env = dict(os.environ, OMP_NUM_THREADS="2")
-    result = subprocess.run([runner.find_la_run(), *flags, *args, f"--output={out}", str(module)],
+    result = subprocess.run([runner.find_la_run(), *flags, *args,
+                             *(f"--output={out}" for out in outs), str(module)],
                             capture_output=True, text=True, env=env, timeout=600)
     assert result.returncode == 0, result.stderr
-    return np.load(out)
+    loaded = [np.load(out) for out in outs]
+    return loaded[0] if results == 1 else loaded
 
 
 @pytest.mark.parametrize("flags", [
@@ -317,6 +439,15 @@ def test_la_run_targets(tmp_path, flags):
     packed = _inputs(1, 150, 2, 16, 8, 4, seed=14)
     o = _la_run(tmp_path, _PACKED_MLIR, packed + (np.array(cu, np.int32),), flags)
     assert rel_rms(_per_sequence_reference(packed, 20, cu), o) <= 1e-5
+    # Context and state: tokens 0-29 in the state (summed here in fp64),
+    # 30-69 the context, 70-99 the queries.
+    q, k, v, fq, fk = _inputs(2, 100, 2, 16, 8, 4, seed=15)
+    state = _far_state(v, fk, 30).astype(np.float32)
+    o, final = _la_run(tmp_path, _STATE_MLIR,
+                       (q[:, 70:], k[:, 30:], v[:, 30:], fq[:, 70:], fk[:, 30:], state),
+                       flags, results=2)
+    assert rel_rms(reference.sliding_window_hybrid(q, k, v, fq, fk, 20)[:, 70:], o) <= 1e-5
+    assert rel_rms(_far_state(v, fk, 80), final) <= 1e-5
 
 
 def test_gradients_are_refused_by_the_op(tmp_path):
@@ -332,8 +463,8 @@ def test_gradients_are_refused_by_the_op(tmp_path):
     assert "la.sliding_window_hybrid" in result.stderr
 
 
-@pytest.mark.parametrize("packed", [False, True], ids=["batched", "packed"])
-def test_gpu_kernels_pass_ptxas(tmp_path, packed):
+@pytest.mark.parametrize("form", ["batched", "packed", "state"])
+def test_gpu_kernels_pass_ptxas(tmp_path, form):
     """la-lower-to-nvvm lowers the op's decomposition to PTX kernels that
     ptxas accepts for sm_90a (their results are checked on the emulator
     above; no GPU here)."""
@@ -342,7 +473,7 @@ def test_gpu_kernels_pass_ptxas(tmp_path, packed):
     if ptxas is None:
         pytest.skip("needs the CUDA toolkit's ptxas")
     module = tmp_path / "hybrid.mlir"
-    module.write_text(_PACKED_MLIR if packed else _MLIR)
+    module.write_text({"batched": _MLIR, "packed": _PACKED_MLIR, "state": _STATE_MLIR}[form])
     la_opt = os.path.join(os.path.dirname(runner.find_la_run()), "la-opt")
     lowered = tmp_path / "kernels.mlir"
     subprocess.run([la_opt, str(module), "-la-lower-to-nvvm=format=isa", "-o", str(lowered)],

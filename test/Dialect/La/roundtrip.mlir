@@ -371,3 +371,16 @@ func.func @sliding_window_hybrid(%q: tensor<2x40x2x4xf32>, %v: tensor<2x40x2x6xf
   %po = la.sliding_window_hybrid %pq, %pq, %pv features(%pf : tensor<1x40x2x3xf32>, %pf : tensor<1x40x2x3xf32>) cu_seqlens(%cu : tensor<3xi32>) {window = 70 : i64} : tensor<1x40x2x4xf32>, tensor<1x40x2x4xf32>, tensor<1x40x2x6xf32> -> tensor<1x40x2x6xf32>
   return %o, %po : tensor<2x40x2x6xf32>, tensor<1x40x2x6xf32>
 }
+
+// -----
+
+// The hybrid with context tokens (keys before the queries), an initial
+// state and the final state.
+// CHECK-LABEL: func.func @sliding_window_hybrid_state
+// CHECK: %{{.*}}, %{{.*}} = la.sliding_window_hybrid %{{.*}}, %{{.*}}, %{{.*}} features(%{{.*}} : tensor<2x8x2x3xf32>, %{{.*}} : tensor<2x40x2x3xf32>) initial_state(%{{.*}} : tensor<2x2x3x7xf32>) {window = 32 : i64} : tensor<2x8x2x4xf32>, tensor<2x40x2x4xf32>, tensor<2x40x2x6xf32> -> tensor<2x8x2x6xf32>, tensor<2x2x3x7xf32>
+// GENERIC-LABEL: sym_name = "sliding_window_hybrid_state"
+// GENERIC: "la.sliding_window_hybrid"({{.*}}) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 1>, window = 32 : i64}>
+func.func @sliding_window_hybrid_state(%q: tensor<2x8x2x4xf32>, %k: tensor<2x40x2x4xf32>, %v: tensor<2x40x2x6xf32>, %fq: tensor<2x8x2x3xf32>, %fk: tensor<2x40x2x3xf32>, %s0: tensor<2x2x3x7xf32>) -> (tensor<2x8x2x6xf32>, tensor<2x2x3x7xf32>) {
+  %o, %s = la.sliding_window_hybrid %q, %k, %v features(%fq : tensor<2x8x2x3xf32>, %fk : tensor<2x40x2x3xf32>) initial_state(%s0 : tensor<2x2x3x7xf32>) {window = 32 : i64} : tensor<2x8x2x4xf32>, tensor<2x40x2x4xf32>, tensor<2x40x2x6xf32> -> tensor<2x8x2x6xf32>, tensor<2x2x3x7xf32>
+  return %o, %s : tensor<2x8x2x6xf32>, tensor<2x2x3x7xf32>
+}

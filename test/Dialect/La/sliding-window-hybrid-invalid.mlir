@@ -25,7 +25,7 @@ func.func @q_rank(%q: tensor<16x2x8xf32>, %v: tensor<1x16x2x4xf32>, %f: tensor<1
 // -----
 
 func.func @k_shape(%q: tensor<1x16x2x8xf32>, %k: tensor<1x16x2x4xf32>, %v: tensor<1x16x2x4xf32>, %f: tensor<1x16x2x3xf32>) {
-  // expected-error @+1 {{expects 'k' of shape [1,16,2,8] [B,T,H,K] like 'q', got [1,16,2,4]}}
+  // expected-error @+1 {{expects 'k' of shape [1,16,2,8] [B,S,H,K] (S >= T tokens), got [1,16,2,4]}}
   %o = la.sliding_window_hybrid %q, %k, %v features(%f : tensor<1x16x2x3xf32>, %f : tensor<1x16x2x3xf32>) {window = 4 : i64} : tensor<1x16x2x8xf32>, tensor<1x16x2x4xf32>, tensor<1x16x2x4xf32> -> tensor<1x16x2x4xf32>
   return
 }
@@ -33,7 +33,7 @@ func.func @k_shape(%q: tensor<1x16x2x8xf32>, %k: tensor<1x16x2x4xf32>, %v: tenso
 // -----
 
 func.func @v_tokens(%q: tensor<1x16x2x8xf32>, %v: tensor<1x15x2x4xf32>, %f: tensor<1x16x2x3xf32>, %o0: tensor<1x16x2x4xf32>) {
-  // expected-error @+1 {{expects 'v' of shape [1,16,2,4] [B,T,H,V], got [1,15,2,4]}}
+  // expected-error @+1 {{expects 'v' of shape [1,16,2,4] [B,S,H,V] like 'k', got [1,15,2,4]}}
   %o = la.sliding_window_hybrid %q, %q, %v features(%f : tensor<1x16x2x3xf32>, %f : tensor<1x16x2x3xf32>) {window = 4 : i64} : tensor<1x16x2x8xf32>, tensor<1x16x2x8xf32>, tensor<1x15x2x4xf32> -> tensor<1x16x2x4xf32>
   return
 }
@@ -41,7 +41,7 @@ func.func @v_tokens(%q: tensor<1x16x2x8xf32>, %v: tensor<1x15x2x4xf32>, %f: tens
 // -----
 
 func.func @feature_heads(%q: tensor<1x16x2x8xf32>, %v: tensor<1x16x2x4xf32>, %fq: tensor<1x16x2x3xf32>, %fk: tensor<1x16x1x3xf32>) {
-  // expected-error @+1 {{expects 'feature_k' of shape [1,16,2,3] [B,T,H,F] like 'feature_q', got [1,16,1,3]}}
+  // expected-error @+1 {{expects 'feature_k' of shape [1,16,2,3] [B,S,H,F] like 'k' and 'feature_q', got [1,16,1,3]}}
   %o = la.sliding_window_hybrid %q, %q, %v features(%fq : tensor<1x16x2x3xf32>, %fk : tensor<1x16x1x3xf32>) {window = 4 : i64} : tensor<1x16x2x8xf32>, tensor<1x16x2x8xf32>, tensor<1x16x2x4xf32> -> tensor<1x16x2x4xf32>
   return
 }
@@ -49,7 +49,7 @@ func.func @feature_heads(%q: tensor<1x16x2x8xf32>, %v: tensor<1x16x2x4xf32>, %fq
 // -----
 
 func.func @o_shape(%q: tensor<1x16x2x8xf32>, %v: tensor<1x16x2x4xf32>, %f: tensor<1x16x2x3xf32>) {
-  // expected-error @+1 {{expects 'o' of shape [1,16,2,4] [B,T,H,V] like 'v', got [1,16,2,8]}}
+  // expected-error @+1 {{expects 'o' of shape [1,16,2,4] [B,T,H,V] like 'q' and 'v', got [1,16,2,8]}}
   %o = la.sliding_window_hybrid %q, %q, %v features(%f : tensor<1x16x2x3xf32>, %f : tensor<1x16x2x3xf32>) {window = 4 : i64} : tensor<1x16x2x8xf32>, tensor<1x16x2x8xf32>, tensor<1x16x2x4xf32> -> tensor<1x16x2x8xf32>
   return
 }
@@ -124,5 +124,69 @@ func.func @packed_offsets(%q: tensor<1x16x2x8xf32>, %v: tensor<1x16x2x4xf32>, %f
 func.func @packed_count(%q: tensor<1x16x2x8xf32>, %v: tensor<1x16x2x4xf32>, %f: tensor<1x16x2x3xf32>, %cu: tensor<1xi32>) {
   // expected-error @+1 {{expects 'cu_seqlens' to hold N+1 >= 2 offsets, got 1}}
   %o = la.sliding_window_hybrid %q, %q, %v features(%f : tensor<1x16x2x3xf32>, %f : tensor<1x16x2x3xf32>) cu_seqlens(%cu : tensor<1xi32>) {window = 4 : i64} : tensor<1x16x2x8xf32>, tensor<1x16x2x8xf32>, tensor<1x16x2x4xf32> -> tensor<1x16x2x4xf32>
+  return
+}
+
+// -----
+
+func.func @fewer_keys_than_queries(%q: tensor<1x16x2x8xf32>, %k: tensor<1x8x2x8xf32>, %v: tensor<1x8x2x4xf32>, %fq: tensor<1x16x2x3xf32>, %fk: tensor<1x8x2x3xf32>) {
+  // expected-error @+1 {{expects at least as many key tokens as queries (S >= T), got S = 8 and T = 16}}
+  %o = la.sliding_window_hybrid %q, %k, %v features(%fq : tensor<1x16x2x3xf32>, %fk : tensor<1x8x2x3xf32>) {window = 4 : i64} : tensor<1x16x2x8xf32>, tensor<1x8x2x8xf32>, tensor<1x8x2x4xf32> -> tensor<1x16x2x4xf32>
+  return
+}
+
+// -----
+
+func.func @initial_state_shape(%q: tensor<1x16x2x8xf32>, %v: tensor<1x16x2x4xf32>, %f: tensor<1x16x2x3xf32>, %s0: tensor<1x2x3x4xf32>) {
+  // expected-error @+1 {{expects 'initial_state' of shape [1,2,3,5] [B,H,F,V+1] (the far part's state and normaliser), got [1,2,3,4]}}
+  %o = la.sliding_window_hybrid %q, %q, %v features(%f : tensor<1x16x2x3xf32>, %f : tensor<1x16x2x3xf32>) initial_state(%s0 : tensor<1x2x3x4xf32>) {window = 4 : i64} : tensor<1x16x2x8xf32>, tensor<1x16x2x8xf32>, tensor<1x16x2x4xf32> -> tensor<1x16x2x4xf32>
+  return
+}
+
+// -----
+
+func.func @final_state_shape(%q: tensor<1x16x2x8xf32>, %v: tensor<1x16x2x4xf32>, %f: tensor<1x16x2x3xf32>) {
+  // expected-error @+1 {{expects 'final_state' of shape [1,2,3,5] [B,H,F,V+1] (the far part's state and normaliser), got [1,3,2,5]}}
+  %o, %s = la.sliding_window_hybrid %q, %q, %v features(%f : tensor<1x16x2x3xf32>, %f : tensor<1x16x2x3xf32>) {window = 4 : i64} : tensor<1x16x2x8xf32>, tensor<1x16x2x8xf32>, tensor<1x16x2x4xf32> -> tensor<1x16x2x4xf32>, tensor<1x3x2x5xf32>
+  return
+}
+
+// -----
+
+func.func @initial_state_type(%q: tensor<1x16x2x8xf32>, %v: tensor<1x16x2x4xf32>, %f: tensor<1x16x2x3xf32>, %s0: tensor<1x2x3x5xbf16>) {
+  // expected-error @+1 {{operand #5 must be ranked tensor of 32-bit float values}}
+  %o = la.sliding_window_hybrid %q, %q, %v features(%f : tensor<1x16x2x3xf32>, %f : tensor<1x16x2x3xf32>) initial_state(%s0 : tensor<1x2x3x5xbf16>) {window = 4 : i64} : tensor<1x16x2x8xf32>, tensor<1x16x2x8xf32>, tensor<1x16x2x4xf32> -> tensor<1x16x2x4xf32>
+  return
+}
+
+// -----
+
+func.func @packed_with_state(%q: tensor<1x16x2x8xf32>, %v: tensor<1x16x2x4xf32>, %f: tensor<1x16x2x3xf32>, %cu: tensor<3xi32>, %s0: tensor<2x2x3x5xf32>) {
+  // expected-error @+1 {{with 'cu_seqlens' takes no 'initial_state' and has no 'final_state' (packed sequences start from zero)}}
+  %o = la.sliding_window_hybrid %q, %q, %v features(%f : tensor<1x16x2x3xf32>, %f : tensor<1x16x2x3xf32>) cu_seqlens(%cu : tensor<3xi32>) initial_state(%s0 : tensor<2x2x3x5xf32>) {window = 4 : i64} : tensor<1x16x2x8xf32>, tensor<1x16x2x8xf32>, tensor<1x16x2x4xf32> -> tensor<1x16x2x4xf32>
+  return
+}
+
+// -----
+
+func.func @packed_final_state(%q: tensor<1x16x2x8xf32>, %v: tensor<1x16x2x4xf32>, %f: tensor<1x16x2x3xf32>, %cu: tensor<3xi32>) {
+  // expected-error @+1 {{with 'cu_seqlens' takes no 'initial_state' and has no 'final_state' (packed sequences start from zero)}}
+  %o, %s = la.sliding_window_hybrid %q, %q, %v features(%f : tensor<1x16x2x3xf32>, %f : tensor<1x16x2x3xf32>) cu_seqlens(%cu : tensor<3xi32>) {window = 4 : i64} : tensor<1x16x2x8xf32>, tensor<1x16x2x8xf32>, tensor<1x16x2x4xf32> -> tensor<1x16x2x4xf32>, tensor<1x2x3x5xf32>
+  return
+}
+
+// -----
+
+func.func @packed_with_context(%q: tensor<1x16x2x8xf32>, %k: tensor<1x20x2x8xf32>, %v: tensor<1x20x2x4xf32>, %fq: tensor<1x16x2x3xf32>, %fk: tensor<1x20x2x3xf32>, %cu: tensor<3xi32>) {
+  // expected-error @+1 {{with 'cu_seqlens' expects the keys' tokens to be the queries' (S = T, no context), got 'k' of shape [1,20,2,8] and 'q' of shape [1,16,2,8]}}
+  %o = la.sliding_window_hybrid %q, %k, %v features(%fq : tensor<1x16x2x3xf32>, %fk : tensor<1x20x2x3xf32>) cu_seqlens(%cu : tensor<3xi32>) {window = 4 : i64} : tensor<1x16x2x8xf32>, tensor<1x20x2x8xf32>, tensor<1x20x2x4xf32> -> tensor<1x16x2x4xf32>
+  return
+}
+
+// -----
+
+func.func @packed_with_dynamic_context(%q: tensor<1x16x2x8xf32>, %k: tensor<1x?x2x8xf32>, %v: tensor<1x?x2x4xf32>, %fq: tensor<1x16x2x3xf32>, %fk: tensor<1x?x2x3xf32>, %cu: tensor<3xi32>) {
+  // expected-error @+1 {{with 'cu_seqlens' expects the keys' tokens to be the queries' (S = T, no context), got 'k' of shape [1,?,2,8] and 'q' of shape [1,16,2,8]}}
+  %o = la.sliding_window_hybrid %q, %k, %v features(%fq : tensor<1x16x2x3xf32>, %fk : tensor<1x?x2x3xf32>) cu_seqlens(%cu : tensor<3xi32>) {window = 4 : i64} : tensor<1x16x2x8xf32>, tensor<1x?x2x8xf32>, tensor<1x?x2x4xf32> -> tensor<1x16x2x4xf32>
   return
 }

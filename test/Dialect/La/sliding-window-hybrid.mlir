@@ -118,3 +118,54 @@ func.func @packed(%q: tensor<1x40x1x4xf32>, %v: tensor<1x40x1x4xf32>, %f: tensor
     : tensor<1x40x1x4xf32>, tensor<1x40x1x4xf32>, tensor<1x40x1x4xf32> -> tensor<1x40x1x4xf32>
   return %o : tensor<1x40x1x4xf32>
 }
+
+// -----
+
+// Keys with L = 16 context tokens before the 8 queries, an initial state and
+// the final state: the recurrence runs over the queries' tokens, its keys
+// and values the moved ones from token L on, and starts from the given
+// state plus the moved tokens before L; the window's queries are padded to
+// token L, and the outputs read from there.
+// ROUNDTRIP-LABEL: func.func @context_and_state
+// ROUNDTRIP: %{{.*}}, %{{.*}} = la.sliding_window_hybrid %{{.*}}, %{{.*}}, %{{.*}} features(%{{.*}} : tensor<1x8x2x4xf32>, %{{.*}} : tensor<1x24x2x4xf32>) initial_state(%{{.*}} : tensor<1x2x4x9xf32>) {window = 10 : i64} : tensor<1x8x2x16xf32>, tensor<1x24x2x16xf32>, tensor<1x24x2x8xf32> -> tensor<1x8x2x8xf32>, tensor<1x2x4x9xf32>
+// CHECK-LABEL: func.func @context_and_state
+// CHECK-SAME: (%[[Q:.*]]: tensor<1x8x2x16xf32>, %[[K:.*]]: tensor<1x24x2x16xf32>, %[[V:.*]]: tensor<1x24x2x8xf32>, %[[FQ:.*]]: tensor<1x8x2x4xf32>, %[[FK:.*]]: tensor<1x24x2x4xf32>, %[[S0:.*]]: tensor<1x2x4x9xf32>)
+// CHECK: %[[FKS:.*]] = tensor.insert_slice %{{.*}} into %{{.*}}[0, 10, 0, 0] [1, 14, 2, 4]
+// CHECK: %[[VS:.*]] = tensor.insert_slice %{{.*}} into %{{.*}}[0, 10, 0, 0] [1, 14, 2, 8]
+// CHECK: %[[FKQ:.*]] = tensor.extract_slice %[[FKS]][0, 16, 0, 0] [1, 8, 2, 4]
+// CHECK: %[[VQ:.*]] = tensor.extract_slice %[[VS]][0, 16, 0, 0] [1, 8, 2, 9]
+// CHECK: %[[FKE:.*]] = tensor.extract_slice %[[FKS]][0, 0, 0, 0] [1, 16, 2, 4]
+// CHECK: %[[VE:.*]] = tensor.extract_slice %[[VS]][0, 0, 0, 0] [1, 16, 2, 9]
+// CHECK: %[[COPY:.*]] = linalg.copy ins(%[[S0]] : tensor<1x2x4x9xf32>)
+// CHECK: %[[INIT:.*]] = linalg.generic {{.*}} ins(%[[FKE]], %[[VE]] : tensor<1x16x2x4xf32>, tensor<1x16x2x9xf32>) outs(%[[COPY]] : tensor<1x2x4x9xf32>)
+// CHECK: %[[FAR:.*]], %[[FINAL:.*]] = la.recurrence decay(none) low_rank(none) %[[FQ]], %[[FKQ]], %[[VQ]] outs(%{{.*}}, %[[INIT]] : tensor<1x8x2x9xf32>, tensor<1x2x4x9xf32>)
+// CHECK: tensor.insert_slice %[[Q]] into %{{.*}}[0, 16, 0, 0] [1, 8, 2, 16] [1, 1, 1, 1] : tensor<1x8x2x16xf32> into tensor<1x32x2x16xf32>
+// CHECK: %[[WO:.*]] = tensor.extract_slice %{{.*}}[0, 16, 0, 0] [1, 8, 2, 8] [1, 1, 1, 1] : tensor<1x32x2x8xf32> to tensor<1x8x2x8xf32>
+// CHECK: %[[FARV:.*]] = tensor.extract_slice %[[FAR]][0, 0, 0, 0] [1, 8, 2, 8]
+// CHECK: %[[OUT:.*]] = linalg.generic {{.*}} ins(%[[WO]], %[[FARV]], {{.*}}) outs(%{{.*}} : tensor<1x8x2x8xf32>)
+// The non-finite values' first token is counted among the keys' tokens.
+// CHECK: arith.addf %{{.*}}, %cst{{.*}} : f32
+// CHECK: return %[[OUT]], %[[FINAL]]
+func.func @context_and_state(%q: tensor<1x8x2x16xf32>, %k: tensor<1x24x2x16xf32>, %v: tensor<1x24x2x8xf32>, %fq: tensor<1x8x2x4xf32>, %fk: tensor<1x24x2x4xf32>, %s0: tensor<1x2x4x9xf32>) -> (tensor<1x8x2x8xf32>, tensor<1x2x4x9xf32>) {
+  %o, %s = la.sliding_window_hybrid %q, %k, %v features(%fq : tensor<1x8x2x4xf32>, %fk : tensor<1x24x2x4xf32>) initial_state(%s0 : tensor<1x2x4x9xf32>) {window = 10 : i64}
+    : tensor<1x8x2x16xf32>, tensor<1x24x2x16xf32>, tensor<1x24x2x8xf32> -> tensor<1x8x2x8xf32>, tensor<1x2x4x9xf32>
+  return %o, %s : tensor<1x8x2x8xf32>, tensor<1x2x4x9xf32>
+}
+
+// -----
+
+// A run-time number of context tokens (S - T, from the keys' and queries'
+// sizes); no initial state: the moved tokens before L start from zeros.
+// CHECK-LABEL: func.func @dynamic_context
+// CHECK-SAME: (%[[Q:.*]]: tensor<1x?x2x16xf32>, %[[K:.*]]: tensor<1x?x2x16xf32>, %[[V:.*]]: tensor<1x?x2x8xf32>
+// CHECK: %[[T:.*]] = tensor.dim %[[Q]], %c1
+// CHECK: %[[S:.*]] = tensor.dim %[[V]], %c1
+// CHECK: %[[L:.*]] = affine.apply #{{.*}}()[%[[S]], %[[T]]]
+// CHECK: tensor.extract_slice %{{.*}}[0, %[[L]], 0, 0] [1, %[[T]], 2, 4]
+// CHECK: la.recurrence decay(none) low_rank(none)
+// CHECK: tensor.insert_slice %[[Q]] into %{{.*}}[0, %[[L]], 0, 0]
+func.func @dynamic_context(%q: tensor<1x?x2x16xf32>, %k: tensor<1x?x2x16xf32>, %v: tensor<1x?x2x8xf32>, %fq: tensor<1x?x2x4xf32>, %fk: tensor<1x?x2x4xf32>) -> (tensor<1x?x2x8xf32>, tensor<1x2x4x9xf32>) {
+  %o, %s = la.sliding_window_hybrid %q, %k, %v features(%fq : tensor<1x?x2x4xf32>, %fk : tensor<1x?x2x4xf32>) {window = 10 : i64}
+    : tensor<1x?x2x16xf32>, tensor<1x?x2x16xf32>, tensor<1x?x2x8xf32> -> tensor<1x?x2x8xf32>, tensor<1x2x4x9xf32>
+  return %o, %s : tensor<1x?x2x8xf32>, tensor<1x2x4x9xf32>
+}

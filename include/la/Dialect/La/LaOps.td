@@ -200,7 +200,8 @@ def La_AttentionOp : La_Op<"attention", [
   }];
 }
 
-def La_SlidingWindowHybridOp : La_Op<"sliding_window_hybrid", [Pure]> {
+def La_SlidingWindowHybridOp : La_Op<"sliding_window_hybrid", [
+    Pure, AttrSizedOperandSegments]> {
   let summary = "softmax attention in a sliding window, linear attention "
                 "outside it, one normalisation (level 0)";
   let description = [{
@@ -217,11 +218,26 @@ def La_SlidingWindowHybridOp : La_Op<"sliding_window_hybrid", [Pure]> {
 
     with `c_t = max(0, max_{t-w < s <= t} scale q_t . k_s)`, so that no
     exponential overflows (the far part is scaled, never shifted up).
-    `q, k : [B,T,H,K]`, `v : [B,T,H,V]`, `feature_q, feature_k : [B,T,H,F]`;
-    `o : [B,T,H,V]` has v's element type. `scale` defaults to `K^-0.5`.
+    `q : [B,T,H,K]`, `feature_q : [B,T,H,F]`, `k : [B,S,H,K]`,
+    `v : [B,S,H,V]`, `feature_k : [B,S,H,F]` with `S >= T`: the first
+    `L = S - T` tokens of the keys are context (a window cache: tokens
+    before the queries, read and not queried), and query `t` is token
+    `L + t`. `o : [B,T,H,V]` has v's element type. `scale` defaults to
+    `K^-0.5`.
+
+    `initial_state : [B,H,F,V+1]` (f32) is the far part's state of the
+    tokens before the context, `sum_s fk_s [v_s, 1]^T` (its last column the
+    far normaliser), read as far by every query (exact when the context
+    holds at least `w - 1` tokens, or the state is zero). The optional
+    result `final_state` is that state after the tokens the next token's
+    window no longer reaches (all but the last `w` keys): a sequence
+    continues with it and its last `w` keys, values and key features as the
+    next call's context.
+
     With `cu_seqlens` (B = 1, N+1 offsets) the tokens are N packed
     sequences: neither the window nor the far part reaches across a
-    sequence's first token.
+    sequence's first token; packed sequences take no context, initial state
+    or final state.
 
     The op implements upstream's `AggregatedOpInterface`; its decomposition
     (which `la-lower-to-recurrence` applies) is an `la.recurrence` of linear
@@ -251,17 +267,20 @@ def La_SlidingWindowHybridOp : La_Op<"sliding_window_hybrid", [Pure]> {
     La_FloatTensor:$feature_q,
     La_FloatTensor:$feature_k,
     Optional<La_SeqLensTensor>:$cu_seqlens,
+    Optional<La_F32Tensor>:$initial_state,
     I64Attr:$window,
     OptionalAttr<F32Attr>:$scale
   );
-  let results = (outs La_FloatTensor:$o);
+  let results = (outs La_FloatTensor:$o, Optional<La_F32Tensor>:$final_state);
 
   let assemblyFormat = [{
     $q `,` $k `,` $v
     `features` `(` $feature_q `:` type($feature_q) `,`
                    $feature_k `:` type($feature_k) `)`
     (`cu_seqlens` `(` $cu_seqlens^ `:` type($cu_seqlens) `)`)?
+    (`initial_state` `(` $initial_state^ `:` type($initial_state) `)`)?
     attr-dict `:` type($q) `,` type($k) `,` type($v) `->` type($o)
+    (`,` type($final_state)^)?
   }];
 
   let hasVerifier = 1;

@@ -658,17 +658,27 @@ LogicalResult SlidingWindowHybridOp::verify() {
     valueDim = getV().getType().getDimSize(3);
   if (getFeatureQ().getType().getRank() == 4)
     featureDim = getFeatureQ().getType().getDimSize(3);
-  if (failed(verifyShape(*this, getK(), "k", q, "[B,T,H,K] like 'q'")) ||
-      failed(verifyShape(*this, getV(), "v", {q[0], q[1], q[2], valueDim},
-                         "[B,T,H,V]")) ||
+  // The keys' tokens S = L + T: L context tokens before the queries.
+  int64_t keyTokens = ShapedType::kDynamic;
+  if (getK().getType().getRank() == 4)
+    keyTokens = getK().getType().getDimSize(1);
+  if (failed(verifyShape(*this, getK(), "k", {q[0], keyTokens, q[2], q[3]},
+                         "[B,S,H,K] (S >= T tokens)")) ||
+      failed(verifyShape(*this, getV(), "v", {q[0], keyTokens, q[2], valueDim},
+                         "[B,S,H,V] like 'k'")) ||
       failed(verifyShape(*this, getFeatureQ(), "feature_q",
                          {q[0], q[1], q[2], featureDim}, "[B,T,H,F]")) ||
       failed(verifyShape(*this, getFeatureK(), "feature_k",
-                         {q[0], q[1], q[2], featureDim},
-                         "[B,T,H,F] like 'feature_q'")) ||
+                         {q[0], keyTokens, q[2], featureDim},
+                         "[B,S,H,F] like 'k' and 'feature_q'")) ||
       failed(verifyShape(*this, getO(), "o", {q[0], q[1], q[2], valueDim},
-                         "[B,T,H,V] like 'v'")))
+                         "[B,T,H,V] like 'q' and 'v'")))
     return failure();
+  if (!ShapedType::isDynamic(keyTokens) && !ShapedType::isDynamic(q[1]) &&
+      keyTokens < q[1])
+    return emitOpError() << "expects at least as many key tokens as queries "
+                            "(S >= T), got S = "
+                         << keyTokens << " and T = " << q[1];
   if (getK().getType().getElementType() != qType.getElementType())
     return emitOpError() << "expects 'q' and 'k' of one element type, got "
                          << qType.getElementType() << " and "
@@ -694,9 +704,32 @@ LogicalResult SlidingWindowHybridOp::verify() {
   if (!getScale() && qType.isDynamicDim(3))
     return emitOpError(
         "needs a static K to default 'scale' to K^-0.5; set 'scale'");
-  if (Value offsets = getCuSeqlens())
-    return verifySequenceOffsets(*this, offsets, q[0], q[1]);
-  return success();
+  Value offsets = getCuSeqlens();
+  if (offsets && (getInitialState() || getFinalState()))
+    return emitOpError("with 'cu_seqlens' takes no 'initial_state' and has no "
+                       "'final_state' (packed sequences start from zero)");
+  // The far state: [B,H,F,V+1], its last column the far normaliser.
+  int64_t stateColumns =
+      ShapedType::isDynamic(valueDim) ? ShapedType::kDynamic : valueDim + 1;
+  SmallVector<int64_t> stateShape = {q[0], q[2], featureDim, stateColumns};
+  StringRef stateForm = "[B,H,F,V+1] (the far part's state and normaliser)";
+  if (Value state = getInitialState())
+    if (failed(
+            verifyShape(*this, state, "initial_state", stateShape, stateForm)))
+      return failure();
+  if (Value state = getFinalState())
+    if (failed(verifyShape(*this, state, "final_state", stateShape, stateForm)))
+      return failure();
+  if (!offsets)
+    return success();
+  // Packed sequences have no context: S = T, the same static or dynamic
+  // size (a dynamic pair is the caller's to keep equal).
+  if (keyTokens != q[1])
+    return emitOpError("with 'cu_seqlens' expects the keys' tokens to be the "
+                       "queries' (S = T, no context), got ")
+           << "'k' of shape " << formatShape(getK().getType().getShape())
+           << " and 'q' of shape " << formatShape(q);
+  return verifySequenceOffsets(*this, offsets, q[0], q[1]);
 }
 
 float AttentionGradOp::getEffectiveScale() {

@@ -20,6 +20,7 @@
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Arith/Utils/Utils.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -244,8 +245,10 @@ static Value zeroAcrossStarts(OpBuilder &b, Location loc, Value x, Value starts,
       });
 }
 
-/// `x` [B,T,H,D] converted to f32 (a copy).
+/// `x` [B,T,H,D] converted to f32 (a copy; `x` itself when it is f32).
 static Value toF32(OpBuilder &b, Location loc, Value x) {
+  if (cast<RankedTensorType>(x.getType()).getElementType().isF32())
+    return x;
   MLIRContext *ctx = b.getContext();
   AffineMap id = dimMap(ctx, 4, {0, 1, 2, 3});
   return buildGeneric(
@@ -287,8 +290,31 @@ mlir::la::decomposeSlidingWindowHybrid(OpBuilder &b, SlidingWindowHybridOp op) {
   Value q = op.getQ(), k = op.getK(), v = op.getV();
   SmallVector<OpFoldResult> qSizes = mixedSizes(b, loc, q);
   SmallVector<OpFoldResult> vSizes = mixedSizes(b, loc, v);
-  OpFoldResult batch = qSizes[0], time = qSizes[1], heads = qSizes[2];
+  // The window and the moved tokens are over the keys' S = L + T tokens;
+  // the queries are the last T (packed sequences have no context: L = 0).
+  Value offsets = op.getCuSeqlens();
+  OpFoldResult batch = qSizes[0], heads = qSizes[2];
+  OpFoldResult queryTime = qSizes[1];
+  OpFoldResult time = offsets ? queryTime : vSizes[1];
+  OpFoldResult context =
+      offsets ? OpFoldResult(b.getIndexAttr(0))
+              : affine::makeComposedFoldedAffineApply(
+                    b, loc, b.getAffineSymbolExpr(0) - b.getAffineSymbolExpr(1),
+                    {time, queryTime});
+  bool noContext = isConstantIntValue(context, 0);
   OpFoldResult valueDim = vSizes[3];
+  SmallVector<OpFoldResult> ones(4, b.getIndexAttr(1));
+  // x [B,S,...] from token L on: the tokens of the queries.
+  auto queryTokens = [&](Value x) {
+    SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, x);
+    SmallVector<OpFoldResult> offsetsOf(sizes.size(), b.getIndexAttr(0));
+    offsetsOf[1] = context;
+    sizes[1] = queryTime;
+    return tensor::ExtractSliceOp::create(
+               b, loc, x, offsetsOf, sizes,
+               SmallVector<OpFoldResult>(sizes.size(), b.getIndexAttr(1)))
+        .getResult();
+  };
 
   // The far part: linear attention on the features, keys and values w
   // tokens later, the values with a column of ones.
@@ -296,12 +322,17 @@ mlir::la::decomposeSlidingWindowHybrid(OpBuilder &b, SlidingWindowHybridOp op) {
   // the sequence before: the moved tokens that came from it are zeroed (in
   // f32: a select of 16-bit floats is not legal for every vector width on
   // x86), and the recurrence restarts at every sequence.
-  Value offsets = op.getCuSeqlens();
+  // With context the recurrence runs over the queries' T tokens: the moved
+  // tokens before them (context tokens before s < L - w) are summed into its
+  // initial state.
   Value starts = offsets ? sequenceStarts(b, loc, offsets, time) : Value();
   RecurrenceParts far;
   far.q = op.getFeatureQ();
-  far.k = shiftTokens(b, loc, op.getFeatureK(), window, /*onesColumn=*/false);
-  far.v = shiftTokens(b, loc, v, window, /*onesColumn=*/true);
+  Value movedKeys =
+      shiftTokens(b, loc, op.getFeatureK(), window, /*onesColumn=*/false);
+  Value movedValues = shiftTokens(b, loc, v, window, /*onesColumn=*/true);
+  far.k = noContext ? movedKeys : queryTokens(movedKeys);
+  far.v = noContext ? movedValues : queryTokens(movedValues);
   if (offsets) {
     far.q = toF32(b, loc, far.q);
     far.k = zeroAcrossStarts(b, loc, toF32(b, loc, far.k), starts, window);
@@ -313,8 +344,41 @@ mlir::la::decomposeSlidingWindowHybrid(OpBuilder &b, SlidingWindowHybridOp op) {
   far.scale = 1.0f;
   far.normalizer = false;
   far.oInit = emptyTensor(b, loc, mixedSizes(b, loc, far.v), f32);
-  far.initialState = zeroState(b, loc, far.q, far.v, offsets);
-  Value farOut = far.build(b, loc).getO();
+  far.initialState = op.getInitialState()
+                         ? op.getInitialState()
+                         : zeroState(b, loc, far.q, far.v, offsets);
+  if (!noContext) {
+    // state[b,h,f,c] += sum_{t < L} movedKeys[b,t,h,f] movedValues[b,t,h,c].
+    // Loops (b,h,f,c,t).
+    SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, movedKeys);
+    Value earlyKeys = tensor::ExtractSliceOp::create(
+        b, loc, movedKeys, SmallVector<OpFoldResult>(4, b.getIndexAttr(0)),
+        SmallVector<OpFoldResult>{sizes[0], context, sizes[2], sizes[3]}, ones);
+    SmallVector<OpFoldResult> valueSizes = mixedSizes(b, loc, movedValues);
+    Value earlyValues = tensor::ExtractSliceOp::create(
+        b, loc, movedValues, SmallVector<OpFoldResult>(4, b.getIndexAttr(0)),
+        SmallVector<OpFoldResult>{valueSizes[0], context, valueSizes[2],
+                                  valueSizes[3]},
+        ones);
+    // The given state is an input: the sum goes into a copy.
+    Value init = far.initialState;
+    if (op.getInitialState())
+      init =
+          linalg::CopyOp::create(
+              b, loc, init, emptyTensor(b, loc, mixedSizes(b, loc, init), f32))
+              .getResult(0);
+    far.initialState = buildGeneric(
+        b, loc, ValueRange{earlyKeys, earlyValues}, init,
+        {dimMap(ctx, 5, {0, 4, 1, 2}), dimMap(ctx, 5, {0, 4, 1, 3}),
+         dimMap(ctx, 5, {0, 1, 2, 3})},
+        4, 1, [](OpBuilder &nb, Location l, ValueRange args) {
+          Value key = extendToF32(nb, l, args[0]);
+          Value value = extendToF32(nb, l, args[1]);
+          return addF(nb, l, args[2], mulF(nb, l, key, value));
+        });
+  }
+  RecurrenceOp farOp = far.build(b, loc);
+  Value farOut = farOp.getO();
 
   // The window, over NC blocks of C tokens (T padded to NC * C).
   AffineExpr s0 = b.getAffineSymbolExpr(0);
@@ -327,7 +391,7 @@ mlir::la::decomposeSlidingWindowHybrid(OpBuilder &b, SlidingWindowHybridOp op) {
   OpFoldResult zero = b.getIndexAttr(0);
   OpFoldResult front = b.getIndexAttr(shifts * block);
   Value queries = splitBlocks(
-      b, loc, paddedF32(b, loc, q, zero, tokensOf(0), false), block);
+      b, loc, paddedF32(b, loc, q, context, tokensOf(0), false), block);
   // Keys and values with `shifts` blocks of zeros in front: the block
   // `shift` blocks before block n is block n + shifts - shift.
   Value keys = splitBlocks(
@@ -540,41 +604,41 @@ mlir::la::decomposeSlidingWindowHybrid(OpBuilder &b, SlidingWindowHybridOp op) {
     }
   }
 
-  // Back to tokens [B,T,...] and the two parts combined.
-  auto firstTokens = [&](Value x) {
-    SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, x);
-    sizes[1] = time;
-    return tensor::ExtractSliceOp::create(
-               b, loc, x, SmallVector<OpFoldResult>(sizes.size(), zero), sizes,
-               SmallVector<OpFoldResult>(sizes.size(), b.getIndexAttr(1)))
-        .getResult();
-  };
-  Value windowOut = firstTokens(joinBlocks(b, loc, weighted));
-  Value windowSum = firstTokens(joinBlocks(b, loc, rowSum));
-  Value shiftMax = firstTokens(joinBlocks(b, loc, rowMax));
-  SmallVector<OpFoldResult> ones(4, b.getIndexAttr(1));
+  // Back to the queries' tokens [B,T,...] and the two parts combined.
+  Value windowOut = queryTokens(joinBlocks(b, loc, weighted));
+  Value windowSum = queryTokens(joinBlocks(b, loc, rowSum));
+  Value shiftMax = queryTokens(joinBlocks(b, loc, rowMax));
   Value farValues = tensor::ExtractSliceOp::create(
       b, loc, farOut, SmallVector<OpFoldResult>(4, zero),
-      SmallVector<OpFoldResult>{batch, time, heads, valueDim}, ones);
+      SmallVector<OpFoldResult>{batch, queryTime, heads, valueDim}, ones);
   // The far normaliser, column V, as [B,T,H].
   auto rowsType = RankedTensorType::get(
-      staticShape(SmallVector<OpFoldResult>{batch, time, heads}), f32);
+      staticShape(SmallVector<OpFoldResult>{batch, queryTime, heads}), f32);
   Value farSum = tensor::ExtractSliceOp::create(
       b, loc, rowsType, farOut,
       SmallVector<OpFoldResult>{zero, zero, zero, valueDim},
-      SmallVector<OpFoldResult>{batch, time, heads, b.getIndexAttr(1)}, ones);
+      SmallVector<OpFoldResult>{batch, queryTime, heads, b.getIndexAttr(1)},
+      ones);
+  // The queries' first token among the keys' (L), for the poison's compare.
+  Value contextF32;
+  if (!noContext) {
+    Value count = getValueOrCreateConstantIndexOp(b, loc, context);
+    contextF32 = arith::UIToFPOp::create(
+        b, loc, f32,
+        arith::IndexCastUIOp::create(b, loc, b.getI64Type(), count));
+  }
   Type outElement = op.getO().getType().getElementType();
   AffineMap tokenMap = dimMap(ctx, 4, {0, 1, 2, 3});
   AffineMap tokenRowMap = dimMap(ctx, 4, {0, 1, 2});
   // The poison input: the first non-finite token per (b,h,vv), or the
   // window's count of them per token.
   Value poison =
-      firstBad ? firstBad : firstTokens(joinBlocks(b, loc, windowBad));
+      firstBad ? firstBad : queryTokens(joinBlocks(b, loc, windowBad));
   AffineMap poisonMap = firstBad ? dimMap(ctx, 4, {0, 2, 3}) : tokenMap;
   Value out = buildGeneric(
       b, loc,
       ValueRange{windowOut, farValues, windowSum, farSum, shiftMax, poison},
-      emptyTensor(b, loc, {batch, time, heads, valueDim}, outElement),
+      emptyTensor(b, loc, {batch, queryTime, heads, valueDim}, outElement),
       {tokenMap, tokenMap, tokenRowMap, tokenRowMap, tokenRowMap, poisonMap,
        tokenMap},
       4, 0, [&](OpBuilder &nb, Location l, ValueRange args) {
@@ -583,18 +647,34 @@ mlir::la::decomposeSlidingWindowHybrid(OpBuilder &b, SlidingWindowHybridOp op) {
         Value numerator = addF(nb, l, args[0], mulF(nb, l, damp, args[1]));
         Value denominator = addF(nb, l, args[2], mulF(nb, l, damp, args[3]));
         Value ratio = arith::DivFOp::create(nb, l, numerator, denominator);
-        Value poisoned =
-            firstBad ? arith::CmpFOp::create(nb, l, arith::CmpFPredicate::OGE,
-                                             indexAsF32(nb, l, 1), args[5])
-                     : arith::CmpFOp::create(nb, l, arith::CmpFPredicate::OGT,
-                                             args[5], constantF32(nb, l, 0.0f));
+        Value poisoned;
+        if (firstBad) {
+          // The query's token among the keys' tokens.
+          Value token = indexAsF32(nb, l, 1);
+          if (contextF32)
+            token = addF(nb, l, token, contextF32);
+          poisoned = arith::CmpFOp::create(nb, l, arith::CmpFPredicate::OGE,
+                                           token, args[5]);
+        } else {
+          poisoned = arith::CmpFOp::create(nb, l, arith::CmpFPredicate::OGT,
+                                           args[5], constantF32(nb, l, 0.0f));
+        }
         Value nan = constantF32(nb, l, std::numeric_limits<float>::quiet_NaN());
         Value result = arith::SelectOp::create(nb, l, poisoned, nan, ratio);
         return castFloat(nb, l, result, outElement);
       });
   if (out.getType() != op.getO().getType())
     out = tensor::CastOp::create(b, loc, op.getO().getType(), out);
-  return SmallVector<Value>{out};
+  SmallVector<Value> results = {out};
+  if (Value finalState = op.getFinalState()) {
+    // The recurrence's state after its last moved token: every key but the
+    // last w.
+    Value state = farOp.getFinalState();
+    if (state.getType() != finalState.getType())
+      state = tensor::CastOp::create(b, loc, finalState.getType(), state);
+    results.push_back(state);
+  }
+  return results;
 }
 
 namespace {
