@@ -192,8 +192,9 @@ def sliding_window_hybrid(q, k, v, feature_q, feature_k, window, *, scale=None,
     la's linear attention on the features, its keys and values shifted w
     tokens later (so token t reads the state after token t - w) with a
     column of ones appended to the values (its last output column is the
-    far part's normaliser); the window's w scores per token are computed
-    with torch (O(T w K)). Both forms scale both parts by
+    far part's normaliser); the window is computed with torch over blocks
+    of C tokens as the op's decomposition does (C x C products: memory O(T
+    C), not O(T w)). Both forms scale both parts by
     ``exp(-max(0, max window score))``, so nothing overflows. Returns
     ``o : [B, T, H, V]``."""
     window = int(window)
@@ -233,39 +234,61 @@ def sliding_window_hybrid(q, k, v, feature_q, feature_k, window, *, scale=None,
         raise ValueError(f"feature_q and feature_k must be [B, T, H, F] with F={F}, got "
                          f"{tuple(np.shape(feature_q))} and {tuple(np.shape(feature_k))}")
     scale = K ** -0.5 if scale is None else float(scale)
-    torch = _torch_module(q, k, v, feature_q, feature_k)
-    xp = torch if torch is not None else np
+    q, k, v, feature_q, feature_k = (x if isinstance(x, torch.Tensor) else torch.as_tensor(x)
+                                     for x in (q, k, v, feature_q, feature_k))
+    q, k, v, feature_q, feature_k = (x.float() for x in (q, k, v, feature_q, feature_k))
 
     def shifted(x):
         """x moved ``window`` tokens later (zeros in front)."""
         n = min(window, T)
-        if torch is None:
-            return np.concatenate([np.zeros((B, n) + x.shape[2:], x.dtype), x[:, :T - n]], 1)
         return torch.cat([x.new_zeros((B, n) + tuple(x.shape[2:])), x[:, :T - n]], 1)
 
-    if torch is None:
-        q, k, v, feature_q, feature_k = (np.asarray(x, np.float32)
-                                         for x in (q, k, v, feature_q, feature_k))
-        ones = np.ones((B, T, H, 1), np.float32)
-        values = np.concatenate([v, ones], -1)
-    else:
-        values = torch.cat([v, v.new_ones((B, T, H, 1))], -1)
+    values = torch.cat([v, v.new_ones((B, T, H, 1))], -1)
     far, _ = ops.linear_attention(feature_q, shifted(feature_k), shifted(values), scale=1.0,
                                   chunk_size=chunk_size, num_threads=num_threads)
-    # The window: scores[t, j] = scale q_t . k_{t-j}, j < w (masked before 0).
-    w = min(window, T)
-    padded_k = xp.concatenate([xp.zeros((B, w - 1, H, K), dtype=k.dtype), k], 1)
-    padded_v = xp.concatenate([xp.zeros((B, w - 1, H, V), dtype=v.dtype), v], 1)
-    keys = xp.stack([padded_k[:, w - 1 - j:w - 1 - j + T] for j in range(w)], 2)
-    vals = xp.stack([padded_v[:, w - 1 - j:w - 1 - j + T] for j in range(w)], 2)
-    scores = scale * xp.einsum("bthk,btjhk->btjh", q, keys)
-    valid = (np.arange(T)[:, None] - np.arange(w)[None, :] >= 0)[None, :, :, None]
-    scores = xp.where(xp.asarray(valid), scores, -np.inf)
-    c = xp.clip(xp.amax(scores, 2), 0.0, None)                     # [B, T, H]
-    weights = xp.exp(scores - c[:, :, None])
-    num = xp.einsum("btjh,btjhv->bthv", weights, vals)
-    den = weights.sum(2)
-    damp = xp.exp(-c)[..., None]
+    # The window as the op decomposes it: blocks of C tokens, each block's
+    # queries against its own block's keys and the `shifts` blocks' before
+    # it (C x C products, so memory O(T C), not O(T w)), masked to the window.
+    C = min(max(1 << max(window - 2, 0).bit_length(), 16), 64)
+    shifts = -(-(window - 1) // C)
+    NC = -(-T // C)
+
+    def blocks(x, front):
+        """[B, T, H, D] -> [B, H, front + NC, C, D], zeros around."""
+        padded = torch.cat([x.new_zeros((B, front * C) + tuple(x.shape[2:])), x,
+                            x.new_zeros((B, NC * C - T) + tuple(x.shape[2:]))], 1)
+        return padded.reshape(B, front + NC, C, H, -1).permute(0, 3, 1, 2, 4)
+
+    qb, kb, vb = blocks(q, 0), blocks(k, shifts), blocks(v, shifts)
+    rows = torch.arange(C)
+    scores, masks = [], []
+    for shift in range(shifts + 1):
+        keys = kb[:, :, shifts - shift:shifts - shift + NC]
+        scores.append(scale * torch.einsum("bhnik,bhnjk->bhnij", qb, keys))
+        distance = rows[:, None] + shift * C - rows[None, :]
+        valid = (distance >= 0) & (distance <= window - 1)
+        valid = valid[None, :, :] & (torch.arange(NC) >= shift)[:, None, None]
+        masks.append(valid)
+    # c_t = max(0, the largest score in the window); o does not depend on it.
+    with torch.no_grad():
+        c = torch.zeros(B, H, NC, C)
+        for score, valid in zip(scores, masks):
+            c = torch.maximum(c, torch.where(valid, score, -torch.inf).amax(-1))
+    num = torch.zeros(B, H, NC, C, V)
+    den = torch.zeros(B, H, NC, C)
+    for shift, (score, valid) in enumerate(zip(scores, masks)):
+        weights = torch.exp(torch.where(valid, score - c[..., None], -torch.inf))
+        num = num + torch.einsum("bhnij,bhnjv->bhniv", weights,
+                                 vb[:, :, shifts - shift:shifts - shift + NC])
+        den = den + weights.sum(-1)
+
+    def tokens(x):
+        """[B, H, NC, C, ...] -> [B, T, H, ...]."""
+        x = x.reshape((B, H, NC * C) + tuple(x.shape[4:]))[:, :, :T]
+        return x.movedim(1, 2)
+
+    num, den, c = tokens(num), tokens(den), tokens(c)
+    damp = torch.exp(-c)[..., None]
     return (num + damp * far[..., :V]) / (den[..., None] + damp * far[..., V:])
 
 

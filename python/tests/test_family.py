@@ -192,18 +192,21 @@ def test_sliding_window_hybrid_large_scores_do_not_overflow():
     assert rel_rms(o_ref[finite], o[finite]) <= 1e-4
 
 
-def test_sliding_window_hybrid_gradients():
+@pytest.mark.parametrize("T,window", [(9, 3), (40, 20), (40, 1), (30, 40), (70, 18)])
+def test_sliding_window_hybrid_gradients(T, window):
     """torch autograd through the composition (la's derived backward for the
-    linear part, torch for the window and the feature map) against central
-    differences of the fp64 reference with the feature map in NumPy."""
+    linear part, torch for the window over blocks of 16 to 64 tokens and for
+    the feature map) against central differences of the fp64 reference with
+    the feature map in NumPy: windows inside one block, reaching the block
+    before, of one token, longer than T, and blocks past the first two."""
     torch = pytest.importorskip("torch")
-    q, k, v, weight, bias = _hybrid_inputs(1, 9, 1, 4, 3, 4, seed=23)
+    q, k, v, weight, bias = _hybrid_inputs(1, T, 1, 4, 3, 4, seed=23)
     leaves = {"q": q, "k": k, "v": v, "weight": weight}
     t = {n: torch.tensor(x, requires_grad=True) for n, x in leaves.items()}
     bias_t = torch.tensor(bias)
     fq = family.hedgehog_features(t["q"], t["weight"], bias_t)
     fk = family.hedgehog_features(t["k"], t["weight"], bias_t)
-    o = family.sliding_window_hybrid(t["q"], t["k"], t["v"], fq, fk, 3, chunk_size=4)
+    o = family.sliding_window_hybrid(t["q"], t["k"], t["v"], fq, fk, window, chunk_size=4)
     do = np.random.default_rng(24).standard_normal(o.shape)
     (o * torch.tensor(do, dtype=torch.float32)).sum().backward()
 
@@ -215,7 +218,7 @@ def test_sliding_window_hybrid_gradients():
 
     def loss(x):
         out = reference.sliding_window_hybrid(x["q"], x["k"], x["v"], features(x["q"], x["weight"]),
-                                              features(x["k"], x["weight"]), 3)
+                                              features(x["k"], x["weight"]), window)
         return float((out * do).sum())
 
     base = {n: np.asarray(x, np.float64) for n, x in leaves.items()}
