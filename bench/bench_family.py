@@ -19,7 +19,9 @@ between them, the masks, the gathers and the level-0 terms, is not counted):
   follows is NumPy, not counted), then one la call per Fenwick level
   ``l >= 7`` over blocks of ``2^l`` tokens, all T tokens each;
 * Mixture-of-Memories (``la.family.mixture_of_memories``): ``--memories``
-  Gated DeltaNet memories as heads of one call, top-2 routing;
+  Gated DeltaNet memories, top-2 routing: one la call over packed
+  sequences, each memory's routed tokens (2T tokens in all; its FLOPs
+  counted as Gated DeltaNet's forward over them);
 * Gated DeltaProduct (``la.fla.chunk_gated_delta_product``): the delta rule
   over ``T * n`` tokens, ``n = 2``;
 * VLA (``la.family.variational_linear_attention``): the Sherman-Morrison
@@ -140,7 +142,8 @@ def _member(name, B, T, H, K, V, C, memories, rng):
 
         def run_base():
             return la.attention("gated_deltanet", q, k, v, g, beta, chunk_size=C)
-        return run, run_base, flops("gated_deltanet", B, T, M * H, K, V, C=C), \
+        # One call over each memory's routed tokens: 2T tokens per row.
+        return run, run_base, flops("gated_deltanet", B, 2 * T, H, K, V, C=C), \
             "gated_deltanet"
     if name == "gated_delta_product":
         n = 2

@@ -41,12 +41,6 @@ __all__ = ["mixture_of_memories", "hedgehog_features", "sliding_window_hybrid",
 _MEMORIES = ("linear", "gla", "mamba2", "deltanet", "gated_deltanet", "kda")
 
 
-def _merge_memories(x):
-    """``[B, T, M, H, ...] -> [B, T, M*H, ...]`` (memory-major heads)."""
-    shape = tuple(x.shape)
-    return x.reshape(shape[:2] + (shape[2] * shape[3],) + shape[4:])
-
-
 def mixture_of_memories(q, k, v, routing, memory="gated_deltanet", g=None, beta=None, *,
                         scale=None, initial_state=None, output_final_state=False,
                         cu_seqlens=None, chunk_size=64, num_threads=None):
@@ -67,8 +61,13 @@ def mixture_of_memories(q, k, v, routing, memory="gated_deltanet", g=None, beta=
     kept (no write, no decay). The output is ``o_t = sum_m routing[t, m]
     S^m_t^T (scale q_t)``. States are ``[N, M, H, K, V]``.
 
+    One la call: each (sequence, memory) pair's routed tokens, in time
+    order, are a packed sequence of it (``T * top_k`` tokens in all), and
+    each pair's read is added to its token's output with its weight.
+
     Returns ``(o [B, T, H, V], final_state or None)``; differentiable with
-    torch through la's derived backward and torch's products around it.
+    torch through la's derived backward and torch's gathers and products
+    around it.
     """
     if memory not in _MEMORIES:
         raise ValueError(f"unknown memory kind {memory!r}; expected one of {_MEMORIES}")
@@ -90,51 +89,89 @@ def mixture_of_memories(q, k, v, routing, memory="gated_deltanet", g=None, beta=
         q, k, v, routing = (np.asarray(x, dtype=np.float32) for x in (q, k, v, routing))
         g = None if g is None else np.asarray(g, dtype=np.float32)
         beta = None if beta is None else np.asarray(beta, dtype=np.float32)
-    routed = routing != 0
-    routed = routed.to(q.dtype) if torch is not None else routed.astype(np.float32)
-
-    def masked(x):
-        """x ([B, T, M, H, ...]) with the entries of unrouted tokens zeroed."""
-        mask = routed.reshape((B, T, M) + (1,) * (x.ndim - 3))
-        return x * mask
-
-    # Keys and values per memory head; the query repeated per memory.
-    q_memories = (q[:, :, None].expand(B, T, M, H, K) if torch is not None
-                  else np.broadcast_to(q[:, :, None], (B, T, M, H, K)))
     update, gate = ops.VARIANTS[variant]
-    if update == "additive":
-        # No write: a zero key. No decay: a zero log-gate.
-        k_in = masked(k)
-    else:
-        k_in = k  # the delta rule's write is beta k (v - k^T S): beta = 0
-    args = {}
     if gate in ("scalar", "channel"):
         if g is None:
             raise ValueError(f"{memory} memories need the gate g")
-        args["g"] = _merge_memories(masked(g))
     elif g is not None:
         raise ValueError(f"{memory} memories take no gate g")
     if update == "delta":
         if beta is None:
             raise ValueError(f"{memory} memories need beta [B, T, M, H]")
-        args["beta"] = _merge_memories(masked(beta))
     elif beta is not None:
         raise ValueError(f"{memory} memories take no beta")
+    # A memory changes only at the tokens routed to it, so memory m of
+    # sequence n is the rule over those tokens alone: packed sequences (n, m)
+    # of one la call, T * top_k tokens in all instead of T * M. The routing
+    # is data (the offsets): a new routing never recompiles.
+    routed = np.asarray((routing.detach() if torch is not None else routing) != 0)
+    routed = routed.reshape(B * T, M)
+    if cu_seqlens is None:
+        N = B
+        sequence_of = np.repeat(np.arange(B), T)
+    else:
+        offsets = np.asarray(cu_seqlens.detach().cpu() if torch is not None else cu_seqlens,
+                             np.int64)
+        if B != 1 or offsets.ndim != 1 or len(offsets) < 2 or offsets[0] != 0 \
+                or offsets[-1] != T or np.any(np.diff(offsets) < 0):
+            raise ValueError("cu_seqlens must be non-decreasing offsets from 0 to T with B = 1, "
+                             f"got {offsets.tolist()} for B = {B}, T = {T}")
+        N = len(offsets) - 1
+        sequence_of = np.repeat(np.arange(N), np.diff(offsets))
+    token, which = np.nonzero(routed)              # in token order, then memory
+    order = np.lexsort((token, which, sequence_of[token]))
+    token, which = token[order], which[order]
+    counts = np.bincount(sequence_of[token] * M + which, minlength=N * M)
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
     s0 = None
     if initial_state is not None:
-        s0 = initial_state.reshape((-1, M * H, K, V))
-    qm = _merge_memories(q_memories)
-    if torch is None:
-        qm = np.ascontiguousarray(qm)
-    o, state = ops.attention(variant, qm, _merge_memories(k_in), _merge_memories(v),
-                             args.get("g"), args.get("beta"), scale=scale,
-                             initial_state=s0, output_final_state=output_final_state,
-                             cu_seqlens=cu_seqlens, chunk_size=chunk_size,
-                             num_threads=num_threads)
-    o = o.reshape((B, T, M, H, V))
-    o = (o * routing[..., None, None]).sum(2)
+        s0 = initial_state.reshape((N * M, H, K, V))
+    if torch is not None:
+        token_t = torch.as_tensor(token, device=q.device)
+        which_t = torch.as_tensor(which, device=q.device)
+
+    def gathered(x, per_memory=True):
+        """The routed (token, memory) pairs' rows of x ([B, T, M, ...] or,
+        without ``per_memory``, [B, T, ...]), as one packed row [1, P, ...]."""
+        flat = x.reshape((B * T,) + tuple(x.shape[2:]))
+        if torch is not None:
+            rows = flat[token_t, which_t] if per_memory else flat[token_t]
+        else:
+            rows = flat[token, which] if per_memory else flat[token]
+        return rows[None]
+
+    P = len(token)
+    if P == 0:
+        # No token is routed anywhere: every memory is kept, the output zero.
+        o = (q.new_zeros((B, T, H, V)) if torch is not None
+             else np.zeros((B, T, H, V), np.float32))
+        state = None
+        if output_final_state:
+            state = (initial_state if initial_state is not None else
+                     (q.new_zeros((N, M, H, K, V)) if torch is not None
+                      else np.zeros((N, M, H, K, V), np.float32)))
+        return o, state
+    o_pairs, state = ops.attention(
+        variant, gathered(q, per_memory=False), gathered(k), gathered(v),
+        None if g is None else gathered(g), None if beta is None else gathered(beta),
+        scale=scale, initial_state=s0, output_final_state=output_final_state,
+        cu_seqlens=offsets, chunk_size=chunk_size, num_threads=num_threads)
+    # o_t = sum over t's memories of routing[t, m] (its read at t).
+    weights = gathered(routing[..., None])[0]                        # [P, 1]
+    weighted = o_pairs[0] * weights[:, :, None]                      # [P, H, V]
+    if torch is not None:
+        o = torch.zeros((B * T, H, V), dtype=weighted.dtype, device=weighted.device)
+        o = o.index_add(0, token_t, weighted)
+    else:
+        # One memory at a time: its pairs' tokens are distinct, so a plain
+        # indexed add sums them (np.add.at and reduceat are far slower).
+        o = np.zeros((B * T, H, V), np.float32)
+        for m in range(M):
+            pairs = which == m
+            o[token[pairs]] += weighted[pairs]
+    o = o.reshape((B, T, H, V))
     if state is not None:
-        state = state.reshape((-1, M, H, K, V))
+        state = state.reshape((N, M, H, K, V))
     return o, state
 
 

@@ -100,6 +100,29 @@ def test_mixture_of_memories_packed_sequences():
     assert rel_rms(o_ref, o) <= 1e-5 and rel_rms(s_ref, s) <= 1e-5
 
 
+def test_mixture_of_memories_unrouted_tokens():
+    """Tokens routed to no memory (zero output, every memory kept), a
+    routing that sends every token everywhere, and one that routes nothing
+    (no la call: zeros and the initial state)."""
+    q, k, v, routing, kwargs, s0 = _inputs("gated_deltanet", 2, 30, 3, 2, 8, 4, seed=15)
+    routing[:, 5:9] = 0.0
+    routing[1, 20:] = 0.0
+    o, s = family.mixture_of_memories(q, k, v, routing, **kwargs, initial_state=s0,
+                                      output_final_state=True, chunk_size=8)
+    o_ref, s_ref = reference.mixture_of_memories(q, k, v, routing, **kwargs,
+                                                 initial_state=s0)
+    assert rel_rms(o_ref, o) <= 1e-5 and rel_rms(s_ref, s) <= 1e-5
+    assert np.all(o[:, 5:9] == 0) and np.all(o[1, 20:] == 0)
+    dense = np.full_like(routing, 1.0 / 3)
+    o, s = family.mixture_of_memories(q, k, v, dense, **kwargs, initial_state=s0,
+                                      output_final_state=True)
+    o_ref, s_ref = reference.mixture_of_memories(q, k, v, dense, **kwargs, initial_state=s0)
+    assert rel_rms(o_ref, o) <= 1e-5 and rel_rms(s_ref, s) <= 1e-5
+    o, s = family.mixture_of_memories(q, k, v, np.zeros_like(routing), **kwargs,
+                                      initial_state=s0, output_final_state=True)
+    assert np.all(o == 0) and np.array_equal(s, s0)
+
+
 def test_mixture_of_memories_gradients():
     """Autograd through the composition (la's derived backward and torch's
     products) against central differences of the fp64 reference."""
