@@ -274,222 +274,220 @@ static void markTriangle(Value value, bool lower, int64_t row, int64_t column) {
     dialect.getUpperTriangularAttrHelper().setAttr(op, dims);
 }
 
-FailureOr<SmallVector<Value>>
-mlir::la::decomposeSlidingWindowHybrid(OpBuilder &b, SlidingWindowHybridOp op) {
-  Location loc = op.getLoc();
-  MLIRContext *ctx = b.getContext();
-  Type f32 = b.getF32Type();
-  int64_t window = op.getWindow();
-  float scale = op.getEffectiveScale();
-  // Blocks of 16 to 64 tokens (the sizes la-tile's register tiles divide),
-  // large enough that a window reaches few blocks back.
-  int64_t block = std::clamp<int64_t>(
-      llvm::PowerOf2Ceil(std::max<int64_t>(window - 1, 1)), 16, 64);
-  int64_t shifts = llvm::divideCeil(window - 1, block);
+namespace {
+/// The hybrid's program on tensors, shared by its decomposition and its
+/// gradient: the sizes, the far part's recurrence and the window's block
+/// products (each built by its method, in this order).
+struct HybridProgram {
+  OpBuilder &b;
+  Location loc;
+  MLIRContext *ctx;
+  SlidingWindowHybridOp op;
+  Type f32;
+  int64_t window, block, shifts;
+  float scale;
+  Value q, k, v, offsets, starts;
+  OpFoldResult batch, heads, queryTime, time, context, valueDim, numBlocks;
+  bool noContext;
+  SmallVector<OpFoldResult> ones;
+  OpFoldResult zero, front;
+  AffineMap scoreMap, rowMap;
+  // The far part.
+  Value movedKeys, movedValues;
+  RecurrenceParts far;
+  RecurrenceOp farOp;
+  // The window, over NC blocks of C tokens of the keys (S padded to NC * C).
+  Value queries, keys, values, keysT, startBlocks;
+  SmallVector<Value> scores, weights;
+  Value rowMax, rowSum, weighted;
 
-  Value q = op.getQ(), k = op.getK(), v = op.getV();
-  SmallVector<OpFoldResult> qSizes = mixedSizes(b, loc, q);
-  SmallVector<OpFoldResult> vSizes = mixedSizes(b, loc, v);
-  // The window and the moved tokens are over the keys' S = L + T tokens;
-  // the queries are the last T (packed sequences have no context: L = 0).
-  Value offsets = op.getCuSeqlens();
-  OpFoldResult batch = qSizes[0], heads = qSizes[2];
-  OpFoldResult queryTime = qSizes[1];
-  OpFoldResult time = offsets ? queryTime : vSizes[1];
-  OpFoldResult context =
-      offsets ? OpFoldResult(b.getIndexAttr(0))
-              : affine::makeComposedFoldedAffineApply(
-                    b, loc, b.getAffineSymbolExpr(0) - b.getAffineSymbolExpr(1),
-                    {time, queryTime});
-  bool noContext = isConstantIntValue(context, 0);
-  OpFoldResult valueDim = vSizes[3];
-  SmallVector<OpFoldResult> ones(4, b.getIndexAttr(1));
-  // x [B,S,...] from token L on: the tokens of the queries.
-  auto queryTokens = [&](Value x) {
+  HybridProgram(OpBuilder &builder, SlidingWindowHybridOp op)
+      : b(builder), loc(op.getLoc()), ctx(builder.getContext()), op(op),
+        f32(builder.getF32Type()), window(op.getWindow()),
+        scale(op.getEffectiveScale()), q(op.getQ()), k(op.getK()), v(op.getV()),
+        offsets(op.getCuSeqlens()), ones(4, builder.getIndexAttr(1)),
+        zero(builder.getIndexAttr(0)) {
+    // Blocks of 16 to 64 tokens (the sizes la-tile's register tiles
+    // divide), large enough that a window reaches few blocks back.
+    block = std::clamp<int64_t>(
+        llvm::PowerOf2Ceil(std::max<int64_t>(window - 1, 1)), 16, 64);
+    shifts = llvm::divideCeil(window - 1, block);
+    front = b.getIndexAttr(shifts * block);
+    SmallVector<OpFoldResult> qSizes = mixedSizes(b, loc, q);
+    SmallVector<OpFoldResult> vSizes = mixedSizes(b, loc, v);
+    // The window and the moved tokens are over the keys' S = L + T tokens;
+    // the queries are the last T (packed sequences have no context: L = 0).
+    batch = qSizes[0];
+    heads = qSizes[2];
+    queryTime = qSizes[1];
+    time = offsets ? queryTime : vSizes[1];
+    context = offsets ? OpFoldResult(b.getIndexAttr(0))
+                      : affine::makeComposedFoldedAffineApply(
+                            b, loc,
+                            b.getAffineSymbolExpr(0) - b.getAffineSymbolExpr(1),
+                            {time, queryTime});
+    noContext = isConstantIntValue(context, 0);
+    valueDim = vSizes[3];
+    AffineExpr s0 = b.getAffineSymbolExpr(0);
+    numBlocks = affine::makeComposedFoldedAffineApply(b, loc, s0.ceilDiv(block),
+                                                      {time});
+    scoreMap = dimMap(ctx, 5, {0, 1, 2, 3, 4});
+    rowMap = dimMap(ctx, 5, {0, 1, 3, 2});
+    if (offsets)
+      starts = sequenceStarts(b, loc, offsets, time);
+  }
+
+  /// x [B,S,...] from token L on: the tokens of the queries.
+  Value queryTokens(Value x) {
     SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, x);
-    SmallVector<OpFoldResult> offsetsOf(sizes.size(), b.getIndexAttr(0));
-    offsetsOf[1] = context;
+    SmallVector<OpFoldResult> at(sizes.size(), zero);
+    at[1] = context;
     sizes[1] = queryTime;
     return tensor::ExtractSliceOp::create(
-               b, loc, x, offsetsOf, sizes,
+               b, loc, x, at, sizes,
                SmallVector<OpFoldResult>(sizes.size(), b.getIndexAttr(1)))
         .getResult();
-  };
-
-  // The far part: linear attention on the features, keys and values w
-  // tokens later, the values with a column of ones.
-  // With packed sequences each sequence's first w tokens read nothing from
-  // the sequence before: the moved tokens that came from it are zeroed (in
-  // f32: a select of 16-bit floats is not legal for every vector width on
-  // x86), and the recurrence restarts at every sequence.
-  // With context the recurrence runs over the queries' T tokens: the moved
-  // tokens before them (context tokens before s < L - w) are summed into its
-  // initial state.
-  Value starts = offsets ? sequenceStarts(b, loc, offsets, time) : Value();
-  RecurrenceParts far;
-  far.q = op.getFeatureQ();
-  Value movedKeys =
-      shiftTokens(b, loc, op.getFeatureK(), window, /*onesColumn=*/false);
-  Value movedValues = shiftTokens(b, loc, v, window, /*onesColumn=*/true);
-  far.k = noContext ? movedKeys : queryTokens(movedKeys);
-  far.v = noContext ? movedValues : queryTokens(movedValues);
-  if (offsets) {
-    far.q = toF32(b, loc, far.q);
-    far.k = zeroAcrossStarts(b, loc, toF32(b, loc, far.k), starts, window);
-    far.v = zeroAcrossStarts(b, loc, toF32(b, loc, far.v), starts, window);
-    far.cuSeqlens = offsets;
   }
-  far.gate = GateKind::None;
-  far.lowRank = LowRank::None;
-  far.scale = 1.0f;
-  far.normalizer = false;
-  far.oInit = emptyTensor(b, loc, mixedSizes(b, loc, far.v), f32);
-  far.initialState = op.getInitialState()
-                         ? op.getInitialState()
-                         : zeroState(b, loc, far.q, far.v, offsets);
-  if (!noContext) {
-    // state[b,h,f,c] += sum_{t < L} movedKeys[b,t,h,f] movedValues[b,t,h,c].
-    // Loops (b,h,f,c,t).
-    SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, movedKeys);
-    Value earlyKeys = tensor::ExtractSliceOp::create(
-        b, loc, movedKeys, SmallVector<OpFoldResult>(4, b.getIndexAttr(0)),
-        SmallVector<OpFoldResult>{sizes[0], context, sizes[2], sizes[3]}, ones);
-    SmallVector<OpFoldResult> valueSizes = mixedSizes(b, loc, movedValues);
-    Value earlyValues = tensor::ExtractSliceOp::create(
-        b, loc, movedValues, SmallVector<OpFoldResult>(4, b.getIndexAttr(0)),
-        SmallVector<OpFoldResult>{valueSizes[0], context, valueSizes[2],
-                                  valueSizes[3]},
-        ones);
-    // The given state is an input: the sum goes into a copy.
-    Value init = far.initialState;
-    if (op.getInitialState())
-      init =
-          linalg::CopyOp::create(
-              b, loc, init, emptyTensor(b, loc, mixedSizes(b, loc, init), f32))
-              .getResult(0);
-    far.initialState = buildGeneric(
-        b, loc, ValueRange{earlyKeys, earlyValues}, init,
-        {dimMap(ctx, 5, {0, 4, 1, 2}), dimMap(ctx, 5, {0, 4, 1, 3}),
-         dimMap(ctx, 5, {0, 1, 2, 3})},
-        4, 1, [](OpBuilder &nb, Location l, ValueRange args) {
-          Value key = extendToF32(nb, l, args[0]);
-          Value value = extendToF32(nb, l, args[1]);
-          return addF(nb, l, args[2], mulF(nb, l, key, value));
-        });
-  }
-  RecurrenceOp farOp = far.build(b, loc);
-  Value farOut = farOp.getO();
 
-  // The window, over NC blocks of C tokens (T padded to NC * C).
-  AffineExpr s0 = b.getAffineSymbolExpr(0);
-  OpFoldResult numBlocks =
-      affine::makeComposedFoldedAffineApply(b, loc, s0.ceilDiv(block), {time});
-  auto tokensOf = [&](int64_t extraBlocks) {
+  /// The tokens of NC + extraBlocks blocks.
+  OpFoldResult tokensOf(int64_t extraBlocks) {
     return affine::makeComposedFoldedAffineApply(
-        b, loc, (s0 + extraBlocks) * block, {numBlocks});
-  };
-  OpFoldResult zero = b.getIndexAttr(0);
-  OpFoldResult front = b.getIndexAttr(shifts * block);
-  Value queries = splitBlocks(
-      b, loc, paddedF32(b, loc, q, context, tokensOf(0), false), block);
-  // Keys and values with `shifts` blocks of zeros in front: the block
-  // `shift` blocks before block n is block n + shifts - shift.
-  Value keys = splitBlocks(
-      b, loc, paddedF32(b, loc, k, front, tokensOf(shifts), false), block);
-  Value values = splitBlocks(
-      b, loc, paddedF32(b, loc, v, front, tokensOf(shifts), true), block);
-  // keys as [B,NC+shifts,H,K,C]: the score column is the vector dimension.
-  SmallVector<OpFoldResult> keySizes = mixedSizes(b, loc, keys);
-  Value keysT = buildGeneric(
-      b, loc, ValueRange{keys},
-      emptyTensor(
-          b, loc,
-          {keySizes[0], keySizes[1], keySizes[3], keySizes[4], keySizes[2]},
-          f32),
-      {dimMap(ctx, 5, {0, 1, 4, 2, 3}), dimMap(ctx, 5, {0, 1, 2, 3, 4})}, 5, 0,
-      [](OpBuilder &, Location, ValueRange args) { return args[0]; });
+        b, loc, (b.getAffineSymbolExpr(0) + extraBlocks) * block, {numBlocks});
+  }
 
-  SmallVector<OpFoldResult> scoreSizes = {
-      batch, numBlocks, heads, b.getIndexAttr(block), b.getIndexAttr(block)};
-  SmallVector<OpFoldResult> rowSizes = {batch, numBlocks, b.getIndexAttr(block),
-                                        heads};
-  // Unscaled scores of each block pair: S_s[b,n,h,i,j] = q_i . k_j over the
-  // block s before. Loops (b,n,h,i,j,kk).
-  SmallVector<Value> scores;
-  for (int64_t shift = 0; shift <= shifts; ++shift) {
-    Value keyBlock =
-        sliceDim(b, loc, keysT, 1, b.getIndexAttr(shifts - shift), numBlocks);
-    scores.push_back(buildBlockScores(b, loc, queries, keyBlock,
-                                      zeroTensor(b, loc, scoreSizes)));
-    // Entries outside the triangle are masked below (their zero fill).
-    if (shift == 0 || shift == shifts)
-      markTriangle(scores.back(), /*lower=*/shift == 0, 3, 4);
+  /// The far part: linear attention on the features, keys and values w
+  /// tokens later, the values with a column of ones. With packed sequences
+  /// each sequence's first w tokens read nothing from the sequence before:
+  /// the moved tokens that came from it are zeroed (in f32: a select of
+  /// 16-bit floats is not legal for every vector width on x86), and the
+  /// recurrence restarts at every sequence. With context the recurrence
+  /// runs over the queries' T tokens: the moved tokens before them are
+  /// summed into its initial state.
+  void buildFar() {
+    far.q = op.getFeatureQ();
+    movedKeys =
+        shiftTokens(b, loc, op.getFeatureK(), window, /*onesColumn=*/false);
+    movedValues = shiftTokens(b, loc, v, window, /*onesColumn=*/true);
+    if (offsets) {
+      far.q = toF32(b, loc, far.q);
+      movedKeys =
+          zeroAcrossStarts(b, loc, toF32(b, loc, movedKeys), starts, window);
+      movedValues =
+          zeroAcrossStarts(b, loc, toF32(b, loc, movedValues), starts, window);
+      far.cuSeqlens = offsets;
+    }
+    far.k = noContext ? movedKeys : queryTokens(movedKeys);
+    far.v = noContext ? movedValues : queryTokens(movedValues);
+    far.gate = GateKind::None;
+    far.lowRank = LowRank::None;
+    far.scale = 1.0f;
+    far.normalizer = false;
+    far.oInit = emptyTensor(b, loc, mixedSizes(b, loc, far.v), f32);
+    far.initialState = op.getInitialState()
+                           ? op.getInitialState()
+                           : zeroState(b, loc, far.q, far.v, offsets);
+    if (!noContext) {
+      // state[b,h,f,c] += sum_{t < L} movedKeys[b,t,h,f] movedValues[b,t,h,c].
+      Value earlyKeys = earlyTokens(movedKeys);
+      Value earlyValues = earlyTokens(movedValues);
+      // The given state is an input: the sum goes into a copy.
+      Value init = far.initialState;
+      if (op.getInitialState())
+        init = linalg::CopyOp::create(
+                   b, loc, init,
+                   emptyTensor(b, loc, mixedSizes(b, loc, init), f32))
+                   .getResult(0);
+      far.initialState = buildGeneric(
+          b, loc, ValueRange{earlyKeys, earlyValues}, init, earlyMaps(), 4, 1,
+          [](OpBuilder &nb, Location l, ValueRange args) {
+            Value key = extendToF32(nb, l, args[0]);
+            Value value = extendToF32(nb, l, args[1]);
+            return addF(nb, l, args[2], mulF(nb, l, key, value));
+          });
+    }
+    farOp = far.build(b, loc);
   }
-  // With packed sequences the window also stops at the query's sequence
-  // start: the starts in blocks, [NC,C] (B = 1), read as (b,n,h,i,j) ->
-  // (n,i) by the ops over scores.
-  AffineMap scoreMap = dimMap(ctx, 5, {0, 1, 2, 3, 4});
-  AffineMap rowMap = dimMap(ctx, 5, {0, 1, 3, 2});
-  Value startBlocks;
-  if (offsets) {
-    Value padded = tensor::InsertSliceOp::create(
-        b, loc, starts, zeroTensor(b, loc, {tokensOf(0)}),
-        ArrayRef<OpFoldResult>{zero}, ArrayRef<OpFoldResult>{time},
-        ArrayRef<OpFoldResult>{b.getIndexAttr(1)});
-    startBlocks = tensor::ExpandShapeOp::create(
-        b, loc,
-        RankedTensorType::get(staticShape(SmallVector<OpFoldResult>{
-                                  numBlocks, b.getIndexAttr(block)}),
-                              f32),
-        padded, ArrayRef<ReassociationIndices>{{0, 1}},
-        ArrayRef<OpFoldResult>{numBlocks, b.getIndexAttr(block)});
+
+  /// The context's first L tokens of x [B,S,H,D].
+  Value earlyTokens(Value x) {
+    SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, x);
+    sizes[1] = context;
+    return tensor::ExtractSliceOp::create(
+        b, loc, x, SmallVector<OpFoldResult>(4, zero), sizes, ones);
   }
-  // An op over the scores of block pair `shift` (and the starts), its
-  // body given whether the entry is in the window.
-  auto overScores =
-      [&](int64_t shift, ValueRange inputs, Value init,
-          ArrayRef<AffineMap> maps, unsigned parallel, unsigned reductions,
-          function_ref<Value(OpBuilder &, Location, Value, ValueRange, Value)>
-              body) {
-        SmallVector<Value> operands(inputs);
-        SmallVector<AffineMap> allMaps(maps.drop_back());
-        if (startBlocks) {
-          operands.push_back(startBlocks);
-          allMaps.push_back(dimMap(ctx, 5, {1, 3}));
-        }
-        allMaps.push_back(maps.back());
-        return buildGeneric(
-            b, loc, operands, init, allMaps, parallel, reductions,
-            [&](OpBuilder &nb, Location l, ValueRange args) {
-              Value start = startBlocks ? args[inputs.size()] : Value();
-              Value valid =
-                  inWindow(nb, l, shift, block, window, 1, 3, 4, start);
-              return body(nb, l, valid, args.take_front(inputs.size()),
-                          args.back());
-            });
-      };
-  // c[b,n,i,h] = max(0, the largest scaled score in the window). Loops
-  // (b,n,h,i,j). The body is max(c, f(S)), a reduction the vectoriser
-  // recognises; scores outside the window (NaN ones too) count as -inf.
-  Value rowMax = zeroTensor(b, loc, rowSizes);
-  for (int64_t shift = 0; shift <= shifts; ++shift)
-    rowMax = overScores(
-        shift, ValueRange{scores[shift]}, rowMax, {scoreMap, rowMap}, 4, 1,
-        [&](OpBuilder &nb, Location l, Value valid, ValueRange in,
-            Value acc) -> Value {
-          Value score = mulF(nb, l, in[0], constantF32(nb, l, scale));
-          Value masked = arith::SelectOp::create(
-              nb, l, valid, score,
-              constantF32(nb, l, -std::numeric_limits<float>::infinity()));
-          return arith::MaximumFOp::create(nb, l, acc, masked);
+
+  /// The maps of the early tokens' contraction into the state: loops
+  /// (b,h,f,c,t) over keys [B,L,H,F], values [B,L,H,C] and the state.
+  SmallVector<AffineMap> earlyMaps() {
+    return {dimMap(ctx, 5, {0, 4, 1, 2}), dimMap(ctx, 5, {0, 4, 1, 3}),
+            dimMap(ctx, 5, {0, 1, 2, 3})};
+  }
+
+  /// x [B,T,H,D] in f32 as blocks [B,NC+extra,C,H,D], `extra` blocks of
+  /// zeros in front and the queries' L context rows before x's tokens
+  /// when `atQueries`.
+  Value blocksOf(Value x, int64_t extra, bool atQueries, bool zeroNonFinite) {
+    OpFoldResult before =
+        atQueries ? context : OpFoldResult(b.getIndexAttr(extra * block));
+    return splitBlocks(
+        b, loc, paddedF32(b, loc, x, before, tokensOf(extra), zeroNonFinite),
+        block);
+  }
+
+  /// x blocks [B,N,C,H,D] as [B,N,H,D,C]: the block's token the vector
+  /// dimension.
+  Value transposeBlocks(Value x) {
+    SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, x);
+    return buildGeneric(
+        b, loc, ValueRange{x},
+        emptyTensor(b, loc, {sizes[0], sizes[1], sizes[3], sizes[4], sizes[2]},
+                    f32),
+        {dimMap(ctx, 5, {0, 1, 4, 2, 3}), dimMap(ctx, 5, {0, 1, 2, 3, 4})}, 5,
+        0, [](OpBuilder &, Location, ValueRange args) { return args[0]; });
+  }
+
+  /// Blocks [B,N,...] of the padded keys' layout, `shift` blocks before
+  /// each query block.
+  Value blocksBefore(Value x, int64_t shift) {
+    return sliceDim(b, loc, x, 1, b.getIndexAttr(shifts - shift), numBlocks);
+  }
+
+  SmallVector<OpFoldResult> scoreSizes() {
+    return {batch, numBlocks, heads, b.getIndexAttr(block),
+            b.getIndexAttr(block)};
+  }
+  SmallVector<OpFoldResult> rowSizes() {
+    return {batch, numBlocks, b.getIndexAttr(block), heads};
+  }
+
+  /// An op over the scores of block pair `shift` (and the starts), its body
+  /// given whether the entry is in the window.
+  Value overScores(
+      int64_t shift, ValueRange inputs, Value init, ArrayRef<AffineMap> maps,
+      unsigned parallel, unsigned reductions,
+      function_ref<Value(OpBuilder &, Location, Value, ValueRange, Value)>
+          body) {
+    SmallVector<Value> operands(inputs);
+    SmallVector<AffineMap> allMaps(maps.drop_back());
+    if (startBlocks) {
+      operands.push_back(startBlocks);
+      allMaps.push_back(dimMap(ctx, 5, {1, 3}));
+    }
+    allMaps.push_back(maps.back());
+    return buildGeneric(
+        b, loc, operands, init, allMaps, parallel, reductions,
+        [&](OpBuilder &nb, Location l, ValueRange args) {
+          Value start = startBlocks ? args[inputs.size()] : Value();
+          Value valid = inWindow(nb, l, shift, block, window, 1, 3, 4, start);
+          return body(nb, l, valid, args.take_front(inputs.size()),
+                      args.back());
         });
-  // The weights exp(scale S - c) (zero outside the window), their row sums
-  // and their products with the values.
-  // O[b,n,i,h,vv] += sum_j P[b,n,h,i,j] x[b,n,j,h,vv] for block pair
-  // `shift`'s P (zero outside the window, so la-tile may skip the triangle
-  // outside it). Loops (b,n,i,h,vv,j).
-  auto accumulateBlockProduct = [&](int64_t shift, Value p, Value x,
-                                    Value acc) {
+  }
+
+  /// O[b,n,i,h,d] += sum_j P[b,n,h,i,j] x[b,n,j,h,d] for block pair
+  /// `shift`'s P (zero outside the window, so la-tile may skip the triangle
+  /// outside it). Loops (b,n,i,h,d,j).
+  Value accumulateBlockProduct(int64_t shift, Value p, Value x, Value acc) {
     Value product = buildGeneric(
         b, loc, ValueRange{p, x}, acc,
         {dimMap(ctx, 6, {0, 1, 3, 2, 5}), dimMap(ctx, 6, {0, 1, 5, 3, 4}),
@@ -500,33 +498,118 @@ mlir::la::decomposeSlidingWindowHybrid(OpBuilder &b, SlidingWindowHybridOp op) {
     if (shift == 0 || shift == shifts)
       markTriangle(product, /*lower=*/shift == 0, 2, 5);
     return product;
-  };
-  Value rowSum = zeroTensor(b, loc, rowSizes);
-  Value weighted = zeroTensor(
-      b, loc, {batch, numBlocks, b.getIndexAttr(block), heads, valueDim});
-  for (int64_t shift = 0; shift <= shifts; ++shift) {
-    Value weights =
-        overScores(shift, ValueRange{scores[shift], rowMax},
-                   emptyTensor(b, loc, scoreSizes, f32),
-                   {scoreMap, rowMap, scoreMap}, 5, 0,
-                   [&](OpBuilder &nb, Location l, Value valid, ValueRange in,
-                       Value) -> Value {
-                     Value score =
-                         mulF(nb, l, in[0], constantF32(nb, l, scale));
-                     Value weight = math::ExpOp::create(
-                         nb, l, arith::SubFOp::create(nb, l, score, in[1]));
-                     return arith::SelectOp::create(nb, l, valid, weight,
-                                                    constantF32(nb, l, 0.0f));
-                   });
-    rowSum =
-        buildGeneric(b, loc, ValueRange{weights}, rowSum, {scoreMap, rowMap}, 4,
-                     1, [](OpBuilder &nb, Location l, ValueRange args) {
-                       return addF(nb, l, args[1], args[0]);
-                     });
-    Value valueBlock =
-        sliceDim(b, loc, values, 1, b.getIndexAttr(shifts - shift), numBlocks);
-    weighted = accumulateBlockProduct(shift, weights, valueBlock, weighted);
   }
+
+  /// The window's forward: scores, row maxima, weights, row sums and the
+  /// weighted values.
+  void buildWindow() {
+    queries = blocksOf(q, 0, /*atQueries=*/true, false);
+    // Keys and values with `shifts` blocks of zeros in front: the block
+    // `shift` blocks before block n is block n + shifts - shift. The
+    // values' non-finite elements are zeros for the products (their
+    // columns are poisoned after the combination).
+    keys = blocksOf(k, shifts, false, false);
+    values = blocksOf(v, shifts, false, true);
+    keysT = transposeBlocks(keys);
+    // Unscaled scores of each block pair: S_s[b,n,h,i,j] = q_i . k_j over
+    // the block s before. Loops (b,n,h,i,j,kk).
+    for (int64_t shift = 0; shift <= shifts; ++shift) {
+      scores.push_back(buildBlockScores(b, loc, queries,
+                                        blocksBefore(keysT, shift),
+                                        zeroTensor(b, loc, scoreSizes())));
+      // Entries outside the triangle are masked below (their zero fill).
+      if (shift == 0 || shift == shifts)
+        markTriangle(scores.back(), /*lower=*/shift == 0, 3, 4);
+    }
+    // With packed sequences the window also stops at the query's sequence
+    // start: the starts in blocks, [NC,C] (B = 1), read as (b,n,h,i,j) ->
+    // (n,i) by the ops over scores.
+    if (offsets) {
+      Value padded = tensor::InsertSliceOp::create(
+          b, loc, starts, zeroTensor(b, loc, {tokensOf(0)}),
+          ArrayRef<OpFoldResult>{zero}, ArrayRef<OpFoldResult>{time},
+          ArrayRef<OpFoldResult>{b.getIndexAttr(1)});
+      startBlocks = tensor::ExpandShapeOp::create(
+          b, loc,
+          RankedTensorType::get(staticShape(SmallVector<OpFoldResult>{
+                                    numBlocks, b.getIndexAttr(block)}),
+                                f32),
+          padded, ArrayRef<ReassociationIndices>{{0, 1}},
+          ArrayRef<OpFoldResult>{numBlocks, b.getIndexAttr(block)});
+    }
+    // c[b,n,i,h] = max(0, the largest scaled score in the window). Loops
+    // (b,n,h,i,j). The body is max(c, f(S)), a reduction the vectoriser
+    // recognises; scores outside the window (NaN ones too) count as -inf.
+    rowMax = zeroTensor(b, loc, rowSizes());
+    for (int64_t shift = 0; shift <= shifts; ++shift)
+      rowMax = overScores(
+          shift, ValueRange{scores[shift]}, rowMax, {scoreMap, rowMap}, 4, 1,
+          [&](OpBuilder &nb, Location l, Value valid, ValueRange in,
+              Value acc) -> Value {
+            Value score = mulF(nb, l, in[0], constantF32(nb, l, scale));
+            Value masked = arith::SelectOp::create(
+                nb, l, valid, score,
+                constantF32(nb, l, -std::numeric_limits<float>::infinity()));
+            return arith::MaximumFOp::create(nb, l, acc, masked);
+          });
+    // The weights exp(scale S - c) (zero outside the window), their row
+    // sums and their products with the values.
+    rowSum = zeroTensor(b, loc, rowSizes());
+    weighted = zeroTensor(
+        b, loc, {batch, numBlocks, b.getIndexAttr(block), heads, valueDim});
+    for (int64_t shift = 0; shift <= shifts; ++shift) {
+      weights.push_back(overScores(
+          shift, ValueRange{scores[shift], rowMax},
+          emptyTensor(b, loc, scoreSizes(), f32), {scoreMap, rowMap, scoreMap},
+          5, 0,
+          [&](OpBuilder &nb, Location l, Value valid, ValueRange in,
+              Value) -> Value {
+            Value score = mulF(nb, l, in[0], constantF32(nb, l, scale));
+            Value weight = math::ExpOp::create(
+                nb, l, arith::SubFOp::create(nb, l, score, in[1]));
+            return arith::SelectOp::create(nb, l, valid, weight,
+                                           constantF32(nb, l, 0.0f));
+          }));
+      rowSum = buildGeneric(b, loc, ValueRange{weights.back()}, rowSum,
+                            {scoreMap, rowMap}, 4, 1,
+                            [](OpBuilder &nb, Location l, ValueRange args) {
+                              return addF(nb, l, args[1], args[0]);
+                            });
+      weighted = accumulateBlockProduct(shift, weights.back(),
+                                        blocksBefore(values, shift), weighted);
+    }
+  }
+
+  /// The far output's first V columns and its normaliser (column V, as
+  /// [B,T,H]).
+  std::pair<Value, Value> farParts() {
+    Value farOut = farOp.getO();
+    Value farValues = tensor::ExtractSliceOp::create(
+        b, loc, farOut, SmallVector<OpFoldResult>(4, zero),
+        SmallVector<OpFoldResult>{batch, queryTime, heads, valueDim}, ones);
+    auto rowsType = RankedTensorType::get(
+        staticShape(SmallVector<OpFoldResult>{batch, queryTime, heads}), f32);
+    Value farSum = tensor::ExtractSliceOp::create(
+        b, loc, rowsType, farOut,
+        SmallVector<OpFoldResult>{zero, zero, zero, valueDim},
+        SmallVector<OpFoldResult>{batch, queryTime, heads, b.getIndexAttr(1)},
+        ones);
+    return {farValues, farSum};
+  }
+};
+} // namespace
+
+FailureOr<SmallVector<Value>>
+mlir::la::decomposeSlidingWindowHybrid(OpBuilder &b, SlidingWindowHybridOp op) {
+  HybridProgram p(b, op);
+  Location loc = p.loc;
+  MLIRContext *ctx = p.ctx;
+  Type f32 = p.f32;
+  p.buildFar();
+  p.buildWindow();
+  int64_t block = p.block, shifts = p.shifts;
+  OpFoldResult batch = p.batch, heads = p.heads, valueDim = p.valueDim;
+  OpFoldResult numBlocks = p.numBlocks, zero = p.zero;
 
   // A non-finite value makes its column NaN from its token on. Without
   // packed sequences: the first such token per (batch, head, column), per
@@ -534,9 +617,8 @@ mlir::la::decomposeSlidingWindowHybrid(OpBuilder &b, SlidingWindowHybridOp op) {
   // only: the window's count of non-finite values it holds (the far part's
   // recurrence carries them on past the window, per sequence).
   Value firstBad, windowBad;
-  if (!offsets) {
-    Value rawValues = splitBlocks(
-        b, loc, paddedF32(b, loc, v, zero, tokensOf(0), false), block);
+  if (!p.offsets) {
+    Value rawValues = p.blocksOf(p.v, 0, /*atQueries=*/false, false);
     Value firstBadPerBlock = buildGeneric(
         b, loc, ValueRange{rawValues},
         filledTensor(b, loc, {batch, numBlocks, heads, valueDim}, f32,
@@ -568,8 +650,9 @@ mlir::la::decomposeSlidingWindowHybrid(OpBuilder &b, SlidingWindowHybridOp op) {
         });
   } else {
     // 1 where a value is not finite, 0 elsewhere; the keys' layout.
+    SmallVector<OpFoldResult> vSizes = mixedSizes(b, loc, p.v);
     Value badTokens = buildGeneric(
-        b, loc, ValueRange{v}, emptyTensor(b, loc, vSizes, f32),
+        b, loc, ValueRange{p.v}, emptyTensor(b, loc, vSizes, f32),
         {dimMap(ctx, 4, {0, 1, 2, 3}), dimMap(ctx, 4, {0, 1, 2, 3})}, 4, 0,
         [&](OpBuilder &nb, Location l, ValueRange args) {
           Value finite = isFiniteF32(nb, l, extendToF32(nb, l, args[0]));
@@ -578,51 +661,40 @@ mlir::la::decomposeSlidingWindowHybrid(OpBuilder &b, SlidingWindowHybridOp op) {
           return arith::SelectOp::create(nb, l, finite, no, yes).getResult();
         });
     Value padded =
-        zeroTensor(b, loc, {batch, tokensOf(shifts), heads, valueDim});
+        zeroTensor(b, loc, {batch, p.tokensOf(shifts), heads, valueDim});
     Value bad = splitBlocks(
         b, loc,
         tensor::InsertSliceOp::create(
             b, loc, badTokens, padded,
-            SmallVector<OpFoldResult>{zero, front, zero, zero}, vSizes,
+            SmallVector<OpFoldResult>{zero, p.front, zero, zero}, vSizes,
             SmallVector<OpFoldResult>(4, b.getIndexAttr(1))),
         block);
     windowBad = zeroTensor(
         b, loc, {batch, numBlocks, b.getIndexAttr(block), heads, valueDim});
     for (int64_t shift = 0; shift <= shifts; ++shift) {
-      Value inside =
-          overScores(shift, ValueRange{}, emptyTensor(b, loc, scoreSizes, f32),
-                     {scoreMap}, 5, 0,
-                     [&](OpBuilder &nb, Location l, Value valid, ValueRange,
-                         Value) -> Value {
-                       Value yes = constantF32(nb, l, 1.0f);
-                       Value no = constantF32(nb, l, 0.0f);
-                       return arith::SelectOp::create(nb, l, valid, yes, no);
-                     });
-      Value badBlock =
-          sliceDim(b, loc, bad, 1, b.getIndexAttr(shifts - shift), numBlocks);
-      windowBad = accumulateBlockProduct(shift, inside, badBlock, windowBad);
+      Value inside = p.overScores(
+          shift, ValueRange{}, emptyTensor(b, loc, p.scoreSizes(), f32),
+          {p.scoreMap}, 5, 0,
+          [&](OpBuilder &nb, Location l, Value valid, ValueRange,
+              Value) -> Value {
+            Value yes = constantF32(nb, l, 1.0f);
+            Value no = constantF32(nb, l, 0.0f);
+            return arith::SelectOp::create(nb, l, valid, yes, no);
+          });
+      windowBad = p.accumulateBlockProduct(
+          shift, inside, p.blocksBefore(bad, shift), windowBad);
     }
   }
 
   // Back to the queries' tokens [B,T,...] and the two parts combined.
-  Value windowOut = queryTokens(joinBlocks(b, loc, weighted));
-  Value windowSum = queryTokens(joinBlocks(b, loc, rowSum));
-  Value shiftMax = queryTokens(joinBlocks(b, loc, rowMax));
-  Value farValues = tensor::ExtractSliceOp::create(
-      b, loc, farOut, SmallVector<OpFoldResult>(4, zero),
-      SmallVector<OpFoldResult>{batch, queryTime, heads, valueDim}, ones);
-  // The far normaliser, column V, as [B,T,H].
-  auto rowsType = RankedTensorType::get(
-      staticShape(SmallVector<OpFoldResult>{batch, queryTime, heads}), f32);
-  Value farSum = tensor::ExtractSliceOp::create(
-      b, loc, rowsType, farOut,
-      SmallVector<OpFoldResult>{zero, zero, zero, valueDim},
-      SmallVector<OpFoldResult>{batch, queryTime, heads, b.getIndexAttr(1)},
-      ones);
+  Value windowOut = p.queryTokens(joinBlocks(b, loc, p.weighted));
+  Value windowSum = p.queryTokens(joinBlocks(b, loc, p.rowSum));
+  Value shiftMax = p.queryTokens(joinBlocks(b, loc, p.rowMax));
+  auto [farValues, farSum] = p.farParts();
   // The queries' first token among the keys' (L), for the poison's compare.
   Value contextF32;
-  if (!noContext) {
-    Value count = getValueOrCreateConstantIndexOp(b, loc, context);
+  if (!p.noContext) {
+    Value count = getValueOrCreateConstantIndexOp(b, loc, p.context);
     contextF32 = arith::UIToFPOp::create(
         b, loc, f32,
         arith::IndexCastUIOp::create(b, loc, b.getI64Type(), count));
@@ -633,12 +705,12 @@ mlir::la::decomposeSlidingWindowHybrid(OpBuilder &b, SlidingWindowHybridOp op) {
   // The poison input: the first non-finite token per (b,h,vv), or the
   // window's count of them per token.
   Value poison =
-      firstBad ? firstBad : queryTokens(joinBlocks(b, loc, windowBad));
+      firstBad ? firstBad : p.queryTokens(joinBlocks(b, loc, windowBad));
   AffineMap poisonMap = firstBad ? dimMap(ctx, 4, {0, 2, 3}) : tokenMap;
   Value out = buildGeneric(
       b, loc,
       ValueRange{windowOut, farValues, windowSum, farSum, shiftMax, poison},
-      emptyTensor(b, loc, {batch, queryTime, heads, valueDim}, outElement),
+      emptyTensor(b, loc, {batch, p.queryTime, heads, valueDim}, outElement),
       {tokenMap, tokenMap, tokenRowMap, tokenRowMap, tokenRowMap, poisonMap,
        tokenMap},
       4, 0, [&](OpBuilder &nb, Location l, ValueRange args) {
@@ -669,7 +741,7 @@ mlir::la::decomposeSlidingWindowHybrid(OpBuilder &b, SlidingWindowHybridOp op) {
   if (Value finalState = op.getFinalState()) {
     // The recurrence's state after its last moved token: every key but the
     // last w.
-    Value state = farOp.getFinalState();
+    Value state = p.farOp.getFinalState();
     if (state.getType() != finalState.getType())
       state = tensor::CastOp::create(b, loc, finalState.getType(), state);
     results.push_back(state);
