@@ -217,116 +217,30 @@ def sliding_window_hybrid(q, k, v, feature_q, feature_k, window, *, scale=None,
 
     ``q, k : [B, T, H, K]``, ``v : [B, T, H, V]``, ``feature_q, feature_k :
     [B, T, H, F]`` (e.g. :func:`hedgehog_features`), ``window`` w >= 1;
-    ``cu_seqlens`` packs sequences (B = 1; the op only, not with gradients).
-    ``initial_state`` / ``output_final_state``: decoding or a prompt in
-    pieces, as :func:`la.ops.sliding_window_hybrid` (a
-    :class:`la.ops.HybridState`; the op only, not with gradients).
+    ``cu_seqlens`` packs sequences (B = 1). ``initial_state`` /
+    ``output_final_state``: decoding or a prompt in pieces, as
+    :func:`la.ops.sliding_window_hybrid` (a :class:`la.ops.HybridState`).
 
     One la kernel, the op ``la.sliding_window_hybrid``
-    (:func:`la.ops.sliding_window_hybrid`), unless torch needs gradients:
-    its backward is not derived yet, so with inputs that require them the
-    hybrid runs as a composition that torch differentiates: the far part is
-    la's linear attention on the features, its keys and values shifted w
-    tokens later (so token t reads the state after token t - w) with a
-    column of ones appended to the values (its last output column is the
-    far part's normaliser); the window is computed with torch over blocks
-    of C tokens as the op's decomposition does (C x C products: memory O(T
-    C), not O(T w)). Both forms scale both parts by
-    ``exp(-max(0, max window score))``, so nothing overflows. Returns
-    ``o : [B, T, H, V]``."""
+    (:func:`la.ops.sliding_window_hybrid`); with torch tensors that need
+    gradients its backward is the kernel la-derive-backward derives from
+    the op. NumPy arrays compute in their dtype when they share one that la
+    takes (float32, float16, bfloat16), in float32 otherwise. Returns ``o :
+    [B, T, H, V]`` (and the state with ``output_final_state``)."""
     window = int(window)
     if window < 1:
         raise ValueError(f"window must be >= 1, got {window}")
     inputs = (q, k, v, feature_q, feature_k)
-    torch = _torch_module(*inputs)
-    if torch is None or not torch.is_grad_enabled() or not any(
-            isinstance(x, torch.Tensor) and x.requires_grad for x in inputs):
-        # NumPy arrays compute in their dtype when they share one that la
-        # takes (float32, float16, bfloat16), in float32 otherwise.
-        dtype = None
-        if torch is None:
-            names = {np.asarray(x).dtype.name for x in inputs}
-            if len(names) != 1 or not names <= {"float32", "float16", "bfloat16"}:
-                dtype = "f32"
-        return ops.sliding_window_hybrid(q, k, v, feature_q, feature_k, window, scale=scale,
-                                         initial_state=initial_state,
-                                         output_final_state=output_final_state,
-                                         cu_seqlens=cu_seqlens, chunk_size=chunk_size,
-                                         dtype=dtype, num_threads=num_threads)
-    if initial_state is not None or output_final_state:
-        raise ValueError("sliding_window_hybrid: initial_state and output_final_state with "
-                         "torch gradients are not supported yet (the op has no derived "
-                         "backward, and the differentiable composition carries no state)")
-    if cu_seqlens is not None:
-        raise ValueError("sliding_window_hybrid: cu_seqlens with torch gradients is not "
-                         "supported yet (the op has no derived backward, and the "
-                         "differentiable composition takes one sequence per batch row)")
-    B, T, H, K = np.shape(q)
-    V = np.shape(v)[-1]
-    if np.shape(k) != (B, T, H, K) or np.shape(v)[:3] != (B, T, H):
-        raise ValueError(f"k must be {(B, T, H, K)} and v [B, T, H, V] like q, got "
-                         f"{tuple(np.shape(k))} and {tuple(np.shape(v))}")
-    F = np.shape(feature_q)[-1]
-    if np.shape(feature_q) != (B, T, H, F) or np.shape(feature_k) != (B, T, H, F):
-        raise ValueError(f"feature_q and feature_k must be [B, T, H, F] with F={F}, got "
-                         f"{tuple(np.shape(feature_q))} and {tuple(np.shape(feature_k))}")
-    scale = K ** -0.5 if scale is None else float(scale)
-    q, k, v, feature_q, feature_k = (x if isinstance(x, torch.Tensor) else torch.as_tensor(x)
-                                     for x in (q, k, v, feature_q, feature_k))
-    q, k, v, feature_q, feature_k = (x.float() for x in (q, k, v, feature_q, feature_k))
-
-    def shifted(x):
-        """x moved ``window`` tokens later (zeros in front)."""
-        n = min(window, T)
-        return torch.cat([x.new_zeros((B, n) + tuple(x.shape[2:])), x[:, :T - n]], 1)
-
-    values = torch.cat([v, v.new_ones((B, T, H, 1))], -1)
-    far, _ = ops.linear_attention(feature_q, shifted(feature_k), shifted(values), scale=1.0,
-                                  chunk_size=chunk_size, num_threads=num_threads)
-    # The window as the op decomposes it: blocks of C tokens, each block's
-    # queries against its own block's keys and the `shifts` blocks' before
-    # it (C x C products, so memory O(T C), not O(T w)), masked to the window.
-    C = min(max(1 << max(window - 2, 0).bit_length(), 16), 64)
-    shifts = -(-(window - 1) // C)
-    NC = -(-T // C)
-
-    def blocks(x, front):
-        """[B, T, H, D] -> [B, H, front + NC, C, D], zeros around."""
-        padded = torch.cat([x.new_zeros((B, front * C) + tuple(x.shape[2:])), x,
-                            x.new_zeros((B, NC * C - T) + tuple(x.shape[2:]))], 1)
-        return padded.reshape(B, front + NC, C, H, -1).permute(0, 3, 1, 2, 4)
-
-    qb, kb, vb = blocks(q, 0), blocks(k, shifts), blocks(v, shifts)
-    rows = torch.arange(C)
-    scores, masks = [], []
-    for shift in range(shifts + 1):
-        keys = kb[:, :, shifts - shift:shifts - shift + NC]
-        scores.append(scale * torch.einsum("bhnik,bhnjk->bhnij", qb, keys))
-        distance = rows[:, None] + shift * C - rows[None, :]
-        valid = (distance >= 0) & (distance <= window - 1)
-        valid = valid[None, :, :] & (torch.arange(NC) >= shift)[:, None, None]
-        masks.append(valid)
-    # c_t = max(0, the largest score in the window); o does not depend on it.
-    with torch.no_grad():
-        c = torch.zeros(B, H, NC, C)
-        for score, valid in zip(scores, masks):
-            c = torch.maximum(c, torch.where(valid, score, -torch.inf).amax(-1))
-    num = torch.zeros(B, H, NC, C, V)
-    den = torch.zeros(B, H, NC, C)
-    for shift, (score, valid) in enumerate(zip(scores, masks)):
-        weights = torch.exp(torch.where(valid, score - c[..., None], -torch.inf))
-        num = num + torch.einsum("bhnij,bhnjv->bhniv", weights,
-                                 vb[:, :, shifts - shift:shifts - shift + NC])
-        den = den + weights.sum(-1)
-
-    def tokens(x):
-        """[B, H, NC, C, ...] -> [B, T, H, ...]."""
-        x = x.reshape((B, H, NC * C) + tuple(x.shape[4:]))[:, :, :T]
-        return x.movedim(1, 2)
-
-    num, den, c = tokens(num), tokens(den), tokens(c)
-    damp = torch.exp(-c)[..., None]
-    return (num + damp * far[..., :V]) / (den[..., None] + damp * far[..., V:])
+    dtype = None
+    if _torch_module(*inputs) is None:
+        names = {np.asarray(x).dtype.name for x in inputs}
+        if len(names) != 1 or not names <= {"float32", "float16", "bfloat16"}:
+            dtype = "f32"
+    return ops.sliding_window_hybrid(q, k, v, feature_q, feature_k, window, scale=scale,
+                                     initial_state=initial_state,
+                                     output_final_state=output_final_state,
+                                     cu_seqlens=cu_seqlens, chunk_size=chunk_size,
+                                     dtype=dtype, num_threads=num_threads)
 
 
 # --------------------------------------------------------------------------

@@ -1616,9 +1616,10 @@ def _hybrid_mlir(H, K, V, F, window, scale, dtype, packed=False, stateful=False)
     of packed sequences with ``packed``); ``stateful``: keys with any number
     of context tokens before the queries, an initial and a final state."""
     element = dtype  # f32, f16 or bf16: the MLIR names
+    batch = "1" if packed else "?"  # packed sequences: B = 1
 
     def tensor(d):
-        return f"tensor<?x?x{H}x{d}x{element}>"
+        return f"tensor<{batch}x?x{H}x{d}x{element}>"
     state = f"tensor<?x{H}x{F}x{V + 1}xf32>"
     attrs = f"window = {window} : i64"
     if scale is not None:
@@ -1647,30 +1648,10 @@ def _hybrid_mlir(H, K, V, F, window, scale, dtype, packed=False, stateful=False)
 HybridState = collections.namedtuple("HybridState", "state k v feature_k")
 
 
-def sliding_window_hybrid(q, k, v, feature_q, feature_k, window, *, scale=None,
-                          initial_state=None, output_final_state=False,
-                          cu_seqlens=None, chunk_size=64, dtype=None, num_threads=None):
-    """LoLCATs' hybrid as one la kernel (the op ``la.sliding_window_hybrid``):
-    softmax attention on the last ``window`` tokens (the current one
-    included) and linear attention on the features before them, under one
-    normalisation,
-
-        o_t = (sum_{t-w < s <= t} exp(scale q_t . k_s) v_s
-               + sum_{s <= t-w} (feature_q[t] . feature_k[s]) v_s)
-              / (the same sums without v_s)
-
-    ``q, k : [B, T, H, K]``, ``v : [B, T, H, V]``, ``feature_q, feature_k :
-    [B, T, H, F]`` (NumPy arrays or torch tensors on the CPU; ``dtype``
-    converts them as :func:`attention` does, the features too);
-    ``cu_seqlens`` packs sequences (B = 1, fla's convention): neither part
-    reaches across a sequence's first token. Returns ``o : [B, T, H, V]``,
-    and with ``output_final_state=True`` ``(o, state)``: a
-    :class:`HybridState` with which a later call continues the sequences
-    (decoding, a prompt in pieces; not with ``cu_seqlens``):
-    ``initial_state=state`` gives the tokens the same outputs as one call
-    over the whole sequence. The forward only: gradients are not derived
-    for this op yet (:func:`la.family.sliding_window_hybrid` runs the
-    differentiable composition when torch needs them)."""
+def _hybrid_call(q, k, v, feature_q, feature_k, window, scale, initial_state,
+                 output_final_state, cu_seqlens, chunk_size, dtype, num_threads):
+    """The checked arguments of :func:`sliding_window_hybrid` as one call of
+    its kernel, and what converts its results back (``call.returned``)."""
     named = {"q": q, "k": k, "v": v, "feature_q": feature_q, "feature_k": feature_k}
     for name, x in {**named, "cu_seqlens": cu_seqlens}.items():
         _device_check(name, x)
@@ -1761,7 +1742,6 @@ def sliding_window_hybrid(q, k, v, feature_q, feature_k, window, *, scale=None,
                  pipeline=_pipeline(int(chunk_size), False, threads),
                  inputs=inputs, input_names=names, outputs=outputs,
                  entry=_ENTRY, threads=threads)
-    results = _run(call)
 
     def returned(x):
         """A result in the inputs' kind (torch or NumPy) and dtype."""
@@ -1774,14 +1754,162 @@ def sliding_window_hybrid(q, k, v, feature_q, feature_k, window, *, scale=None,
             return x.view(qa.dtype) if kinds["q"] == "bf16" else _bf16_to_f32(x)
         return x
 
-    o = returned(results[0])
+    call.returned = returned
+    call.stateful = stateful
+    call.context = inputs[1].shape[1] - T
+    call.chunk_size = int(chunk_size)
+    call.window = int(window)
+    return call
+
+
+def sliding_window_hybrid(q, k, v, feature_q, feature_k, window, *, scale=None,
+                          initial_state=None, output_final_state=False,
+                          cu_seqlens=None, chunk_size=64, dtype=None, num_threads=None):
+    """LoLCATs' hybrid as one la kernel (the op ``la.sliding_window_hybrid``):
+    softmax attention on the last ``window`` tokens (the current one
+    included) and linear attention on the features before them, under one
+    normalisation,
+
+        o_t = (sum_{t-w < s <= t} exp(scale q_t . k_s) v_s
+               + sum_{s <= t-w} (feature_q[t] . feature_k[s]) v_s)
+              / (the same sums without v_s)
+
+    ``q, k : [B, T, H, K]``, ``v : [B, T, H, V]``, ``feature_q, feature_k :
+    [B, T, H, F]`` (NumPy arrays or torch tensors on the CPU; ``dtype``
+    converts them as :func:`attention` does, the features too);
+    ``cu_seqlens`` packs sequences (B = 1, fla's convention): neither part
+    reaches across a sequence's first token. Returns ``o : [B, T, H, V]``,
+    and with ``output_final_state=True`` ``(o, state)``: a
+    :class:`HybridState` with which a later call continues the sequences
+    (decoding, a prompt in pieces; not with ``cu_seqlens``):
+    ``initial_state=state`` gives the tokens the same outputs as one call
+    over the whole sequence. With torch tensors that need gradients the
+    call is differentiable: its backward is the gradient kernel that
+    la-derive-backward derives from the op (:func:`sliding_window_hybrid_backward`)."""
+    tensors = (q, k, v, feature_q, feature_k)
+    if any(_is_tensor(x) for x in tensors) and _torch().is_grad_enabled() and any(
+            _is_tensor(x) and x.requires_grad for x in tensors):
+        return _hybrid_autograd(q, k, v, feature_q, feature_k, window, scale, initial_state,
+                                output_final_state, cu_seqlens, chunk_size, dtype,
+                                num_threads)
+    call = _hybrid_call(q, k, v, feature_q, feature_k, window, scale, initial_state,
+                        output_final_state, cu_seqlens, chunk_size, dtype, num_threads)
+    results = _run(call)
+    o = call.returned(results[0])
     if not output_final_state:
         return o
-    # The next call's context: the last `window` keys (the final state holds
-    # the tokens before them).
-    kept = min(int(window), inputs[1].shape[1])
-    tail = [np.ascontiguousarray(inputs[i][:, inputs[i].shape[1] - kept:]) for i in (1, 2, 4)]
-    return o, HybridState(returned(results[1]), *(returned(x) for x in tail))
+    return o, _hybrid_state(call, results[1])
+
+
+def _hybrid_state(call, final_state):
+    """The HybridState after ``call``: the final state and the last
+    ``window`` keys (the final state holds the tokens before them)."""
+    keys = call.inputs[1]
+    kept = min(call.window, keys.shape[1])
+    tail = [np.ascontiguousarray(call.inputs[i][:, keys.shape[1] - kept:]) for i in (1, 2, 4)]
+    return HybridState(call.returned(final_state), *(call.returned(x) for x in tail))
+
+
+def sliding_window_hybrid_backward(q, k, v, feature_q, feature_k, window, do, *, scale=None,
+                                   initial_state=None, d_final_state=None, cu_seqlens=None,
+                                   chunk_size=64, dtype=None, num_threads=None):
+    """The gradients of ``sum(o * do) (+ sum(final_state * d_final_state))``
+    for :func:`sliding_window_hybrid` with the same arguments: the kernel of
+    the gradient function that la-derive-backward derives from the op (the
+    far part's la.recurrence_grad, chunked as every recurrence's adjoint,
+    and the window's block products). Returns float32 ``(dq, dk, dv,
+    dfeature_q, dfeature_k)``, and with ``initial_state`` a sixth, the
+    HybridState of its gradients (the far state's and the context's k, v
+    and feature_k)."""
+    call = _hybrid_call(q, k, v, feature_q, feature_k, window, scale, initial_state,
+                        d_final_state is not None, cu_seqlens, chunk_size, dtype, num_threads)
+    _device_check("do", do)
+    _device_check("d_final_state", d_final_state)
+    do_arr, kind = _qkv_array("do", do)
+    o_shape = call.outputs[0][0]
+    if do_arr.shape != o_shape:
+        raise _shape_error("do", f"[B, T, H, V] = {o_shape} (the shape of o)", do_arr.shape)
+    compute = {np.float32: "f32", np.float16: "f16", np.uint16: "bf16"}[call.outputs[0][1]]
+    inputs = list(call.inputs) + [_to_compute("do", do_arr, kind, compute)]
+    if call.stateful:
+        state_shape = call.outputs[1][0]
+        d_state = (np.zeros(state_shape, np.float32) if d_final_state is None else
+                   _f32_array("d_final_state", d_final_state, "[B, H, F, V + 1]"))
+        if d_state.shape != state_shape:
+            raise _shape_error("d_final_state", f"[B, H, F, V + 1] = {state_shape}",
+                               d_state.shape)
+        inputs.append(np.ascontiguousarray(d_state))
+    outputs = [(np.shape(x), np.float32)
+               for x, name in zip(call.inputs, call.input_names) if name != "cu_seqlens"]
+    grad_call = _Call(text=call.text,
+                      pipeline=_backward_pipeline(call.chunk_size, False, call.threads),
+                      inputs=inputs, input_names=call.input_names + ["do"]
+                      + (["d_final_state"] if call.stateful else []),
+                      outputs=outputs, entry=f"{_ENTRY}_grad", threads=call.threads)
+    grads = list(_run(grad_call))
+    torch_out = _is_tensor(q)
+
+    def out(x):
+        return _torch().from_numpy(x) if torch_out else x
+
+    dq, dk, dv, dfq, dfk = grads[:5]
+    L = call.context
+    result = [out(dq), out(dk[:, L:]), out(dv[:, L:]), out(dfq), out(dfk[:, L:])]
+    if initial_state is not None:
+        result.append(HybridState(out(grads[5]), out(dk[:, :L]), out(dv[:, :L]),
+                                  out(dfk[:, :L])))
+    return tuple(result)
+
+
+def _hybrid_autograd(q, k, v, feature_q, feature_k, window, scale, initial_state,
+                     output_final_state, cu_seqlens, chunk_size, dtype, num_threads):
+    """:func:`sliding_window_hybrid` for torch tensors that need gradients:
+    the forward kernel, and the derived gradient kernel as its backward
+    (the initial state and the context, when given, are constants)."""
+    torch = _torch()
+    options = dict(scale=scale, initial_state=initial_state, cu_seqlens=cu_seqlens,
+                   chunk_size=chunk_size, dtype=dtype, num_threads=num_threads)
+
+    class Hybrid(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, *tensors):
+            ctx.save_for_backward(*tensors)
+            with torch.no_grad():
+                result = sliding_window_hybrid(*(t.detach() for t in tensors), window,
+                                               output_final_state=output_final_state,
+                                               **options)
+            if not output_final_state:
+                return result
+            o, state = result
+            ctx.state = state
+            return o, state.state
+
+        @staticmethod
+        def backward(ctx, do, d_state=None):
+            tensors = ctx.saved_tensors
+            grads = sliding_window_hybrid_backward(
+                *(t.detach() for t in tensors), window, do.contiguous(),
+                d_final_state=None if d_state is None else d_state.contiguous(),
+                **options)
+            return tuple(g.to(t.dtype) for g, t in zip(grads[:5], tensors))
+
+    result = Hybrid.apply(q, k, v, feature_q, feature_k)
+    if not output_final_state:
+        return result
+    o, far = result
+    return o, HybridState(far, *_hybrid_context(k, v, feature_k, window, initial_state))
+
+
+def _hybrid_context(k, v, feature_k, window, initial_state):
+    """The context a differentiable call returns: the last ``window`` keys,
+    values and key features (the call's own, after any earlier context)."""
+    torch = _torch()
+    parts = []
+    for index, x in ((1, k), (2, v), (3, feature_k)):
+        if initial_state is not None:
+            x = torch.cat([torch.as_tensor(initial_state[index]).to(x.dtype), x], 1)
+        parts.append(x[:, max(x.shape[1] - window, 0):])
+    return parts
 
 
 def lower(op, *args, stage, ir_dir=None, **kwargs):

@@ -729,6 +729,43 @@ def sliding_window_hybrid(q, k, v, feature_q, feature_k, window, scale=None):
     return o
 
 
+def sliding_window_hybrid_backward(q, k, v, feature_q, feature_k, window, do, scale=None):
+    """The gradients of ``sum(o * do)`` for :func:`sliding_window_hybrid`,
+    ``(dq, dk, dv, dfeature_q, dfeature_k)``, by hand in float64, pair by
+    pair: with ``w_ts = exp(scale q_t . k_s)`` in the window and ``f_ts =
+    fq_t . fk_s`` before it, ``D_t`` their sum and ``o_t = sum w v / D_t``,
+    each pair's weight has the cotangent ``do_t . (v_s - o_t) / D_t``;
+    ``dv_s`` sums ``weight * do_t / D_t``, a window pair passes its
+    cotangent times ``w_ts scale`` to ``q_t`` and ``k_s``, a far pair to
+    ``fq_t`` and ``fk_s`` through the product."""
+    q, k, v = _f64(q, "q"), _f64(k, "k"), _f64(v, "v")
+    fq, fk = _f64(feature_q, "feature_q"), _f64(feature_k, "feature_k")
+    do = _f64(do, "do")
+    B, T, H, K = q.shape
+    scale = _check_scale(scale, K)
+    grads = [np.zeros_like(x) for x in (q, k, v, fq, fk)]
+    dq, dk, dv, dfq, dfk = grads
+    for bi in range(B):
+        for h in range(H):
+            for t in range(T):
+                s = np.arange(t + 1)
+                near = s > t - window
+                scores = scale * k[bi, s, h] @ q[bi, t, h]
+                weight = np.where(near, np.exp(np.where(near, scores, 0.0)),
+                                  fk[bi, s, h] @ fq[bi, t, h])
+                total = weight.sum()
+                o = weight @ v[bi, s, h] / total
+                dweight = (v[bi, s, h] - o) @ do[bi, t, h] / total
+                dv[bi, s, h] += np.outer(weight, do[bi, t, h]) / total
+                dscore = np.where(near, weight * dweight, 0.0) * scale
+                dq[bi, t, h] += dscore @ k[bi, s, h]
+                dk[bi, s, h] += np.outer(dscore, q[bi, t, h])
+                dfar = np.where(near, 0.0, dweight)
+                dfq[bi, t, h] += dfar @ fk[bi, s, h]
+                dfk[bi, s, h] += np.outer(dfar, fq[bi, t, h])
+    return tuple(grads)
+
+
 def log_linear_attention(q, k, v, g, level_scales, scale=1.0, *, beta=None, cu_seqlens=None):
     """Log-linear attention, pair by pair in float64:
 

@@ -275,9 +275,19 @@ def test_pieces_in_bf16_and_torch():
                                           initial_state=first[1])
     whole = np.concatenate([first[0].numpy(), second.numpy()], 1)
     assert rel_rms(reference.sliding_window_hybrid(*arrays, 20), whole) <= 1e-5
+    # With gradients: the state is returned too (a constant for the next
+    # call), and the backward is the derived kernel's.
     grad = [x.clone().requires_grad_() for x in tensors]
-    with pytest.raises(ValueError, match="initial_state and output_final_state with torch"):
-        family.sliding_window_hybrid(*grad, 20, output_final_state=True)
+    o, state = family.sliding_window_hybrid(*(x[:, :25] for x in grad), 20,
+                                            output_final_state=True)
+    assert rel_rms(reference.sliding_window_hybrid(*(x[:, :25] for x in arrays), 20),
+                   o.detach().numpy()) <= 1e-5
+    assert rel_rms(_far_state(arrays[2], arrays[4], 5), state.state.detach().numpy()) <= 1e-5
+    do = np.random.default_rng(25).standard_normal(o.shape).astype(np.float32)
+    (o * torch.from_numpy(do)).sum().backward()
+    expected = reference.sliding_window_hybrid_backward(*(x[:, :25] for x in arrays), 20, do)
+    for want, x in zip(expected, grad):
+        assert rel_rms(want, x.grad[:, :25].numpy()) <= 1e-5
 
 
 def test_state_errors():
@@ -450,20 +460,116 @@ def test_la_run_targets(tmp_path, flags):
     assert rel_rms(_far_state(v, fk, 80), final) <= 1e-5
 
 
-def test_gradients_are_refused_by_the_op(tmp_path):
-    """la-derive-backward does not differentiate the op yet: a clear error,
-    not a silently missing gradient (la.family's function runs the
-    differentiable composition when torch asks for gradients)."""
+def test_reference_gradient_against_finite_differences():
+    """The hand-written reverse-mode reference against central differences
+    of the forward reference (fp64), every input."""
+    arrays = [x.astype(np.float64) for x in _inputs(1, 24, 1, 4, 3, 3, seed=31)]
+    do = np.random.default_rng(32).standard_normal((1, 24, 1, 3))
+    grads = reference.sliding_window_hybrid_backward(*arrays, 5, do)
+    for index, grad in enumerate(grads):
+        expected = np.zeros_like(grad)
+        for position in np.ndindex(grad.shape):
+            values = []
+            for step in (1e-6, -1e-6):
+                moved = [x.copy() for x in arrays]
+                moved[index][position] += step
+                values.append((reference.sliding_window_hybrid(*moved, 5) * do).sum())
+            expected[position] = (values[0] - values[1]) / 2e-6
+        assert rel_rms(expected, grad) <= 1e-6, index
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_gradients_against_the_reverse_mode_reference(shape):
+    """The gradient kernel la-derive-backward derives from the op (the far
+    part's la.recurrence_grad, the window's block products) against the
+    fp64 reverse-mode reference on the forward tests' shapes."""
+    B, T, H, K, V, F, window = shape
+    arrays = _inputs(B, T, H, K, V, F, seed=33)
+    do = np.random.default_rng(34).standard_normal((B, T, H, V)).astype(np.float32)
+    grads = ops.sliding_window_hybrid_backward(*arrays, window, do)
+    expected = reference.sliding_window_hybrid_backward(*arrays, window, do)
+    for want, got in zip(expected, grads):
+        assert got.dtype == np.float32 and got.shape == want.shape
+        assert rel_rms(want, got) <= 1e-5
+
+
+def test_gradients_of_packed_sequences_bf16_and_scale():
+    """Packed sequences (each its own reference), bf16 inputs (the
+    reference on the rounded inputs) and a scale, two threads."""
+    cu = (0, 5, 5, 72, 150)
+    arrays = _inputs(1, 150, 2, 16, 8, 4, seed=35)
+    do = np.random.default_rng(36).standard_normal((1, 150, 2, 8)).astype(np.float32)
+    grads = ops.sliding_window_hybrid_backward(*arrays, 20, do, scale=0.3,
+                                               cu_seqlens=np.array(cu, np.int32),
+                                               num_threads=2)
+    for start, end in zip(cu[:-1], cu[1:]):
+        if end == start:
+            continue
+        piece = [x[:, start:end] for x in arrays]
+        expected = reference.sliding_window_hybrid_backward(*piece, 20, do[:, start:end],
+                                                            scale=0.3)
+        for want, got in zip(expected, grads):
+            assert rel_rms(want, got[:, start:end]) <= 1e-5
+    arrays = _inputs(1, 90, 2, 16, 8, 4, seed=37)
+    do = do[:, :90]
+    rounded = [runner.round_to_bf16(x) for x in arrays]
+    grads = ops.sliding_window_hybrid_backward(*arrays, 20, do, dtype="bf16")
+    expected = reference.sliding_window_hybrid_backward(*rounded, 20,
+                                                        runner.round_to_bf16(do))
+    for want, got in zip(expected, grads):
+        assert rel_rms(want, got) <= 1e-2
+
+
+def test_gradients_of_a_piece_with_context_and_state():
+    """The second of two calls (context and far state from the first):
+    its inputs' gradients are the whole sequence's with the first piece's
+    cotangent zero; the context's are those of the tokens it holds, and
+    the far state's is what the tokens before the context get through
+    their write fk_s [v_s, 1]^T."""
+    arrays = _inputs(2, 100, 2, 16, 8, 4, seed=38)
+    window, cut = 20, 60
+    _, state = ops.sliding_window_hybrid(*(x[:, :cut] for x in arrays), window,
+                                         output_final_state=True)
+    do = np.random.default_rng(39).standard_normal((2, 100, 2, 8)).astype(np.float32)
+    do[:, :cut] = 0.0
+    grads = ops.sliding_window_hybrid_backward(*(x[:, cut:] for x in arrays), window,
+                                               do[:, cut:], initial_state=state)
+    dq, dk, dv, dfq, dfk = reference.sliding_window_hybrid_backward(*arrays, window, do)
+    for want, got in zip((dq, dk, dv, dfq, dfk), grads[:5]):
+        assert rel_rms(want[:, cut:], got) <= 1e-5
+    d_state = grads[5]
+    context = cut - window
+    for want, got in ((dk, d_state.k), (dv, d_state.v), (dfk, d_state.feature_k)):
+        assert rel_rms(want[:, context:cut], got) <= 1e-5
+    # d fk_s = dS0 [v_s, 1] for the tokens in the far state.
+    q, k, v, fq, fk = arrays
+    values = np.concatenate([v[:, :context], np.ones((2, context, 2, 1))], -1)
+    through_state = np.einsum("bhfc,bshc->bshf", np.asarray(d_state.state, np.float64), values)
+    assert rel_rms(dfk[:, :context], through_state) <= 1e-5
+
+
+@pytest.mark.parametrize("flags", [
+    [], ["--parallel"], ["--target=gpu-emulator"],
+    ["--target=gpu-emulator", "--chunk-parallel"]],
+    ids=lambda f: " ".join(f) or "cpu")
+def test_gradient_kernels_through_la_run(tmp_path, flags):
+    """la-derive-backward on the static kernel, then la-run on each target:
+    every gradient against the reverse-mode reference."""
+    la_opt = os.path.join(os.path.dirname(runner.find_la_run()), "la-opt")
     module = tmp_path / "hybrid.mlir"
     module.write_text(_MLIR)
-    la_opt = os.path.join(os.path.dirname(runner.find_la_run()), "la-opt")
-    result = subprocess.run([la_opt, "--la-derive-backward", str(module)],
-                            capture_output=True, text=True, timeout=120)
-    assert result.returncode != 0
-    assert "la.sliding_window_hybrid" in result.stderr
+    derived = tmp_path / "grad.mlir"
+    subprocess.run([la_opt, str(module), "--la-derive-backward=keep-forward=0", "-o",
+                    str(derived)], check=True, timeout=120)
+    arrays = _inputs(2, 70, 2, 16, 8, 4, seed=40)
+    do = np.random.default_rng(41).standard_normal((2, 70, 2, 8)).astype(np.float32)
+    grads = _la_run(tmp_path, derived.read_text(), arrays + (do,), flags, results=5)
+    expected = reference.sliding_window_hybrid_backward(*arrays, 20, do)
+    for want, got in zip(expected, grads):
+        assert rel_rms(want, got) <= 1e-5
 
 
-@pytest.mark.parametrize("form", ["batched", "packed", "state"])
+@pytest.mark.parametrize("form", ["batched", "packed", "state", "gradient"])
 def test_gpu_kernels_pass_ptxas(tmp_path, form):
     """la-lower-to-nvvm lowers the op's decomposition to PTX kernels that
     ptxas accepts for sm_90a (their results are checked on the emulator
@@ -473,8 +579,12 @@ def test_gpu_kernels_pass_ptxas(tmp_path, form):
     if ptxas is None:
         pytest.skip("needs the CUDA toolkit's ptxas")
     module = tmp_path / "hybrid.mlir"
-    module.write_text({"batched": _MLIR, "packed": _PACKED_MLIR, "state": _STATE_MLIR}[form])
+    module.write_text({"batched": _MLIR, "packed": _PACKED_MLIR, "state": _STATE_MLIR,
+                       "gradient": _MLIR}[form])
     la_opt = os.path.join(os.path.dirname(runner.find_la_run()), "la-opt")
+    if form == "gradient":
+        subprocess.run([la_opt, str(module), "--la-derive-backward=keep-forward=0", "-o",
+                        str(module)], check=True, timeout=120)
     lowered = tmp_path / "kernels.mlir"
     subprocess.run([la_opt, str(module), "-la-lower-to-nvvm=format=isa", "-o", str(lowered)],
                    check=True, timeout=600)

@@ -69,7 +69,7 @@ func.func @reads_output(%q: !qk, %k: !qk, %v: !v) -> !v {
 
 func.func @pad(%q: !qk, %k: tensor<1x7x2x4xf32>, %v: !v) -> !v {
   %zero = arith.constant 0.0 : f32
-  // expected-error @+1 {{'tensor.pad' op is on the path from an argument to a result, and la-derive-backward differentiates only la.attention, la.recurrence, tensor.cast and element-wise linalg.generic maps}}
+  // expected-error @+1 {{'tensor.pad' op is on the path from an argument to a result, and la-derive-backward differentiates only la.attention, la.recurrence, la.sliding_window_hybrid, tensor.cast and element-wise linalg.generic maps}}
   %kp = tensor.pad %k low[0, 0, 0, 0] high[0, 1, 0, 0] {
   ^bb0(%i: index, %j: index, %l: index, %m: index):
     tensor.yield %zero : f32
@@ -121,14 +121,4 @@ func.func @checkpoints(%q: tensor<2x8x2x4xf32>, %v: tensor<2x8x2x6xf32>) -> (ten
   // expected-error @+1 {{'la.attention' op with 'checkpoint_every' cannot be differentiated yet (split the sequence at the checkpoints instead)}}
   %o, %c = la.attention linear %q, %q, %v {checkpoint_every = 4} : tensor<2x8x2x4xf32>, tensor<2x8x2x4xf32>, tensor<2x8x2x6xf32> -> tensor<2x8x2x6xf32>, tensor<2x2x2x4x6xf32>
   return %o, %c : tensor<2x8x2x6xf32>, tensor<2x2x2x4x6xf32>
-}
-
-// -----
-
-// LoLCATs' hybrid has no derived backward yet: refused, not skipped (a
-// function of it alone would otherwise get no gradient function).
-func.func @sliding_window_hybrid(%q: tensor<1x16x2x8xf32>, %v: tensor<1x16x2x4xf32>, %f: tensor<1x16x2x3xf32>) -> tensor<1x16x2x4xf32> {
-  // expected-error @+1 {{'la.sliding_window_hybrid' op is on the path from an argument to a result, and la-derive-backward differentiates only la.attention, la.recurrence, tensor.cast and element-wise linalg.generic maps}}
-  %o = la.sliding_window_hybrid %q, %q, %v features(%f : tensor<1x16x2x3xf32>, %f : tensor<1x16x2x3xf32>) {window = 4 : i64} : tensor<1x16x2x8xf32>, tensor<1x16x2x8xf32>, tensor<1x16x2x4xf32> -> tensor<1x16x2x4xf32>
-  return %o : tensor<1x16x2x4xf32>
 }

@@ -34,6 +34,20 @@ decomposeSlidingWindowHybrid(OpBuilder &b, SlidingWindowHybridOp op);
 /// of la-lower-to-recurrence).
 void populateDecomposeSlidingWindowHybridPatterns(RewritePatternSet &patterns);
 
+/// The gradients of an la.sliding_window_hybrid (f32, shaped like q, k, v,
+/// the features and the initial state; no dInitialState without one).
+struct SlidingWindowHybridGradients {
+  Value dq, dk, dv, dFeatureQ, dFeatureK, dInitialState;
+};
+
+/// Builds the adjoint program of `op` for the cotangents `dO` (of o) and
+/// `dFinalState` (f32, or null): the far part's la.recurrence_grad and the
+/// window's block products in linalg, the forward's pieces recomputed
+/// (la-derive-backward).
+SlidingWindowHybridGradients
+buildSlidingWindowHybridGradients(OpBuilder &b, SlidingWindowHybridOp op,
+                                  Value dO, Value dFinalState);
+
 /// Patterns reducing `la.recurrence` to a gate kind in {none, scalar,
 /// channel} without a normaliser (see la-simplify-recurrence).
 void populateSimplifyRecurrencePatterns(RewritePatternSet &patterns);

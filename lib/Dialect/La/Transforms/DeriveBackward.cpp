@@ -385,13 +385,14 @@ static LogicalResult findActive(Block &body, DenseSet<Value> &active) {
     if (auto generic = dyn_cast<linalg::GenericOp>(op)) {
       if (failed(checkElementwiseMap(generic)))
         return failure();
-    } else if (!isa<AttentionOp, RecurrenceOp, tensor::CastOp>(op)) {
+    } else if (!isa<AttentionOp, RecurrenceOp, SlidingWindowHybridOp,
+                    tensor::CastOp>(op)) {
       return op.emitOpError()
              << "is on the path from an argument to a result, and "
                 "la-derive-backward differentiates only la.attention, "
-                "la.recurrence, tensor.cast and element-wise linalg.generic "
-                "maps (compute it outside the function, or on inputs that "
-                "need no gradient)";
+                "la.recurrence, la.sliding_window_hybrid, tensor.cast and "
+                "element-wise linalg.generic maps (compute it outside the "
+                "function, or on inputs that need no gradient)";
     }
     for (Value result : op.getResults())
       if (isFloatTensor(result.getType()))
@@ -490,6 +491,33 @@ LaDeriveBackwardPass::differentiate(Operation *op, OpBuilder &b,
     accumulate(attention.getA(), grad.getDa());
     accumulate(attention.getB(), grad.getDb());
     accumulate(attention.getInitialState(), grad.getDInitialState());
+    return success();
+  }
+
+  if (auto hybrid = dyn_cast<SlidingWindowHybridOp>(op)) {
+    Value dO = adjoints.lookup(hybrid.getO());
+    Value dFinal = hybrid.getFinalState()
+                       ? adjoints.lookup(hybrid.getFinalState())
+                       : Value();
+    if (!dO && !dFinal)
+      return success();
+    // The adjoint program is built from the recomputed forward op (its
+    // operands are the gradient function's), in f32.
+    auto recomputed =
+        primal.lookup(hybrid.getO()).getDefiningOp<SlidingWindowHybridOp>();
+    dO = outputCotangent(b, loc, dO, recomputed.getO(), b.getF32Type());
+    if (dFinal)
+      dFinal =
+          castShape(b, loc, convertElements(b, loc, dFinal, b.getF32Type()),
+                    hybrid.getFinalState().getType());
+    SlidingWindowHybridGradients grads =
+        buildSlidingWindowHybridGradients(b, recomputed, dO, dFinal);
+    accumulate(hybrid.getQ(), grads.dq);
+    accumulate(hybrid.getK(), grads.dk);
+    accumulate(hybrid.getV(), grads.dv);
+    accumulate(hybrid.getFeatureQ(), grads.dFeatureQ);
+    accumulate(hybrid.getFeatureK(), grads.dFeatureK);
+    accumulate(hybrid.getInitialState(), grads.dInitialState);
     return success();
   }
 
@@ -673,8 +701,6 @@ void LaDeriveBackwardPass::runOnOperation() {
     if (function.isExternal())
       continue;
     bool hasLaOp = false;
-    // (la.sliding_window_hybrid too: findActive refuses it with a
-    // diagnostic instead of a function left without a gradient.)
     function.walk([&](Operation *op) {
       hasLaOp |= isa<AttentionOp, RecurrenceOp, SlidingWindowHybridOp>(op);
     });

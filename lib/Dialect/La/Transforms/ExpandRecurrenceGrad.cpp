@@ -1102,8 +1102,28 @@ struct LaExpandRecurrenceGradPass
     RewritePatternSet patterns(&getContext());
     populateSimplifyRecurrencePatterns(patterns);
     populateExpandRecurrenceGradPatterns(patterns);
-    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+    LogicalResult converged =
+        applyPatternsGreedily(getOperation(), std::move(patterns));
+    // Never a failure without a word: the driver stops at its iteration
+    // limit silently. Packed sequences with a run-time B are what leaves
+    // the gradient unexpanded (B must be 1, and is not known to be).
+    WalkResult unexpanded =
+        getOperation()->walk([](RecurrenceGradOp op) -> WalkResult {
+          if (op.getCuSeqlens() && op.getQ().getType().getDimSize(0) != 1) {
+            op.emitOpError("with 'cu_seqlens' needs a static B = 1 (packed "
+                           "sequences) to be chunked, got 'q' of type ")
+                << op.getQ().getType();
+            return WalkResult::interrupt();
+          }
+          return WalkResult::advance();
+        });
+    if (unexpanded.wasInterrupted())
       return signalPassFailure();
+    if (failed(converged)) {
+      getOperation()->emitError(
+          "la-expand-recurrence-grad: the rewrites did not converge");
+      return signalPassFailure();
+    }
   }
 };
 } // namespace

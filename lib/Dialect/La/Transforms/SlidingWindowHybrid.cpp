@@ -749,6 +749,262 @@ mlir::la::decomposeSlidingWindowHybrid(OpBuilder &b, SlidingWindowHybridOp op) {
   return results;
 }
 
+/// The source tokens' gradient of x [B,S,H,D], the gradient of tokens moved
+/// `shift` later: token s's is x[s + shift] (zeros for the last `shift`
+/// tokens), its first `columns` columns.
+static Value unshiftTokens(OpBuilder &b, Location loc, Value x, int64_t shift,
+                           OpFoldResult columns) {
+  MLIRContext *ctx = b.getContext();
+  SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, x);
+  AffineExpr s0 = getAffineSymbolExpr(0, ctx);
+  OpFoldResult kept = affine::makeComposedFoldedAffineMax(
+      b, loc,
+      AffineMap::get(0, 1, {s0 - shift, getAffineConstantExpr(0, ctx)}, ctx),
+      {sizes[1]});
+  OpFoldResult from = affine::makeComposedFoldedAffineApply(
+      b, loc, s0 - getAffineSymbolExpr(1, ctx), {sizes[1], kept});
+  SmallVector<OpFoldResult> ones(4, b.getIndexAttr(1));
+  SmallVector<OpFoldResult> partSizes = {sizes[0], kept, sizes[2], columns};
+  Value part = tensor::ExtractSliceOp::create(
+      b, loc, x,
+      SmallVector<OpFoldResult>{b.getIndexAttr(0), from, b.getIndexAttr(0),
+                                b.getIndexAttr(0)},
+      partSizes, ones);
+  Value dest = zeroTensor(b, loc, {sizes[0], sizes[1], sizes[2], columns});
+  return tensor::InsertSliceOp::create(
+      b, loc, part, dest, SmallVector<OpFoldResult>(4, b.getIndexAttr(0)),
+      partSizes, ones);
+}
+
+/// acc [B,N+shifts,C,H,D] (the padded keys' blocks) plus, on the blocks
+/// `shift` before each query block, sum_i P[b,n,h,i,j] x[b,n,i,h,d]: the
+/// transposed block product. Loops (b,n,j,h,d,i).
+static Value accumulateTransposedProduct(HybridProgram &p, int64_t shift,
+                                         Value weights, Value x, Value acc) {
+  OpBuilder &b = p.b;
+  MLIRContext *ctx = p.ctx;
+  Value slice = p.blocksBefore(acc, shift);
+  Value product = buildGeneric(
+      b, p.loc, ValueRange{weights, x}, slice,
+      {dimMap(ctx, 6, {0, 1, 3, 5, 2}), dimMap(ctx, 6, {0, 1, 5, 3, 4}),
+       dimMap(ctx, 6, {0, 1, 2, 3, 4})},
+      5, 1, [](OpBuilder &nb, Location l, ValueRange args) {
+        return addF(nb, l, args[2], mulF(nb, l, args[0], args[1]));
+      });
+  return insertAt(b, p.loc, product, acc, 1, b.getIndexAttr(p.shifts - shift));
+}
+
+SlidingWindowHybridGradients mlir::la::buildSlidingWindowHybridGradients(
+    OpBuilder &b, SlidingWindowHybridOp op, Value dO, Value dFinalState) {
+  HybridProgram p(b, op);
+  Location loc = p.loc;
+  MLIRContext *ctx = p.ctx;
+  Type f32 = p.f32;
+  p.buildFar();
+  p.buildWindow();
+  OpFoldResult batch = p.batch, heads = p.heads, valueDim = p.valueDim;
+  OpFoldResult queryTime = p.queryTime;
+  AffineMap tokenMap = dimMap(ctx, 4, {0, 1, 2, 3});
+  AffineMap tokenRowMap = dimMap(ctx, 4, {0, 1, 2});
+  AffineMap rows3 = dimMap(ctx, 3, {0, 1, 2});
+  SmallVector<OpFoldResult> rowSizes = {batch, queryTime, heads};
+  SmallVector<OpFoldResult> outSizes = {batch, queryTime, heads, valueDim};
+
+  // The forward's sums at the queries: o = (Nw + e^-c Nf) / D with D = Dw +
+  // e^-c Df. o does not depend on c, which is held constant.
+  Value windowOut = p.queryTokens(joinBlocks(b, loc, p.weighted));
+  Value windowSum = p.queryTokens(joinBlocks(b, loc, p.rowSum));
+  Value shiftMax = p.queryTokens(joinBlocks(b, loc, p.rowMax));
+  auto [farValues, farSum] = p.farParts();
+  Value denominator = buildGeneric(
+      b, loc, ValueRange{windowSum, farSum, shiftMax},
+      emptyTensor(b, loc, rowSizes, f32), {rows3, rows3, rows3, rows3}, 3, 0,
+      [](OpBuilder &nb, Location l, ValueRange args) {
+        Value damp =
+            math::ExpOp::create(nb, l, arith::NegFOp::create(nb, l, args[2]));
+        return addF(nb, l, args[0], mulF(nb, l, damp, args[1]));
+      });
+  // dN = dO / D (the numerator's cotangent), delta = sum_V dO o / D (minus
+  // the denominator's).
+  Value dN = buildGeneric(
+      b, loc, ValueRange{dO, denominator}, emptyTensor(b, loc, outSizes, f32),
+      {tokenMap, tokenRowMap, tokenMap}, 4, 0,
+      [](OpBuilder &nb, Location l, ValueRange args) {
+        Value cotangent = extendToF32(nb, l, args[0]);
+        return arith::DivFOp::create(nb, l, cotangent, args[1]).getResult();
+      });
+  Value delta = buildGeneric(
+      b, loc, ValueRange{dN, windowOut, farValues, shiftMax, denominator},
+      zeroTensor(b, loc, rowSizes),
+      {tokenMap, tokenMap, tokenMap, tokenRowMap, tokenRowMap, tokenRowMap}, 3,
+      1, [](OpBuilder &nb, Location l, ValueRange args) {
+        Value damp =
+            math::ExpOp::create(nb, l, arith::NegFOp::create(nb, l, args[3]));
+        Value numerator = addF(nb, l, args[1], mulF(nb, l, damp, args[2]));
+        Value o = arith::DivFOp::create(nb, l, numerator, args[4]);
+        return addF(nb, l, args[5], mulF(nb, l, args[0], o));
+      });
+
+  // The far part's cotangent [B,T,H,V+1]: e^-c dN, and -e^-c delta in the
+  // normaliser's column V; its adjoint is la.recurrence_grad.
+  Value dFarValues = buildGeneric(
+      b, loc, ValueRange{dN, shiftMax}, emptyTensor(b, loc, outSizes, f32),
+      {tokenMap, tokenRowMap, tokenMap}, 4, 0,
+      [](OpBuilder &nb, Location l, ValueRange args) {
+        Value damp =
+            math::ExpOp::create(nb, l, arith::NegFOp::create(nb, l, args[1]));
+        return mulF(nb, l, damp, args[0]);
+      });
+  Value dFarSum = buildGeneric(
+      b, loc, ValueRange{delta, shiftMax}, emptyTensor(b, loc, rowSizes, f32),
+      {rows3, rows3, rows3}, 3, 0,
+      [](OpBuilder &nb, Location l, ValueRange args) {
+        Value damp =
+            math::ExpOp::create(nb, l, arith::NegFOp::create(nb, l, args[1]));
+        return arith::NegFOp::create(nb, l, mulF(nb, l, damp, args[0]))
+            .getResult();
+      });
+  SmallVector<OpFoldResult> farSizes = mixedSizes(b, loc, p.far.v);
+  Value farCotangent = zeroTensor(b, loc, farSizes);
+  farCotangent = tensor::InsertSliceOp::create(
+      b, loc, dFarValues, farCotangent, SmallVector<OpFoldResult>(4, p.zero),
+      outSizes, p.ones);
+  farCotangent = tensor::InsertSliceOp::create(
+      b, loc, dFarSum, farCotangent,
+      SmallVector<OpFoldResult>{p.zero, p.zero, p.zero, valueDim},
+      SmallVector<OpFoldResult>{batch, queryTime, heads, b.getIndexAttr(1)},
+      p.ones);
+  auto f32Like = [&](Value x) -> Type {
+    return RankedTensorType::get(cast<RankedTensorType>(x.getType()).getShape(),
+                                 f32);
+  };
+  auto farGrad = RecurrenceGradOp::create(
+      b, loc,
+      TypeRange{f32Like(p.far.q), f32Like(p.far.k), f32Like(p.far.v),
+                f32Like(p.far.initialState)},
+      p.far.q, p.far.k, p.far.v, Value(), Value(), Value(), Value(), Value(),
+      p.offsets, p.far.initialState, farCotangent, dFinalState,
+      GateKindAttr::get(ctx, GateKind::None), DenseF32ArrayAttr(),
+      LowRankAttr::get(ctx, LowRank::None), b.getF32FloatAttr(1.0f), UnitAttr(),
+      FloatAttr(), b.getI64IntegerAttr(64));
+
+  // The moved tokens' gradients over all S keys: with context, the early
+  // ones through their contraction into the initial state.
+  Value dMovedKeys = farGrad.getDk(), dMovedValues = farGrad.getDv();
+  Value dInitial = farGrad.getDInitialState();
+  if (!p.noContext) {
+    Value earlyKeys = p.earlyTokens(p.movedKeys);
+    Value earlyValues = p.earlyTokens(p.movedValues);
+    // dK[b,t,h,f] = sum_c dS0[b,h,f,c] V[b,t,h,c]: loops (b,t,h,f,c).
+    Value dEarlyKeys = buildGeneric(
+        b, loc, ValueRange{dInitial, earlyValues},
+        zeroTensor(b, loc, mixedSizes(b, loc, earlyKeys)),
+        {dimMap(ctx, 5, {0, 2, 3, 4}), dimMap(ctx, 5, {0, 1, 2, 4}),
+         dimMap(ctx, 5, {0, 1, 2, 3})},
+        4, 1, [](OpBuilder &nb, Location l, ValueRange args) {
+          Value value = extendToF32(nb, l, args[1]);
+          return addF(nb, l, args[2], mulF(nb, l, args[0], value));
+        });
+    // dV[b,t,h,c] = sum_f dS0[b,h,f,c] K[b,t,h,f]: loops (b,t,h,c,f).
+    Value dEarlyValues = buildGeneric(
+        b, loc, ValueRange{dInitial, earlyKeys},
+        zeroTensor(b, loc, mixedSizes(b, loc, earlyValues)),
+        {dimMap(ctx, 5, {0, 2, 4, 3}), dimMap(ctx, 5, {0, 1, 2, 4}),
+         dimMap(ctx, 5, {0, 1, 2, 3})},
+        4, 1, [](OpBuilder &nb, Location l, ValueRange args) {
+          Value key = extendToF32(nb, l, args[1]);
+          return addF(nb, l, args[2], mulF(nb, l, args[0], key));
+        });
+    auto joined = [&](Value early, Value late, Value like) {
+      Value all = zeroTensor(b, loc, mixedSizes(b, loc, like));
+      all = insertAt(b, loc, early, all, 1, p.zero);
+      return insertAt(b, loc, late, all, 1, p.context);
+    };
+    dMovedKeys = joined(dEarlyKeys, dMovedKeys, p.movedKeys);
+    dMovedValues = joined(dEarlyValues, dMovedValues, p.movedValues);
+  }
+  if (p.offsets) {
+    // The moved tokens from the sequence before were zeros: no gradient.
+    dMovedKeys = zeroAcrossStarts(b, loc, dMovedKeys, p.starts, p.window);
+    dMovedValues = zeroAcrossStarts(b, loc, dMovedValues, p.starts, p.window);
+  }
+  OpFoldResult featureDim = mixedSizes(b, loc, op.getFeatureK())[3];
+  Value dFeatureK = unshiftTokens(b, loc, dMovedKeys, p.window, featureDim);
+  Value dvFar = unshiftTokens(b, loc, dMovedValues, p.window, valueDim);
+
+  // The window's adjoint over the block pairs: dP = dN_i . v_j, dS = scale
+  // e (dP - delta_i) (zero outside the window with e), dq = dS k, dk = dS^T
+  // q, dv = e^T dN.
+  Value dNBlocks = p.blocksOf(dN, 0, /*atQueries=*/true, false);
+  OpFoldResult paddedTokens = p.tokensOf(0);
+  Value deltaPadded = tensor::InsertSliceOp::create(
+      b, loc, delta, zeroTensor(b, loc, {batch, paddedTokens, heads}),
+      SmallVector<OpFoldResult>{p.zero, p.context, p.zero}, rowSizes,
+      SmallVector<OpFoldResult>(3, b.getIndexAttr(1)));
+  Value deltaBlocks = tensor::ExpandShapeOp::create(
+      b, loc,
+      RankedTensorType::get(
+          staticShape(SmallVector<OpFoldResult>{
+              batch, p.numBlocks, b.getIndexAttr(p.block), heads}),
+          f32),
+      deltaPadded, ArrayRef<ReassociationIndices>{{0}, {1, 2}, {3}},
+      ArrayRef<OpFoldResult>{batch, p.numBlocks, b.getIndexAttr(p.block),
+                             heads});
+  Value valuesT = p.transposeBlocks(p.values);
+  SmallVector<OpFoldResult> keyDims = mixedSizes(b, loc, p.keys);
+  SmallVector<OpFoldResult> valueDims = mixedSizes(b, loc, p.values);
+  Value queryGrad = zeroTensor(b, loc, mixedSizes(b, loc, p.queries));
+  Value keyGrad = zeroTensor(b, loc, keyDims);
+  Value valueGrad = zeroTensor(b, loc, valueDims);
+  for (int64_t shift = 0; shift <= p.shifts; ++shift) {
+    Value dP =
+        buildBlockScores(b, loc, dNBlocks, p.blocksBefore(valuesT, shift),
+                         zeroTensor(b, loc, p.scoreSizes()));
+    Value dS = buildGeneric(
+        b, loc, ValueRange{p.weights[shift], dP, deltaBlocks},
+        emptyTensor(b, loc, p.scoreSizes(), f32),
+        {p.scoreMap, p.scoreMap, p.rowMap, p.scoreMap}, 5, 0,
+        [&](OpBuilder &nb, Location l, ValueRange args) {
+          Value centred = arith::SubFOp::create(nb, l, args[1], args[2]);
+          Value scaled = mulF(nb, l, args[0], constantF32(nb, l, p.scale));
+          return mulF(nb, l, scaled, centred);
+        });
+    queryGrad = p.accumulateBlockProduct(
+        shift, dS, p.blocksBefore(p.keys, shift), queryGrad);
+    keyGrad = accumulateTransposedProduct(p, shift, dS, p.queries, keyGrad);
+    valueGrad = accumulateTransposedProduct(p, shift, p.weights[shift],
+                                            dNBlocks, valueGrad);
+  }
+  // The padded keys' blocks back to the S key tokens.
+  auto keyTokens = [&](Value blocks) {
+    Value joined = joinBlocks(b, loc, blocks);
+    SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, joined);
+    sizes[1] = p.time;
+    return tensor::ExtractSliceOp::create(
+               b, loc, joined,
+               SmallVector<OpFoldResult>{p.zero, p.front, p.zero, p.zero},
+               sizes, p.ones)
+        .getResult();
+  };
+  Value dvWindow = keyTokens(valueGrad);
+  AffineMap id = tokenMap;
+  Value dv = buildGeneric(
+      b, loc, ValueRange{dvWindow, dvFar},
+      emptyTensor(b, loc, mixedSizes(b, loc, dvWindow), f32), {id, id, id}, 4,
+      0, [](OpBuilder &nb, Location l, ValueRange args) {
+        return addF(nb, l, args[0], args[1]);
+      });
+  SlidingWindowHybridGradients grads;
+  grads.dq = p.queryTokens(joinBlocks(b, loc, queryGrad));
+  grads.dk = keyTokens(keyGrad);
+  grads.dv = dv;
+  grads.dFeatureQ = farGrad.getDq();
+  grads.dFeatureK = dFeatureK;
+  if (op.getInitialState())
+    grads.dInitialState = dInitial;
+  return grads;
+}
+
 namespace {
 struct SlidingWindowHybridDecomposition
     : linalg::AggregatedOpInterface::ExternalModel<
