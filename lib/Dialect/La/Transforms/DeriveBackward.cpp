@@ -447,20 +447,23 @@ LaDeriveBackwardPass::differentiate(Operation *op, OpBuilder &b,
     return success();
   }
 
+  // The adjoint of an optional final state, as its f32 cotangent.
+  auto finalStateCotangent = [&](Value finalState) -> Value {
+    Value adjoint = finalState ? adjoints.lookup(finalState) : Value();
+    if (!adjoint)
+      return Value();
+    return castShape(b, loc, convertElements(b, loc, adjoint, b.getF32Type()),
+                     finalState.getType());
+  };
+
   if (auto attention = dyn_cast<AttentionOp>(op)) {
     Value dO = adjoints.lookup(attention.getO());
-    Value dFinal = attention.getFinalState()
-                       ? adjoints.lookup(attention.getFinalState())
-                       : Value();
+    Value dFinal = finalStateCotangent(attention.getFinalState());
     if (!dO && !dFinal)
       return success();
     Value pO = primal.lookup(attention.getO());
     dO = outputCotangent(b, loc, dO, pO,
                          attention.getV().getType().getElementType());
-    if (dFinal)
-      dFinal =
-          castShape(b, loc, convertElements(b, loc, dFinal, b.getF32Type()),
-                    attention.getFinalState().getType());
     auto mapped = [&](Value v) { return v ? primal.lookup(v) : Value(); };
     Value inputs[] = {
         attention.getQ(),     attention.getK(),           attention.getV(),
@@ -496,9 +499,7 @@ LaDeriveBackwardPass::differentiate(Operation *op, OpBuilder &b,
 
   if (auto hybrid = dyn_cast<SlidingWindowHybridOp>(op)) {
     Value dO = adjoints.lookup(hybrid.getO());
-    Value dFinal = hybrid.getFinalState()
-                       ? adjoints.lookup(hybrid.getFinalState())
-                       : Value();
+    Value dFinal = finalStateCotangent(hybrid.getFinalState());
     if (!dO && !dFinal)
       return success();
     // The adjoint program is built from the recomputed forward op (its
@@ -506,10 +507,6 @@ LaDeriveBackwardPass::differentiate(Operation *op, OpBuilder &b,
     auto recomputed =
         primal.lookup(hybrid.getO()).getDefiningOp<SlidingWindowHybridOp>();
     dO = outputCotangent(b, loc, dO, recomputed.getO(), b.getF32Type());
-    if (dFinal)
-      dFinal =
-          castShape(b, loc, convertElements(b, loc, dFinal, b.getF32Type()),
-                    hybrid.getFinalState().getType());
     SlidingWindowHybridGradients grads =
         buildSlidingWindowHybridGradients(b, recomputed, dO, dFinal);
     accumulate(hybrid.getQ(), grads.dq);

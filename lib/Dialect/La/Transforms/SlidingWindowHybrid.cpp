@@ -41,19 +41,28 @@ static constexpr float kNoToken = 1e30f;
 /// `x` [B,T,H,D] moved `shift` tokens later in its element type: zeros in
 /// front, the last `shift` tokens dropped. With `onesColumn` a column D of
 /// ones is appended to the moved tokens (zeros in front there too).
+/// Of T tokens moved `shift` later: how many stay, kept = max(T - shift, 0),
+/// and where they land, T - kept.
+static std::pair<OpFoldResult, OpFoldResult>
+movedSpan(OpBuilder &b, Location loc, OpFoldResult tokens, int64_t shift) {
+  MLIRContext *ctx = b.getContext();
+  AffineExpr s0 = getAffineSymbolExpr(0, ctx);
+  OpFoldResult kept = affine::makeComposedFoldedAffineMax(
+      b, loc,
+      AffineMap::get(0, 1, {s0 - shift, getAffineConstantExpr(0, ctx)}, ctx),
+      {tokens});
+  OpFoldResult offset = affine::makeComposedFoldedAffineApply(
+      b, loc, s0 - getAffineSymbolExpr(1, ctx), {tokens, kept});
+  return {kept, offset};
+}
+
 static Value shiftTokens(OpBuilder &b, Location loc, Value x, int64_t shift,
                          bool onesColumn) {
   MLIRContext *ctx = b.getContext();
   Type element = cast<RankedTensorType>(x.getType()).getElementType();
   SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, x);
   AffineExpr s0 = getAffineSymbolExpr(0, ctx);
-  // kept = max(T - shift, 0) tokens, written from token T - kept.
-  OpFoldResult kept = affine::makeComposedFoldedAffineMax(
-      b, loc,
-      AffineMap::get(0, 1, {s0 - shift, getAffineConstantExpr(0, ctx)}, ctx),
-      {sizes[1]});
-  OpFoldResult offset = affine::makeComposedFoldedAffineApply(
-      b, loc, s0 - getAffineSymbolExpr(1, ctx), {sizes[1], kept});
+  auto [kept, offset] = movedSpan(b, loc, sizes[1], shift);
   SmallVector<OpFoldResult> destSizes = sizes;
   if (onesColumn)
     destSizes[3] =
@@ -580,6 +589,21 @@ struct HybridProgram {
     }
   }
 
+  /// The far part and the window, in that order.
+  void build() {
+    buildFar();
+    buildWindow();
+  }
+
+  /// The window's weighted values, weight sums and row maxima at the
+  /// queries' tokens.
+  std::tuple<Value, Value, Value> windowAtQueries() {
+    Value out = queryTokens(joinBlocks(b, loc, weighted));
+    Value sum = queryTokens(joinBlocks(b, loc, rowSum));
+    Value max = queryTokens(joinBlocks(b, loc, rowMax));
+    return {out, sum, max};
+  }
+
   /// The far output's first V columns and its normaliser (column V, as
   /// [B,T,H]).
   std::pair<Value, Value> farParts() {
@@ -602,11 +626,10 @@ struct HybridProgram {
 FailureOr<SmallVector<Value>>
 mlir::la::decomposeSlidingWindowHybrid(OpBuilder &b, SlidingWindowHybridOp op) {
   HybridProgram p(b, op);
+  p.build();
   Location loc = p.loc;
   MLIRContext *ctx = p.ctx;
   Type f32 = p.f32;
-  p.buildFar();
-  p.buildWindow();
   int64_t block = p.block, shifts = p.shifts;
   OpFoldResult batch = p.batch, heads = p.heads, valueDim = p.valueDim;
   OpFoldResult numBlocks = p.numBlocks, zero = p.zero;
@@ -687,9 +710,7 @@ mlir::la::decomposeSlidingWindowHybrid(OpBuilder &b, SlidingWindowHybridOp op) {
   }
 
   // Back to the queries' tokens [B,T,...] and the two parts combined.
-  Value windowOut = p.queryTokens(joinBlocks(b, loc, p.weighted));
-  Value windowSum = p.queryTokens(joinBlocks(b, loc, p.rowSum));
-  Value shiftMax = p.queryTokens(joinBlocks(b, loc, p.rowMax));
+  auto [windowOut, windowSum, shiftMax] = p.windowAtQueries();
   auto [farValues, farSum] = p.farParts();
   // The queries' first token among the keys' (L), for the poison's compare.
   Value contextF32;
@@ -754,15 +775,8 @@ mlir::la::decomposeSlidingWindowHybrid(OpBuilder &b, SlidingWindowHybridOp op) {
 /// tokens), its first `columns` columns.
 static Value unshiftTokens(OpBuilder &b, Location loc, Value x, int64_t shift,
                            OpFoldResult columns) {
-  MLIRContext *ctx = b.getContext();
   SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, x);
-  AffineExpr s0 = getAffineSymbolExpr(0, ctx);
-  OpFoldResult kept = affine::makeComposedFoldedAffineMax(
-      b, loc,
-      AffineMap::get(0, 1, {s0 - shift, getAffineConstantExpr(0, ctx)}, ctx),
-      {sizes[1]});
-  OpFoldResult from = affine::makeComposedFoldedAffineApply(
-      b, loc, s0 - getAffineSymbolExpr(1, ctx), {sizes[1], kept});
+  auto [kept, from] = movedSpan(b, loc, sizes[1], shift);
   SmallVector<OpFoldResult> ones(4, b.getIndexAttr(1));
   SmallVector<OpFoldResult> partSizes = {sizes[0], kept, sizes[2], columns};
   Value part = tensor::ExtractSliceOp::create(
@@ -797,11 +811,10 @@ static Value accumulateTransposedProduct(HybridProgram &p, int64_t shift,
 SlidingWindowHybridGradients mlir::la::buildSlidingWindowHybridGradients(
     OpBuilder &b, SlidingWindowHybridOp op, Value dO, Value dFinalState) {
   HybridProgram p(b, op);
+  p.build();
   Location loc = p.loc;
   MLIRContext *ctx = p.ctx;
   Type f32 = p.f32;
-  p.buildFar();
-  p.buildWindow();
   OpFoldResult batch = p.batch, heads = p.heads, valueDim = p.valueDim;
   OpFoldResult queryTime = p.queryTime;
   AffineMap tokenMap = dimMap(ctx, 4, {0, 1, 2, 3});
@@ -812,9 +825,7 @@ SlidingWindowHybridGradients mlir::la::buildSlidingWindowHybridGradients(
 
   // The forward's sums at the queries: o = (Nw + e^-c Nf) / D with D = Dw +
   // e^-c Df. o does not depend on c, which is held constant.
-  Value windowOut = p.queryTokens(joinBlocks(b, loc, p.weighted));
-  Value windowSum = p.queryTokens(joinBlocks(b, loc, p.rowSum));
-  Value shiftMax = p.queryTokens(joinBlocks(b, loc, p.rowMax));
+  auto [windowOut, windowSum, shiftMax] = p.windowAtQueries();
   auto [farValues, farSum] = p.farParts();
   Value denominator = buildGeneric(
       b, loc, ValueRange{windowSum, farSum, shiftMax},
@@ -847,23 +858,25 @@ SlidingWindowHybridGradients mlir::la::buildSlidingWindowHybridGradients(
 
   // The far part's cotangent [B,T,H,V+1]: e^-c dN, and -e^-c delta in the
   // normaliser's column V; its adjoint is la.recurrence_grad.
-  Value dFarValues = buildGeneric(
-      b, loc, ValueRange{dN, shiftMax}, emptyTensor(b, loc, outSizes, f32),
-      {tokenMap, tokenRowMap, tokenMap}, 4, 0,
-      [](OpBuilder &nb, Location l, ValueRange args) {
-        Value damp =
-            math::ExpOp::create(nb, l, arith::NegFOp::create(nb, l, args[1]));
-        return mulF(nb, l, damp, args[0]);
-      });
-  Value dFarSum = buildGeneric(
-      b, loc, ValueRange{delta, shiftMax}, emptyTensor(b, loc, rowSizes, f32),
-      {rows3, rows3, rows3}, 3, 0,
-      [](OpBuilder &nb, Location l, ValueRange args) {
-        Value damp =
-            math::ExpOp::create(nb, l, arith::NegFOp::create(nb, l, args[1]));
-        return arith::NegFOp::create(nb, l, mulF(nb, l, damp, args[0]))
-            .getResult();
-      });
+  // x e^-c (negated with `negate`), x over [B,T,H] or [B,T,H,V].
+  Value maxima = shiftMax; // (a structured binding is not captured in C++17)
+  auto damped = [&](Value x, bool negate) {
+    bool rows = cast<RankedTensorType>(x.getType()).getRank() == 3;
+    AffineMap xMap = rows ? rows3 : tokenMap;
+    return buildGeneric(
+        b, loc, ValueRange{x, maxima},
+        emptyTensor(b, loc, rows ? rowSizes : outSizes, f32),
+        {xMap, rows ? rows3 : tokenRowMap, xMap}, rows ? 3 : 4, 0,
+        [&](OpBuilder &nb, Location l, ValueRange args) -> Value {
+          Value damp =
+              math::ExpOp::create(nb, l, arith::NegFOp::create(nb, l, args[1]));
+          Value product = mulF(nb, l, damp, args[0]);
+          return negate ? arith::NegFOp::create(nb, l, product).getResult()
+                        : product;
+        });
+  };
+  Value dFarValues = damped(dN, /*negate=*/false);
+  Value dFarSum = damped(delta, /*negate=*/true);
   SmallVector<OpFoldResult> farSizes = mixedSizes(b, loc, p.far.v);
   Value farCotangent = zeroTensor(b, loc, farSizes);
   farCotangent = tensor::InsertSliceOp::create(
@@ -895,26 +908,24 @@ SlidingWindowHybridGradients mlir::la::buildSlidingWindowHybridGradients(
   if (!p.noContext) {
     Value earlyKeys = p.earlyTokens(p.movedKeys);
     Value earlyValues = p.earlyTokens(p.movedValues);
-    // dK[b,t,h,f] = sum_c dS0[b,h,f,c] V[b,t,h,c]: loops (b,t,h,f,c).
-    Value dEarlyKeys = buildGeneric(
-        b, loc, ValueRange{dInitial, earlyValues},
-        zeroTensor(b, loc, mixedSizes(b, loc, earlyKeys)),
-        {dimMap(ctx, 5, {0, 2, 3, 4}), dimMap(ctx, 5, {0, 1, 2, 4}),
-         dimMap(ctx, 5, {0, 1, 2, 3})},
-        4, 1, [](OpBuilder &nb, Location l, ValueRange args) {
-          Value value = extendToF32(nb, l, args[1]);
-          return addF(nb, l, args[2], mulF(nb, l, args[0], value));
-        });
-    // dV[b,t,h,c] = sum_f dS0[b,h,f,c] K[b,t,h,f]: loops (b,t,h,c,f).
-    Value dEarlyValues = buildGeneric(
-        b, loc, ValueRange{dInitial, earlyKeys},
-        zeroTensor(b, loc, mixedSizes(b, loc, earlyValues)),
-        {dimMap(ctx, 5, {0, 2, 4, 3}), dimMap(ctx, 5, {0, 1, 2, 4}),
-         dimMap(ctx, 5, {0, 1, 2, 3})},
-        4, 1, [](OpBuilder &nb, Location l, ValueRange args) {
-          Value key = extendToF32(nb, l, args[1]);
-          return addF(nb, l, args[2], mulF(nb, l, args[0], key));
-        });
+    // d early[b,t,h,x] = sum_y dS0[b,h,(x,y) in state order] other[b,t,h,y],
+    // loops (b,t,h,x,y): the keys' with the values (x = f) and the values'
+    // with the keys (x = c).
+    auto throughState = [&](Value other, Value like, bool keys) {
+      AffineMap stateMap =
+          keys ? dimMap(ctx, 5, {0, 2, 3, 4}) : dimMap(ctx, 5, {0, 2, 4, 3});
+      return buildGeneric(b, loc, ValueRange{dInitial, other},
+                          zeroTensor(b, loc, mixedSizes(b, loc, like)),
+                          {stateMap, dimMap(ctx, 5, {0, 1, 2, 4}),
+                           dimMap(ctx, 5, {0, 1, 2, 3})},
+                          4, 1, [](OpBuilder &nb, Location l, ValueRange args) {
+                            Value factor = extendToF32(nb, l, args[1]);
+                            return addF(nb, l, args[2],
+                                        mulF(nb, l, args[0], factor));
+                          });
+    };
+    Value dEarlyKeys = throughState(earlyValues, earlyKeys, /*keys=*/true);
+    Value dEarlyValues = throughState(earlyKeys, earlyValues, /*keys=*/false);
     auto joined = [&](Value early, Value late, Value like) {
       Value all = zeroTensor(b, loc, mixedSizes(b, loc, like));
       all = insertAt(b, loc, early, all, 1, p.zero);
