@@ -523,9 +523,11 @@ struct HybridProgram {
     // Unscaled scores of each block pair: S_s[b,n,h,i,j] = q_i . k_j over
     // the block s before. Loops (b,n,h,i,j,kk).
     for (int64_t shift = 0; shift <= shifts; ++shift) {
-      scores.push_back(buildBlockScores(b, loc, queries,
-                                        blocksBefore(keysT, shift),
-                                        zeroTensor(b, loc, scoreSizes())));
+      // Each op in its own statement: the IR must not depend on the order
+      // in which the host compiler evaluates arguments.
+      Value keyBlock = blocksBefore(keysT, shift);
+      Value zeros = zeroTensor(b, loc, scoreSizes());
+      scores.push_back(buildBlockScores(b, loc, queries, keyBlock, zeros));
       // Entries outside the triangle are masked below (their zero fill).
       if (shift == 0 || shift == shifts)
         markTriangle(scores.back(), /*lower=*/shift == 0, 3, 4);
@@ -968,9 +970,9 @@ SlidingWindowHybridGradients mlir::la::buildSlidingWindowHybridGradients(
   Value keyGrad = zeroTensor(b, loc, keyDims);
   Value valueGrad = zeroTensor(b, loc, valueDims);
   for (int64_t shift = 0; shift <= p.shifts; ++shift) {
-    Value dP =
-        buildBlockScores(b, loc, dNBlocks, p.blocksBefore(valuesT, shift),
-                         zeroTensor(b, loc, p.scoreSizes()));
+    Value valueBlock = p.blocksBefore(valuesT, shift);
+    Value zeros = zeroTensor(b, loc, p.scoreSizes());
+    Value dP = buildBlockScores(b, loc, dNBlocks, valueBlock, zeros);
     Value dS = buildGeneric(
         b, loc, ValueRange{p.weights[shift], dP, deltaBlocks},
         emptyTensor(b, loc, p.scoreSizes(), f32),
