@@ -548,6 +548,30 @@ def test_gradients_of_a_piece_with_context_and_state():
     assert rel_rms(dfk[:, :context], through_state) <= 1e-5
 
 
+def test_gradients_with_a_context_longer_than_the_window():
+    """A context of 45 tokens (w = 20: the 25 oldest are far for every
+    query, summed into the recurrence's start) and a far state of the 15
+    tokens before them: every gradient against the whole sequence's."""
+    arrays = _inputs(1, 90, 2, 16, 8, 4, seed=42)
+    window, first, cut = 20, 15, 60
+    q, k, v, fq, fk = arrays
+    state = ops.HybridState(_far_state(v, fk, first).astype(np.float32), k[:, first:cut],
+                            v[:, first:cut], fk[:, first:cut])
+    do = np.random.default_rng(43).standard_normal((1, 90, 2, 8)).astype(np.float32)
+    do[:, :cut] = 0.0
+    grads = ops.sliding_window_hybrid_backward(*(x[:, cut:] for x in arrays), window,
+                                               do[:, cut:], initial_state=state)
+    dq, dk, dv, dfq, dfk = reference.sliding_window_hybrid_backward(*arrays, window, do)
+    for want, got in zip((dq, dk, dv, dfq, dfk), grads[:5]):
+        assert rel_rms(want[:, cut:], got) <= 1e-5
+    for want, got in ((dk, grads[5].k), (dv, grads[5].v), (dfk, grads[5].feature_k)):
+        assert rel_rms(want[:, first:cut], got) <= 1e-5
+    values = np.concatenate([v[:, :first], np.ones((1, first, 2, 1))], -1)
+    through_state = np.einsum("bhfc,bshc->bshf", np.asarray(grads[5].state, np.float64),
+                              values)
+    assert rel_rms(dfk[:, :first], through_state) <= 1e-5
+
+
 @pytest.mark.parametrize("flags", [
     [], ["--parallel"], ["--target=gpu-emulator"],
     ["--target=gpu-emulator", "--chunk-parallel"]],
