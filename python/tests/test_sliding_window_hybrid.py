@@ -530,7 +530,17 @@ def test_gradients_of_a_piece_with_context_and_state():
     window, cut = 20, 60
     _, state = ops.sliding_window_hybrid(*(x[:, :cut] for x in arrays), window,
                                          output_final_state=True)
-    do = np.random.default_rng(39).standard_normal((2, 100, 2, 8)).astype(np.float32)
+    _check_continued_gradients(arrays, window, state, cut - window, cut, seed=39)
+
+
+def _check_continued_gradients(arrays, window, state, first, cut, seed):
+    """The gradients of a call over tokens [cut, T) continuing from ``state``
+    (its context tokens [first, cut), its far state the tokens before
+    ``first``) against the whole sequence's with the cotangent zero before
+    ``cut``; the far state's gradient through each early token's write
+    fk_s [v_s, 1]^T."""
+    B, T, H = arrays[2].shape[:3]
+    do = np.random.default_rng(seed).standard_normal(arrays[2].shape).astype(np.float32)
     do[:, :cut] = 0.0
     grads = ops.sliding_window_hybrid_backward(*(x[:, cut:] for x in arrays), window,
                                                do[:, cut:], initial_state=state)
@@ -538,14 +548,12 @@ def test_gradients_of_a_piece_with_context_and_state():
     for want, got in zip((dq, dk, dv, dfq, dfk), grads[:5]):
         assert rel_rms(want[:, cut:], got) <= 1e-5
     d_state = grads[5]
-    context = cut - window
     for want, got in ((dk, d_state.k), (dv, d_state.v), (dfk, d_state.feature_k)):
-        assert rel_rms(want[:, context:cut], got) <= 1e-5
-    # d fk_s = dS0 [v_s, 1] for the tokens in the far state.
-    q, k, v, fq, fk = arrays
-    values = np.concatenate([v[:, :context], np.ones((2, context, 2, 1))], -1)
+        assert rel_rms(want[:, first:cut], got) <= 1e-5
+    v = arrays[2]
+    values = np.concatenate([v[:, :first], np.ones((B, first, H, 1))], -1)
     through_state = np.einsum("bhfc,bshc->bshf", np.asarray(d_state.state, np.float64), values)
-    assert rel_rms(dfk[:, :context], through_state) <= 1e-5
+    assert rel_rms(dfk[:, :first], through_state) <= 1e-5
 
 
 def test_gradients_with_a_context_longer_than_the_window():
@@ -557,19 +565,7 @@ def test_gradients_with_a_context_longer_than_the_window():
     q, k, v, fq, fk = arrays
     state = ops.HybridState(_far_state(v, fk, first).astype(np.float32), k[:, first:cut],
                             v[:, first:cut], fk[:, first:cut])
-    do = np.random.default_rng(43).standard_normal((1, 90, 2, 8)).astype(np.float32)
-    do[:, :cut] = 0.0
-    grads = ops.sliding_window_hybrid_backward(*(x[:, cut:] for x in arrays), window,
-                                               do[:, cut:], initial_state=state)
-    dq, dk, dv, dfq, dfk = reference.sliding_window_hybrid_backward(*arrays, window, do)
-    for want, got in zip((dq, dk, dv, dfq, dfk), grads[:5]):
-        assert rel_rms(want[:, cut:], got) <= 1e-5
-    for want, got in ((dk, grads[5].k), (dv, grads[5].v), (dfk, grads[5].feature_k)):
-        assert rel_rms(want[:, first:cut], got) <= 1e-5
-    values = np.concatenate([v[:, :first], np.ones((1, first, 2, 1))], -1)
-    through_state = np.einsum("bhfc,bshc->bshf", np.asarray(grads[5].state, np.float64),
-                              values)
-    assert rel_rms(dfk[:, :first], through_state) <= 1e-5
+    _check_continued_gradients(arrays, window, state, first, cut, seed=43)
 
 
 @pytest.mark.parametrize("flags", [
