@@ -1787,7 +1787,8 @@ def sliding_window_hybrid(q, k, v, feature_q, feature_k, window, *, scale=None,
     over the whole sequence. With torch tensors that need gradients the
     call is differentiable: its backward is the gradient kernel that
     la-derive-backward derives from the op (:func:`sliding_window_hybrid_backward`)."""
-    tensors = (q, k, v, feature_q, feature_k)
+    tensors = (q, k, v, feature_q, feature_k) + (
+        tuple(initial_state) if isinstance(initial_state, tuple) else ())
     if any(_is_tensor(x) for x in tensors) and _torch().is_grad_enabled() and any(
             _is_tensor(x) and x.requires_grad for x in tensors):
         return _hybrid_autograd(q, k, v, feature_q, feature_k, window, scale, initial_state,
@@ -1865,36 +1866,54 @@ def sliding_window_hybrid_backward(q, k, v, feature_q, feature_k, window, do, *,
 def _hybrid_autograd(q, k, v, feature_q, feature_k, window, scale, initial_state,
                      output_final_state, cu_seqlens, chunk_size, dtype, num_threads):
     """:func:`sliding_window_hybrid` for torch tensors that need gradients:
-    the forward kernel, and the derived gradient kernel as its backward
-    (the initial state and the context, when given, are constants)."""
+    the forward kernel, and the derived gradient kernel as its backward. An
+    initial state's tensors (the far state and the context's k, v and
+    feature_k) are inputs of the graph like q: a sequence continued over
+    several calls gets the gradients of the whole sequence."""
     torch = _torch()
-    options = dict(scale=scale, initial_state=initial_state, cu_seqlens=cu_seqlens,
-                   chunk_size=chunk_size, dtype=dtype, num_threads=num_threads)
+    options = dict(scale=scale, cu_seqlens=cu_seqlens, chunk_size=chunk_size, dtype=dtype,
+                   num_threads=num_threads)
+    stateful = initial_state is not None
+
+    def detached(ctx, saved):
+        # The arguments of apply, tensors detached (an initial state's NumPy
+        # parts are constants of the graph).
+        saved = iter(saved)
+        return [next(saved).detach() if tensor else other
+                for tensor, other in zip(ctx.is_tensor, ctx.others)]
 
     class Hybrid(torch.autograd.Function):
         @staticmethod
-        def forward(ctx, *tensors):
+        def forward(ctx, *args):
+            ctx.is_tensor = [_is_tensor(x) for x in args]
+            ctx.others = [None if tensor else x for tensor, x in zip(ctx.is_tensor, args)]
+            tensors = [x for x in args if _is_tensor(x)]
             ctx.save_for_backward(*tensors)
+            inputs = detached(ctx, tensors)
+            state = HybridState(*inputs[5:]) if stateful else None
             with torch.no_grad():
-                result = sliding_window_hybrid(*(t.detach() for t in tensors), window,
+                result = sliding_window_hybrid(*inputs[:5], window, initial_state=state,
                                                output_final_state=output_final_state,
                                                **options)
             if not output_final_state:
                 return result
-            o, state = result
-            ctx.state = state
-            return o, state.state
+            o, final = result
+            return o, final.state
 
         @staticmethod
         def backward(ctx, do, d_state=None):
-            tensors = ctx.saved_tensors
+            inputs = detached(ctx, ctx.saved_tensors)
             grads = sliding_window_hybrid_backward(
-                *(t.detach() for t in tensors), window, do.contiguous(),
+                *inputs[:5], window, do.contiguous(),
+                initial_state=HybridState(*inputs[5:]) if stateful else None,
                 d_final_state=None if d_state is None else d_state.contiguous(),
                 **options)
-            return tuple(g.to(t.dtype) for g, t in zip(grads[:5], tensors))
+            grads = list(grads[:5]) + (list(grads[5]) if stateful else [])
+            return tuple(torch.as_tensor(g).to(x.dtype) if needed else None
+                         for g, x, needed in zip(grads, inputs, ctx.needs_input_grad))
 
-    result = Hybrid.apply(q, k, v, feature_q, feature_k)
+    result = Hybrid.apply(q, k, v, feature_q, feature_k,
+                          *(initial_state if stateful else ()))
     if not output_final_state:
         return result
     o, far = result

@@ -275,8 +275,8 @@ def test_pieces_in_bf16_and_torch():
                                           initial_state=first[1])
     whole = np.concatenate([first[0].numpy(), second.numpy()], 1)
     assert rel_rms(reference.sliding_window_hybrid(*arrays, 20), whole) <= 1e-5
-    # With gradients: the state is returned too (a constant for the next
-    # call), and the backward is the derived kernel's.
+    # With gradients: the state is returned too, and the backward is the
+    # derived kernel's.
     grad = [x.clone().requires_grad_() for x in tensors]
     o, state = family.sliding_window_hybrid(*(x[:, :25] for x in grad), 20,
                                             output_final_state=True)
@@ -554,6 +554,58 @@ def _check_continued_gradients(arrays, window, state, first, cut, seed):
     values = np.concatenate([v[:, :first], np.ones((B, first, H, 1))], -1)
     through_state = np.einsum("bhfc,bshc->bshf", np.asarray(d_state.state, np.float64), values)
     assert rel_rms(dfk[:, :first], through_state) <= 1e-5
+
+
+@pytest.mark.parametrize("window,cuts", [(20, [25, 26]), (7, [3, 1, 40]), (30, [50])])
+def test_torch_gradients_through_pieces(window, cuts):
+    """A sequence in pieces through torch autograd, each call continuing
+    from the last one's state (its far state and context are nodes of the
+    graph): every token's gradients are those of the whole sequence in one
+    call (the fp64 reverse-mode reference), and the state's cotangent
+    reaches the tokens of the earlier pieces."""
+    torch = pytest.importorskip("torch")
+    arrays = _inputs(2, 90, 2, 16, 8, 4, seed=44)
+    do = np.random.default_rng(45).standard_normal(arrays[2].shape).astype(np.float32)
+    leaves = [torch.from_numpy(x).requires_grad_() for x in arrays]
+    bounds = np.cumsum([0] + cuts + [90 - sum(cuts)])
+    state, loss = None, 0
+    for start, end in zip(bounds[:-1], bounds[1:]):
+        o, state = family.sliding_window_hybrid(*(x[:, start:end] for x in leaves), window,
+                                                initial_state=state,
+                                                output_final_state=True)
+        loss = loss + (o * torch.from_numpy(do[:, start:end])).sum()
+    loss.backward()
+    expected = reference.sliding_window_hybrid_backward(*arrays, window, do)
+    for want, x in zip(expected, leaves):
+        assert rel_rms(want, x.grad.numpy()) <= 1e-5
+
+
+def test_torch_gradients_of_a_given_state():
+    """An initial state given as tensors that need gradients: their
+    gradients are sliding_window_hybrid_backward's (the far state's and the
+    context's); NumPy context parts are constants."""
+    torch = pytest.importorskip("torch")
+    arrays = _inputs(1, 60, 2, 16, 8, 4, seed=46)
+    window, first, cut = 20, 10, 40
+    q, k, v, fq, fk = arrays
+    state = ops.HybridState(_far_state(v, fk, first).astype(np.float32), k[:, first:cut],
+                            v[:, first:cut], fk[:, first:cut])
+    do = np.random.default_rng(47).standard_normal((1, 60 - cut, 2, 8)).astype(np.float32)
+    want = ops.sliding_window_hybrid_backward(*(x[:, cut:] for x in arrays), window, do,
+                                              initial_state=state)[5]
+    given = ops.HybridState(*(torch.from_numpy(np.ascontiguousarray(x)).requires_grad_()
+                              for x in state))
+    tensors = [torch.from_numpy(np.ascontiguousarray(x[:, cut:])) for x in arrays]
+    o = family.sliding_window_hybrid(*tensors, window, initial_state=given)
+    (o * torch.from_numpy(do)).sum().backward()
+    for part, x in zip(want, given):
+        assert rel_rms(part, x.grad.numpy()) <= 1e-6
+    # The far state alone as a tensor, the context as NumPy arrays.
+    far = torch.from_numpy(state.state.copy()).requires_grad_()
+    o = family.sliding_window_hybrid(*tensors, window,
+                                     initial_state=ops.HybridState(far, *state[1:]))
+    (o * torch.from_numpy(do)).sum().backward()
+    assert rel_rms(want.state, far.grad.numpy()) <= 1e-6
 
 
 def test_gradients_with_a_context_longer_than_the_window():

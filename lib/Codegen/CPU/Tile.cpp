@@ -144,8 +144,13 @@ struct RegisterTileDims {
 bool mlir::la::isTileableForCPU(linalg::LinalgOp op) {
   if (!op.hasPureTensorSemantics() || op.getNumDpsInits() != 1)
     return false;
-  if (llvm::any_of(op.getStaticLoopRanges(), ShapedType::isDynamic))
-    return false;
+  // A reduction loop of run-time length is tiled by one step (the tile
+  // stays static); a parallel one would leave a dynamic register tile.
+  for (auto [range, iterator] :
+       llvm::zip(op.getStaticLoopRanges(), op.getIteratorTypesArray()))
+    if (ShapedType::isDynamic(range) &&
+        iterator != utils::IteratorType::reduction)
+      return false;
   return llvm::all_of(op.getIndexingMapsArray(), [](AffineMap map) {
     return map.isProjectedPermutation();
   });
@@ -259,7 +264,7 @@ static void cutAtDiagonal(RewriterBase &rewriter, DenseI64ArrayAttr dims,
   auto loops = triangleLoops(dims, ranges, innerSizes, innerLoops);
   if (!loops)
     return;
-  auto [rowLoop, columnLoop] = *loops;
+  scf::ForOp rowLoop = loops->first, columnLoop = loops->second;
   OpBuilder::InsertionGuard guard(rewriter);
   rewriter.setInsertionPoint(columnLoop);
   Location loc = columnLoop.getLoc();
@@ -396,7 +401,9 @@ mlir::la::tileForCPU(RewriterBase &rewriter, linalg::LinalgOp op,
       continue;
     }
     if (iterators[d] == utils::IteratorType::reduction) {
-      innerSizes[d] = std::min(options.reductionTile, ranges[d]);
+      innerSizes[d] = ShapedType::isDynamic(ranges[d])
+                          ? 1
+                          : std::min(options.reductionTile, ranges[d]);
       continue;
     }
     if (ranges[d] > 1) {
@@ -432,7 +439,9 @@ mlir::la::tileForCPU(RewriterBase &rewriter, linalg::LinalgOp op,
   // reverse cumulative sums and time flips would enter a region per token).
   int64_t work = 1;
   for (int64_t range : ranges)
-    work *= range;
+    work = ShapedType::isDynamic(range)
+               ? kMinDistributedWork
+               : std::min(work * range, kMinDistributedWork);
   bool smallInLoop =
       work < kMinDistributedWork && op->getParentOfType<scf::ForOp>();
   bool distribute = options.distribute &&
@@ -646,13 +655,15 @@ static void splitReversedCopies(RewriterBase &rewriter, Operation *root) {
   }
 }
 
-/// Tiles the dynamic loops of each structured op whose dynamic loops are all
-/// parallel (the Python package's kernels have a run-time B and T: the
-/// backward's element-wise maps between its recurrences, over [B,T,H,K])
-/// by 1, so that the op on each tile has static ranges and is tiled and
-/// vectorised like the others; the loops over the dynamic dims are the
-/// threads' (an scf.forall) outside any task or loop. Otherwise such an op
-/// stays whole and is lowered to scalar loops on one thread.
+/// Tiles the dynamic parallel loops of each structured op by 1 (the Python
+/// package's kernels have a run-time B and T: the backward's element-wise
+/// maps between its recurrences, over [B,T,H,K]; sums over a run-time
+/// number of tokens), so that the op on each tile has static parallel
+/// ranges and is tiled and vectorised like the others (tileForCPU steps a
+/// dynamic reduction loop one iteration at a time); the loops over the
+/// dynamic dims are the threads' (an scf.forall) outside any task or loop.
+/// Otherwise such an op stays whole and is lowered to scalar loops on one
+/// thread.
 static void tileDynamicParallelLoops(RewriterBase &rewriter, Operation *root,
                                      bool distribute) {
   SmallVector<linalg::LinalgOp> ops;
@@ -665,21 +676,21 @@ static void tileDynamicParallelLoops(RewriterBase &rewriter, Operation *root,
       return;
     SmallVector<int64_t> ranges = op.getStaticLoopRanges();
     SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
-    bool anyDynamic = false, onlyParallel = true;
-    for (auto [range, iterator] : llvm::zip(ranges, iterators)) {
-      if (!ShapedType::isDynamic(range))
-        continue;
-      anyDynamic = true;
-      onlyParallel &= iterator == utils::IteratorType::parallel;
-    }
-    if (anyDynamic && onlyParallel)
+    if (llvm::any_of(llvm::zip(ranges, iterators), [](auto loop) {
+          return ShapedType::isDynamic(std::get<0>(loop)) &&
+                 std::get<1>(loop) == utils::IteratorType::parallel;
+        }))
       ops.push_back(op);
   });
   for (linalg::LinalgOp op : ops) {
     SmallVector<OpFoldResult> sizes;
-    for (int64_t range : op.getStaticLoopRanges())
-      sizes.push_back(
-          rewriter.getIndexAttr(ShapedType::isDynamic(range) ? 1 : 0));
+    for (auto [range, iterator] :
+         llvm::zip(op.getStaticLoopRanges(), op.getIteratorTypesArray()))
+      sizes.push_back(rewriter.getIndexAttr(
+          ShapedType::isDynamic(range) &&
+                  iterator == utils::IteratorType::parallel
+              ? 1
+              : 0));
     bool threads = distribute && !op->getParentOfType<scf::ForallOp>() &&
                    !op->getParentOfType<scf::ForOp>();
     scf::SCFTilingOptions tiling;

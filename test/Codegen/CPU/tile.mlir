@@ -324,24 +324,67 @@ func.func @transpose(%a: tensor<64x16xf32>) -> tensor<16x64xf32> {
 
 // -----
 
-// Not this tiling's form: a grouped (floordiv) map and a reduction over a
-// dynamic dim stay as they are.
+// Not this tiling's form: a grouped (floordiv) map stays as it is.
 // CHECK-LABEL: func.func @untouched
 // CHECK-NOT: scf.for
 // CHECK-NOT: vector.
 // CHECK: linalg.generic {{.*}} ins(%{{.*}} : tensor<4x8xf32>) outs(%{{.*}} : tensor<8x8xf32>)
-// CHECK: linalg.generic {{.*}} ins(%{{.*}} : tensor<?x8xf32>) outs(%{{.*}} : tensor<8xf32>)
-func.func @untouched(%a: tensor<4x8xf32>, %init: tensor<8x8xf32>, %d: tensor<?x8xf32>, %acc: tensor<8xf32>) -> (tensor<8x8xf32>, tensor<8xf32>) {
+func.func @untouched(%a: tensor<4x8xf32>, %init: tensor<8x8xf32>) -> tensor<8x8xf32> {
   %r = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i floordiv 2, j)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]} ins(%a : tensor<4x8xf32>) outs(%init : tensor<8x8xf32>) {
   ^bb0(%x: f32, %y: f32):
     linalg.yield %x : f32
   } -> tensor<8x8xf32>
+  return %r : tensor<8x8xf32>
+}
+
+// -----
+
+// A reduction over a run-time number of rows is stepped one row at a time,
+// the accumulator kept in a register across the loop.
+// CHECK-LABEL: func.func @dynamic_reduction
+// CHECK-SAME: (%[[D:[^:]*]]: tensor<?x8xf32>, %[[ACC:[^:]*]]: tensor<8xf32>)
+// CHECK: %[[N:.*]] = tensor.dim %[[D]], %c0
+// CHECK: %[[INIT:.*]] = vector.transfer_read %[[ACC]]
+// CHECK: %[[SUM:.*]] = scf.for %[[I:.*]] = %c0 to %[[N]] step %c1 iter_args(%[[PART:.*]] = %[[INIT]]) -> (vector<8xf32>)
+// CHECK: %[[ROW:.*]] = vector.transfer_read %[[D]][%[[I]], %c0]
+// CHECK: %[[NEXT:.*]] = arith.addf %[[PART]], %[[ROW]] : vector<8xf32>
+// CHECK: scf.yield %[[NEXT]]
+// CHECK: vector.transfer_write %[[SUM]], %[[ACC]]
+// LOOPS-LABEL: func.func @dynamic_reduction
+// LOOPS: scf.for
+// LOOPS: linalg.generic {{.*}} ins(%{{.*}} : tensor<1x8xf32>) outs(%{{.*}} : tensor<8xf32>)
+func.func @dynamic_reduction(%d: tensor<?x8xf32>, %acc: tensor<8xf32>) -> tensor<8xf32> {
   %s = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (j)>], iterator_types = ["reduction", "parallel"]} ins(%d : tensor<?x8xf32>) outs(%acc : tensor<8xf32>) {
   ^bb0(%x: f32, %y: f32):
     %z = arith.addf %x, %y : f32
     linalg.yield %z : f32
   } -> tensor<8xf32>
-  return %r, %s : tensor<8x8xf32>, tensor<8xf32>
+  return %s : tensor<8xf32>
+}
+
+// -----
+
+// A run-time batch and a run-time reduction (the sliding-window hybrid's
+// context folded into its state: [B,F,V] += sum over L of fk^T v): the
+// batch on the threads, register tiles of F rows x V lanes, the L tokens
+// innermost, one FMA tile per token.
+// CHECK-LABEL: func.func @dynamic_batch_and_reduction
+// CHECK-SAME: (%[[FK:[^:]*]]: tensor<?x?x16xf32>, %[[V:[^:]*]]: tensor<?x?x32xf32>, %[[S:[^:]*]]: tensor<?x16x32xf32>)
+// CHECK-DAG: %[[B:.*]] = tensor.dim %[[FK]], %c0
+// CHECK-DAG: %[[L:.*]] = tensor.dim %[[FK]], %c1
+// CHECK: scf.forall (%[[I:.*]]) in (%[[B]])
+// CHECK: scf.for %[[ROW:.*]] = %c0 to %c16 step %c8
+// CHECK: scf.for %[[TOKEN:.*]] = %c0 to %[[L]] step %c1 iter_args(%[[TILE:.*]] = %{{.*}}) -> (vector<8x32xf32>)
+// CHECK: vector.fma {{.*}}, %[[TILE]] : vector<8x32xf32>
+// CHECK-NOT: linalg.generic
+func.func @dynamic_batch_and_reduction(%fk: tensor<?x?x16xf32>, %v: tensor<?x?x32xf32>, %s: tensor<?x16x32xf32>) -> tensor<?x16x32xf32> {
+  %r = linalg.generic {indexing_maps = [affine_map<(b, f, c, l) -> (b, l, f)>, affine_map<(b, f, c, l) -> (b, l, c)>, affine_map<(b, f, c, l) -> (b, f, c)>], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%fk, %v : tensor<?x?x16xf32>, tensor<?x?x32xf32>) outs(%s : tensor<?x16x32xf32>) {
+  ^bb0(%x: f32, %y: f32, %z: f32):
+    %m = arith.mulf %x, %y : f32
+    %a = arith.addf %z, %m : f32
+    linalg.yield %a : f32
+  } -> tensor<?x16x32xf32>
+  return %r : tensor<?x16x32xf32>
 }
 
 // -----
