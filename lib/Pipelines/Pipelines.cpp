@@ -76,8 +76,11 @@ void mlir::la::buildLowerBuffersToLLVMPipeline(OpPassManager &pm, bool parallel,
   // Strided and dynamic copies as loops (not the runtime's element-by-
   // element memrefCopy); not where linalg becomes parallel loops, whose
   // OpenMP regions would nest in the threads' ones.
-  if (copyLoops && (tile || !parallel))
-    pm.addNestedPass<func::FuncOp>(createLaCopyLoopsPass());
+  if (copyLoops && (tile || !parallel)) {
+    LaCopyLoopsPassOptions copyOptions;
+    copyOptions.vectorRows = tile;
+    pm.addNestedPass<func::FuncOp>(createLaCopyLoopsPass(copyOptions));
+  }
   if (parallel) {
     pm.addPass(createForallToParallelLoopPass());
     // After la-tile the threads are la-tile's scf.forall loops; the ops it

@@ -1,23 +1,29 @@
 // RUN: la-opt %s -split-input-file -la-copy-loops | FileCheck %s
 // RUN: la-opt %s -split-input-file -la-copy-loops -convert-linalg-to-loops | FileCheck %s --check-prefix=LOOPS
+// RUN: la-opt %s -split-input-file -la-copy-loops=vector-rows=false | FileCheck %s --check-prefix=NOVEC
 
 // A row of a dynamic number of tokens [B, 8, 128] written into a [B, T, 8,
 // 128] buffer at token %t: a dynamic shape with an outer stride, which
 // finalize-memref-to-llvm would copy element by element through memrefCopy.
+// It becomes loops over B and the 8 rows, each row of 128 one vector.
 // CHECK-LABEL: func.func @dynamic_row
 // CHECK-SAME: (%[[SRC:[^:]*]]: memref<?x8x128xf32>, %[[DST:[^:]*]]: memref<?x?x8x128xf32>, %[[T:[^:]*]]: index)
-// CHECK: %[[ROW:.*]] = memref.subview %[[DST]]
+// CHECK: %[[ROWS:.*]] = memref.subview %[[DST]]
 // CHECK-NOT: memref.copy
-// CHECK: linalg.copy ins(%[[SRC]] : memref<?x8x128xf32>) outs(%[[ROW]] : memref<?x8x128xf32, strided<[?, 128, 1], offset: ?>>)
+// CHECK: %[[B:.*]] = memref.dim %[[SRC]]
+// CHECK: scf.for %[[I:.*]] = %{{.*}} to %[[B]]
+// CHECK: scf.for %[[J:.*]] = %{{.*}} to %{{.*}}
+// CHECK: %[[ROW:.*]] = vector.load %[[SRC]][%[[I]], %[[J]], %{{.*}}] : memref<?x8x128xf32>, vector<128xf32>
+// CHECK: vector.store %[[ROW]], %[[ROWS]][%[[I]], %[[J]], %{{.*}}] : memref<?x8x128xf32, strided<[?, 128, 1], offset: ?>>, vector<128xf32>
 // CHECK-NOT: memref.copy
-// LOOPS-LABEL: func.func @dynamic_row
-// LOOPS: scf.for
-// LOOPS: scf.for
-// LOOPS: scf.for
-// LOOPS: %[[X:.*]] = memref.load
-// LOOPS: memref.store %[[X]]
-// LOOPS-NOT: memref.copy
-// LOOPS: return
+// CHECK-NOT: linalg.copy
+// CHECK: return
+// With vector-rows=false (the untiled pipeline): element loops.
+// NOVEC-LABEL: func.func @dynamic_row
+// NOVEC-NOT: vector.
+// NOVEC: linalg.copy
+// NOVEC-NOT: memref.copy
+// NOVEC: return
 func.func @dynamic_row(%src: memref<?x8x128xf32>, %dst: memref<?x?x8x128xf32>,
                        %t: index) {
   %c0 = arith.constant 0 : index
@@ -30,13 +36,48 @@ func.func @dynamic_row(%src: memref<?x8x128xf32>, %dst: memref<?x?x8x128xf32>,
 
 // -----
 
-// A static shape whose rows are 1024 elements apart: not contiguous.
+// A static shape whose rows are 1024 elements apart: not contiguous, one
+// vector per row.
 // CHECK-LABEL: func.func @static_strided
-// CHECK: linalg.copy
+// CHECK-SAME: (%[[SRC:[^:]*]]: memref<64x128xf32, strided<[1024, 1], offset: ?>>, %[[DST:[^:]*]]: memref<64x128xf32>)
+// CHECK: scf.for %[[I:.*]] =
+// CHECK: %[[ROW:.*]] = vector.load %[[SRC]][%[[I]], %{{.*}}] : {{.*}}, vector<128xf32>
+// CHECK: vector.store %[[ROW]], %[[DST]][%[[I]], %{{.*}}] : memref<64x128xf32>, vector<128xf32>
 // CHECK-NOT: memref.copy
 func.func @static_strided(%src: memref<64x128xf32, strided<[1024, 1], offset: ?>>,
                           %dst: memref<64x128xf32>) {
   memref.copy %src, %dst : memref<64x128xf32, strided<[1024, 1], offset: ?>> to memref<64x128xf32>
+  return
+}
+
+// -----
+
+// Rows that are not vectors (a dynamic innermost size, a strided innermost
+// dimension, rows longer than 1024 elements, 16-bit elements): element
+// loops of a linalg.copy.
+// CHECK-LABEL: func.func @element_loops
+// CHECK-SAME: (%[[A:[^:]*]]: memref<?x?xf32, strided<[?, 1], offset: ?>>, %[[B:[^:]*]]: memref<?x?xf32>, %[[C:[^:]*]]: memref<4x8xf32, strided<[64, 2]>>, %[[D:[^:]*]]: memref<4x8xf32>, %[[E:[^:]*]]: memref<2x2048xf32, strided<[4096, 1]>>, %[[F:[^:]*]]: memref<2x2048xf32>, %[[G:[^:]*]]: memref<?x9xbf16, strided<[?, 1], offset: ?>>, %[[H:[^:]*]]: memref<?x9xbf16>)
+// CHECK-NOT: vector.
+// CHECK: linalg.copy ins(%[[A]] : {{.*}}) outs(%[[B]] : {{.*}})
+// CHECK: linalg.copy ins(%[[C]] : {{.*}}) outs(%[[D]] : {{.*}})
+// CHECK: linalg.copy ins(%[[E]] : {{.*}}) outs(%[[F]] : {{.*}})
+// CHECK: linalg.copy ins(%[[G]] : {{.*}}) outs(%[[H]] : {{.*}})
+// CHECK-NOT: memref.copy
+// LOOPS-LABEL: func.func @element_loops
+// LOOPS: scf.for
+// LOOPS: scf.for
+// LOOPS: %[[X:.*]] = memref.load
+// LOOPS: memref.store %[[X]]
+// LOOPS-NOT: memref.copy
+// LOOPS: return
+func.func @element_loops(%a: memref<?x?xf32, strided<[?, 1], offset: ?>>, %b: memref<?x?xf32>,
+                         %c: memref<4x8xf32, strided<[64, 2]>>, %d: memref<4x8xf32>,
+                         %e: memref<2x2048xf32, strided<[4096, 1]>>, %f: memref<2x2048xf32>,
+                         %g: memref<?x9xbf16, strided<[?, 1], offset: ?>>, %h: memref<?x9xbf16>) {
+  memref.copy %a, %b : memref<?x?xf32, strided<[?, 1], offset: ?>> to memref<?x?xf32>
+  memref.copy %c, %d : memref<4x8xf32, strided<[64, 2]>> to memref<4x8xf32>
+  memref.copy %e, %f : memref<2x2048xf32, strided<[4096, 1]>> to memref<2x2048xf32>
+  memref.copy %g, %h : memref<?x9xbf16, strided<[?, 1], offset: ?>> to memref<?x9xbf16>
   return
 }
 

@@ -199,14 +199,27 @@ def LaCopyLoopsPass : Pass<"la-copy-loops", "func::FuncOp"> {
     element). The programs la generates have such copies wherever a slice
     has a dynamic size or an outer stride: the backward's shifted inputs and
     per-token rows with a run-time T, a partial chunk's rows. This pass
-    rewrites exactly those copies into `linalg.copy`, which
-    `convert-linalg-to-loops` turns into loops that LLVM vectorises along
-    the contiguous innermost dimension. Copies that lower to `llvm.memcpy`
-    and copies of unranked memrefs are left alone.
+    rewrites exactly those copies: where both sides' innermost dimension is
+    static (at most 1024 elements of 32 bits or more; LLVM's x86 backend
+    fails on some odd-length f16 and bf16 vectors) with unit stride, into `scf.for` loops
+    over the outer dimensions that copy one row per iteration as a vector
+    (`vector.load` and `vector.store`; LLVM left the element loops of such
+    copies scalar, unrolled); otherwise into `linalg.copy`, which
+    `convert-linalg-to-loops` turns into element loops. Copies that lower
+    to `llvm.memcpy` and copies of unranked memrefs are left alone.
+    `vector-rows=false` makes every such copy a `linalg.copy` (the
+    untiled, scalar pipeline).
   }];
   let dependentDialects = [
+    "::mlir::arith::ArithDialect",
     "::mlir::linalg::LinalgDialect",
-    "::mlir::memref::MemRefDialect"
+    "::mlir::memref::MemRefDialect",
+    "::mlir::scf::SCFDialect",
+    "::mlir::vector::VectorDialect"
+  ];
+  let options = [
+    Option<"vectorRows", "vector-rows", "bool", "true",
+           "copy contiguous rows of static length as vectors">
   ];
 }
 
