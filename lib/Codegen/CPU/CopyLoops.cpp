@@ -43,19 +43,21 @@ static bool copiesWithMemcpy(Type type) {
 static constexpr int64_t kMaxRowElements = 1024;
 
 /// Whether `type`'s innermost dimension has a static size in
-/// [1, kMaxRowElements] and unit stride, of elements of 32 bits or more
-/// (LLVM's x86 backend fails on some vectors of f16 or bf16 of odd length:
-/// "Do not know how to soft promote this operator's operand").
+/// [1, kMaxRowElements] and unit stride, of elements of 32 bits or more, or
+/// narrower ones filling whole 512-bit vectors (LLVM's x86 backend fails on
+/// some vectors of f16 or bf16 of odd length: "Do not know how to soft
+/// promote this operator's operand").
 static bool hasVectorRows(MemRefType type) {
   SmallVector<int64_t> strides;
   int64_t offset;
   if (type.getRank() == 0 || !type.getElementType().isIntOrFloat() ||
-      type.getElementTypeBitWidth() < 32 ||
       failed(type.getStridesAndOffset(strides, offset)) || strides.back() != 1)
     return false;
   int64_t length = type.getShape().back();
-  return !ShapedType::isDynamic(length) && length >= 1 &&
-         length <= kMaxRowElements;
+  int64_t bits = type.getElementTypeBitWidth();
+  if (ShapedType::isDynamic(length) || length < 1 || length > kMaxRowElements)
+    return false;
+  return bits >= 32 || (bits * length) % 512 == 0;
 }
 
 /// Replaces `copy` (both sides with vector rows) by loops over the outer

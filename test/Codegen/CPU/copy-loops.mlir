@@ -52,8 +52,20 @@ func.func @static_strided(%src: memref<64x128xf32, strided<[1024, 1], offset: ?>
 
 // -----
 
+// 16-bit rows that fill whole 512-bit vectors are vectors too.
+// CHECK-LABEL: func.func @bf16_rows
+// CHECK: %[[ROW:.*]] = vector.load {{.*}} : memref<?x64xbf16, strided<[?, 1], offset: ?>>, vector<64xbf16>
+// CHECK: vector.store %[[ROW]], {{.*}} : memref<?x64xbf16>, vector<64xbf16>
+// CHECK-NOT: linalg.copy
+func.func @bf16_rows(%a: memref<?x64xbf16, strided<[?, 1], offset: ?>>, %b: memref<?x64xbf16>) {
+  memref.copy %a, %b : memref<?x64xbf16, strided<[?, 1], offset: ?>> to memref<?x64xbf16>
+  return
+}
+
+// -----
+
 // Rows that are not vectors (a dynamic innermost size, a strided innermost
-// dimension, rows longer than 1024 elements, 16-bit elements): element
+// dimension, rows longer than 1024 elements, 9 bf16 elements): element
 // loops of a linalg.copy.
 // CHECK-LABEL: func.func @element_loops
 // CHECK-SAME: (%[[A:[^:]*]]: memref<?x?xf32, strided<[?, 1], offset: ?>>, %[[B:[^:]*]]: memref<?x?xf32>, %[[C:[^:]*]]: memref<4x8xf32, strided<[64, 2]>>, %[[D:[^:]*]]: memref<4x8xf32>, %[[E:[^:]*]]: memref<2x2048xf32, strided<[4096, 1]>>, %[[F:[^:]*]]: memref<2x2048xf32>, %[[G:[^:]*]]: memref<?x9xbf16, strided<[?, 1], offset: ?>>, %[[H:[^:]*]]: memref<?x9xbf16>)

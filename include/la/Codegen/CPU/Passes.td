@@ -200,8 +200,10 @@ def LaCopyLoopsPass : Pass<"la-copy-loops", "func::FuncOp"> {
     has a dynamic size or an outer stride: the backward's shifted inputs and
     per-token rows with a run-time T, a partial chunk's rows. This pass
     rewrites exactly those copies: where both sides' innermost dimension is
-    static (at most 1024 elements of 32 bits or more; LLVM's x86 backend
-    fails on some odd-length f16 and bf16 vectors) with unit stride, into `scf.for` loops
+    static (at most 1024 elements of 32 bits or more, or of narrower
+    elements filling whole 512-bit vectors: LLVM's x86 backend fails on
+    some odd-length f16 and bf16 vectors) with unit stride, into `scf.for`
+    loops
     over the outer dimensions that copy one row per iteration as a vector
     (`vector.load` and `vector.store`; LLVM left the element loops of such
     copies scalar, unrolled); otherwise into `linalg.copy`, which
