@@ -384,6 +384,15 @@ def _split_heads(inputs, parts):
 # main
 # --------------------------------------------------------------------------
 
+def _host_vector_bits():
+    """la-run's default vector-bits on this machine (its register tile's width)."""
+    try:
+        from la import _capi
+        return int(_capi.lib().laHostVectorBits())
+    except Exception as e:  # no build: say so, the sgemm still runs
+        return f"unknown ({e})"
+
+
 def _machine_facts():
     facts = {"nproc": os.cpu_count()}
     try:
@@ -493,7 +502,7 @@ def main(argv=None):
     print(f"date: {time.strftime('%Y-%m-%d %H:%M:%S %Z')}")
     print(f"command: {' '.join([os.path.basename(sys.executable)] + sys.argv)}")
     print(f"machine: nproc={facts['nproc']}, cpu: {facts['cpu']}, avx512f: {facts['avx512f']}, "
-          f"loadavg at start: {facts['loadavg']}")
+          f"la's vector-bits here: {_host_vector_bits()}, loadavg at start: {facts['loadavg']}")
     print(f"repository: {facts['git']}; la-run: {la_run or '-'}")
     print(f"python {sys.version.split()[0]}, numpy {np.__version__}; OpenBLAS in this process: "
           f"core {blas['corename']}, {blas['threads']} threads, config '{blas['config']}'")

@@ -52,6 +52,10 @@ LA_CAPI_EXPORTED intptr_t laGetNumVariants(void);
 /// for an index outside [0, laGetNumVariants()) or a null `info`.
 LA_CAPI_EXPORTED bool laGetVariant(intptr_t index, LaVariantInfo *info);
 
+/// The vector width, in bits, of the machine this process runs on (512, 256
+/// or 128): la-lower-to-cpu's `vector-bits` for kernels compiled for it.
+LA_CAPI_EXPORTED intptr_t laHostVectorBits(void);
+
 /// Registers la's dialect and the dialects its ops lower to.
 LA_CAPI_EXPORTED void laRegisterAllDialects(MlirDialectRegistry registry);
 

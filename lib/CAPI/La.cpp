@@ -71,6 +71,10 @@ bool laGetVariant(intptr_t index, LaVariantInfo *info) {
   return true;
 }
 
+intptr_t laHostVectorBits(void) {
+  return static_cast<intptr_t>(mlir::la::getHostVectorBits());
+}
+
 void laRegisterAllDialects(MlirDialectRegistry registry) {
   if (!registry.ptr)
     return;

@@ -127,6 +127,7 @@ def lib():
     sigs = {
         "laRegisterAllPasses": (None, []),
         "laGetNumVariants": (ctypes.c_ssize_t, []),
+        "laHostVectorBits": (ctypes.c_ssize_t, []),
         "laGetVariant": (ctypes.c_bool, [ctypes.c_ssize_t, ctypes.POINTER(LaVariantInfo)]),
         "laContextCreate": (MlirContext, []),
         "laContextDestroy": (None, [MlirContext]),

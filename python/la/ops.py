@@ -271,12 +271,27 @@ def _host_runtime():
     return _capi.find_library("libla_host_runtime.so", "LA_HOST_RUNTIME_LIB")
 
 
+_vector_bits = None
+
+
+def _host_vector_bits():
+    """This machine's vector width in bits (512, 256 or 128): the kernels
+    are compiled for it (-march=native), so la-tile's register tile is
+    chosen for its registers (la-lower-to-cpu's ``vector-bits``)."""
+    global _vector_bits
+    if _vector_bits is None:
+        _vector_bits = int(_capi.lib().laHostVectorBits())
+    return _vector_bits
+
+
 def _lower_to_cpu(chunk_size, sequential, threads):
     """la-lower-to-cpu with the call's options: on more than one thread its
     thread loops become OpenMP regions (``parallel=1``), the fusion cost
-    rule plans for ``threads``, and buffers come from la's caching allocator
-    (``host-allocator=1``) where its library is built."""
+    rule plans for ``threads``, the register tile fits this machine's
+    vector registers (``vector-bits``), and buffers come from la's caching
+    allocator (``host-allocator=1``) where its library is built."""
     options = "sequential=1" if sequential else f"chunk-size={chunk_size} sequential=0"
+    options += f" vector-bits={_host_vector_bits()}"
     if threads > 1:
         options += f" parallel=1 threads={threads}"
     if _host_runtime():

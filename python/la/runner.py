@@ -586,6 +586,7 @@ def run_attention(
     sequential=False,
     fuse=None,
     tile=None,
+    vector_bits=None,
     value_tile=None,
     gate_block=None,
     gate_spread_limit=None,
@@ -614,7 +615,9 @@ def run_attention(
     ("auto", "fused" or "materialized") is passed as ``--fuse``: the schedule
     of the chunked program (see la-fuse-recurrence); la-run's default is
     "auto". ``tile=(rows, lanes)`` sets la-tile's register tile
-    (``--row-tile``, ``--lane-tile``). ``value_tile`` splits V into fused
+    (``--row-tile``, ``--lane-tile``); ``vector_bits`` (128, 256 or 512)
+    the vector width it is chosen for (``--vector-bits``; la-run's default:
+    this machine's). ``value_tile`` splits V into fused
     tasks of that many columns (``--value-tile``). ``gate_block`` and
     ``gate_spread_limit`` choose how channel-gate score products are built
     (``--gate-block``, ``--gate-spread-limit``; see la-lower-to-cpu).
@@ -719,6 +722,8 @@ def run_attention(
         if tile is not None:
             rows, lanes = tile
             cmd += [f"--row-tile={int(rows)}", f"--lane-tile={int(lanes)}"]
+        if vector_bits is not None:
+            cmd.append(f"--vector-bits={int(vector_bits)}")
         if value_tile is not None:
             cmd.append(f"--value-tile={int(value_tile)}")
         if gate_block is not None:

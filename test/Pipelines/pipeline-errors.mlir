@@ -9,7 +9,8 @@
 // RUN: not la-opt %s -la-lower-to-cpu=chunk-size=2147483648 2>&1 | FileCheck %s --check-prefix=HUGE
 // RUN: not la-opt %s -la-lower-to-cpu=chunk-size=9223372036854775807 2>&1 | FileCheck %s --check-prefix=HUGE63
 // RUN: not la-opt %s -la-lower-to-cpu=gate-spread-limit=-1 2>&1 | FileCheck %s --check-prefix=SPREAD
-// RUN: not la-opt %s -la-lower-to-cpu=row-tile=0 2>&1 | FileCheck %s --check-prefix=ROWTILE
+// RUN: not la-opt %s -la-lower-to-cpu=row-tile=-1 2>&1 | FileCheck %s --check-prefix=ROWTILE
+// RUN: not la-opt %s -la-lower-to-cpu=vector-bits=384 2>&1 | FileCheck %s --check-prefix=VECTORBITS
 // A value llvm::cl cannot parse: its words are in the one error message.
 // RUN: not la-opt %s -la-lower-to-cpu=chunk-size=abc -o %t.out 2>&1 | FileCheck %s --check-prefix=NOTINT
 // RUN: not test -e %t.out
@@ -31,7 +32,8 @@
 // HUGE: error: la-lower-to-cpu: 'chunk-size' must be in [1, 65536], got 2147483648
 // HUGE63: error: la-lower-to-cpu: 'chunk-size' must be in [1, 65536], got 9223372036854775807
 // SPREAD: error: la-lower-to-cpu: 'gate-spread-limit' must be finite and >= 0
-// ROWTILE: error: la-lower-to-cpu: 'row-tile' and 'lane-tile' must be > 0, got 0 and 32
+// ROWTILE: error: la-lower-to-cpu: 'row-tile' and 'lane-tile' must be >= 0 (0: from 'vector-bits'), got -1 and 0
+// VECTORBITS: error: la-lower-to-cpu: 'vector-bits' must be 128, 256 or 512, got 384
 // NOTINT: error: la-lower-to-cpu: invalid options 'chunk-size=abc': la-opt: for the --chunk-size option: 'abc' value invalid for long argument!
 // NOTBOOL: error: la-lower-to-gpu: invalid options 'tensor-cores=maybe': la-opt: for the --tensor-cores option: 'maybe' is invalid value for boolean argument! Try 0 or 1
 // NESTED-CPU: error: la-lower-to-cpu: runs on 'builtin.module', not on 'func.func'

@@ -92,12 +92,21 @@ static cl::opt<la::FusionMode>
                     clEnumValN(la::FusionMode::Fused, "fused", "always fused"),
                     clEnumValN(la::FusionMode::Materialized, "materialized",
                                "never fused")));
-static cl::opt<int64_t> rowTile("row-tile", cl::cat(laRunCategory),
-                                cl::desc("rows of la-tile's register tile"),
-                                cl::init(8));
+static cl::opt<int64_t>
+    vectorBits("vector-bits", cl::cat(laRunCategory),
+               cl::desc("the vector registers' width that chooses la-tile's "
+                        "register tile (128, 256 or 512; 0: this machine's)"),
+               cl::init(0));
+static cl::opt<int64_t>
+    rowTile("row-tile", cl::cat(laRunCategory),
+            cl::desc("rows of la-tile's register tile (0: from the vector "
+                     "width)"),
+            cl::init(0));
 static cl::opt<int64_t>
     laneTile("lane-tile", cl::cat(laRunCategory),
-             cl::desc("vector lanes of la-tile's register tile"), cl::init(32));
+             cl::desc("vector lanes of la-tile's register tile (0: from the "
+                      "vector width)"),
+             cl::init(0));
 static cl::opt<int64_t>
     valueTile("value-tile", cl::cat(laRunCategory),
               cl::desc("value columns per fused task (0: all of V)"),
@@ -701,6 +710,10 @@ int main(int argc, char **argv) {
   // its threads unless told otherwise.
   pipelineOptions.threads = fuseThreads;
   pipelineOptions.hostAllocator = hostAllocator;
+  // ... and for its vector registers.
+  pipelineOptions.vectorBits = vectorBits.getNumOccurrences() && vectorBits != 0
+                                   ? int64_t(vectorBits)
+                                   : la::getHostVectorBits();
   if (!onGPU && !emulated && !gpuSchedule) {
     if (failed(la::verifyLowerToCPUOptions(
             pipelineOptions, [](const llvm::Twine &message) -> LogicalResult {

@@ -42,13 +42,23 @@ struct LowerToCPUOptions : public PassPipelineOptions<LowerToCPUOptions> {
       *this, "tile",
       llvm::cl::desc("tile and vectorise the structured ops (la-tile)"),
       llvm::cl::init(true)};
+  PassOptions::Option<int64_t> vectorBits{
+      *this, "vector-bits",
+      llvm::cl::desc("the target's vector registers in bits (512: AVX-512, "
+                     "256: AVX2, 128: SSE or NEON); chooses la-tile's "
+                     "register tile where row-tile and lane-tile are 0: 8 "
+                     "rows x 32 lanes at 512, 6 x 16 at 256, 6 x 8 at 128 "
+                     "(la-run and the Python package pass the host's)"),
+      llvm::cl::init(512)};
   PassOptions::Option<int64_t> rowTile{
-      *this, "row-tile", llvm::cl::desc("rows of la-tile's register tile"),
-      llvm::cl::init(8)};
+      *this, "row-tile",
+      llvm::cl::desc("rows of la-tile's register tile (0: from vector-bits)"),
+      llvm::cl::init(0)};
   PassOptions::Option<int64_t> laneTile{
       *this, "lane-tile",
-      llvm::cl::desc("vector lanes of la-tile's register tile"),
-      llvm::cl::init(32)};
+      llvm::cl::desc(
+          "vector lanes of la-tile's register tile (0: from vector-bits)"),
+      llvm::cl::init(0)};
   PassOptions::Option<bool> parallel{
       *this, "parallel",
       llvm::cl::desc("run the parallel loops of the lowered linalg ops with "
@@ -253,6 +263,22 @@ void buildBufferizationPipeline(OpPassManager &pm,
 void buildLowerBuffersToLLVMPipeline(OpPassManager &pm, bool parallel,
                                      bool vectors, bool hostAllocator = false,
                                      bool copyLoops = true);
+
+/// The register tile la-lower-to-cpu gives la-tile: `row-tile` x
+/// `lane-tile` where given, else the one for `vector-bits` (about 12-16
+/// accumulator registers and room for the operands: AVX-512 has 32 vector
+/// registers, AVX2 and SSE 16).
+struct RegisterTile {
+  int64_t rows;
+  int64_t lanes;
+};
+RegisterTile getRegisterTile(const LowerToCPUOptions &options);
+
+/// The vector width, in bits, of the machine this process runs on (512 with
+/// AVX-512F, 256 with AVX, else 128): what la-run and the Python package,
+/// which compile for that machine, pass as la-lower-to-cpu's `vector-bits`.
+/// la-opt's pipelines never ask, so their IR does not depend on the host.
+int64_t getHostVectorBits();
 
 /// Builds the pipeline from `la.attention` on tensors to the LLVM dialect:
 /// la-lower-to-recurrence, la-chunk (unless sequential), convert-la-to-linalg,
