@@ -141,19 +141,32 @@ struct RegisterTileDims {
 };
 } // namespace
 
-bool mlir::la::isTileableForCPU(linalg::LinalgOp op) {
-  if (!op.hasPureTensorSemantics() || op.getNumDpsInits() != 1)
-    return false;
-  // A reduction loop of run-time length is tiled by one step (the tile
-  // stays static); a parallel one would leave a dynamic register tile.
+/// An op on tensors with one result whose maps are projected permutations:
+/// the ops la-tile tiles (on register tiles or, first, by one along their
+/// dynamic parallel loops).
+static bool hasTileableForm(linalg::LinalgOp op) {
+  return op.hasPureTensorSemantics() && op.getNumDpsInits() == 1 &&
+         llvm::all_of(op.getIndexingMapsArray(), [](AffineMap map) {
+           return map.isProjectedPermutation();
+         });
+}
+
+/// For each loop of `op`: whether it is parallel with a run-time range.
+/// Those are tiled by one (tileDynamicParallelLoops) before the register
+/// tile, which must be static; a dynamic reduction loop is stepped one
+/// iteration at a time inside the register tile instead.
+static SmallVector<bool> getDynamicParallelLoops(linalg::LinalgOp op) {
+  SmallVector<bool> dynamicParallel;
   for (auto [range, iterator] :
        llvm::zip(op.getStaticLoopRanges(), op.getIteratorTypesArray()))
-    if (ShapedType::isDynamic(range) &&
-        iterator != utils::IteratorType::reduction)
-      return false;
-  return llvm::all_of(op.getIndexingMapsArray(), [](AffineMap map) {
-    return map.isProjectedPermutation();
-  });
+    dynamicParallel.push_back(ShapedType::isDynamic(range) &&
+                              iterator == utils::IteratorType::parallel);
+  return dynamicParallel;
+}
+
+bool mlir::la::isTileableForCPU(linalg::LinalgOp op) {
+  return hasTileableForm(op) &&
+         !llvm::is_contained(getDynamicParallelLoops(op), true);
 }
 
 static RegisterTileDims findRegisterTileDims(linalg::LinalgOp op) {
@@ -668,29 +681,14 @@ static void tileDynamicParallelLoops(RewriterBase &rewriter, Operation *root,
                                      bool distribute) {
   SmallVector<linalg::LinalgOp> ops;
   root->walk([&](linalg::LinalgOp op) {
-    if (!op.hasPureTensorSemantics() || op.getNumDpsInits() != 1 ||
-        !isa<TilingInterface>(op.getOperation()) ||
-        !llvm::all_of(op.getIndexingMapsArray(), [](AffineMap map) {
-          return map.isProjectedPermutation();
-        }))
-      return;
-    SmallVector<int64_t> ranges = op.getStaticLoopRanges();
-    SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
-    if (llvm::any_of(llvm::zip(ranges, iterators), [](auto loop) {
-          return ShapedType::isDynamic(std::get<0>(loop)) &&
-                 std::get<1>(loop) == utils::IteratorType::parallel;
-        }))
+    if (hasTileableForm(op) && isa<TilingInterface>(op.getOperation()) &&
+        llvm::is_contained(getDynamicParallelLoops(op), true))
       ops.push_back(op);
   });
   for (linalg::LinalgOp op : ops) {
     SmallVector<OpFoldResult> sizes;
-    for (auto [range, iterator] :
-         llvm::zip(op.getStaticLoopRanges(), op.getIteratorTypesArray()))
-      sizes.push_back(rewriter.getIndexAttr(
-          ShapedType::isDynamic(range) &&
-                  iterator == utils::IteratorType::parallel
-              ? 1
-              : 0));
+    for (bool dynamicParallel : getDynamicParallelLoops(op))
+      sizes.push_back(rewriter.getIndexAttr(dynamicParallel ? 1 : 0));
     bool threads = distribute && !op->getParentOfType<scf::ForallOp>() &&
                    !op->getParentOfType<scf::ForOp>();
     scf::SCFTilingOptions tiling;
