@@ -78,6 +78,53 @@ struct ContractMulAddToFma : OpRewritePattern<arith::AddFOp> {
   }
 };
 
+/// A reduction loop whose vector accumulator only takes fma(-a, b, acc)
+/// (a product subtracted: the delta rule's U - W S, its backward's -a terms)
+/// accumulates the negated sum instead: -acc0 in, fma(a, b, acc) per step,
+/// the result negated after the loop. Exact (negation is), and it keeps the
+/// negation out of the inner loop, where LLVM sinks it below the row's
+/// broadcast: each broadcast from memory became a scalar load, an xor and a
+/// register broadcast (measured on Gated DeltaNet's W S product).
+struct HoistNegatedProductOutOfReduction : OpRewritePattern<scf::ForOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(scf::ForOp loop,
+                                PatternRewriter &rewriter) const override {
+    auto yield = cast<scf::YieldOp>(loop.getBody()->getTerminator());
+    for (BlockArgument accumulator : loop.getRegionIterArgs()) {
+      unsigned index = accumulator.getArgNumber() - loop.getNumInductionVars();
+      if (!isa<VectorType>(accumulator.getType()) || !accumulator.hasOneUse())
+        continue;
+      auto fma = dyn_cast<vector::FMAOp>(*accumulator.getUsers().begin());
+      if (!fma || fma.getAcc() != accumulator || !fma->hasOneUse() ||
+          yield.getOperand(index) != fma.getResult())
+        continue;
+      for (unsigned operand = 0; operand < 2; ++operand) {
+        auto negation = fma->getOperand(operand).getDefiningOp<arith::NegFOp>();
+        if (!negation || !negation->hasOneUse())
+          continue;
+        Location loc = loop.getLoc();
+        rewriter.setInsertionPoint(loop);
+        Value init = loop.getInitArgs()[index];
+        Value negatedInit = arith::NegFOp::create(rewriter, loc, init);
+        rewriter.modifyOpInPlace(loop, [&] {
+          loop.getInitArgsMutable()[index].assign(negatedInit);
+        });
+        rewriter.modifyOpInPlace(
+            fma, [&] { fma->setOperand(operand, negation.getOperand()); });
+        rewriter.eraseOp(negation);
+        rewriter.setInsertionPointAfter(loop);
+        Value result = loop.getResult(index);
+        Value negatedResult = arith::NegFOp::create(rewriter, loc, result);
+        rewriter.replaceAllUsesExcept(result, negatedResult,
+                                      negatedResult.getDefiningOp());
+        return success();
+      }
+    }
+    return failure();
+  }
+};
+
 /// shape_cast(broadcast(x)) where the broadcast only prepends dimensions and
 /// the shape_cast only drops unit dimensions -> broadcast(shape_cast(x)).
 /// Upstream's shape_cast canonicalisation (MLIR 22) folds this pair into
@@ -587,7 +634,8 @@ LogicalResult mlir::la::vectorizeForCPU(RewriterBase &rewriter,
   vector::ShapeCastOp::getCanonicalizationPatterns(vectorPatterns, ctx);
   vector::BroadcastOp::getCanonicalizationPatterns(vectorPatterns, ctx);
   vector::TransposeOp::getCanonicalizationPatterns(vectorPatterns, ctx);
-  vectorPatterns.add<ContractMulAddToFma, ShapeCastOfPrependingBroadcast>(ctx);
+  vectorPatterns.add<ContractMulAddToFma, ShapeCastOfPrependingBroadcast,
+                     HoistNegatedProductOutOfReduction>(ctx);
   populateMathPolynomialApproximationPatterns(
       vectorPatterns,
       [](StringRef name) { return name == "exp" || name == "math.exp"; });

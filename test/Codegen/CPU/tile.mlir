@@ -508,3 +508,31 @@ func.func @large_op_in_loop(%x: tensor<2x64x512xf32>, %init: tensor<64x512xf32>)
   }
   return %r : tensor<64x512xf32>
 }
+
+// -----
+
+// A product subtracted from its destination (O -= M X, as the delta rule's
+// U - W S): the reduction loop accumulates the negated destination with
+// plain FMAs, the negations outside it.
+// CHECK-LABEL: func.func @subtracted_product
+// CHECK: %[[ACC0:.*]] = vector.transfer_read {{.*}} : tensor<1x1x16x64xf32>, vector<8x32xf32>
+// CHECK: %[[NEG0:.*]] = arith.negf %[[ACC0]] : vector<8x32xf32>
+// CHECK: %[[RED:.*]] = scf.for {{.*}} iter_args(%[[ACC:.*]] = %[[NEG0]]) -> (vector<8x32xf32>)
+// CHECK-NOT: arith.negf
+// CHECK: %[[FMA:.*]] = vector.fma %{{.*}}, %{{.*}}, %[[ACC]] : vector<8x32xf32>
+// CHECK-NEXT: scf.yield %[[FMA]]
+// CHECK: %[[SUM:.*]] = arith.negf %[[RED]] : vector<8x32xf32>
+// CHECK: vector.shape_cast %[[SUM]] : vector<8x32xf32> to vector<1x1x8x32xf32>
+#mn3 = affine_map<(b, n, i, v, j) -> (b, n, i, j)>
+#x3 = affine_map<(b, n, i, v, j) -> (b, n, j, v)>
+#o3 = affine_map<(b, n, i, v, j) -> (b, n, i, v)>
+func.func @subtracted_product(%m: tensor<2x3x16x16xf32>, %x: tensor<2x3x16x64xf32>, %init: tensor<2x3x16x64xf32>) -> tensor<2x3x16x64xf32> {
+  %r = linalg.generic {indexing_maps = [#mn3, #x3, #o3], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%m, %x : tensor<2x3x16x16xf32>, tensor<2x3x16x64xf32>) outs(%init : tensor<2x3x16x64xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %n = arith.negf %a : f32
+    %p = arith.mulf %n, %b : f32
+    %s = arith.addf %c, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<2x3x16x64xf32>
+  return %r : tensor<2x3x16x64xf32>
+}
