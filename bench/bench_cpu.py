@@ -387,8 +387,8 @@ def _split_heads(inputs, parts):
 def _host_vector_bits():
     """la-run's default vector-bits on this machine (its register tile's width)."""
     try:
-        from la import _capi
-        return int(_capi.lib().laHostVectorBits())
+        from la import ops
+        return ops._host_vector_bits()
     except Exception as e:  # no build: say so, the sgemm still runs
         return f"unknown ({e})"
 

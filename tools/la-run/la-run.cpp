@@ -711,9 +711,8 @@ int main(int argc, char **argv) {
   pipelineOptions.threads = fuseThreads;
   pipelineOptions.hostAllocator = hostAllocator;
   // ... and for its vector registers.
-  pipelineOptions.vectorBits = vectorBits.getNumOccurrences() && vectorBits != 0
-                                   ? int64_t(vectorBits)
-                                   : la::getHostVectorBits();
+  pipelineOptions.vectorBits =
+      vectorBits != 0 ? int64_t(vectorBits) : la::getHostVectorBits();
   if (!onGPU && !emulated && !gpuSchedule) {
     if (failed(la::verifyLowerToCPUOptions(
             pipelineOptions, [](const llvm::Twine &message) -> LogicalResult {
