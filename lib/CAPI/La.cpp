@@ -44,6 +44,31 @@ MlirStringCallback orDiscard(MlirStringCallback callback) {
   return callback ? callback : discardText;
 }
 
+/// A buffered stream to an MlirStringCallback, for the large texts (a
+/// module, its LLVM IR). MLIR's detail::CallbackOstream is unbuffered: every
+/// token printed is one callback, through ctypes in the Python package (0.25
+/// s for a 7,500-line kernel's LLVM IR, a fifth of its compile time). The
+/// text arrives in pieces that may split a UTF-8 character.
+class BufferedCallbackOstream : public llvm::raw_ostream {
+public:
+  BufferedCallbackOstream(MlirStringCallback callback, void *userData)
+      : callback(orDiscard(callback)), userData(userData) {
+    SetBufferSize(1 << 16);
+  }
+  ~BufferedCallbackOstream() override { flush(); }
+
+private:
+  void write_impl(const char *ptr, size_t size) override {
+    callback(mlirStringRefCreate(ptr, size), userData);
+    position += size;
+  }
+  uint64_t current_pos() const override { return position; }
+
+  MlirStringCallback callback;
+  void *userData;
+  uint64_t position = 0;
+};
+
 /// Reports a null handle passed to `function` (La.h: every function checks
 /// its handles and fails instead of dereferencing them).
 void reportNull(MlirStringCallback callback, void *userData,
@@ -136,7 +161,7 @@ void laModulePrint(MlirModule module, bool generic, MlirStringCallback callback,
                    void *userData) {
   if (!module.ptr)
     return reportNull(callback, userData, "laModulePrint", "the module");
-  detail::CallbackOstream stream(orDiscard(callback), userData);
+  BufferedCallbackOstream stream(callback, userData);
   OpPrintingFlags flags;
   if (generic)
     flags.printGenericOpForm();
@@ -281,7 +306,7 @@ MlirLogicalResult laModuleTranslateToLLVMIR(MlirModule module,
     reportNull(callback, userData, "laModuleTranslateToLLVMIR", "the module");
     return mlirLogicalResultFailure();
   }
-  detail::CallbackOstream stream(orDiscard(callback), userData);
+  BufferedCallbackOstream stream(callback, userData);
   // The translation's diagnostics, with their locations, are what the
   // callback receives on failure (they would go to stderr otherwise).
   std::string diagnostics;

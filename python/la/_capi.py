@@ -100,10 +100,11 @@ class TextSink:
         self.callback = STRING_CALLBACK(self._append)
 
     def _append(self, ref, _):
-        self.parts.append(ctypes.string_at(ref.data, ref.length).decode("utf-8", "replace"))
+        # Bytes: a buffered C stream may split a UTF-8 character between calls.
+        self.parts.append(ctypes.string_at(ref.data, ref.length))
 
     def text(self):
-        return "".join(self.parts)
+        return b"".join(self.parts).decode("utf-8", "replace")
 
 
 _lib = None

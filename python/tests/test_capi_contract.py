@@ -150,3 +150,42 @@ def test_garbage_collected_cycles_destroy_the_context_last():
         print("ok")
     """)
     _run_python(code)
+
+
+def test_large_texts_arrive_whole():
+    # Printing and translation go through a buffered stream (one callback per
+    # 64 KiB, not per token): a module of several buffers prints and
+    # translates to the whole text, in few callbacks, and prints the same
+    # after a round trip.
+    code = textwrap.dedent("""
+        from la import ir
+        from la._capi import TextSink, lib
+
+        names = ["g%05d_" % i + "x" * (i % 7) for i in range(6000)]
+        body = "\\n".join("llvm.mlir.global internal constant @%s(%d.0 : f32) "
+                           "{addr_space = 0 : i32} : f32" % (n, i) for i, n in enumerate(names))
+        module = ir.Module.parse("module {\\n" + body + "\\n}")
+        text = module.to_text()
+        assert len(text) > 4 * 65536, len(text)
+        assert text.count("llvm.mlir.global") == len(names)
+        for i in (0, 1, 2999, 5999):
+            assert "@%s(" % names[i] in text, names[i]
+        assert ir.Module.parse(text).to_text() == text
+        sink = TextSink()
+        lib().laModulePrint(module._handle, False, sink.callback, None)
+        assert sink.text() == text and len(sink.parts) < 64, len(sink.parts)
+        llvm = module.to_llvm_ir()
+        assert llvm.count(" = internal constant float ") == len(names)
+        assert llvm.rstrip().endswith('!{i32 2, !"Debug Info Version", i32 3}'), llvm[-200:]
+        print("ok")
+    """)
+    _run_python(code)
+
+
+def test_text_sink_joins_bytes_before_decoding():
+    # The C side may cut its text anywhere, inside a UTF-8 character too.
+    sink = _capi.TextSink()
+    data = "\u00e9t\u00e9 \u4e2d\u6587".encode()
+    for i in range(len(data)):
+        sink.callback(_capi.MlirStringRef.of(data[i:i + 1]), None)
+    assert sink.text() == "\u00e9t\u00e9 \u4e2d\u6587"
