@@ -202,6 +202,17 @@ private:
   MlirStringCallback callback;
   void *userData;
 };
+
+/// Flushes a stream before each pass, so that what the passes before it
+/// printed (--print-ir-after-all) is out if this one crashes.
+class FlushBeforePass : public PassInstrumentation {
+public:
+  explicit FlushBeforePass(llvm::raw_ostream &stream) : stream(stream) {}
+  void runBeforePass(Pass *, Operation *) override { stream.flush(); }
+
+private:
+  llvm::raw_ostream &stream;
+};
 } // namespace
 
 MlirLogicalResult laModuleRunPipeline(MlirModule module, MlirStringRef pipeline,
@@ -239,9 +250,10 @@ laModuleRunPipelineWithOptions(MlirModule module, MlirStringRef pipeline,
   laRegisterAllPasses();
   ModuleOp op = unwrap(module);
   MLIRContext *context = op.getContext();
-  detail::CallbackOstream stream(orDiscard(output), userData);
+  BufferedCallbackOstream stream(output, userData);
   ScopedDiagnosticHandler handler(context, [&](Diagnostic &diag) {
     stream << diag.getLocation() << ": " << diag << "\n";
+    stream.flush();
     return success();
   });
   std::string errors;
@@ -264,12 +276,15 @@ laModuleRunPipelineWithOptions(MlirModule module, MlirStringRef pipeline,
   if (!text(options.crashReproducer).empty())
     pm.enableCrashReproducerGeneration(text(options.crashReproducer),
                                        /*genLocalReproducer=*/false);
-  if (options.printIRAfterAll)
+  if (options.printIRAfterAll) {
+    // Single-threaded (above), so the flushes never run concurrently.
+    pm.addInstrumentation(std::make_unique<FlushBeforePass>(stream));
     pm.enableIRPrinting([](Pass *, Operation *) { return false; },
                         [](Pass *, Operation *) { return true; },
                         /*printModuleScope=*/true,
                         /*printAfterOnlyOnChange=*/true,
                         /*printAfterOnlyOnFailure=*/false, stream);
+  }
   if (!text(options.irTreeDir).empty())
     pm.enableIRPrintingToFileTree(
         [](Pass *, Operation *) { return false; },

@@ -153,13 +153,14 @@ def test_garbage_collected_cycles_destroy_the_context_last():
 
 
 def test_large_texts_arrive_whole():
-    # Printing and translation go through a buffered stream (one callback per
-    # 64 KiB, not per token): a module of several buffers prints and
-    # translates to the whole text, in few callbacks, and prints the same
-    # after a round trip.
+    # Printing, translation and --print-ir-after-all go through a buffered
+    # stream (one callback per 64 KiB, not per token): a module of several
+    # buffers prints and translates to the whole text, in few callbacks, and
+    # prints the same after a round trip.
     code = textwrap.dedent("""
+        import ctypes
         from la import ir
-        from la._capi import TextSink, lib
+        from la._capi import LaPipelineRunOptions, MlirStringRef, TextSink, lib
 
         names = ["g%05d_" % i + "x" * (i % 7) for i in range(6000)]
         body = "\\n".join("llvm.mlir.global internal constant @%s(%d.0 : f32) "
@@ -177,6 +178,21 @@ def test_large_texts_arrive_whole():
         llvm = module.to_llvm_ir()
         assert llvm.count(" = internal constant float ") == len(names)
         assert llvm.rstrip().endswith('!{i32 2, !"Debug Info Version", i32 3}'), llvm[-200:]
+        # --print-ir-after-all: the module after each of two passes that
+        # change it (a dump is printed on a change only).
+        function = ("func.func @f() -> i32 { %a = arith.constant 1 : i32\\n"
+                    "%b = arith.constant 1 : i32\\n%c = arith.addi %a, %b : i32\\n"
+                    "return %c : i32 }")
+        module = ir.Module.parse("module {\\n" + body + "\\n" + function + "\\n}")
+        options = LaPipelineRunOptions()
+        options.printIRAfterAll = True
+        sink = TextSink()
+        assert lib().laModuleRunPipelineWithOptions(
+            module._handle, MlirStringRef.of("builtin.module(cse,canonicalize)"),
+            ctypes.byref(options), sink.callback, None).succeeded()
+        dumps = sink.text()
+        assert dumps.count("IR Dump After") == 2 and dumps.count("llvm.mlir.global") == 2 * len(names)
+        assert len(sink.parts) < 128, len(sink.parts)
         print("ok")
     """)
     _run_python(code)
