@@ -119,14 +119,15 @@ void mlir::la::buildLowerBuffersToLLVMPipeline(OpPassManager &pm, bool parallel,
         vector::VectorContractLowering::OuterProduct;
     pm.addPass(createConvertVectorToLLVMPass(vectorOptions));
   }
-  pm.addPass(createConvertMathToLLVMPass());
-  pm.addPass(createArithToLLVMConversionPass());
-  pm.addPass(createConvertIndexToLLVMPass());
   if (!parallel)
     pm.addPass(createFinalizeMemRefToLLVMConversionPass(memrefOptions));
-  pm.addPass(createConvertFuncToLLVMPass());
-  pm.addPass(createConvertControlFlowToLLVMPass());
-  pm.addPass(createUBToLLVMConversionPass());
+  // The remaining dialects in one conversion (upstream convert-to-llvm): a
+  // pass per dialect walked the whole module each time, a third of a
+  // forward kernel's pipeline. memref keeps its own pass above for its
+  // options (la's allocator through the generic functions).
+  ConvertToLLVMPassOptions toLLVMOptions;
+  toLLVMOptions.filterDialects = {"arith", "cf", "func", "index", "math", "ub"};
+  pm.addPass(createConvertToLLVMPass(toLLVMOptions));
   pm.addPass(createReconcileUnrealizedCastsPass());
   pm.addPass(createCanonicalizerPass());
 }

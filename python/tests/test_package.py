@@ -414,7 +414,7 @@ def test_lower_stages():
     assert "llvm.func @_mlir_ciface_attention" in text["llvm"]
     assert "define void @_mlir_ciface_attention" in text["llvm-ir"]
     for marker in ("IR Dump After LaLowerToRecurrencePass", "IR Dump After LaFuseRecurrencePass",
-                   "IR Dump After ConvertFuncToLLVMPass", "la.chunk_", "llvm.func"):
+                   "IR Dump After ConvertToLLVMPass", "la.chunk_", "llvm.func"):
         assert marker in text["all"], marker
     # The sequential program has no chunked stage but a token-by-token loop.
     seq = la.lower(*args, stage="linalg", sequential=True)
