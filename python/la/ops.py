@@ -992,6 +992,75 @@ def _llvm_ir(text, pipeline):
     return module.to_llvm_ir()
 
 
+def _run_clang(cmd):
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise LaError(f"clang failed with exit status {proc.returncode}:\n"
+                      f"  command: {' '.join(cmd)}\n{proc.stderr.strip()}")
+
+
+def _compile_jobs():
+    """How many clang processes may compile one kernel's parts at once:
+    ``$LA_COMPILE_JOBS``, else the cores this process may run on (at most
+    8)."""
+    value = os.environ.get("LA_COMPILE_JOBS")
+    if value is not None:
+        try:
+            jobs = int(value)
+        except ValueError:
+            raise LaError(f"LA_COMPILE_JOBS must be a positive integer, got {value!r}") from None
+        if jobs < 1:
+            raise LaError(f"LA_COMPILE_JOBS must be a positive integer, got {value!r}")
+        return jobs
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, 8))
+
+
+def _llvm_split(clang):
+    """llvm-split of clang's LLVM installation, or None."""
+    path = os.path.join(os.path.dirname(os.path.realpath(clang)), "llvm-split")
+    return path if os.access(path, os.X_OK) else None
+
+
+def _compile_split(clang, llvm_ir, ll_path, so_path, pipeline):
+    """Compiles a kernel of several functions (the OpenMP regions of a
+    threaded kernel are functions of their own) as parts in parallel:
+    llvm-split distributes the functions round-robin over the parts, clang
+    compiles each, and links them into ``so_path``. Returns False, having
+    done nothing, where that cannot help (one function, one job) or
+    llvm-split is missing or fails; clang's failures raise."""
+    parts = min(_compile_jobs(), llvm_ir.count("\ndefine "))
+    split = _llvm_split(clang) if parts > 1 else None
+    if split is None:
+        return False
+    prefix = ll_path[:-3] + ".part"
+    names = [f"{prefix}{i}" for i in range(parts)]
+    objects = [name + ".o" for name in names]
+    try:
+        proc = subprocess.run([split, "-j", str(parts), "--round-robin", "-o", prefix, ll_path],
+                              capture_output=True, text=True)
+        if proc.returncode != 0 or not all(os.path.exists(name) for name in names):
+            return False
+        compile_flags = [f for f in _CLANG_FLAGS if f != "-shared"]
+        commands = [[clang, *compile_flags, "-c", "-x", "ir", name, "-o", obj]
+                    for name, obj in zip(names, objects)]
+        procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for cmd in commands]
+        errors = [proc.communicate()[1] for proc in procs]  # all finished
+        for cmd, proc, stderr in zip(commands, procs, errors):
+            if proc.returncode != 0:
+                raise LaError(f"clang failed with exit status {proc.returncode}:\n"
+                              f"  command: {' '.join(cmd)}\n{stderr.strip()}")
+        _run_clang([clang, "-shared", "-fPIC", *objects, "-o", so_path, *_link_flags(pipeline)])
+        return True
+    finally:
+        for path in names + objects:
+            _remove(path)
+
+
 def _write_error(directory, error):
     return LaError(f"cannot write into the kernel cache {directory!r}: {error}; "
                    "set LA_CACHE_DIR to a writable directory")
@@ -1015,11 +1084,8 @@ def _compile_library(directory, text, pipeline, clang, key):
                 f.write(llvm_ir)
         except OSError as error:
             raise _write_error(directory, error) from None
-        cmd = [clang, *_CLANG_FLAGS, ll_path, "-o", so_path, *_link_flags(pipeline)]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise LaError(f"clang failed with exit status {proc.returncode}:\n"
-                          f"  command: {' '.join(cmd)}\n{proc.stderr.strip()}")
+        if not _compile_split(clang, llvm_ir, ll_path, so_path, pipeline):
+            _run_clang([clang, *_CLANG_FLAGS, ll_path, "-o", so_path, *_link_flags(pipeline)])
         try:
             with open(so_path, "rb") as f:
                 return f.read()

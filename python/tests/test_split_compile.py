@@ -1,0 +1,111 @@
+"""A kernel of several functions (a threaded kernel's OpenMP regions are
+functions of their own) is compiled as parts in parallel: llvm-split
+distributes its functions over ``LA_COMPILE_JOBS`` parts, one clang
+compiles each, and clang links them (python/la/ops.py, ``_compile_split``).
+The library must compute what the one-clang library computes, bit for bit;
+without llvm-split, or with one job, the kernel is compiled whole; a part
+that fails to compile is an error naming clang, with no files left behind.
+
+Skipped when libLaCAPI.so is not built. Every test has its own
+``LA_CACHE_DIR``.
+"""
+
+import os
+
+import numpy as np
+import pytest
+
+import la
+from la import _capi, ops
+from la import testing as lt
+
+if _capi.library_path() is None:
+    pytest.skip("libLaCAPI.so is not built (build the project or set LA_CAPI_LIB)",
+                allow_module_level=True)
+
+
+@pytest.fixture
+def splits(monkeypatch):
+    """The values _compile_split returned in this test (True: split)."""
+    seen = []
+    original = ops._compile_split
+
+    def spy(*args):
+        result = original(*args)
+        seen.append(result)
+        return result
+
+    monkeypatch.setattr(ops, "_compile_split", spy)
+    return seen
+
+
+def _use_cache(monkeypatch, path, jobs):
+    monkeypatch.setenv("LA_CACHE_DIR", str(path))
+    monkeypatch.setenv("LA_COMPILE_JOBS", str(jobs))
+    la.clear_cache()
+
+
+def _inputs():
+    return lt.make_inputs("gated_deltanet", 2, 40, 2, 16, 16, seed=3, gate_scale=1 / 16)
+
+
+def _forward(d):
+    o, _ = ops.attention("gated_deltanet", d["q"], d["k"], d["v"], d["g"], d["beta"],
+                         chunk_size=8, num_threads=2)
+    return o
+
+
+def _backward(d):
+    do = np.random.default_rng(4).standard_normal(d["v"].shape).astype(np.float32)
+    grads = ops.attention_backward("gated_deltanet", d["q"], d["k"], d["v"], d["g"],
+                                   d["beta"], do=do, chunk_size=8, num_threads=2)
+    return grads.values() if isinstance(grads, dict) else grads
+
+
+def test_parts_compute_what_the_whole_computes(tmp_path, monkeypatch, splits):
+    d = _inputs()
+    _use_cache(monkeypatch, tmp_path / "split", 2)
+    o_split = _forward(d)
+    grads_split = [np.array(g) for g in _backward(d)]
+    assert splits and all(splits), splits  # both threaded kernels were split
+    ref, _ = lt.reference_for("gated_deltanet", d)
+    assert lt.rel_rms(ref, o_split) < 1e-5
+    # Nothing but the cache's entries is left in the directory.
+    leftovers = [n for n in os.listdir(tmp_path / "split") if n.startswith(".tmp")]
+    assert not leftovers, leftovers
+
+    splits.clear()
+    _use_cache(monkeypatch, tmp_path / "whole", 1)
+    o_whole = _forward(d)
+    grads_whole = [np.array(g) for g in _backward(d)]
+    assert splits == [False, False]
+    assert np.array_equal(o_split, o_whole)
+    for split, whole in zip(grads_split, grads_whole):
+        assert np.array_equal(split, whole)
+
+
+def test_without_llvm_split_the_kernel_is_compiled_whole(tmp_path, monkeypatch, splits):
+    monkeypatch.setattr(ops, "_llvm_split", lambda clang: None)
+    _use_cache(monkeypatch, tmp_path, 4)
+    d = _inputs()
+    ref, _ = lt.reference_for("gated_deltanet", d)
+    assert lt.rel_rms(ref, _forward(d)) < 1e-5
+    assert splits == [False]
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "two", ""])
+def test_bad_compile_jobs(tmp_path, monkeypatch, value):
+    _use_cache(monkeypatch, tmp_path, 1)
+    monkeypatch.setenv("LA_COMPILE_JOBS", value)
+    with pytest.raises(la.LaError, match="LA_COMPILE_JOBS must be a positive integer"):
+        _forward(_inputs())
+
+
+def test_a_failing_part_is_an_error(tmp_path, monkeypatch, splits):
+    _use_cache(monkeypatch, tmp_path, 2)
+    monkeypatch.setattr(ops, "_CLANG_FLAGS", ops._CLANG_FLAGS + ("-mllvm", "-no-such-option"))
+    with pytest.raises(la.LaError, match="clang failed with exit status"):
+        _forward(_inputs())
+    assert splits == []  # raised inside the split compile, not returned
+    leftovers = [n for n in os.listdir(tmp_path) if n.startswith(".tmp")]
+    assert not leftovers, leftovers
