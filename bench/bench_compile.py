@@ -14,12 +14,19 @@ and T) and prints:
 * with ``--run BxTxHxKxV``, the median time of ``--repeat`` forward calls of
   the kernel compiled at each level (one thread, NumPy inputs), the levels
   alternating over ``--rounds`` rounds, so that a drift of the machine
-  affects them alike.
+  affects them alike;
+* with ``--first-call BxTxHxKxV``, the package's first call (lowering,
+  clang, loading: ``la.cache_info()["compile_seconds"]``, a fresh cache each
+  time) of the forward and the backward on ``--threads``, compiled whole
+  (``LA_COMPILE_JOBS=1``) and in parallel parts (the default jobs: a
+  threaded kernel's functions, ``docs/python.md``), alternating over
+  ``--rounds`` rounds.
 
 Usage::
 
     python3 bench/bench_compile.py
     python3 bench/bench_compile.py --variants gla --run 1x4096x8x128x128
+    python3 bench/bench_compile.py --levels=-O3 --first-call 1x4096x8x128x128
 """
 
 import argparse
@@ -41,6 +48,9 @@ def parse_args(argv=None):
     p.add_argument("--run", default=None, help="BxTxHxKxV: also time the kernels")
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--first-call", default=None,
+                   help="BxTxHxKxV: the first call's compile, forward and backward")
+    p.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     args = p.parse_args(argv)
     args.variants = [v for v in args.variants.split(",") if v]
     args.levels = [lv for lv in args.levels.split(",") if lv]
@@ -89,6 +99,8 @@ def main(argv=None):
         print(f"| {variant} | {lowering:.2f} | {ir.count(chr(10))} | "
               + " | ".join(f"{s:.2f}" for s in seconds) + " |", flush=True)
 
+    if args.first_call:
+        _first_calls(args)
     if not args.run:
         return 0
     shape = tuple(int(d) for d in args.run.split("x"))
@@ -124,6 +136,47 @@ def main(argv=None):
     finally:
         ops._CLANG_FLAGS = default_flags
     return 0
+
+
+def _first_calls(args):
+    import numpy as np
+    import la
+    from la import ops
+    shape = tuple(int(d) for d in args.first_call.split("x"))
+    jobs = ops._compile_jobs()
+    print()
+    print(f"first call at {args.first_call} (compile and load, a fresh cache each), "
+          f"whole (LA_COMPILE_JOBS=1) and in parts (jobs {jobs}), {args.rounds} rounds")
+    print("| variant | pass | threads | round | whole s | parts s |")
+    print("|---|---|---|---|---|---|")
+    saved = os.environ.get("LA_COMPILE_JOBS")
+    try:
+        for variant in args.variants:
+            x, kw = _inputs(variant, shape)
+            do = np.ones_like(x["v"])
+            for which in ("forward", "backward"):
+                for threads in args.threads:
+                    for rnd in range(args.rounds):
+                        seconds = []
+                        for mode in ("1", str(jobs)):
+                            os.environ["LA_COMPILE_JOBS"] = mode
+                            os.environ["LA_CACHE_DIR"] = tempfile.mkdtemp(prefix="la-bench-cache-")
+                            la.clear_cache()
+                            before = la.cache_info()["compile_seconds"]
+                            if which == "forward":
+                                la.attention(variant, x["q"], x["k"], x["v"], num_threads=threads,
+                                             **kw)
+                            else:
+                                ops.attention_backward(variant, x["q"], x["k"], x["v"], do=do,
+                                                       num_threads=threads, **kw)
+                            seconds.append(la.cache_info()["compile_seconds"] - before)
+                        print(f"| {variant} | {which} | {threads} | {rnd + 1} | "
+                              f"{seconds[0]:.2f} | {seconds[1]:.2f} |", flush=True)
+    finally:
+        if saved is None:
+            os.environ.pop("LA_COMPILE_JOBS", None)
+        else:
+            os.environ["LA_COMPILE_JOBS"] = saved
 
 
 if __name__ == "__main__":
