@@ -992,11 +992,15 @@ def _llvm_ir(text, pipeline):
     return module.to_llvm_ir()
 
 
+def _check_clang(cmd, returncode, stderr):
+    if returncode != 0:
+        raise LaError(f"clang failed with exit status {returncode}:\n"
+                      f"  command: {' '.join(cmd)}\n{stderr.strip()}")
+
+
 def _run_clang(cmd):
     proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise LaError(f"clang failed with exit status {proc.returncode}:\n"
-                      f"  command: {' '.join(cmd)}\n{proc.stderr.strip()}")
+    _check_clang(cmd, proc.returncode, proc.stderr)
 
 
 def _compile_jobs():
@@ -1051,9 +1055,7 @@ def _compile_split(clang, llvm_ir, ll_path, so_path, pipeline):
                  for cmd in commands]
         errors = [proc.communicate()[1] for proc in procs]  # all finished
         for cmd, proc, stderr in zip(commands, procs, errors):
-            if proc.returncode != 0:
-                raise LaError(f"clang failed with exit status {proc.returncode}:\n"
-                              f"  command: {' '.join(cmd)}\n{stderr.strip()}")
+            _check_clang(cmd, proc.returncode, stderr)
         _run_clang([clang, "-shared", "-fPIC", *objects, "-o", so_path, *_link_flags(pipeline)])
         return True
     finally:
