@@ -1695,15 +1695,20 @@ _WRAPPERS = {
 _MAX_WINDOW = 1 << 20
 
 
-def _hybrid_mlir(H, K, V, F, window, scale, dtype, packed=False, stateful=False):
+def _hybrid_mlir(H, K, V, F, window, scale, dtype, packed=False, stateful=False,
+                 feature_maps=None):
     """The kernel of la.sliding_window_hybrid, for any B and T (any number
     of packed sequences with ``packed``); ``stateful``: keys with any number
-    of context tokens before the queries, an initial and a final state."""
+    of context tokens before the queries, an initial and a final state.
+    ``feature_maps``: ``(bias_q, bias_k)`` (whether each map has a bias)
+    when the kernel computes the features itself from Hedgehog maps
+    (:class:`HedgehogMap`, ``F`` features from ``F / 2`` columns of their
+    weights) instead of taking them as arguments."""
     element = dtype  # f32, f16 or bf16: the MLIR names
     batch = "1" if packed else "?"  # packed sequences: B = 1
 
-    def tensor(d):
-        return f"tensor<{batch}x?x{H}x{d}x{element}>"
+    def tensor(d, e=element):
+        return f"tensor<{batch}x?x{H}x{d}x{e}>"
     state = f"tensor<?x{H}x{F}x{V + 1}xf32>"
     attrs = f"window = {window} : i64"
     if scale is not None:
@@ -1715,12 +1720,113 @@ def _hybrid_mlir(H, K, V, F, window, scale, dtype, packed=False, stateful=False)
         extra_args += f", %s0: {state}"
         operands += f" initial_state(%s0 : {state})"
         results, names = f"{tensor(V)}, {state}", "%o, %s"
-    return (f"func.func @{_ENTRY}(%q: {tensor(K)}, %k: {tensor(K)}, %v: {tensor(V)},\n"
-            f"    %fq: {tensor(F)}, %fk: {tensor(F)}{extra_args}) -> ({results}) {{\n"
+    header, body = "", ""
+    if feature_maps is None:
+        feature_args = f"%fq: {tensor(F)}, %fk: {tensor(F)}"
+    else:
+        half = F // 2
+        feature_args = []
+        for name, has_bias in zip(("q", "k"), feature_maps):
+            feature_args.append(f"%w{name}: tensor<{H}x{K}x{half}xf32>")
+            if has_bias:
+                feature_args.append(f"%b{name}: tensor<{H}x{half}xf32>")
+        feature_args = ", ".join(feature_args)
+        header = _HEDGEHOG_MAPS
+        body = "".join(_hedgehog_mlir(name, H, K, half, element, batch, has_bias)
+                       for name, has_bias in zip(("q", "k"), feature_maps))
+    return (f"{header}func.func @{_ENTRY}(%q: {tensor(K)}, %k: {tensor(K)}, %v: {tensor(V)},\n"
+            f"    {feature_args}{extra_args}) -> ({results}) {{\n{body}"
             f"  {names} = la.sliding_window_hybrid %q, %k, %v\n"
             f"      features(%fq : {tensor(F)}, %fk : {tensor(F)}){operands} {{{attrs}}}\n"
             f"      : {tensor(K)}, {tensor(K)}, {tensor(V)} -> {results}\n"
             f"  return {names} : {results}\n}}\n")
+
+
+#: The affine maps of :func:`_hedgehog_mlir`'s ops: the contraction x W
+#: over (b, t, h, f, d), element-wise maps over (b, t, h, f) and the bias's
+#: broadcast over (b, t).
+_HEDGEHOG_MAPS = """#hedgehog_x = affine_map<(b, t, h, f, d) -> (b, t, h, d)>
+#hedgehog_w = affine_map<(b, t, h, f, d) -> (h, d, f)>
+#hedgehog_z = affine_map<(b, t, h, f, d) -> (b, t, h, f)>
+#hedgehog_id = affine_map<(b, t, h, f) -> (b, t, h, f)>
+#hedgehog_bias = affine_map<(b, t, h, f) -> (h, f)>
+"""
+
+
+def _hedgehog_mlir(name, H, K, half, element, batch, has_bias):
+    """Hedgehog's feature map of ``%{name}`` as linalg ops on tensors:
+    ``%f{name} = [softmax(z), softmax(-z)]``, ``z = x W (+ c)`` in f32
+    (``%w{name}``, ``%b{name}``), converted to the kernel's element type.
+    la-lower-to-recurrence decomposes the softmaxes; the contraction and the
+    maps are tiled like the kernel's other producers."""
+    def t(d, e="f32"):
+        return f"tensor<{batch}x?x{H}x{d}x{e}>"
+    zt, ft, xt = t(half), t(2 * half, element), t(K, element)
+    x = f"%{name}"
+    # tensor.empty's dynamic sizes: B and T, or T alone for packed sequences
+    dynamic = f"%{name}_b, %{name}_t" if batch == "?" else f"%{name}_t"
+    rows = f"%{name}_b" if batch == "?" else batch
+    read = ("%a" if element == "f32" else "%ax") + ", %wv"
+    extend = "" if element == "f32" else "    %ax = arith.extf %a : " + element + " to f32\n"
+    text = f"""  %{name}_b = tensor.dim {x}, %c0_{name} : {xt}
+  %{name}_t = tensor.dim {x}, %c1_{name} : {xt}
+  %{name}_empty = tensor.empty({dynamic}) : {zt}
+  %{name}_zero = linalg.fill ins(%zero_{name} : f32) outs(%{name}_empty : {zt}) -> {zt}
+  %{name}_z0 = linalg.generic {{indexing_maps = [#hedgehog_x, #hedgehog_w, #hedgehog_z],
+      iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]}}
+      ins({x}, %w{name} : {xt}, tensor<{H}x{K}x{half}xf32>) outs(%{name}_zero : {zt}) {{
+  ^bb0(%a: {element}, %wv: f32, %acc: f32):
+{extend}    %m = arith.mulf {read} : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }} -> {zt}
+"""
+    z = f"%{name}_z0"
+    if has_bias:
+        text += f"""  %{name}_z = linalg.generic {{indexing_maps = [#hedgehog_id, #hedgehog_bias, #hedgehog_id],
+      iterator_types = ["parallel", "parallel", "parallel", "parallel"]}}
+      ins({z}, %b{name} : {zt}, tensor<{H}x{half}xf32>) outs(%{name}_empty : {zt}) {{
+  ^bb0(%a: f32, %c: f32, %out: f32):
+    %s = arith.addf %a, %c : f32
+    linalg.yield %s : f32
+  }} -> {zt}
+"""
+        z = f"%{name}_z"
+    text += f"""  %{name}_neg = linalg.generic {{indexing_maps = [#hedgehog_id, #hedgehog_id],
+      iterator_types = ["parallel", "parallel", "parallel", "parallel"]}}
+      ins({z} : {zt}) outs(%{name}_empty : {zt}) {{
+  ^bb0(%a: f32, %out: f32):
+    %n = arith.negf %a : f32
+    linalg.yield %n : f32
+  }} -> {zt}
+  %{name}_p0 = linalg.softmax dimension(3) ins({z} : {zt}) outs(%{name}_empty : {zt}) -> {zt}
+  %{name}_n0 = linalg.softmax dimension(3) ins(%{name}_neg : {zt}) outs(%{name}_empty : {zt}) -> {zt}
+"""
+    parts = [f"%{name}_p0", f"%{name}_n0"]
+    part_type = zt
+    if element != "f32":
+        part_type = t(half, element)
+        text += f"  %{name}_half = tensor.empty({dynamic}) : {part_type}\n"
+        for index, part in enumerate(parts):
+            text += f"""  %{name}_c{index} = linalg.generic {{indexing_maps = [#hedgehog_id, #hedgehog_id],
+      iterator_types = ["parallel", "parallel", "parallel", "parallel"]}}
+      ins({part} : {zt}) outs(%{name}_half : {part_type}) {{
+  ^bb0(%a: f32, %out: {element}):
+    %r = arith.truncf %a : f32 to {element}
+    linalg.yield %r : {element}
+  }} -> {part_type}
+"""
+            parts[index] = f"%{name}_c{index}"
+    text += f"""  %{name}_features = tensor.empty({dynamic}) : {ft}
+  %{name}_f0 = tensor.insert_slice {parts[0]} into %{name}_features[0, 0, 0, 0]
+      [{rows}, %{name}_t, {H}, {half}] [1, 1, 1, 1] : {part_type} into {ft}
+  %f{name} = tensor.insert_slice {parts[1]} into %{name}_f0[0, 0, 0, {half}]
+      [{rows}, %{name}_t, {H}, {half}] [1, 1, 1, 1] : {part_type} into {ft}
+"""
+    constants = (f"  %c0_{name} = arith.constant 0 : index\n"
+                 f"  %c1_{name} = arith.constant 1 : index\n"
+                 f"  %zero_{name} = arith.constant 0.0 : f32\n")
+    return constants + text
 
 
 #: What a sliding-window hybrid carries from one call to the next (see
@@ -1731,12 +1837,66 @@ def _hybrid_mlir(H, K, V, F, window, scale, dtype, packed=False, stateful=False)
 #: [B, L, H, F]``.
 HybridState = collections.namedtuple("HybridState", "state k v feature_k")
 
+#: Hedgehog's learned feature map (Zhang et al., ICLR 2024), which
+#: :func:`sliding_window_hybrid` computes inside its kernel when it is passed
+#: as ``feature_q`` / ``feature_k``: ``phi(x) = [softmax(x W + c),
+#: softmax(-(x W + c))]`` over the features, ``weight : [H, K, F/2]``,
+#: ``bias : [H, F/2]`` or None (``F`` features; as
+#: :func:`la.family.hedgehog_features`).
+HedgehogMap = collections.namedtuple("HedgehogMap", "weight bias", defaults=(None,))
+
+
+def _hedgehog_maps(feature_q, feature_k, H, K):
+    """``None`` when the features are arrays, else the two maps' float32
+    ``(weight, bias)`` pairs, checked, and ``F``."""
+    is_map = [isinstance(x, HedgehogMap) for x in (feature_q, feature_k)]
+    if not any(is_map):
+        return None
+    if not all(is_map):
+        raise TypeError("feature_q and feature_k must both be arrays or both be "
+                        "HedgehogMap(weight, bias)")
+    maps, half = [], None
+    for name, feature_map in (("feature_q", feature_q), ("feature_k", feature_k)):
+        _device_check(f"{name}.weight", feature_map.weight)
+        weight = _f32_array(f"{name}.weight", feature_map.weight, "[H, K, F/2]")
+        if weight.ndim != 3 or weight.shape[:2] != (H, K) or weight.shape[2] < 1:
+            raise _shape_error(f"{name}.weight", f"[H, K, F/2] with (H, K) = {(H, K)}",
+                               weight.shape)
+        if half is not None and weight.shape[2] != half:
+            raise ValueError("feature_q.weight and feature_k.weight must have one number of "
+                             f"columns (F/2), got {half} and {weight.shape[2]}")
+        half = weight.shape[2]
+        bias = None
+        if feature_map.bias is not None:
+            _device_check(f"{name}.bias", feature_map.bias)
+            bias = _f32_array(f"{name}.bias", feature_map.bias, "[H, F/2]")
+            if bias.shape != (H, half):
+                raise _shape_error(f"{name}.bias", f"[H, F/2] = {(H, half)}", bias.shape)
+            bias = np.ascontiguousarray(bias)
+        maps.append((np.ascontiguousarray(weight), bias))
+    return maps, 2 * half
+
+
+def _hedgehog_features_np(x, weight, bias):
+    """The map in NumPy (f32), for the context a stateful call returns."""
+    z = np.einsum("bthd,hdf->bthf", x.astype(np.float32), weight)
+    if bias is not None:
+        z = z + bias
+
+    def softmax(y):
+        e = np.exp(y - y.max(-1, keepdims=True))
+        return e / e.sum(-1, keepdims=True)
+    return np.concatenate([softmax(z), softmax(-z)], -1).astype(np.float32)
+
 
 def _hybrid_call(q, k, v, feature_q, feature_k, window, scale, initial_state,
                  output_final_state, cu_seqlens, chunk_size, dtype, num_threads):
     """The checked arguments of :func:`sliding_window_hybrid` as one call of
     its kernel, and what converts its results back (``call.returned``)."""
-    named = {"q": q, "k": k, "v": v, "feature_q": feature_q, "feature_k": feature_k}
+    in_kernel = any(isinstance(x, HedgehogMap) for x in (feature_q, feature_k))
+    named = {"q": q, "k": k, "v": v}
+    if not in_kernel:
+        named.update(feature_q=feature_q, feature_k=feature_k)
     for name, x in {**named, "cu_seqlens": cu_seqlens}.items():
         _device_check(name, x)
     if isinstance(window, (bool, np.bool_)) or not isinstance(window, (int, np.integer)) \
@@ -1764,11 +1924,17 @@ def _hybrid_call(q, k, v, feature_q, feature_k, window, scale, initial_state,
         raise ValueError(f"q must be 4-D [B, T, H, K], got shape {tuple(qa.shape)}")
     B, T, H, K = qa.shape
     V = np.shape(arrays["v"][0])[-1] if np.ndim(arrays["v"][0]) == 4 else None
-    F = np.shape(arrays["feature_q"][0])[-1] if np.ndim(arrays["feature_q"][0]) == 4 else None
+    maps = _hedgehog_maps(feature_q, feature_k, H, K)
+    if maps is not None:
+        maps, F = maps
+    else:
+        F = np.shape(arrays["feature_q"][0])[-1] if np.ndim(arrays["feature_q"][0]) == 4 \
+            else None
     expected = {"k": ((B, T, H, K), "[B, T, H, K] (the shape of q)"),
-                "v": ((B, T, H, V), "[B, T, H, V]"),
-                "feature_q": ((B, T, H, F), "[B, T, H, F]"),
-                "feature_k": ((B, T, H, F), "[B, T, H, F] (the shape of feature_q)")}
+                "v": ((B, T, H, V), "[B, T, H, V]")}
+    if maps is None:
+        expected.update(feature_q=((B, T, H, F), "[B, T, H, F]"),
+                        feature_k=((B, T, H, F), "[B, T, H, F] (the shape of feature_q)"))
     for name, (shape, what) in expected.items():
         if None in shape or arrays[name][0].shape != shape:
             raise _shape_error(name, what, arrays[name][0].shape)
@@ -1789,6 +1955,14 @@ def _hybrid_call(q, k, v, feature_q, feature_k, window, scale, initial_state,
         compute = kinds["q"]
     inputs = [_to_compute(name, arrays[name][0], kinds[name], compute) for name in named]
     names = list(named)
+    if maps is not None:
+        # The maps' weights (and biases) where the features were.
+        for name, (weight, bias) in zip(("q", "k"), maps):
+            inputs.append(weight)
+            names.append(f"weight_{name}")
+            if bias is not None:
+                inputs.append(bias)
+                names.append(f"bias_{name}")
     if cu_seqlens is not None:
         inputs.append(_cu_seqlens_array(cu_seqlens, B, T))
         names.append("cu_seqlens")
@@ -1803,6 +1977,8 @@ def _hybrid_call(q, k, v, feature_q, feature_k, window, scale, initial_state,
             # sequences' last tokens, before this call's.
             context = {}
             for index, (name, dim) in enumerate((("k", K), ("v", V), ("feature_k", F))):
+                if maps is not None and name == "feature_k":
+                    continue  # the kernel maps the context's keys itself
                 arr, kind = _qkv_array(f"initial_state.{name}", initial_state[1 + index])
                 if arr.ndim != 4 or arr.shape[0] != B or arr.shape[2:] != (H, dim):
                     raise _shape_error(f"initial_state.{name}", f"[B, L, H, {dim}] with "
@@ -1813,6 +1989,8 @@ def _hybrid_call(q, k, v, feature_q, feature_k, window, scale, initial_state,
                                  "of tokens, got " + ", ".join(
                                      f"{n}: {x.shape[1]}" for n, x in context.items()))
             for position, name in ((1, "k"), (2, "v"), (4, "feature_k")):
+                if name not in context:
+                    continue
                 inputs[position] = np.ascontiguousarray(
                     np.concatenate([context[name], inputs[position]], 1))
         inputs.append(np.ascontiguousarray(state))
@@ -1821,8 +1999,10 @@ def _hybrid_call(q, k, v, feature_q, feature_k, window, scale, initial_state,
     outputs = [((B, T, H, V), o_np)]
     if stateful:
         outputs.append(((B, H, F, V + 1), np.float32))
+    feature_maps = None if maps is None else tuple(bias is not None for _, bias in maps)
     call = _Call(text=_hybrid_mlir(H, K, V, F, int(window), scale, compute,
-                                   packed=cu_seqlens is not None, stateful=stateful),
+                                   packed=cu_seqlens is not None, stateful=stateful,
+                                   feature_maps=feature_maps),
                  pipeline=_pipeline(int(chunk_size), False, threads),
                  inputs=inputs, input_names=names, outputs=outputs,
                  entry=_ENTRY, threads=threads)
@@ -1843,6 +2023,7 @@ def _hybrid_call(q, k, v, feature_q, feature_k, window, scale, initial_state,
     call.context = inputs[1].shape[1] - T
     call.chunk_size = int(chunk_size)
     call.window = int(window)
+    call.feature_maps = maps
     return call
 
 
@@ -1869,9 +2050,36 @@ def sliding_window_hybrid(q, k, v, feature_q, feature_k, window, *, scale=None,
     ``initial_state=state`` gives the tokens the same outputs as one call
     over the whole sequence. With torch tensors that need gradients the
     call is differentiable: its backward is the gradient kernel that
-    la-derive-backward derives from the op (:func:`sliding_window_hybrid_backward`)."""
+    la-derive-backward derives from the op (:func:`sliding_window_hybrid_backward`).
+
+    ``feature_q`` and ``feature_k`` may instead both be a
+    :class:`HedgehogMap` ``(weight [H, K, F/2], bias [H, F/2] or None)``:
+    the kernel then computes Hedgehog's features of q and k itself (the
+    map's contraction and softmaxes are linalg ops in front of the op, in
+    the same kernel; a continued call maps its context's keys again and
+    does not read ``initial_state.feature_k``). With torch tensors that need
+    gradients, the features are computed by torch instead (so the maps'
+    parameters get theirs) and the op's gradient kernel runs as above."""
     tensors = (q, k, v, feature_q, feature_k) + (
         tuple(initial_state) if isinstance(initial_state, tuple) else ())
+    maps = [x for x in (feature_q, feature_k) if isinstance(x, HedgehogMap)]
+    tensors += tuple(y for m in maps for y in m)
+    if maps and any(_is_tensor(x) for x in tensors) and _torch().is_grad_enabled() and any(
+            _is_tensor(x) and x.requires_grad for x in tensors):
+        if len(maps) != 2:
+            raise TypeError("feature_q and feature_k must both be arrays or both be "
+                            "HedgehogMap(weight, bias)")
+        from . import family
+        torch = _torch()
+
+        def tensor(x):
+            # f32 for the map, as the kernel computes it
+            return None if x is None else torch.as_tensor(
+                x if _is_tensor(x) else np.asarray(x)).float()
+        feature_q, feature_k = (
+            family.hedgehog_features(tensor(x), tensor(m.weight), tensor(m.bias)).to(
+                torch.as_tensor(x).dtype if _is_tensor(x) else torch.float32)
+            for x, m in ((q, maps[0]), (k, maps[1])))
     if any(_is_tensor(x) for x in tensors) and _torch().is_grad_enabled() and any(
             _is_tensor(x) and x.requires_grad for x in tensors):
         return _hybrid_autograd(q, k, v, feature_q, feature_k, window, scale, initial_state,
@@ -1891,7 +2099,17 @@ def _hybrid_state(call, final_state):
     ``window`` keys (the final state holds the tokens before them)."""
     keys = call.inputs[1]
     kept = min(call.window, keys.shape[1])
-    tail = [np.ascontiguousarray(call.inputs[i][:, keys.shape[1] - kept:]) for i in (1, 2, 4)]
+    tail = [np.ascontiguousarray(call.inputs[i][:, keys.shape[1] - kept:]) for i in (1, 2)]
+    if call.feature_maps is None:
+        tail.append(np.ascontiguousarray(call.inputs[4][:, keys.shape[1] - kept:]))
+    else:
+        # The kernel mapped the keys itself; the state's feature_k (which a
+        # call with the maps does not read) is that map of the kept keys.
+        keys_f32 = tail[0] if tail[0].dtype != np.uint16 else _bf16_to_f32(tail[0])
+        features = _hedgehog_features_np(keys_f32, *call.feature_maps[1])
+        tail.append(_to_compute("feature_k", features, "f32",
+                                {np.float32: "f32", np.float16: "f16",
+                                 np.uint16: "bf16"}[tail[0].dtype.type]))
     return HybridState(call.returned(final_state), *(call.returned(x) for x in tail))
 
 

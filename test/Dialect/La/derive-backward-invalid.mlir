@@ -122,3 +122,18 @@ func.func @checkpoints(%q: tensor<2x8x2x4xf32>, %v: tensor<2x8x2x6xf32>) -> (ten
   %o, %c = la.attention linear %q, %q, %v {checkpoint_every = 4} : tensor<2x8x2x4xf32>, tensor<2x8x2x4xf32>, tensor<2x8x2x6xf32> -> tensor<2x8x2x6xf32>, tensor<2x2x2x4x6xf32>
   return %o, %c : tensor<2x8x2x6xf32>, tensor<2x2x2x4x6xf32>
 }
+
+// -----
+
+// A softmax feature map (Hedgehog's) is not element-wise either: the pass
+// names the op (the Python package differentiates such maps with torch).
+!qk = tensor<1x8x2x4xf32>
+!v = tensor<1x8x2x6xf32>
+
+func.func @softmax_feature_map(%q: !qk, %k: !qk, %v: !v) -> !v {
+  %e = tensor.empty() : !qk
+  // expected-error @+1 {{'linalg.softmax' op is on the path from an argument to a result, and la-derive-backward differentiates only la.attention, la.recurrence, la.sliding_window_hybrid, tensor.cast and element-wise linalg.generic maps}}
+  %phi = linalg.softmax dimension(3) ins(%q : !qk) outs(%e : !qk) -> !qk
+  %o = la.attention linear %phi, %k, %v : !qk, !qk, !v -> !v
+  return %o : !v
+}

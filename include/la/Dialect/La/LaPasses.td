@@ -33,6 +33,13 @@ def LaLowerToRecurrencePass : Pass<"la-lower-to-recurrence"> {
     AggregatedOpInterface): an `la.recurrence` of linear attention on the
     features for the tokens outside the window, and linalg ops on tensors
     for the window's softmax over blocks of tokens.
+
+    `linalg.softmax` (a producer such as Hedgehog's feature map, a softmax
+    over features) is replaced by its upstream decomposition
+    (AggregatedOpInterface): a max reduction, `exp(x - max)`, a sum
+    reduction and the division, `linalg.generic` ops that the rest of the
+    pipeline tiles like any other producer (`linalg.softmax` itself has no
+    lowering to loops).
   }];
   let dependentDialects = [
     "::mlir::affine::AffineDialect",

@@ -981,6 +981,25 @@ struct AttentionGradToRecurrenceGrad : OpRewritePattern<AttentionGradOp> {
   double l2normEps;
 };
 
+/// linalg.softmax (a feature map's softmax over features, as Hedgehog's)
+/// becomes its upstream decomposition (AggregatedOpInterface): max, exp,
+/// sum and division generics, which the rest of the pipeline tiles and
+/// lowers like any other producer. Left whole, it has no lowering to loops.
+struct DecomposeSoftmax : OpRewritePattern<linalg::SoftmaxOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(linalg::SoftmaxOp op,
+                                PatternRewriter &rewriter) const override {
+    if (!op.hasPureTensorSemantics())
+      return rewriter.notifyMatchFailure(op, "not on tensors");
+    FailureOr<SmallVector<Value>> values = op.decomposeOperation(rewriter);
+    if (failed(values))
+      return failure();
+    rewriter.replaceOp(op, *values);
+    return success();
+  }
+};
+
 struct LaLowerToRecurrencePass
     : la::impl::LaLowerToRecurrencePassBase<LaLowerToRecurrencePass> {
   using Base::Base;
@@ -1001,6 +1020,7 @@ void mlir::la::populateLowerToRecurrencePatterns(RewritePatternSet &patterns,
   patterns.add<AttentionToRecurrence>(ctx, l2normEps, expandQueryGroups);
   patterns.add<AttentionGradToRecurrenceGrad>(ctx, l2normEps);
   populateDecomposeSlidingWindowHybridPatterns(patterns);
+  patterns.add<DecomposeSoftmax>(ctx);
   if (expandQueryGroups)
     patterns.add<ExpandQueryGroups>(ctx, /*benefit=*/2);
   // The gradient always repeats them: la.recurrence_grad has no query
