@@ -41,7 +41,12 @@ between them, the masks, the gathers and the level-0 terms, is not counted):
   attention's chunked forward over F features and V + 1 columns plus the
   window's block products (each block of 64 queries against its own and
   the previous block's keys, K deep, and values, V wide); its base: linear
-  attention on the features alone.
+  attention on the features alone;
+* the same hybrid with Hedgehog's map inside its kernel
+  (``hedgehog_hybrid``: ``la.ops.HedgehogMap`` weights instead of
+  features, ``F / 2 = K / 2`` columns, with biases): its FLOPs those of the
+  hybrid plus the two maps' contractions; its base: the hybrid on features
+  computed beforehand (the map's own time not counted there).
 
 Usage::
 
@@ -63,7 +68,7 @@ import bench_cpu  # noqa: E402  (sgemm, machine facts, FLOP count, timing)
 
 MEMBERS = ("log_linear_mamba2", "log_linear_gated_deltanet", "mixture_of_memories",
            "gated_delta_product", "variational_linear_attention", "hola",
-           "momentum_delta_rule", "sliding_window_hybrid")
+           "momentum_delta_rule", "sliding_window_hybrid", "hedgehog_hybrid")
 FULL_SHAPE = (1, 4096, 8, 128, 128)
 QUICK_SHAPE = (1, 512, 2, 64, 64)
 
@@ -197,7 +202,7 @@ def _member(name, B, T, H, K, V, C, memories, rng):
         def run_base():
             return la.attention("gated_deltanet", q, k, v, g, beta, chunk_size=C)
         return run, run_base, flops("rwkv7", B, T, H, 2 * K, V, C=C), "gated_deltanet"
-    if name == "sliding_window_hybrid":
+    if name in ("sliding_window_hybrid", "hedgehog_hybrid"):
         window = 64
         weight = normal(H, K, K // 2) / np.float32(np.sqrt(K))
         fq, fk = family.hedgehog_features(q, weight), family.hedgehog_features(k, weight)
@@ -206,6 +211,20 @@ def _member(name, B, T, H, K, V, C, memories, rng):
         block = 64
         pairs = 2 * B * H * -(-T // block)
         work = flops("linear", B, T, H, K, V + 1, C=C) + pairs * 2 * block * block * (K + V)
+        if name == "hedgehog_hybrid":
+            bias = 0.1 * normal(H, K // 2)
+            fq = family.hedgehog_features(q, weight, bias)
+            fk = family.hedgehog_features(k, weight, bias)
+            maps = la.ops.HedgehogMap(weight, bias)
+
+            def run_maps():
+                return family.sliding_window_hybrid(q, k, v, maps, maps, window, chunk_size=C)
+
+            def run_features():
+                return family.sliding_window_hybrid(q, k, v, fq, fk, window, chunk_size=C)
+            # plus x W for q and for k
+            return (run_maps, run_features, work + 2 * 2 * B * T * H * K * (K // 2),
+                    "sliding_window_hybrid")
 
         def run():
             return family.sliding_window_hybrid(q, k, v, fq, fk, window, chunk_size=C)

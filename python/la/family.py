@@ -217,7 +217,9 @@ def sliding_window_hybrid(q, k, v, feature_q, feature_k, window, *, scale=None,
 
     ``q, k : [B, T, H, K]``, ``v : [B, T, H, V]``, ``feature_q, feature_k :
     [B, T, H, F]`` (e.g. :func:`hedgehog_features`), ``window`` w >= 1;
-    ``cu_seqlens`` packs sequences (B = 1). ``initial_state`` /
+    ``feature_q`` and ``feature_k`` may both be :class:`la.ops.HedgehogMap`
+    ``(weight, bias)``: the kernel then computes the features (this map)
+    itself. ``cu_seqlens`` packs sequences (B = 1). ``initial_state`` /
     ``output_final_state``: decoding or a prompt in pieces, as
     :func:`la.ops.sliding_window_hybrid` (a :class:`la.ops.HybridState`).
 
@@ -230,7 +232,9 @@ def sliding_window_hybrid(q, k, v, feature_q, feature_k, window, *, scale=None,
     window = int(window)
     if window < 1:
         raise ValueError(f"window must be >= 1, got {window}")
-    inputs = (q, k, v, feature_q, feature_k)
+    # HedgehogMaps (the features computed in the kernel) carry f32 weights.
+    inputs = (q, k, v) + tuple(x for x in (feature_q, feature_k)
+                               if not isinstance(x, ops.HedgehogMap))
     dtype = None
     if _torch_module(*inputs) is None:
         names = {np.asarray(x).dtype.name for x in inputs}

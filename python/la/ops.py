@@ -83,6 +83,7 @@ __all__ = [
     "rwkv7",
     "sliding_window_hybrid",
     "HybridState",
+    "HedgehogMap",
     "sliding_window_hybrid_backward",
     "lower",
     "STAGES",
