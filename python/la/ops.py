@@ -2058,29 +2058,16 @@ def sliding_window_hybrid(q, k, v, feature_q, feature_k, window, *, scale=None,
     the kernel then computes Hedgehog's features of q and k itself (the
     map's contraction and softmaxes are linalg ops in front of the op, in
     the same kernel; a continued call maps its context's keys again and
-    does not read ``initial_state.feature_k``). With torch tensors that need
-    gradients, the features are computed by torch instead (so the maps'
-    parameters get theirs) and the op's gradient kernel runs as above."""
+    does not read ``initial_state.feature_k``). The gradient kernel then
+    also gives the maps' weights and biases theirs (la-derive-backward
+    differentiates the contraction and the softmaxes)."""
     tensors = (q, k, v, feature_q, feature_k) + (
         tuple(initial_state) if isinstance(initial_state, tuple) else ())
     maps = [x for x in (feature_q, feature_k) if isinstance(x, HedgehogMap)]
+    if len(maps) == 1:
+        raise TypeError("feature_q and feature_k must both be arrays or both be "
+                        "HedgehogMap(weight, bias)")
     tensors += tuple(y for m in maps for y in m)
-    if maps and any(_is_tensor(x) for x in tensors) and _torch().is_grad_enabled() and any(
-            _is_tensor(x) and x.requires_grad for x in tensors):
-        if len(maps) != 2:
-            raise TypeError("feature_q and feature_k must both be arrays or both be "
-                            "HedgehogMap(weight, bias)")
-        from . import family
-        torch = _torch()
-
-        def tensor(x):
-            # f32 for the map, as the kernel computes it
-            return None if x is None else torch.as_tensor(
-                x if _is_tensor(x) else np.asarray(x)).float()
-        feature_q, feature_k = (
-            family.hedgehog_features(tensor(x), tensor(m.weight), tensor(m.bias)).to(
-                torch.as_tensor(x).dtype if _is_tensor(x) else torch.float32)
-            for x, m in ((q, maps[0]), (k, maps[1])))
     if any(_is_tensor(x) for x in tensors) and _torch().is_grad_enabled() and any(
             _is_tensor(x) and x.requires_grad for x in tensors):
         return _hybrid_autograd(q, k, v, feature_q, feature_k, window, scale, initial_state,
@@ -2124,7 +2111,9 @@ def sliding_window_hybrid_backward(q, k, v, feature_q, feature_k, window, do, *,
     and the window's block products). Returns float32 ``(dq, dk, dv,
     dfeature_q, dfeature_k)``, and with ``initial_state`` a sixth, the
     HybridState of its gradients (the far state's and the context's k, v
-    and feature_k)."""
+    and feature_k). With :class:`HedgehogMap` features, ``dfeature_q`` and
+    ``dfeature_k`` are HedgehogMaps of the maps' gradients (weight, bias or
+    None), derived through the maps' contraction and softmaxes too."""
     call = _hybrid_call(q, k, v, feature_q, feature_k, window, scale, initial_state,
                         d_final_state is not None, cu_seqlens, chunk_size, dtype, num_threads)
     _device_check("do", do)
@@ -2156,12 +2145,30 @@ def sliding_window_hybrid_backward(q, k, v, feature_q, feature_k, window, do, *,
     def out(x):
         return _torch().from_numpy(x) if torch_out else x
 
-    dq, dk, dv, dfq, dfk = grads[:5]
+    dq, dk, dv = grads[:3]
     L = call.context
-    result = [out(dq), out(dk[:, L:]), out(dv[:, L:]), out(dfq), out(dfk[:, L:])]
+    result = [out(dq), out(dk[:, L:]), out(dv[:, L:])]
+    if call.feature_maps is None:
+        dfq, dfk = grads[3:5]
+        result += [out(dfq), out(dfk[:, L:])]
+        rest = grads[5:]
+    else:
+        # One HedgehogMap of gradients per map: the weight's, the bias's
+        # (None without a bias).
+        rest = grads[3:]
+        for _, bias in call.feature_maps:
+            weight_grad, rest = rest[0], rest[1:]
+            bias_grad = None
+            if bias is not None:
+                bias_grad, rest = rest[0], rest[1:]
+            result.append(HedgehogMap(out(weight_grad),
+                                      None if bias_grad is None else out(bias_grad)))
     if initial_state is not None:
-        result.append(HybridState(out(grads[5]), out(dk[:, :L]), out(dv[:, :L]),
-                                  out(dfk[:, :L])))
+        # With maps, the state's feature_k is not read: a zero gradient.
+        context_features = (out(dfk[:, :L]) if call.feature_maps is None else
+                            out(np.zeros(np.shape(initial_state[3]), np.float32)))
+        result.append(HybridState(out(rest[0]), out(dk[:, :L]), out(dv[:, :L]),
+                                  context_features))
     return tuple(result)
 
 
@@ -2171,11 +2178,20 @@ def _hybrid_autograd(q, k, v, feature_q, feature_k, window, scale, initial_state
     the forward kernel, and the derived gradient kernel as its backward. An
     initial state's tensors (the far state and the context's k, v and
     feature_k) are inputs of the graph like q: a sequence continued over
-    several calls gets the gradients of the whole sequence."""
+    several calls gets the gradients of the whole sequence. HedgehogMaps'
+    weights and biases are inputs too (their gradients from the same
+    kernel)."""
     torch = _torch()
     options = dict(scale=scale, cu_seqlens=cu_seqlens, chunk_size=chunk_size, dtype=dtype,
                    num_threads=num_threads)
     stateful = initial_state is not None
+    maps = isinstance(feature_q, HedgehogMap)
+    feature_args = tuple(feature_q) + tuple(feature_k) if maps else (feature_q, feature_k)
+    state_at = 3 + len(feature_args)
+
+    def features(inputs):
+        f = inputs[3:state_at]
+        return (HedgehogMap(*f[:2]), HedgehogMap(*f[2:])) if maps else tuple(f)
 
     def detached(ctx, saved):
         # The arguments of apply, tensors detached (an initial state's NumPy
@@ -2192,9 +2208,10 @@ def _hybrid_autograd(q, k, v, feature_q, feature_k, window, scale, initial_state
             tensors = [x for x in args if _is_tensor(x)]
             ctx.save_for_backward(*tensors)
             inputs = detached(ctx, tensors)
-            state = HybridState(*inputs[5:]) if stateful else None
+            state = HybridState(*inputs[state_at:]) if stateful else None
             with torch.no_grad():
-                result = sliding_window_hybrid(*inputs[:5], window, initial_state=state,
+                result = sliding_window_hybrid(*inputs[:3], *features(inputs), window,
+                                               initial_state=state,
                                                output_final_state=output_final_state,
                                                **options)
             if not output_final_state:
@@ -2206,16 +2223,17 @@ def _hybrid_autograd(q, k, v, feature_q, feature_k, window, scale, initial_state
         def backward(ctx, do, d_state=None):
             inputs = detached(ctx, ctx.saved_tensors)
             grads = sliding_window_hybrid_backward(
-                *inputs[:5], window, do.contiguous(),
-                initial_state=HybridState(*inputs[5:]) if stateful else None,
+                *inputs[:3], *features(inputs), window, do.contiguous(),
+                initial_state=HybridState(*inputs[state_at:]) if stateful else None,
                 d_final_state=None if d_state is None else d_state.contiguous(),
                 **options)
-            grads = list(grads[:5]) + (list(grads[5]) if stateful else [])
+            flat = list(grads[:3]) + (list(grads[3]) + list(grads[4]) if maps
+                                      else list(grads[3:5]))
+            flat += list(grads[5]) if stateful else []
             return tuple(torch.as_tensor(g).to(x.dtype) if needed else None
-                         for g, x, needed in zip(grads, inputs, ctx.needs_input_grad))
+                         for g, x, needed in zip(flat, inputs, ctx.needs_input_grad))
 
-    result = Hybrid.apply(q, k, v, feature_q, feature_k,
-                          *(initial_state if stateful else ()))
+    result = Hybrid.apply(q, k, v, *feature_args, *(initial_state if stateful else ()))
     if not output_final_state:
         return result
     o, far = result
@@ -2224,13 +2242,25 @@ def _hybrid_autograd(q, k, v, feature_q, feature_k, window, scale, initial_state
 
 def _hybrid_context(k, v, feature_k, window, initial_state):
     """The context a differentiable call returns: the last ``window`` keys,
-    values and key features (the call's own, after any earlier context)."""
+    values and key features (the call's own, after any earlier context;
+    with a HedgehogMap, the map of the kept keys, outside the graph)."""
     torch = _torch()
     parts = []
-    for index, x in ((1, k), (2, v), (3, feature_k)):
+    for index, x in ((1, k), (2, v)):
         if initial_state is not None:
             x = torch.cat([torch.as_tensor(initial_state[index]).to(x.dtype), x], 1)
         parts.append(x[:, max(x.shape[1] - window, 0):])
+    if isinstance(feature_k, HedgehogMap):
+        weight, bias = (None if y is None else np.asarray(
+            y.detach().float() if _is_tensor(y) else y, np.float32) for y in feature_k)
+        kept = parts[0].detach().float().numpy()
+        parts.append(torch.from_numpy(_hedgehog_features_np(kept, weight, bias))
+                     .to(parts[0].dtype))
+        return parts
+    x = feature_k
+    if initial_state is not None:
+        x = torch.cat([torch.as_tensor(initial_state[3]).to(x.dtype), x], 1)
+    parts.append(x[:, max(x.shape[1] - window, 0):])
     return parts
 
 

@@ -354,3 +354,61 @@ func.func @dynamic_sigmoid_beta(%q: !qk, %k: !qk, %v: !v, %b: !g) -> !v {
   %o = la.attention deltanet %q, %k, %v beta(%beta : !g) : !qk, !qk, !v -> !v
   return %o : !v
 }
+
+// -----
+
+// Hedgehog's feature map: a contraction x W (an accumulation `out + a * b`
+// with a reduction loop), a bias through the contraction's initial value,
+// linalg.softmax and the two halves inserted into one tensor. The slices'
+// adjoints are extract_slices of the features' (the destination's the rest,
+// zeros inserted where the slice was); the softmax's is y * (dy - sum(y dy));
+// each contraction input's is a generic over the same loops, reducing the
+// loops it does not index (the weight's: b, t); the bias gets the
+// contraction result's adjoint.
+!x = tensor<1x8x2x4xf32>
+!z = tensor<1x8x2x3xf32>
+!f = tensor<1x8x2x6xf32>
+!w = tensor<2x4x3xf32>
+#x = affine_map<(b, t, h, f, d) -> (b, t, h, d)>
+#w = affine_map<(b, t, h, f, d) -> (h, d, f)>
+#z = affine_map<(b, t, h, f, d) -> (b, t, h, f)>
+#id = affine_map<(b, t, h, f) -> (b, t, h, f)>
+#bias = affine_map<(b, t, h, f) -> (h, f)>
+
+// CHECK-LABEL: func.func @hedgehog_grad(
+// CHECK-SAME: %[[Q:[^:]*]]: tensor<1x8x2x4xf32>, %{{[^:]*}}: tensor<1x8x2x6xf32>, %{{[^:]*}}: tensor<1x8x2x6xf32>, %[[W:[^:]*]]: tensor<2x4x3xf32>, %[[C:[^:]*]]: tensor<2x3xf32>, %[[DO:[^:]*]]: tensor<1x8x2x6xf32>)
+// CHECK: %[[P:.*]] = linalg.softmax dimension(3)
+// CHECK: %[[DPHI:[^,]*]], %{{.*}}, %{{.*}} = la.attention_grad linear
+// CHECK: %[[DHIGH:.*]] = tensor.extract_slice %[[DPHI]][0, 0, 0, 3] [1, 8, 2, 3]
+// CHECK: %[[REST:.*]] = tensor.insert_slice %{{.*}} into %[[DPHI]][0, 0, 0, 3] [1, 8, 2, 3]
+// CHECK: %[[DLOW:.*]] = tensor.extract_slice %[[REST]][0, 0, 0, 0] [1, 8, 2, 3]
+// CHECK: %[[DP:.*]] = linalg.generic {{.*}} ins(%[[DHIGH]], %[[DLOW]] :
+// CHECK: %[[DOT:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "parallel", "reduction"]{{.*}} ins(%[[P]], %[[DP]] :
+// CHECK: %[[DZ:.*]] = linalg.generic {{.*}} ins(%[[P]], %[[DP]], %[[DOT]] :
+// CHECK: arith.subf
+// CHECK: arith.mulf
+// CHECK: %[[DX:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "parallel", "reduction", "parallel"]{{.*}} ins(%[[Q]], %[[W]], %[[DZ]] :
+// CHECK: %[[DW:.*]] = linalg.generic {{.*}}iterator_types = ["reduction", "reduction", "parallel", "parallel", "parallel"]{{.*}} ins(%[[Q]], %[[W]], %[[DZ]] :
+// CHECK: %[[DC:.*]] = linalg.generic {{.*}}iterator_types = ["reduction", "reduction", "parallel", "parallel"]{{.*}} ins(%[[C]], %[[DZ]] :
+// CHECK: return %[[DX]], %{{.*}}, %{{.*}}, %[[DW]], %[[DC]] :
+func.func @hedgehog(%q: !x, %k: !f, %v: !f, %w: !w, %c: tensor<2x3xf32>) -> !f {
+  %e = tensor.empty() : !z
+  %z0 = linalg.generic {indexing_maps = [#bias, #id], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%c : tensor<2x3xf32>) outs(%e : !z) {
+  ^bb0(%b: f32, %out: f32):
+    linalg.yield %b : f32
+  } -> !z
+  %z = linalg.generic {indexing_maps = [#x, #w, #z], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]}
+      ins(%q, %w : !x, !w) outs(%z0 : !z) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  } -> !z
+  %p = linalg.softmax dimension(3) ins(%z : !z) outs(%e : !z) -> !z
+  %e2 = tensor.empty() : !f
+  %low = tensor.insert_slice %p into %e2[0, 0, 0, 0] [1, 8, 2, 3] [1, 1, 1, 1] : !z into !f
+  %phi = tensor.insert_slice %p into %low[0, 0, 0, 3] [1, 8, 2, 3] [1, 1, 1, 1] : !z into !f
+  %o = la.attention linear %phi, %k, %v : !f, !f, !f -> !f
+  return %o : !f
+}

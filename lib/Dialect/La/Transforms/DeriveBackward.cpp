@@ -71,6 +71,12 @@ static Value castShape(OpBuilder &b, Location loc, Value x, Type like) {
 // backwards from the cotangent and sums the adjoint of argument i over the
 // loops that input i does not index (a broadcast input's gradient is a
 // reduction).
+//
+// A generic that accumulates into its output, `out + f(inputs)` (a
+// contraction such as a feature map's `x W`, with reduction loops), is
+// differentiated the same way: the gradient of input i is the adjoint of
+// `f`'s argument i, summed over the loops input i does not index, and the
+// output's initial value gets the result's adjoint unchanged.
 
 /// Whether `op` of an element-wise body has a rule below.
 static bool hasScalarAdjointRule(Operation *op) {
@@ -82,8 +88,21 @@ static bool hasScalarAdjointRule(Operation *op) {
              math::SqrtOp, math::RsqrtOp, math::AbsFOp>(op);
 }
 
-/// Checks that `generic` is an element-wise map la-derive-backward
-/// differentiates; emits the reason where it is not.
+/// Whether `generic`'s body yields `out + f(inputs)`, `out` its output's
+/// element read by that addition only: an accumulation (a contraction).
+static bool isAccumulation(linalg::GenericOp generic) {
+  BlockArgument out =
+      generic.getMatchingBlockArgument(generic.getDpsInitOperand(0));
+  if (!out.hasOneUse())
+    return false;
+  auto sum = dyn_cast<arith::AddFOp>(out.use_begin()->getOwner());
+  Operation *terminator = generic.getRegion().front().getTerminator();
+  return sum && terminator->getOperand(0) == sum.getResult() &&
+         sum.getLhs() != sum.getRhs();
+}
+
+/// Checks that `generic` is an element-wise map or an accumulation
+/// la-derive-backward differentiates; emits the reason where it is not.
 static LogicalResult checkElementwiseMap(linalg::GenericOp generic) {
   auto onPath = [&]() {
     return generic.emitOpError()
@@ -93,24 +112,34 @@ static LogicalResult checkElementwiseMap(linalg::GenericOp generic) {
     return onPath() << "with " << generic.getNumDpsInits()
                     << " outputs; la-derive-backward differentiates "
                        "element-wise maps with one";
-  if (generic.getNumReductionLoops() != 0)
-    return onPath() << "and has reduction loops; la-derive-backward "
-                       "differentiates element-wise maps (parallel loops) only";
-  if (!generic.getMatchingIndexingMap(generic.getDpsInitOperand(0))
-           .isPermutation())
-    return onPath() << "and its output's indexing map is not a permutation; "
-                       "la-derive-backward differentiates element-wise maps";
+  Block &body = generic.getRegion().front();
+  bool readsOutput =
+      !generic.getMatchingBlockArgument(generic.getDpsInitOperand(0))
+           .use_empty();
+  bool accumulation = readsOutput && isAccumulation(generic);
+  if (readsOutput && !accumulation)
+    return onPath() << "and reads its output other than as 'out + f(inputs)'; "
+                       "la-derive-backward differentiates element-wise maps "
+                       "of their inputs and accumulations into their output";
+  if (generic.getNumReductionLoops() != 0 && !accumulation)
+    return onPath() << "and has reduction loops but does not yield 'out + "
+                       "f(inputs)'; la-derive-backward differentiates "
+                       "element-wise maps (parallel loops) and accumulations "
+                       "(contractions)";
+  AffineMap outputMap =
+      generic.getMatchingIndexingMap(generic.getDpsInitOperand(0));
+  if (accumulation ? !outputMap.isProjectedPermutation()
+                   : !outputMap.isPermutation())
+    return onPath() << "and its output's indexing map is not a "
+                    << (accumulation ? "projected permutation" : "permutation")
+                    << "; la-derive-backward differentiates element-wise maps "
+                       "and accumulations";
   for (OpOperand *input : generic.getDpsInputOperands())
     if (!generic.getMatchingIndexingMap(input).isProjectedPermutation())
       return onPath() << "and input #" << input->getOperandNumber()
                       << "'s indexing map is not a projected permutation; "
                          "la-derive-backward differentiates element-wise maps "
                          "of (broadcast) inputs";
-  Block &body = generic.getRegion().front();
-  if (!generic.getMatchingBlockArgument(generic.getDpsInitOperand(0))
-           .use_empty())
-    return onPath() << "and reads its output; la-derive-backward "
-                       "differentiates element-wise maps of their inputs";
   for (Operation &op : body.without_terminator()) {
     if (hasScalarAdjointRule(&op))
       continue;
@@ -300,6 +329,12 @@ static Value elementwiseInputGradient(OpBuilder &b, linalg::GenericOp generic,
              llvm::zip(body.getArguments().drop_back(),
                        args.take_front(generic.getNumDpsInputs())))
           scalars.map(original, copy);
+        // An accumulation's `out` enters its sum only: its value does not
+        // change the inputs' adjoints.
+        BlockArgument out = body.getArguments().back();
+        if (!out.use_empty())
+          scalars.map(out, arith::ConstantOp::create(
+                               nb, l, nb.getFloatAttr(out.getType(), 0.0)));
         for (Operation &op : body.without_terminator())
           nb.clone(op, scalars);
         ScalarAdjoints adjoints(nb, l, scalars);
@@ -313,6 +348,54 @@ static Value elementwiseInputGradient(OpBuilder &b, linalg::GenericOp generic,
         linalg::YieldOp::create(nb, l, sum);
       });
   return gradient.getResult(0);
+}
+
+/// The gradient of linalg.softmax's input (f32): with y its result and dy
+/// the result's adjoint, `dx = y * (dy - sum_d y dy)` over its dimension d.
+static Value softmaxInputGradient(OpBuilder &b, linalg::SoftmaxOp softmax,
+                                  IRMapping &primal, Value dResult) {
+  Location loc = softmax.getLoc();
+  Value y = primal.lookup(softmax.getResult()[0]);
+  auto type = cast<RankedTensorType>(y.getType());
+  unsigned rank = type.getRank();
+  uint64_t dim = softmax.getDimension();
+  // Loops in the tensor's order, the softmax's dimension moved last (the
+  // reduction of buildGeneric's row sum).
+  SmallVector<AffineExpr> order;
+  for (unsigned d = 0; d < rank; ++d)
+    if (d != dim)
+      order.push_back(b.getAffineDimExpr(d < dim ? d : d - 1));
+  order.insert(order.begin() + dim, b.getAffineDimExpr(rank - 1));
+  AffineMap full = AffineMap::get(rank, 0, order, b.getContext());
+  AffineMap rows = b.getMultiDimIdentityMap(rank).getMajorSubMap(rank - 1);
+  SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, y);
+  SmallVector<OpFoldResult> rowSizes(sizes);
+  rowSizes.erase(rowSizes.begin() + dim);
+  Value dotInit = zeroTensor(b, loc, rowSizes);
+  Value dot =
+      buildGeneric(b, loc, ValueRange{y, dResult}, dotInit, {full, full, rows},
+                   rank - 1, 1, [](OpBuilder &nb, Location l, ValueRange args) {
+                     Value product = mulExtended(nb, l, args[0], args[1]);
+                     return addF(nb, l, args[2], product);
+                   });
+  AffineMap id = b.getMultiDimIdentityMap(rank);
+  AffineMap rowOf =
+      AffineMap::get(rank, 0,
+                     llvm::to_vector(llvm::make_filter_range(
+                         id.getResults(),
+                         [&](AffineExpr e) {
+                           return cast<AffineDimExpr>(e).getPosition() != dim;
+                         })),
+                     b.getContext());
+  return buildGeneric(b, loc, ValueRange{y, dResult, dot},
+                      emptyTensor(b, loc, sizes, b.getF32Type()),
+                      {id, id, rowOf, id}, rank, 0,
+                      [](OpBuilder &nb, Location l, ValueRange args) {
+                        Value yv = extendToF32(nb, l, args[0]);
+                        Value dy = extendToF32(nb, l, args[1]);
+                        Value diff = arith::SubFOp::create(nb, l, dy, args[2]);
+                        return mulF(nb, l, yv, diff);
+                      });
 }
 
 namespace {
@@ -385,14 +468,22 @@ static LogicalResult findActive(Block &body, DenseSet<Value> &active) {
     if (auto generic = dyn_cast<linalg::GenericOp>(op)) {
       if (failed(checkElementwiseMap(generic)))
         return failure();
+    } else if (auto softmax = dyn_cast<linalg::SoftmaxOp>(op);
+               softmax && !softmax.hasPureTensorSemantics()) {
+      return op.emitOpError() << "is on the path from an argument to a "
+                                 "result on buffers; la-derive-backward "
+                                 "differentiates linalg.softmax on tensors";
     } else if (!isa<AttentionOp, RecurrenceOp, SlidingWindowHybridOp,
-                    tensor::CastOp>(op)) {
+                    tensor::CastOp, linalg::SoftmaxOp, tensor::InsertSliceOp,
+                    tensor::ExtractSliceOp>(op)) {
       return op.emitOpError()
              << "is on the path from an argument to a result, and "
                 "la-derive-backward differentiates only la.attention, "
-                "la.recurrence, la.sliding_window_hybrid, tensor.cast and "
-                "element-wise linalg.generic maps (compute it outside the "
-                "function, or on inputs that need no gradient)";
+                "la.recurrence, la.sliding_window_hybrid, linalg.softmax, "
+                "tensor.cast, tensor.insert_slice, tensor.extract_slice, "
+                "element-wise linalg.generic maps and accumulations (compute "
+                "it outside the function, or on inputs that need no "
+                "gradient)";
     }
     for (Value result : op.getResults())
       if (isFloatTensor(result.getType()))
@@ -444,6 +535,72 @@ LaDeriveBackwardPass::differentiate(Operation *op, OpBuilder &b,
       if (active.contains(input->get()))
         accumulate(input->get(), elementwiseInputGradient(b, generic, input,
                                                           primal, dResult));
+    // An accumulation's initial value (a bias, say) enters its result once.
+    Value init = generic.getDpsInitOperand(0)->get();
+    if (isAccumulation(generic) && active.contains(init))
+      accumulate(init, dResult);
+    return success();
+  }
+
+  if (auto softmax = dyn_cast<linalg::SoftmaxOp>(op)) {
+    if (Value dResult = adjoints.lookup(softmax.getResult()[0]))
+      accumulate(softmax.getInput(),
+                 softmaxInputGradient(b, softmax, primal, dResult));
+    return success();
+  }
+
+  // A slice's offsets, sizes and strides in the gradient function.
+  auto mappedList = [&](ArrayRef<OpFoldResult> list) {
+    SmallVector<OpFoldResult> result;
+    for (OpFoldResult item : list)
+      result.push_back(isa<Value>(item) ? OpFoldResult(primal.lookupOrDefault(
+                                              cast<Value>(item)))
+                                        : item);
+    return result;
+  };
+
+  if (auto insert = dyn_cast<tensor::InsertSliceOp>(op)) {
+    // The slice's adjoint is the result's adjoint there; the destination's
+    // is the rest of it (zeros where the slice was written).
+    Value dResult = adjoints.lookup(insert.getResult());
+    if (!dResult)
+      return success();
+    auto sourceType = cast<RankedTensorType>(insert.getSourceType());
+    auto dSourceType =
+        RankedTensorType::get(sourceType.getShape(), b.getF32Type());
+    Value f32Result = convertElements(b, loc, dResult, b.getF32Type());
+    if (active.contains(insert.getSource())) {
+      Value dSource = tensor::ExtractSliceOp::create(
+          b, loc, dSourceType, f32Result, mappedList(insert.getMixedOffsets()),
+          mappedList(insert.getMixedSizes()),
+          mappedList(insert.getMixedStrides()));
+      accumulate(insert.getSource(), dSource);
+    }
+    if (active.contains(insert.getDest())) {
+      Value zeros = zeroTensor(
+          b, loc, mixedSizes(b, loc, primal.lookup(insert.getSource())));
+      Value dDest = tensor::InsertSliceOp::create(
+          b, loc, zeros, f32Result, mappedList(insert.getMixedOffsets()),
+          mappedList(insert.getMixedSizes()),
+          mappedList(insert.getMixedStrides()));
+      accumulate(insert.getDest(), dDest);
+    }
+    return success();
+  }
+
+  if (auto extract = dyn_cast<tensor::ExtractSliceOp>(op)) {
+    // The source's adjoint: the result's where it was read, zeros elsewhere.
+    Value dResult = adjoints.lookup(extract.getResult());
+    if (!dResult)
+      return success();
+    Value zeros = zeroTensor(
+        b, loc, mixedSizes(b, loc, primal.lookup(extract.getSource())));
+    Value f32Result = convertElements(b, loc, dResult, b.getF32Type());
+    Value dSource = tensor::InsertSliceOp::create(
+        b, loc, f32Result, zeros, mappedList(extract.getMixedOffsets()),
+        mappedList(extract.getMixedSizes()),
+        mappedList(extract.getMixedStrides()));
+    accumulate(extract.getSource(), dSource);
     return success();
   }
 
