@@ -362,9 +362,10 @@ func.func @dynamic_sigmoid_beta(%q: !qk, %k: !qk, %v: !v, %b: !g) -> !v {
 // linalg.softmax and the two halves inserted into one tensor. The slices'
 // adjoints are extract_slices of the features' (the destination's the rest,
 // zeros inserted where the slice was); the softmax's is y * (dy - sum(y dy));
-// each contraction input's is a generic over the same loops, reducing the
-// loops it does not index (the weight's: b, t); the bias gets the
-// contraction result's adjoint.
+// each contraction input's is a contraction over the same loops, ordered as
+// a matrix product's (the input's dims, then the ones it does not index: the
+// weight's gradient reduces b and t last); the bias gets the contraction
+// result's adjoint.
 !x = tensor<1x8x2x4xf32>
 !z = tensor<1x8x2x3xf32>
 !f = tensor<1x8x2x6xf32>
@@ -387,8 +388,8 @@ func.func @dynamic_sigmoid_beta(%q: !qk, %k: !qk, %v: !v, %b: !g) -> !v {
 // CHECK: %[[DZ:.*]] = linalg.generic {{.*}} ins(%[[P]], %[[DP]], %[[DOT]] :
 // CHECK: arith.subf
 // CHECK: arith.mulf
-// CHECK: %[[DX:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "parallel", "reduction", "parallel"]{{.*}} ins(%[[Q]], %[[W]], %[[DZ]] :
-// CHECK: %[[DW:.*]] = linalg.generic {{.*}}iterator_types = ["reduction", "reduction", "parallel", "parallel", "parallel"]{{.*}} ins(%[[Q]], %[[W]], %[[DZ]] :
+// CHECK: %[[DX:.*]] = linalg.generic {indexing_maps = [#[[XX:.*]], #[[XW:.*]], #[[XZ:.*]], #[[XX]]], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]{{.*}} ins(%[[Q]], %[[W]], %[[DZ]] :
+// CHECK: %[[DW:.*]] = linalg.generic {indexing_maps = [#[[WX:.*]], #[[WW:.*]], #[[WZ:.*]], #[[WW]]], iterator_types = ["parallel", "parallel", "parallel", "reduction", "reduction"]{{.*}} ins(%[[Q]], %[[W]], %[[DZ]] :
 // CHECK: %[[DC:.*]] = linalg.generic {{.*}}iterator_types = ["reduction", "reduction", "parallel", "parallel"]{{.*}} ins(%[[C]], %[[DZ]] :
 // CHECK: return %[[DX]], %{{.*}}, %{{.*}}, %[[DW]], %[[DC]] :
 func.func @hedgehog(%q: !x, %k: !f, %v: !f, %w: !w, %c: tensor<2x3xf32>) -> !f {

@@ -318,6 +318,27 @@ static Value elementwiseInputGradient(OpBuilder &b, linalg::GenericOp generic,
   Value primalInput = primal.lookupOrDefault(input->get());
   Value init = zeroTensor(b, loc, mixedSizes(b, loc, primalInput));
   maps.push_back(inputMap);
+  if (isAccumulation(generic)) {
+    // A contraction's input gradient is a contraction too (dW = x^T dz):
+    // its loops ordered as a matrix product's, the gradient's dims in its
+    // order, then the reduced ones, so that la-tile takes it as one.
+    SmallVector<unsigned> order;
+    for (AffineExpr result : inputMap.getResults())
+      order.push_back(cast<AffineDimExpr>(result).getPosition());
+    for (unsigned loop = 0; loop < numLoops; ++loop)
+      if (iterators[loop] == utils::IteratorType::reduction)
+        order.push_back(loop);
+    // Loop `order[i]` of the forward becomes loop i.
+    SmallVector<AffineExpr> renamed(numLoops);
+    for (auto [position, loop] : llvm::enumerate(order))
+      renamed[loop] = b.getAffineDimExpr(position);
+    for (AffineMap &map : maps)
+      map = map.replaceDimsAndSymbols(renamed, {}, numLoops, 0);
+    SmallVector<utils::IteratorType> reordered;
+    for (unsigned loop : order)
+      reordered.push_back(iterators[loop]);
+    iterators = reordered;
+  }
 
   Block &body = generic.getRegion().front();
   unsigned inputIndex = input->getOperandNumber();
