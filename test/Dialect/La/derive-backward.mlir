@@ -413,3 +413,19 @@ func.func @hedgehog(%q: !x, %k: !f, %v: !f, %w: !w, %c: tensor<2x3xf32>) -> !f {
   %o = la.attention linear %phi, %k, %v : !f, !f, !f -> !f
   return %o : !f
 }
+
+// -----
+
+// A slice of an argument on the path: its adjoint goes back into the
+// argument's shape, zeros where the slice did not read.
+// CHECK-LABEL: func.func @sliced_query_grad(
+// CHECK-SAME: %[[QQ:[^:]*]]: tensor<1x8x2x6xf32>
+// CHECK: %[[DQ:[^,]*]], %{{.*}}, %{{.*}} = la.attention_grad linear
+// CHECK: %[[ZEROS:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<1x8x2x6xf32>)
+// CHECK: %[[DQQ:.*]] = tensor.insert_slice %[[DQ]] into %[[ZEROS]][0, 0, 0, 2] [1, 8, 2, 4] [1, 1, 1, 1] : tensor<1x8x2x4xf32> into tensor<1x8x2x6xf32>
+// CHECK: return %[[DQQ]],
+func.func @sliced_query(%qq: tensor<1x8x2x6xf32>, %k: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>) -> tensor<1x8x2x6xf32> {
+  %q = tensor.extract_slice %qq[0, 0, 0, 2] [1, 8, 2, 4] [1, 1, 1, 1] : tensor<1x8x2x6xf32> to tensor<1x8x2x4xf32>
+  %o = la.attention linear %q, %k, %v : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
+  return %o : tensor<1x8x2x6xf32>
+}

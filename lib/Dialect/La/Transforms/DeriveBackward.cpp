@@ -579,6 +579,13 @@ LaDeriveBackwardPass::differentiate(Operation *op, OpBuilder &b,
                                         : item);
     return result;
   };
+  // `source` inserted into `dest` where `slice` reads or writes.
+  auto insertAt = [&](Value source, Value dest,
+                      OffsetSizeAndStrideOpInterface slice) -> Value {
+    return tensor::InsertSliceOp::create(
+        b, loc, source, dest, mappedList(slice.getMixedOffsets()),
+        mappedList(slice.getMixedSizes()), mappedList(slice.getMixedStrides()));
+  };
 
   if (auto insert = dyn_cast<tensor::InsertSliceOp>(op)) {
     // The slice's adjoint is the result's adjoint there; the destination's
@@ -600,11 +607,7 @@ LaDeriveBackwardPass::differentiate(Operation *op, OpBuilder &b,
     if (active.contains(insert.getDest())) {
       Value zeros = zeroTensor(
           b, loc, mixedSizes(b, loc, primal.lookup(insert.getSource())));
-      Value dDest = tensor::InsertSliceOp::create(
-          b, loc, zeros, f32Result, mappedList(insert.getMixedOffsets()),
-          mappedList(insert.getMixedSizes()),
-          mappedList(insert.getMixedStrides()));
-      accumulate(insert.getDest(), dDest);
+      accumulate(insert.getDest(), insertAt(zeros, f32Result, insert));
     }
     return success();
   }
@@ -617,11 +620,7 @@ LaDeriveBackwardPass::differentiate(Operation *op, OpBuilder &b,
     Value zeros = zeroTensor(
         b, loc, mixedSizes(b, loc, primal.lookup(extract.getSource())));
     Value f32Result = convertElements(b, loc, dResult, b.getF32Type());
-    Value dSource = tensor::InsertSliceOp::create(
-        b, loc, f32Result, zeros, mappedList(extract.getMixedOffsets()),
-        mappedList(extract.getMixedSizes()),
-        mappedList(extract.getMixedStrides()));
-    accumulate(extract.getSource(), dSource);
+    accumulate(extract.getSource(), insertAt(f32Result, zeros, extract));
     return success();
   }
 
