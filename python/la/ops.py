@@ -1847,15 +1847,20 @@ HybridState = collections.namedtuple("HybridState", "state k v feature_k")
 HedgehogMap = collections.namedtuple("HedgehogMap", "weight bias", defaults=(None,))
 
 
+def _given_maps(feature_q, feature_k):
+    """Whether the features are HedgehogMaps (both) rather than arrays."""
+    is_map = [isinstance(x, HedgehogMap) for x in (feature_q, feature_k)]
+    if any(is_map) and not all(is_map):
+        raise TypeError("feature_q and feature_k must both be arrays or both be "
+                        "HedgehogMap(weight, bias)")
+    return all(is_map)
+
+
 def _hedgehog_maps(feature_q, feature_k, H, K):
     """``None`` when the features are arrays, else the two maps' float32
     ``(weight, bias)`` pairs, checked, and ``F``."""
-    is_map = [isinstance(x, HedgehogMap) for x in (feature_q, feature_k)]
-    if not any(is_map):
+    if not _given_maps(feature_q, feature_k):
         return None
-    if not all(is_map):
-        raise TypeError("feature_q and feature_k must both be arrays or both be "
-                        "HedgehogMap(weight, bias)")
     maps, half = [], None
     for name, feature_map in (("feature_q", feature_q), ("feature_k", feature_k)):
         _device_check(f"{name}.weight", feature_map.weight)
@@ -1880,23 +1885,16 @@ def _hedgehog_maps(feature_q, feature_k, H, K):
 
 def _hedgehog_features_np(x, weight, bias):
     """The map in NumPy (f32), for the context a stateful call returns."""
-    z = np.einsum("bthd,hdf->bthf", x.astype(np.float32), weight)
-    if bias is not None:
-        z = z + bias
-
-    def softmax(y):
-        e = np.exp(y - y.max(-1, keepdims=True))
-        return e / e.sum(-1, keepdims=True)
-    return np.concatenate([softmax(z), softmax(-z)], -1).astype(np.float32)
+    from . import family  # family imports this module
+    return family.hedgehog_features(x, weight, bias)
 
 
 def _hybrid_call(q, k, v, feature_q, feature_k, window, scale, initial_state,
                  output_final_state, cu_seqlens, chunk_size, dtype, num_threads):
     """The checked arguments of :func:`sliding_window_hybrid` as one call of
     its kernel, and what converts its results back (``call.returned``)."""
-    in_kernel = any(isinstance(x, HedgehogMap) for x in (feature_q, feature_k))
     named = {"q": q, "k": k, "v": v}
-    if not in_kernel:
+    if not _given_maps(feature_q, feature_k):
         named.update(feature_q=feature_q, feature_k=feature_k)
     for name, x in {**named, "cu_seqlens": cu_seqlens}.items():
         _device_check(name, x)
@@ -2063,11 +2061,8 @@ def sliding_window_hybrid(q, k, v, feature_q, feature_k, window, *, scale=None,
     differentiates the contraction and the softmaxes)."""
     tensors = (q, k, v, feature_q, feature_k) + (
         tuple(initial_state) if isinstance(initial_state, tuple) else ())
-    maps = [x for x in (feature_q, feature_k) if isinstance(x, HedgehogMap)]
-    if len(maps) == 1:
-        raise TypeError("feature_q and feature_k must both be arrays or both be "
-                        "HedgehogMap(weight, bias)")
-    tensors += tuple(y for m in maps for y in m)
+    if _given_maps(feature_q, feature_k):
+        tensors += tuple(feature_q) + tuple(feature_k)
     if any(_is_tensor(x) for x in tensors) and _torch().is_grad_enabled() and any(
             _is_tensor(x) and x.requires_grad for x in tensors):
         return _hybrid_autograd(q, k, v, feature_q, feature_k, window, scale, initial_state,
