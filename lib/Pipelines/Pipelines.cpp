@@ -149,7 +149,9 @@ void mlir::la::buildLowerToCPUPipeline(OpPassManager &pm,
   pm.addPass(createLaLowerToRecurrencePass());
   if (!options.sequential) {
     // Gradients that are recurrences again are chunked like the forward.
-    pm.addPass(createLaExpandRecurrenceGradPass());
+    LaExpandRecurrenceGradPassOptions gradOptions;
+    gradOptions.transposedReads = options.transposedReads;
+    pm.addPass(createLaExpandRecurrenceGradPass(gradOptions));
     // The threads the program will run on: as many as asked for with
     // OpenMP, one otherwise. (Never the compiling machine's count unless
     // asked: the IR must not depend on where it was compiled.)
@@ -254,8 +256,12 @@ void mlir::la::buildGPUScheduleOnTensorsPipeline(
   lowerOptions.expandQueryGroups = chunkParallel;
   pm.addPass(createLaLowerToRecurrencePass(lowerOptions));
   // Gradients that are recurrences again take the forward's schedule; the
-  // element-wise work between them becomes kernels of its own.
-  pm.addPass(createLaExpandRecurrenceGradPass());
+  // element-wise work between them becomes kernels of its own. G^T stays a
+  // recurrence of its own: the GPU schedules have not been checked with a
+  // transposed read yet.
+  LaExpandRecurrenceGradPassOptions gradOptions;
+  gradOptions.transposedReads = false;
+  pm.addPass(createLaExpandRecurrenceGradPass(gradOptions));
   LaFuseRecurrencePassOptions fuseOptions;
   fuseOptions.chunkSize = options.chunkSize;
   fuseOptions.mode =

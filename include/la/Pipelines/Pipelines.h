@@ -38,6 +38,12 @@ struct LowerToCPUOptions : public PassPipelineOptions<LowerToCPUOptions> {
           clEnumValN(FusionMode::Auto, "auto", "the cost rule"),
           clEnumValN(FusionMode::Fused, "fused", "always fused"),
           clEnumValN(FusionMode::Materialized, "materialized", "never fused"))};
+  PassOptions::Option<bool> transposedReads{
+      *this, "transposed-reads",
+      llvm::cl::desc("la-expand-recurrence-grad's transposed-reads: a "
+                     "diagonal adjoint G read from both sides instead of a "
+                     "recurrence G^T of its own"),
+      llvm::cl::init(true)};
   PassOptions::Option<bool> tile{
       *this, "tile",
       llvm::cl::desc("tile and vectorise the structured ops (la-tile)"),

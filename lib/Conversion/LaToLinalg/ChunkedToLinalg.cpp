@@ -1419,8 +1419,11 @@ struct ChunkInterToLinalg : OpRewritePattern<ChunkInterOp> {
     // Grouped query heads read state hv / (HV/HS); a single state (one task
     // of the fused schedule) is read without its head dim, so that the map
     // stays a projected permutation (la-tile's vector tiles need one).
+    // Transposed states are read as S_n[vv, kk] instead.
     Value states = op.getStates();
-    AffineMap statesMap = dimMap(ctx, 6, {0, 1, 3, 5, 4});
+    bool transposed = op.getTransposedStates();
+    int64_t row = transposed ? 4 : 5, column = transposed ? 5 : 4;
+    AffineMap statesMap = dimMap(ctx, 6, {0, 1, 3, row, column});
     FailureOr<int64_t> stateGroup =
         groupSize(op.getStates().getType(), op.getIntra().getType(), 2, 3);
     if (failed(stateGroup))
@@ -1428,9 +1431,9 @@ struct ChunkInterToLinalg : OpRewritePattern<ChunkInterOp> {
     if (*stateGroup > 1 && op.getStates().getType().getDimSize(2) == 1) {
       states =
           extractUnitSlice(rewriter, loc, states, 2, rewriter.getIndexAttr(0));
-      statesMap = dimMap(ctx, 6, {0, 1, 5, 4});
+      statesMap = dimMap(ctx, 6, {0, 1, row, column});
     } else if (*stateGroup > 1) {
-      statesMap = dimMap(ctx, 6, {0, 1, -4, 5, 4}, *stateGroup);
+      statesMap = dimMap(ctx, 6, {0, 1, -4, row, column}, *stateGroup);
     }
     Value valueGates = op.getValueGates();
     Value sum = buildGeneric(

@@ -178,6 +178,26 @@ static Value insertRow(OpBuilder &b, Location loc, Value rowValue, Value output,
   return insertAt(b, loc, converted, output, 1, t);
 }
 
+/// The read from the state's value side at token t, `S_t (scale x_t)`:
+/// [B,HV,K] (f32) from `state` [B,HV,K,V] and `query` [B,T,HV,V].
+static Value readValueSide(OpBuilder &b, Location loc, Value state, Value query,
+                           Value t, float scale) {
+  MLIRContext *ctx = b.getContext();
+  Value row = extractUnitSlice(b, loc, query, 1, t);
+  SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, state);
+  Value scaleValue = constantF32(b, loc, scale);
+  // Loops (b,hv,kk,vv).
+  return buildGeneric(b, loc, ValueRange{row, state},
+                      zeroTensor(b, loc, {sizes[0], sizes[1], sizes[2]}),
+                      {dimMap(ctx, 4, {0, 1, 3}), dimMap(ctx, 4, {0, 1, 2, 3}),
+                       dimMap(ctx, 4, {0, 1, 2})},
+                      3, 1, [&](OpBuilder &nb, Location l, ValueRange a) {
+                        Value scaled =
+                            mulF(nb, l, extendToF32(nb, l, a[0]), scaleValue);
+                        return addF(nb, l, a[2], mulF(nb, l, scaled, a[1]));
+                      });
+}
+
 struct RecurrenceToLoops : OpRewritePattern<RecurrenceOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -204,11 +224,17 @@ struct RecurrenceToLoops : OpRewritePattern<RecurrenceOp> {
     Value one = arith::ConstantIndexOp::create(rewriter, loc, 1);
     OpFoldResult keyDim = tensor::getMixedSize(rewriter, loc, op.getK(), 3);
 
-    // Runs tokens [begin, end) from `state`, writing into `output`.
+    Value transposedQuery = op.getTransposedQuery();
+    float scale = op.getScale().convertToFloat();
+    // Runs tokens [begin, end) from `state`, writing into `output` (and the
+    // value-side read into `transposedOutput`).
     auto timeLoop = [&](OpBuilder &b, Location l, Value begin, Value end,
-                        Value state, Value output) {
+                        Value state, Value output, Value transposedOutput) {
+      SmallVector<Value> carried = {state, output};
+      if (transposedOutput)
+        carried.push_back(transposedOutput);
       return scf::ForOp::create(
-          b, l, begin, end, one, ValueRange{state, output},
+          b, l, begin, end, one, carried,
           [&](OpBuilder &nb, Location nl, Value r, ValueRange iterArgs) {
             // A reverse recurrence visits begin + end - 1 - r.
             Value t = r;
@@ -218,10 +244,21 @@ struct RecurrenceToLoops : OpRewritePattern<RecurrenceOp> {
               t = arith::SubIOp::create(nb, nl, last, r);
             }
             auto [next, outRow] = step.build(nb, nl, iterArgs[0], t);
-            Value written = insertRow(nb, nl, outRow, iterArgs[1], t);
-            scf::YieldOp::create(nb, nl, ValueRange{next, written});
+            SmallVector<Value> yields = {
+                next, insertRow(nb, nl, outRow, iterArgs[1], t)};
+            if (transposedQuery) {
+              Value row =
+                  readValueSide(nb, nl, next, transposedQuery, t, scale);
+              yields.push_back(insertRow(nb, nl, row, iterArgs[2], t));
+            }
+            scf::YieldOp::create(nb, nl, yields);
           });
     };
+    Value transposedInit = op.getTransposedOInit();
+    Type transposedType =
+        transposedInit
+            ? cast<RankedTensorType>(transposedInit.getType()).getElementType()
+            : Type();
 
     if (!op.getCuSeqlens()) {
       Value state = op.getNonZeroInitialState();
@@ -230,10 +267,20 @@ struct RecurrenceToLoops : OpRewritePattern<RecurrenceOp> {
             zeroTensor(rewriter, loc,
                        {valueSizes[0], valueSizes[2], keyDim, valueSizes[3]});
       Value output = emptyTensor(rewriter, loc, outputSizes, outputElementType);
+      Value transposedOutput =
+          transposedInit
+              ? emptyTensor(rewriter, loc,
+                            mixedSizes(rewriter, loc, transposedInit),
+                            transposedType)
+              : Value();
       Value time = getValueOrCreateConstantIndexOp(
           rewriter, loc, tensor::getMixedSize(rewriter, loc, op.getQ(), 1));
-      auto loop = timeLoop(rewriter, loc, zero, time, state, output);
-      replaceWithCasts(rewriter, op, {loop.getResult(1), loop.getResult(0)});
+      auto loop =
+          timeLoop(rewriter, loc, zero, time, state, output, transposedOutput);
+      SmallVector<Value> results = {loop.getResult(1), loop.getResult(0)};
+      if (transposedInit)
+        results.push_back(loop.getResult(2));
+      replaceWithCasts(rewriter, op, results);
       return success();
     }
 
@@ -248,9 +295,13 @@ struct RecurrenceToLoops : OpRewritePattern<RecurrenceOp> {
                                             valueSizes[3]};
     Value finalInit =
         emptyTensor(rewriter, loc, finalSizes, rewriter.getF32Type());
+    SmallVector<Value> inits = {outputInit, finalInit};
+    if (transposedInit)
+      inits.push_back(filledTensor(rewriter, loc,
+                                   mixedSizes(rewriter, loc, transposedInit),
+                                   transposedType, 0.0));
     auto loop = scf::ForOp::create(
-        rewriter, loc, zero, numSequences, one,
-        ValueRange{outputInit, finalInit},
+        rewriter, loc, zero, numSequences, one, inits,
         [&](OpBuilder &b, Location l, Value n, ValueRange iterArgs) {
           std::pair<Value, Value> bounds =
               extractSequenceBounds(b, l, cuSeqlens, n, tokens);
@@ -262,11 +313,15 @@ struct RecurrenceToLoops : OpRewritePattern<RecurrenceOp> {
             state = zeroTensor(
                 b, l,
                 {b.getIndexAttr(1), valueSizes[2], keyDim, valueSizes[3]});
-          auto inner = timeLoop(b, l, begin, end, state, iterArgs[0]);
+          auto inner = timeLoop(b, l, begin, end, state, iterArgs[0],
+                                transposedInit ? iterArgs[2] : Value());
           Value finals = insertAt(b, l, inner.getResult(0), iterArgs[1], 0, n);
-          scf::YieldOp::create(b, l, ValueRange{inner.getResult(1), finals});
+          SmallVector<Value> yields = {inner.getResult(1), finals};
+          if (transposedInit)
+            yields.push_back(inner.getResult(2));
+          scf::YieldOp::create(b, l, yields);
         });
-    replaceWithCasts(rewriter, op, {loop.getResult(0), loop.getResult(1)});
+    replaceWithCasts(rewriter, op, SmallVector<Value>(loop.getResults()));
     return success();
   }
 };

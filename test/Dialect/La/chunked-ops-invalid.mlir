@@ -311,3 +311,11 @@ func.func @inter_value_gates_shape(%q: tensor<1x2x16x2x4xf32>, %s: tensor<1x2x2x
   %0 = la.chunk_inter %q, %s, %i value_gates(%c : tensor<1x2x16x2x4xf32>) {scale = 1.0 : f32} : tensor<1x2x16x2x4xf32>, tensor<1x2x2x4x8xf32>, tensor<1x2x16x2x8xf32> -> tensor<1x2x16x2x8xf32>
   return
 }
+
+// -----
+
+func.func @inter_transposed_states_shape(%q: tensor<1x2x16x2x4xf32>, %s: tensor<1x2x2x4x8xf32>, %intra: tensor<1x2x16x2x8xf32>) -> tensor<1x2x16x2x8xf32> {
+  // expected-error @+1 {{expects 'states' of shape [1,2,2,8,4] [B,NC,HS,O,K] (transposed; HS dividing the output's heads), got [1,2,2,4,8]}}
+  %0 = la.chunk_inter %q, %s, %intra {scale = 1.0 : f32, transposed_states} : tensor<1x2x16x2x4xf32>, tensor<1x2x2x4x8xf32>, tensor<1x2x16x2x8xf32> -> tensor<1x2x16x2x8xf32>
+  return %0 : tensor<1x2x16x2x8xf32>
+}

@@ -129,6 +129,18 @@ func.func @grouped_query_heads(%q: tensor<1x8x4x4xf32>, %k: tensor<1x8x2x4xf32>,
 
 // -----
 
+// A read from the state's value side is what la-expand-recurrence-grad
+// emits; its own gradient is not derived yet.
+func.func @transposed_query(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>, %s0: tensor<1x2x4x6xf32>) -> tensor<1x8x2x4xf32> {
+  %oi = tensor.empty() : tensor<1x8x2x6xf32>
+  %ti = tensor.empty() : tensor<1x8x2x4xf32>
+  // expected-error @+1 {{with 'transposed_query' cannot be differentiated yet (its value-side read is the backward's own form)}}
+  %o, %s, %t = la.recurrence decay(none) low_rank(none) %q, %q, %v transposed_query(%v : tensor<1x8x2x6xf32>) outs(%oi, %s0, %ti : tensor<1x8x2x6xf32>, tensor<1x2x4x6xf32>, tensor<1x8x2x4xf32>) {scale = 0.5 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>, tensor<1x2x4x6xf32>, tensor<1x8x2x4xf32>
+  return %t : tensor<1x8x2x4xf32>
+}
+
+// -----
+
 // A state pool is serving's: training passes each sequence's state.
 func.func @state_pool(%q: tensor<2x8x2x4xf32>, %v: tensor<2x8x2x6xf32>, %pool: tensor<5x2x4x6xf32>, %idx: tensor<2xi32>) -> tensor<2x8x2x6xf32> {
   // expected-error @+1 {{'la.attention' op with 'state_indices' cannot be differentiated (pass the sequences' initial states instead of a pool)}}

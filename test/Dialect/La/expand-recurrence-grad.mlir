@@ -1,4 +1,8 @@
-// RUN: la-opt %s -split-input-file -la-expand-recurrence-grad | FileCheck %s
+// RUN: la-opt %s -split-input-file -la-expand-recurrence-grad=transposed-reads=0 | FileCheck %s
+
+// With transposed-reads=0 (the GPU pipeline's choice) a diagonal adjoint is
+// three recurrences, G^T one of them; expand-recurrence-grad-transposed.mlir
+// has the default, G read from both sides.
 
 // A scalar decay with grouped value heads (HV = 2 H), T = 8: the adjoint is
 // three la.recurrence ops. dq: S^T in forward time (keys v, values k widened

@@ -667,3 +667,56 @@ func.func @value_gate_shape(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>, %g
   %o = la.attention linear %q, %q, %v gv(%gv : tensor<1x8x2x4xf32>) : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>
   return
 }
+
+// -----
+
+func.func @recurrence_transposed_query_delta(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>, %b: tensor<1x8x2xf32>) {
+  %oi = tensor.empty() : tensor<1x8x2x6xf32>
+  %ti = tensor.empty() : tensor<1x8x2x4xf32>
+  %zs = arith.constant dense<0.0> : tensor<1x2x4x6xf32>
+  // expected-error @+1 {{'transposed_query' is only valid without a low-rank part, the normaliser and grouped query heads}}
+  %o, %fs, %t = la.recurrence decay(none) low_rank(delta) %q, %q, %v beta(%b : tensor<1x8x2xf32>) transposed_query(%v : tensor<1x8x2x6xf32>) outs(%oi, %zs, %ti : tensor<1x8x2x6xf32>, tensor<1x2x4x6xf32>, tensor<1x8x2x4xf32>) {scale = 1.0 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>, tensor<1x2x4x6xf32>, tensor<1x8x2x4xf32>
+  return
+}
+
+// -----
+
+func.func @recurrence_transposed_query_shape(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>) {
+  %oi = tensor.empty() : tensor<1x8x2x6xf32>
+  %ti = tensor.empty() : tensor<1x8x2x4xf32>
+  %zs = arith.constant dense<0.0> : tensor<1x2x4x6xf32>
+  // expected-error @+1 {{expects 'transposed_query' of shape [1,8,2,6] [B,T,HV,V] like 'v', got [1,8,2,4]}}
+  %o, %fs, %t = la.recurrence decay(none) low_rank(none) %q, %q, %v transposed_query(%q : tensor<1x8x2x4xf32>) outs(%oi, %zs, %ti : tensor<1x8x2x6xf32>, tensor<1x2x4x6xf32>, tensor<1x8x2x4xf32>) {scale = 1.0 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>, tensor<1x2x4x6xf32>, tensor<1x8x2x4xf32>
+  return
+}
+
+// -----
+
+func.func @recurrence_transposed_output_shape(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>) {
+  %oi = tensor.empty() : tensor<1x8x2x6xf32>
+  %zs = arith.constant dense<0.0> : tensor<1x2x4x6xf32>
+  // expected-error @+1 {{expects 'transposed_o' of shape [1,8,2,4] [B,T,HV,K], got [1,8,2,6]}}
+  %o, %fs, %t = la.recurrence decay(none) low_rank(none) %q, %q, %v transposed_query(%v : tensor<1x8x2x6xf32>) outs(%oi, %zs, %oi : tensor<1x8x2x6xf32>, tensor<1x2x4x6xf32>, tensor<1x8x2x6xf32>) {scale = 1.0 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>, tensor<1x2x4x6xf32>, tensor<1x8x2x6xf32>
+  return
+}
+
+// -----
+
+func.func @recurrence_transposed_query_two_inits(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>) {
+  %oi = tensor.empty() : tensor<1x8x2x6xf32>
+  %zs = arith.constant dense<0.0> : tensor<1x2x4x6xf32>
+  // expected-error @+1 {{expects three inits, outs(o_init, state, transposed_o_init), got 2}}
+  %o, %fs = la.recurrence decay(none) low_rank(none) %q, %q, %v transposed_query(%v : tensor<1x8x2x6xf32>) outs(%oi, %zs : tensor<1x8x2x6xf32>, tensor<1x2x4x6xf32>) {scale = 1.0 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>, tensor<1x2x4x6xf32>
+  return
+}
+
+// -----
+
+func.func @recurrence_third_init_without_query(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>) {
+  %oi = tensor.empty() : tensor<1x8x2x6xf32>
+  %ti = tensor.empty() : tensor<1x8x2x4xf32>
+  %zs = arith.constant dense<0.0> : tensor<1x2x4x6xf32>
+  // expected-error @+1 {{expects two inits, outs(o_init, state), got 3}}
+  %o, %fs, %t = la.recurrence decay(none) low_rank(none) %q, %q, %v outs(%oi, %zs, %ti : tensor<1x8x2x6xf32>, tensor<1x2x4x6xf32>, tensor<1x8x2x4xf32>) {scale = 1.0 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>, tensor<1x2x4x6xf32>, tensor<1x8x2x4xf32>
+  return
+}

@@ -286,7 +286,7 @@ func.func @grouped_query_heads(%q: tensor<1x8x4x4xf32>, %k: tensor<1x8x2x4xf32>,
 // CHECK: la.recurrence decay(channel) low_rank(none) %{{.*}}, %{{.*}}, %{{.*}} g(%[[G]] : tensor<1x8x2x4xf32>) gv(%[[GV]] : tensor<1x8x2x6xf32>) outs({{.*}}) {scale = 1.000000e+00 : f32}
 // GENERIC-LABEL: sym_name = "recurrence_value_gate"
 // GENERIC: "la.recurrence"
-// GENERIC-SAME: operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 2>
+// GENERIC-SAME: operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 2>
 func.func @recurrence_value_gate(%q: !qk, %k: !qk, %v: !v, %g: !qk, %gv: !v) -> !v {
   %oi = tensor.empty() : !v
   %zs = arith.constant dense<0.0> : tensor<1x2x4x6xf32>

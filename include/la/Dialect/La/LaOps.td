@@ -467,6 +467,14 @@ def La_RecurrenceOp : La_Op<"recurrence", [
     and write the pool's rows in place); a tile of several batches keeps
     the indices.
 
+    `transposed_query : [B,T,HV,V]` adds a read of the state from its value
+    side, `ot_t = S_t (scale * transposed_query_t)`, as a third result
+    `[B,T,HV,K]` with a third init: the backward's adjoint state `G` is read
+    both ways (`dv = G^T k`, `dk = G v`), and the second read then needs no
+    recurrence of its own (`la-expand-recurrence-grad`). It is valid only
+    without a low-rank part, the normaliser and grouped query heads; a tile
+    of it spans all of V (the read sums over V).
+
     Grouped query heads: `q : [B,T,HQ,K]` with HQ = G * HV query heads (not
     H) reads each state G times: query head `hq` reads the state of value
     head `hq / G` (key head `hq / (G * HV / H)`), and `o : [B,T,HQ,V]` has
@@ -519,6 +527,7 @@ def La_RecurrenceOp : La_Op<"recurrence", [
     Optional<La_FloatTensor>:$b,
     Optional<La_SeqLensTensor>:$cu_seqlens,
     Optional<La_StateIndicesTensor>:$state_indices,
+    Optional<La_FloatTensor>:$transposed_query,
     Variadic<La_FloatTensor>:$outputs,
     La_GateKindAttr:$gate,
     OptionalAttr<DenseF32ArrayAttr>:$log_decay,
@@ -528,7 +537,8 @@ def La_RecurrenceOp : La_Op<"recurrence", [
     OptionalAttr<F32Attr>:$eps,
     UnitAttr:$reverse
   );
-  let results = (outs La_FloatTensor:$o, La_F32Tensor:$final_state);
+  let results = (outs La_FloatTensor:$o, La_F32Tensor:$final_state,
+                      Optional<La_FloatTensor>:$transposed_o);
 
   let assemblyFormat = [{
     `decay` `(` custom<EnumKeyword>($gate) `)`
@@ -541,6 +551,7 @@ def La_RecurrenceOp : La_Op<"recurrence", [
     (`b` `(` $b^ `:` type($b) `)`)?
     (`cu_seqlens` `(` $cu_seqlens^ `:` type($cu_seqlens) `)`)?
     (`state_indices` `(` $state_indices^ `:` type($state_indices) `)`)?
+    (`transposed_query` `(` $transposed_query^ `:` type($transposed_query) `)`)?
     `outs` `(` $outputs `:` type($outputs) `)`
     attr-dict `:` type($q) `,` type($k) `,` type($v) `->` type(results)
   }];
@@ -553,6 +564,12 @@ def La_RecurrenceOp : La_Op<"recurrence", [
     Value getOInit() { return getOutputs()[0]; }
     /// The initial state, tied to the final state.
     Value getInitialState() { return getOutputs()[1]; }
+    /// `transposed_query`'s operand and result shapes and restrictions.
+    LogicalResult verifyTransposedRead();
+    /// The init of `transposed_o`, or null without a transposed query.
+    Value getTransposedOInit() {
+      return getOutputs().size() > 2 ? getOutputs()[2] : Value();
+    }
     /// The initial state, or null when it is known to be zero (a zero
     /// fill or constant), so that lowerings can leave it out.
     Value getNonZeroInitialState();
@@ -869,11 +886,16 @@ def La_ChunkInterOp : La_ChunkOp<"chunk_inter", [AttrSizedOperandSegments]> {
     `hv / (HV/HS)` (grouped query heads, each group reading one state),
     as it reads query head `hv / (HV/H)`. With `value_gates` C the state's part is
     decayed per value channel as well: `exp(C_i) * (scale (q_i * exp(G_i))^T S_n)`.
+    With `transposed_states` the states are read from their value side,
+    `O[i] = scale * S_n (q_i * exp(G_i)) + intra[i]` with
+    `states : [B,NC,HS,O,K]` (O the output's last dim, K q's): la.recurrence's
+    `transposed_query`, whose q has the state's value channels; `gates` and
+    `value_gates` keep their meaning (q's channels, the output's channels).
   }];
   let arguments = (ins La_FloatTensor:$q, La_F32Tensor:$states,
                        La_F32Tensor:$intra, Optional<La_F32Tensor>:$gates,
                        Optional<La_F32Tensor>:$value_gates,
-                       F32Attr:$scale);
+                       F32Attr:$scale, UnitAttr:$transposed_states);
   let results = (outs La_FloatTensor:$result);
   let assemblyFormat = [{
     $q `,` $states `,` $intra (`gates` `(` $gates^ `:` type($gates) `)`)?

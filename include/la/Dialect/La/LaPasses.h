@@ -55,7 +55,8 @@ void populateSimplifyRecurrencePatterns(RewritePatternSet &patterns);
 /// Patterns rewriting `la.recurrence_grad` with a scalar (or no) decay and
 /// no low-rank part into adjoint `la.recurrence` ops (see
 /// la-expand-recurrence-grad).
-void populateExpandRecurrenceGradPatterns(RewritePatternSet &patterns);
+void populateExpandRecurrenceGradPatterns(RewritePatternSet &patterns,
+                                          bool transposedReads = true);
 
 /// Patterns rewriting an `la.recurrence` with `state_indices` into a gather
 /// of the pool's rows, the recurrence on them, and a scatter of its final

@@ -131,7 +131,10 @@ def LaExpandRecurrenceGradPass : Pass<"la-expand-recurrence-grad"> {
     Diag(alpha_{t+1}) G_{t+1} +
     s q_t do_t^T`, `dv_t = G_t^T k_t` is the output of `G` queried by k,
     `dk_t = G_t v_t` that of `G^T` queried by v, and `dq_t = s S_t do_t`
-    that of `S^T` (forward time) queried by do; the decay's gradient is
+    that of `S^T` (forward time) queried by do (with `transposed-reads`,
+    the default, `dk` is `G`'s read from its value side,
+    `la.recurrence`'s `transposed_query`, instead of a recurrence `G^T`
+    of its own: one state update per chunk fewer); the decay's gradient is
     `dg_t = sum_{u >= t} (q_u . dq_u - k_u . dk_u) + <S_T, dS_T>` and
     `dS_0 = alpha_0 G_0` (per channel for a channel-wise gate, which
     decays the value side of `S^T` and `G^T`: their `gv`). This pass
@@ -174,6 +177,12 @@ def LaExpandRecurrenceGradPass : Pass<"la-expand-recurrence-grad"> {
     T from q; a run-time T must be at least 1, as la's Python package checks
     before it calls a kernel).
   }];
+  let options = [
+    Option<"transposedReads", "transposed-reads", "bool", /*default=*/"true",
+           "Read the diagonal adjoint G from both sides (dv = G^T k, dk = G v "
+           "as la.recurrence's transposed_query) instead of running G^T as a "
+           "recurrence of its own">
+  ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
     "::mlir::linalg::LinalgDialect",

@@ -165,6 +165,8 @@ bool isInPlaceArgument(Value value);
 struct RecurrenceParts {
   Value q, k, v, g, gv, beta, a, b, cuSeqlens, stateIndices, oInit,
       initialState;
+  /// The read from the state's value side and its init, or null.
+  Value transposedQuery, transposedOInit;
   GateKind gate;
   std::optional<SmallVector<float>> logDecay;
   LowRank lowRank;

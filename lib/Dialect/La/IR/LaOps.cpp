@@ -853,9 +853,17 @@ static LogicalResult verifyLowRankOperands(Operation *op, LowRank lowRank,
 }
 
 LogicalResult RecurrenceOp::verify() {
-  if (getOutputs().size() != 2)
-    return emitOpError() << "expects two inits, outs(o_init, state), got "
-                         << getOutputs().size();
+  unsigned inits = getTransposedQuery() ? 3 : 2;
+  if (getOutputs().size() != inits)
+    return emitOpError() << "expects " << (inits == 3 ? "three" : "two")
+                         << " inits, "
+                         << (inits == 3
+                                 ? "outs(o_init, state, transposed_o_init)"
+                                 : "outs(o_init, state)")
+                         << ", got " << getOutputs().size();
+  if (getNumResults() != inits)
+    return emitOpError() << "expects one result per init (" << inits
+                         << "), got " << getNumResults();
   for (auto [index, init, result] :
        llvm::enumerate(getOutputs(), getOperation()->getResults()))
     if (init.getType() != result.getType())
@@ -889,7 +897,24 @@ LogicalResult RecurrenceOp::verify() {
     if (value &&
         failed(verifyShape(*this, value, name, kShape, "[B,T,H,K] like 'k'")))
       return failure();
-  return success();
+  return verifyTransposedRead();
+}
+
+LogicalResult RecurrenceOp::verifyTransposedRead() {
+  Value query = getTransposedQuery();
+  if (!query)
+    return success();
+  if (getLowRank() != LowRank::None || getNormalizer() || hasQueryGroups())
+    return emitOpError("'transposed_query' is only valid without a low-rank "
+                       "part, the normaliser and grouped query heads");
+  ArrayRef<int64_t> vShape = getV().getType().getShape();
+  if (failed(verifyShape(*this, query, "transposed_query", vShape,
+                         "[B,T,HV,V] like 'v'")))
+    return failure();
+  SmallVector<int64_t> outputShape(vShape);
+  outputShape[3] = getK().getType().getDimSize(3);
+  return verifyShape(*this, getTransposedO(), "transposed_o", outputShape,
+                     "[B,T,HV,K]");
 }
 
 int64_t RecurrenceOp::getQueryGroupSize() {
@@ -1195,13 +1220,18 @@ LogicalResult ChunkInterOp::verify() {
                            << ") to divide the output's heads ("
                            << d->valueHeads << ")";
   }
+  bool transposed = getTransposedStates();
   if (failed(verifyChunkedGates(*this, getGates(), *d)) ||
       failed(verifyChunkedValueGates(*this, getValueGates(), *d)) ||
       failed(verifyScale(*this, getScale())) ||
-      failed(
-          verifyShape(*this, getStates(), "states",
-                      {d->batch, d->chunks, stateHeads, d->keyDim, d->valueDim},
-                      "[B,NC,HS,K,V] (HS dividing the output's heads)")))
+      failed(verifyShape(
+          *this, getStates(), "states",
+          {d->batch, d->chunks, stateHeads,
+           transposed ? d->valueDim : d->keyDim,
+           transposed ? d->keyDim : d->valueDim},
+          transposed ? "[B,NC,HS,O,K] (transposed; HS dividing the output's "
+                       "heads)"
+                     : "[B,NC,HS,K,V] (HS dividing the output's heads)")))
     return failure();
   return verifyShape(*this, getResult(), "result",
                      getIntra().getType().getShape(), "like 'intra'");

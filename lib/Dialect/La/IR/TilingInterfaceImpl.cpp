@@ -207,6 +207,12 @@ static FailureOr<RecurrenceTile> computeTile(OpBuilder &b, RecurrenceOp op,
     }
   }
 
+  // A read from the value side sums over V: a tile of it has all of V.
+  if (op.getTransposedQuery() &&
+      !isWholeDim(b, op.getV(), 3, offsets[kValueColumn], sizes[kValueColumn]))
+    return reject("with 'transposed_query' cannot be tiled along V (its read "
+                  "sums over V)");
+
   // The normaliser's z restarts at zero in every recurrence: it is not part
   // of the state that a loop over T tiles carries.
   if (op.getNormalizer() &&
@@ -360,12 +366,26 @@ static FailureOr<TilingResult> buildTile(OpBuilder &b, RecurrenceOp op,
       tile->keepsStateIndices ? op.getStateIndices() : Value(),
       slice(b, loc, op.getOInit(), outputOffsets, outputSizes),
       slice(b, loc, op.getInitialState(), stateOffsets, stateSizes)};
+  // The value-side read: its query sliced like v, its output [B,T,HV,K]
+  // like o but with all of K.
+  Value transposedQuery, transposedInit;
+  SmallVector<Value> inits = {slices[10], slices[11]};
+  if (op.getTransposedQuery()) {
+    transposedQuery =
+        slice(b, loc, op.getTransposedQuery(), valueOffsets, valueSizes);
+    outputOffsets[kValueColumn] = zero;
+    outputSizes[kValueColumn] = tensor::getMixedSize(b, loc, op.getK(), 3);
+    transposedInit =
+        slice(b, loc, op.getTransposedOInit(), outputOffsets, outputSizes);
+    inits.push_back(transposedInit);
+    slices.append({transposedQuery, transposedInit});
+  }
 
   auto tiled = RecurrenceOp::create(
-      b, loc, slices[10].getType(), slices[11].getType(), slices[0], slices[1],
+      b, loc, slices[10].getType(), slices[11].getType(),
+      transposedInit ? transposedInit.getType() : Type(), slices[0], slices[1],
       slices[2], slices[3], slices[4], slices[5], slices[6], slices[7],
-      slices[8], slices[9], ValueRange{slices[10], slices[11]},
-      op.getGateAttr(),
+      slices[8], slices[9], transposedQuery, inits, op.getGateAttr(),
       tile->logDecay ? b.getDenseF32ArrayAttr(*tile->logDecay)
                      : DenseF32ArrayAttr(),
       op.getLowRankAttr(), op.getScaleAttr(), op.getNormalizerAttr(),
@@ -389,6 +409,15 @@ LogicalResult RecurrenceOp::getResultTilePosition(
     OpBuilder &b, unsigned resultNumber, ArrayRef<OpFoldResult> offsets,
     ArrayRef<OpFoldResult> sizes, SmallVector<OpFoldResult> &resultOffsets,
     SmallVector<OpFoldResult> &resultSizes) {
+  if (resultNumber == 2) {
+    // The value-side read's rows are o's, with all of K.
+    if (failed(getResultTilePosition(b, 0, offsets, sizes, resultOffsets,
+                                     resultSizes)))
+      return failure();
+    resultOffsets[kValueColumn] = b.getIndexAttr(0);
+    resultSizes[kValueColumn] = tensor::getMixedSize(b, getLoc(), getK(), 3);
+    return success();
+  }
   if (resultNumber == 0 && getCuSeqlens()) {
     // The output rows of the tile's sequences.
     FailureOr<RecurrenceTile> tile =
@@ -439,11 +468,17 @@ LogicalResult RecurrenceOp::getIterationDomainTileFromResultTile(
   // Any tile of a result needs the whole sequence before it: the iteration
   // domain's tile spans all of T.
   OpFoldResult time = tensor::getMixedSize(b, getLoc(), getV(), 1);
-  if (resultNumber == 0) {
+  if (resultNumber == 0 || resultNumber == 2) {
     if (!isWholeDim(b, getV(), 1, offsets[kTime], sizes[kTime]))
       return failure();
     iterDomainOffsets.assign(offsets.begin(), offsets.end());
     iterDomainSizes.assign(sizes.begin(), sizes.end());
+    // The value-side read (its last dim is K) needs all of V.
+    if (resultNumber == 2) {
+      iterDomainOffsets[kValueColumn] = b.getIndexAttr(0);
+      iterDomainSizes[kValueColumn] =
+          tensor::getMixedSize(b, getLoc(), getV(), 3);
+    }
     // Packed sequences: the rows of all of T are every sequence's.
     if (getCuSeqlens())
       iterDomainSizes[kBatch] = getNumSequences(b);

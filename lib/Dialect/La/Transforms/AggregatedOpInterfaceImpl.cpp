@@ -114,12 +114,17 @@ struct RecurrenceDecomposition
     ChunkedProgramBuilder::Result result = program.build(
         {padTime(op.getQ()), padTime(op.getK()), padTime(op.getV()),
          padTime(op.getG()), padTime(op.getGv()), padTime(op.getBeta()),
-         padTime(op.getA()), padTime(op.getB()), op.getNonZeroInitialState()},
+         padTime(op.getA()), padTime(op.getB()), op.getNonZeroInitialState(),
+         padTime(op.getTransposedQuery()),
+         op.getTransposedO() ? op.getTransposedO().getType().getElementType()
+                             : Type()},
         op.getScale().convertToFloat(), op.getO().getType().getElementType());
-    Value output = result.output;
-    if (reverse)
-      output = flipTime(b, loc, output);
-    if (padded) {
+    // The outputs' token rows, in time order and without the padding.
+    auto unpadTime = [&](Value output) -> Value {
+      if (reverse)
+        output = flipTime(b, loc, output);
+      if (!padded)
+        return output;
       SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, output);
       sizes[1] = time;
       SmallVector<OpFoldResult> offsets(4, b.getIndexAttr(0));
@@ -128,11 +133,14 @@ struct RecurrenceDecomposition
         offsets[1] =
             affine::makeComposedFoldedAffineApply(b, loc, tokens - t, {time});
       }
-      output = tensor::ExtractSliceOp::create(
-          b, loc, output, offsets, sizes,
-          SmallVector<OpFoldResult>(4, b.getIndexAttr(1)));
-    }
-    SmallVector<Value> values = {output, result.finalState};
+      return tensor::ExtractSliceOp::create(
+                 b, loc, output, offsets, sizes,
+                 SmallVector<OpFoldResult>(4, b.getIndexAttr(1)))
+          .getResult();
+    };
+    SmallVector<Value> values = {unpadTime(result.output), result.finalState};
+    if (result.transposedOutput)
+      values.push_back(unpadTime(result.transposedOutput));
     for (auto [value, type] : llvm::zip(values, op->getResultTypes()))
       if (value.getType() != type)
         value = tensor::CastOp::create(b, loc, type, value);

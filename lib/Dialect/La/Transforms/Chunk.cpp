@@ -50,6 +50,11 @@ struct ChunkRecurrence : OpRewritePattern<RecurrenceOp> {
     auto flip = [&](OpBuilder &b, Location l, Value x) -> Value {
       return x && reverse ? flipTime(b, l, x) : x;
     };
+    Value transposedInit = op.getTransposedOInit();
+    Type transposedElementType =
+        transposedInit
+            ? cast<RankedTensorType>(transposedInit.getType()).getElementType()
+            : Type();
     if (!op.getCuSeqlens()) {
       ChunkedProgramBuilder program(rewriter, loc, chunkSize);
       ChunkedProgramBuilder::Result result = program.build(
@@ -57,10 +62,14 @@ struct ChunkRecurrence : OpRewritePattern<RecurrenceOp> {
            flip(rewriter, loc, op.getV()), flip(rewriter, loc, op.getG()),
            flip(rewriter, loc, op.getGv()), flip(rewriter, loc, op.getBeta()),
            flip(rewriter, loc, op.getA()), flip(rewriter, loc, op.getB()),
-           op.getNonZeroInitialState()},
+           op.getNonZeroInitialState(),
+           flip(rewriter, loc, op.getTransposedQuery()), transposedElementType},
           scale, outputElementType);
-      Value output = flip(rewriter, loc, result.output);
-      replaceWithCasts(rewriter, op, {output, result.finalState});
+      SmallVector<Value> results = {flip(rewriter, loc, result.output),
+                                    result.finalState};
+      if (transposedInit)
+        results.push_back(flip(rewriter, loc, result.transposedOutput));
+      replaceWithCasts(rewriter, op, results);
       return success();
     }
 
@@ -85,9 +94,13 @@ struct ChunkRecurrence : OpRewritePattern<RecurrenceOp> {
     finalInit = tensor::CastOp::create(rewriter, loc,
                                        op.getFinalState().getType(), finalInit);
 
+    SmallVector<Value> inits = {outputInit, finalInit};
+    if (transposedInit)
+      inits.push_back(filledTensor(rewriter, loc,
+                                   mixedSizes(rewriter, loc, transposedInit),
+                                   transposedElementType, 0.0));
     auto loop = scf::ForOp::create(
-        rewriter, loc, zero, numSequences, one,
-        ValueRange{outputInit, finalInit},
+        rewriter, loc, zero, numSequences, one, inits,
         [&](OpBuilder &b, Location l, Value n, ValueRange iterArgs) {
           // Not a structured binding: the lambda below captures them.
           std::pair<Value, Value> bounds =
@@ -105,15 +118,19 @@ struct ChunkRecurrence : OpRewritePattern<RecurrenceOp> {
           ChunkedProgramBuilder::Result result = program.build(
               {slice(op.getQ()), slice(op.getK()), slice(op.getV()),
                slice(op.getG()), slice(op.getGv()), slice(op.getBeta()),
-               slice(op.getA()), slice(op.getB()), initialState},
+               slice(op.getA()), slice(op.getB()), initialState,
+               slice(op.getTransposedQuery()), transposedElementType},
               scale, outputElementType);
-          Value output = insertAt(b, l, flip(b, l, result.output), iterArgs[0],
-                                  /*dim=*/1, start);
-          Value finalState =
-              insertAt(b, l, result.finalState, iterArgs[1], /*dim=*/0, n);
-          scf::YieldOp::create(b, l, ValueRange{output, finalState});
+          SmallVector<Value> yields = {
+              insertAt(b, l, flip(b, l, result.output), iterArgs[0],
+                       /*dim=*/1, start),
+              insertAt(b, l, result.finalState, iterArgs[1], /*dim=*/0, n)};
+          if (transposedInit)
+            yields.push_back(insertAt(b, l, flip(b, l, result.transposedOutput),
+                                      iterArgs[2], /*dim=*/1, start));
+          scf::YieldOp::create(b, l, yields);
         });
-    replaceWithCasts(rewriter, op, {loop.getResult(0), loop.getResult(1)});
+    replaceWithCasts(rewriter, op, SmallVector<Value>(loop.getResults()));
     return success();
   }
 

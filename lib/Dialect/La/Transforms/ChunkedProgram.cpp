@@ -33,12 +33,63 @@ ChunkedProgramBuilder::Result
 ChunkedProgramBuilder::build(const Inputs &in, float scale,
                              Type outputElementType) {
   prepare(tensor::getMixedSize(b, loc, in.q, 1));
-  Result result =
-      buildChunked({chunkify(in.q), chunkify(in.k), chunkify(in.v),
-                    chunkify(in.g), chunkify(in.gv), chunkify(in.beta),
-                    chunkify(in.a), chunkify(in.b), in.initialState},
-                   scale, outputElementType);
-  return {unchunkify(result.output), result.finalState};
+  Result result = buildChunked(
+      {chunkify(in.q), chunkify(in.k), chunkify(in.v), chunkify(in.g),
+       chunkify(in.gv), chunkify(in.beta), chunkify(in.a), chunkify(in.b),
+       in.initialState, chunkify(in.transposedQuery), in.transposedElementType},
+      scale, outputElementType);
+  return {unchunkify(result.output), result.finalState,
+          result.transposedOutput ? unchunkify(result.transposedOutput)
+                                  : Value()};
+}
+
+Value ChunkedProgramBuilder::buildTransposedRead(const Inputs &in, Value keys,
+                                                 Value values, Value gates,
+                                                 Value valueGates, Value states,
+                                                 float scale) {
+  // S_t x_t = exp(G_t) * (S_n (x_t * exp(C_t)))
+  //         + sum_{s <= t} (x_t . (v_s * exp(C_t - C_s))) (k_s * exp(G_t -
+  //         G_s))
+  // inside a chunk (S_n the state entering it): chunk_intra and chunk_inter
+  // with the roles of keys and values swapped, the key-side gates G on the
+  // output's channels and the value-side gates C on the query's. Keys and
+  // key gates are repeated to the value heads (C rows per chunk).
+  auto keyType = cast<RankedTensorType>(keys.getType());
+  int64_t heads = keyType.getDimSize(3);
+  int64_t valueHeads = cast<RankedTensorType>(values.getType()).getDimSize(3);
+  if (heads != valueHeads) {
+    keys = repeatHeads(b, loc, keys, /*headDim=*/3, valueHeads / heads);
+    if (gates)
+      gates = repeatHeads(b, loc, gates, /*headDim=*/3, valueHeads / heads);
+  }
+  // The gates of the query's channels: C, a scalar G, or both (C + G).
+  bool scalarGates =
+      gates && cast<RankedTensorType>(gates.getType()).getRank() == 4;
+  Value queryGates = valueGates;
+  if (scalarGates && !valueGates) {
+    queryGates = gates;
+  } else if (scalarGates) {
+    AffineMap id = b.getMultiDimIdentityMap(5);
+    queryGates = buildGeneric(
+        b, loc, ValueRange{valueGates, gates},
+        emptyTensor(b, loc, mixedSizes(b, loc, valueGates), b.getF32Type()),
+        {id, dimMap(b.getContext(), 5, {0, 1, 2, 3}), id}, 5, 0,
+        [](OpBuilder &nb, Location l, ValueRange args) {
+          return addF(nb, l, args[0], args[1]);
+        });
+  }
+  Value outputGates = scalarGates ? Value() : gates;
+  SmallVector<int64_t> shape(
+      cast<RankedTensorType>(in.transposedQuery.getType()).getShape());
+  shape[4] = cast<RankedTensorType>(keys.getType()).getDimSize(4);
+  FloatAttr scaleAttr = b.getF32FloatAttr(scale);
+  Value intra = ChunkIntraOp::create(
+      b, loc, RankedTensorType::get(shape, b.getF32Type()), in.transposedQuery,
+      values, keys, queryGates, outputGates, Value(), Value(), scaleAttr);
+  return ChunkInterOp::create(
+      b, loc, RankedTensorType::get(shape, in.transposedElementType),
+      in.transposedQuery, states, intra, queryGates, outputGates, scaleAttr,
+      /*transposed_states=*/b.getUnitAttr());
 }
 
 ChunkedProgramBuilder::Result
@@ -133,8 +184,13 @@ ChunkedProgramBuilder::buildChunked(const Inputs &in, float scale,
                            valueGates, extraKeys, extraValues, scaleAttr);
   Value outputChunks = ChunkInterOp::create(
       b, loc, RankedTensorType::get(outputShape, outputElementType), qc,
-      scan.getStates(), intra, gates, valueGates, scaleAttr);
-  return {outputChunks, scan.getFinalState()};
+      scan.getStates(), intra, gates, valueGates, scaleAttr,
+      /*transposed_states=*/UnitAttr());
+  Value transposedOutput;
+  if (in.transposedQuery)
+    transposedOutput = buildTransposedRead(in, keys, values, gates, valueGates,
+                                           scan.getStates(), scale);
+  return {outputChunks, scan.getFinalState(), transposedOutput};
 }
 
 Value ChunkedProgramBuilder::chunkify(Value x) {

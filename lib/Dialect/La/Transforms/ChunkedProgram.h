@@ -30,6 +30,9 @@ public:
     Value output;     // [B,T,HV,V] (chunked: [B,NC,C,HV,V]), output type;
                       // HQ heads with grouped query heads
     Value finalState; // [B,HV,K,V] f32
+    /// The read from the state's value side, [B,T,HV,K] (chunked:
+    /// [B,NC,C,HV,K]), or null without a transposed query.
+    Value transposedOutput = Value();
   };
 
   /// The inputs of one program: [B,T,...] with T possibly dynamic, or the
@@ -38,8 +41,13 @@ public:
   /// [B,T,H,K] (the general low-rank form) or neither, initialState :
   /// [B,HV,K,V] or null. With grouped query heads q is [B,T,HQ,K] (HQ a
   /// multiple of HV) and the output [B,T,HQ,V].
+  /// `transposedQuery : [B,T,HV,V]` (no low-rank part, no grouped query
+  /// heads) adds la.recurrence's read from the value side, its output of
+  /// element type `transposedElementType`.
   struct Inputs {
     Value q, k, v, g, gv, beta, a, b, initialState;
+    Value transposedQuery = Value();
+    Type transposedElementType = Type();
   };
 
   /// Sets the number of chunks and the padding for `time` tokens.
@@ -59,6 +67,11 @@ public:
   Result build(const Inputs &in, float scale, Type outputElementType);
 
 private:
+  /// `S_t x_t` for the transposed query x: chunked [B,NC,C,HV,K].
+  Value buildTransposedRead(const Inputs &in, Value keys, Value values,
+                            Value gates, Value valueGates, Value states,
+                            float scale);
+
   OpBuilder &b;
   Location loc;
   int64_t chunkSize;

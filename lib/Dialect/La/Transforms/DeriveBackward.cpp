@@ -782,12 +782,17 @@ FailureOr<func::FuncOp> LaDeriveBackwardPass::derive(func::FuncOp forward,
       return recurrence.emitOpError(
           "with 'state_indices' cannot be differentiated (pass the "
           "sequences' initial states instead of a pool)");
-  for (auto recurrence : body.getOps<RecurrenceOp>())
+  for (auto recurrence : body.getOps<RecurrenceOp>()) {
     if (recurrence.hasQueryGroups())
       return recurrence.emitOpError(
           "with grouped query heads cannot be differentiated yet (the "
           "gradient of an la.attention with grouped query heads can: its "
           "lowering repeats the states per query head)");
+    if (recurrence.getTransposedQuery())
+      return recurrence.emitOpError(
+          "with 'transposed_query' cannot be differentiated yet (its "
+          "value-side read is the backward's own form)");
+  }
 
   std::string name = (forward.getSymName() + suffix).str();
   if (symbols.lookup(name))

@@ -178,10 +178,16 @@ struct AdjointBuilder {
   RecurrenceOp recurrence(Value q, Value k, Value v, Value gate,
                           Value valueGate, Value state, float scale,
                           bool reverse, Value beta = Value(),
-                          Value lowA = Value(), Value lowB = Value()) {
+                          Value lowA = Value(), Value lowB = Value(),
+                          Value transposedQuery = Value()) {
     SmallVector<OpFoldResult> oSizes = mixedSizes(b, loc, v);
     oSizes[3] = mixedSizes(b, loc, state)[3];
     Value oInit = emptyTensor(b, loc, oSizes, b.getF32Type());
+    SmallVector<Value> inits = {oInit, state};
+    if (transposedQuery) {
+      oSizes[3] = mixedSizes(b, loc, state)[2];
+      inits.push_back(emptyTensor(b, loc, oSizes, b.getF32Type()));
+    }
     GateKind kind = GateKind::None;
     if (gate)
       kind = cast<RankedTensorType>(gate.getType()).getRank() == 4
@@ -191,12 +197,12 @@ struct AdjointBuilder {
                       : lowA ? LowRank::General
                              : LowRank::None;
     return RecurrenceOp::create(
-        b, loc, oInit.getType(), state.getType(), q, k, v, gate, valueGate,
-        beta, lowA, lowB, cuSeqlens, /*state_indices=*/Value(),
-        ValueRange{oInit, state}, GateKindAttr::get(ctx, kind),
-        DenseF32ArrayAttr(), LowRankAttr::get(ctx, lowRank),
-        b.getF32FloatAttr(scale), UnitAttr(), FloatAttr(),
-        reverse ? b.getUnitAttr() : UnitAttr());
+        b, loc, oInit.getType(), state.getType(),
+        transposedQuery ? inits[2].getType() : Type(), q, k, v, gate, valueGate,
+        beta, lowA, lowB, cuSeqlens, /*state_indices=*/Value(), transposedQuery,
+        inits, GateKindAttr::get(ctx, kind), DenseF32ArrayAttr(),
+        LowRankAttr::get(ctx, lowRank), b.getF32FloatAttr(scale), UnitAttr(),
+        FloatAttr(), reverse ? b.getUnitAttr() : UnitAttr());
   }
 
   /// `acc + sum_i sign_i * x_i[t] * dx_i[t]` for one token t of the terms
@@ -512,7 +518,12 @@ struct AdjointBuilder {
 /// rewrites it first), static H and HV (B = 1 with cu_seqlens) -> three
 /// (six with the delta rule) la.recurrence ops and element-wise products.
 struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
-  using OpRewritePattern::OpRewritePattern;
+  RecurrenceGradToRecurrences(MLIRContext *ctx, bool transposedReads)
+      : OpRewritePattern(ctx), transposedReads(transposedReads) {}
+
+  /// Whether a diagonal G is also read from its value side (dk = G v)
+  /// instead of running G^T.
+  bool transposedReads;
 
   LogicalResult matchAndRewrite(RecurrenceGradOp op,
                                 PatternRewriter &rewriter) const override {
@@ -643,7 +654,9 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
     Value dq = a.sumGroups(forward.getO(), 2);
 
     // dv (and, for the delta rule, the reads G_t^T b_t): G in reverse time
-    // (q and k share an element type).
+    // (q and k share an element type). Without a low-rank part G is also
+    // read from its value side, dk_t = G_t v_t, when `transposedReads`.
+    Value bothSidesQuery = transposedReads && !delta ? values : Value();
     RecurrenceOp adjoint;
     // a one token earlier (a_{t+1} at token t), for the delta rule.
     Value earlierA;
@@ -664,12 +677,13 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
       adjoint = a.recurrence(
           op.getK(), op.getQ(), dO, shiftedGate, shiftedValueGate,
           op.getDFinalState() ? a.scaleState(dFinal, 1 / scale) : dFinal, scale,
-          /*reverse=*/true);
+          /*reverse=*/true, Value(), Value(), Value(), bothSidesQuery);
     } else {
       Value scaledDO = a.remap(op.getDO(), false, scale);
       adjoint = a.recurrence(op.getK(), op.getQ(), scaledDO, shiftedGate,
                              shiftedValueGate, dFinal, 1.0f,
-                             /*reverse=*/true);
+                             /*reverse=*/true, Value(), Value(), Value(),
+                             bothSidesQuery);
     }
     Value dv = adjoint.getO();
 
@@ -699,17 +713,23 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
     // delta rule y = G x (G^T as two recurrences: keys do, values s q; keys
     // dv one token later, values -a one token later).
     // (With the scale folded, G^T = s G'^T as above.)
-    float transposedScale = foldScale ? scale : 1.0f;
-    Value transposedValues = a.remap(op.getQ(), true, foldScale ? 1.0f : scale);
-    Value transposedGate = shiftedGate ? a.remap(shiftedGate, true) : Value();
-    Value transposedState =
-        a.transpose(dFinal, op.getDFinalState() ? 1 / transposedScale : 1.0f);
-    auto [transposedKeyGate, transposedValueGate] =
-        transposedGates(a, transposedGate, shiftedValueGate, channel);
-    RecurrenceOp transposed = a.recurrence(
-        values, dO, transposedValues, transposedKeyGate, transposedValueGate,
-        transposedState, transposedScale, /*reverse=*/true);
-    Value dk = a.sumGroups(transposed.getO(), 2);
+    Value dk, transposedGate, transposedState;
+    if (bothSidesQuery) {
+      dk = a.sumGroups(adjoint.getTransposedO(), 2);
+    } else {
+      float transposedScale = foldScale ? scale : 1.0f;
+      Value transposedValues =
+          a.remap(op.getQ(), true, foldScale ? 1.0f : scale);
+      transposedGate = shiftedGate ? a.remap(shiftedGate, true) : Value();
+      transposedState =
+          a.transpose(dFinal, op.getDFinalState() ? 1 / transposedScale : 1.0f);
+      auto [transposedKeyGate, transposedValueGate] =
+          transposedGates(a, transposedGate, shiftedValueGate, channel);
+      RecurrenceOp transposed = a.recurrence(
+          values, dO, transposedValues, transposedKeyGate, transposedValueGate,
+          transposedState, transposedScale, /*reverse=*/true);
+      dk = a.sumGroups(transposed.getO(), 2);
+    }
     // The factor of k in the gate's gradient: dk, or beta y - z.
     Value keyFactor = dk;
     Value dBeta;
@@ -1101,7 +1121,7 @@ struct LaExpandRecurrenceGradPass
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     populateSimplifyRecurrencePatterns(patterns);
-    populateExpandRecurrenceGradPatterns(patterns);
+    populateExpandRecurrenceGradPatterns(patterns, transposedReads);
     LogicalResult converged =
         applyPatternsGreedily(getOperation(), std::move(patterns));
     // Never a failure without a word: the driver stops at its iteration
@@ -1128,7 +1148,8 @@ struct LaExpandRecurrenceGradPass
 };
 } // namespace
 
-void mlir::la::populateExpandRecurrenceGradPatterns(
-    RewritePatternSet &patterns) {
-  patterns.add<RecurrenceGradToRecurrences>(patterns.getContext());
+void mlir::la::populateExpandRecurrenceGradPatterns(RewritePatternSet &patterns,
+                                                    bool transposedReads) {
+  patterns.add<RecurrenceGradToRecurrences>(patterns.getContext(),
+                                            transposedReads);
 }

@@ -60,6 +60,9 @@ static int64_t valueColumnsPerTask(RecurrenceOp op, int64_t valueTile) {
   int64_t columns = op.getV().getType().getDimSize(3);
   if (ShapedType::isDynamic(columns))
     return 0;
+  // A read from the value side sums over all of V.
+  if (op.getTransposedQuery())
+    return columns;
   if (valueTile > 0 && valueTile < columns && columns % valueTile == 0)
     return valueTile;
   return columns;
@@ -102,8 +105,9 @@ collectFusibleProducers(RecurrenceOp consumer) {
   SmallVector<Operation *> candidates;
   SmallVector<Value> worklist = {consumer.getQ(), consumer.getK(),
                                  consumer.getV()};
-  for (Value x : {consumer.getG(), consumer.getGv(), consumer.getBeta(),
-                  consumer.getA(), consumer.getB()})
+  for (Value x :
+       {consumer.getG(), consumer.getGv(), consumer.getBeta(), consumer.getA(),
+        consumer.getB(), consumer.getTransposedQuery()})
     if (x)
       worklist.push_back(x);
   while (!worklist.empty()) {
@@ -440,7 +444,8 @@ static void dropUnreadTileResults(RewriterBase &rewriter, scf::ForallOp forall,
     auto slice = dyn_cast<tensor::ExtractSliceOp>(user);
     return slice && llvm::all_of(slice->getUses(), [](OpOperand &use) {
              auto chunk = dyn_cast<RecurrenceOp>(use.getOwner());
-             return chunk && &use == &chunk.getOutputsMutable()[0];
+             return chunk && chunk.isDpsInit(&use) &&
+                    use.get() != chunk.getInitialState();
            });
   };
   auto yield = cast<scf::YieldOp>(loop.getBody()->getTerminator());
@@ -529,7 +534,8 @@ static RecurrenceOp padChunk(RewriterBase &rewriter, RecurrenceOp chunk,
   };
   RecurrenceParts parts = RecurrenceParts::of(chunk);
   if (!llvm::all_of(ValueRange{parts.q, parts.k, parts.v, parts.g, parts.gv,
-                               parts.beta, parts.a, parts.b, parts.oInit},
+                               parts.beta, parts.a, parts.b, parts.oInit,
+                               parts.transposedQuery, parts.transposedOInit},
                     isStaticBesidesTime))
     return nullptr;
   Location loc = chunk.getLoc();
@@ -580,22 +586,34 @@ static RecurrenceOp padChunk(RewriterBase &rewriter, RecurrenceOp chunk,
                                          padOffsets, padSizes, padStrides);
   };
   for (Value *x : {&parts.q, &parts.k, &parts.v, &parts.g, &parts.gv,
-                   &parts.beta, &parts.a, &parts.b})
+                   &parts.beta, &parts.a, &parts.b, &parts.transposedQuery})
     *x = pad(*x);
-  auto outputType = cast<RankedTensorType>(parts.oInit.getType());
-  SmallVector<int64_t> outputShape(outputType.getShape());
-  outputShape[1] = chunkSize;
-  parts.oInit = tensor::EmptyOp::create(rewriter, loc, outputShape,
-                                        outputType.getElementType());
+  // Outputs of C rows; the tokens' rows are sliced back.
+  auto chunkInit = [&](Value init) -> Value {
+    if (!init)
+      return init;
+    auto type = cast<RankedTensorType>(init.getType());
+    SmallVector<int64_t> shape(type.getShape());
+    shape[1] = chunkSize;
+    return tensor::EmptyOp::create(rewriter, loc, shape, type.getElementType());
+  };
+  parts.oInit = chunkInit(parts.oInit);
+  parts.transposedOInit = chunkInit(parts.transposedOInit);
   RecurrenceOp padded = parts.build(rewriter, loc);
-  auto [offsets, sizes, strides] =
-      rows(cast<RankedTensorType>(padded.getO().getType()), firstToken, tokens);
-  Value output = tensor::ExtractSliceOp::create(rewriter, loc, padded.getO(),
-                                                offsets, sizes, strides);
-  if (output.getType() != chunk.getO().getType())
-    output =
-        tensor::CastOp::create(rewriter, loc, chunk.getO().getType(), output);
-  rewriter.replaceOp(chunk, {output, padded.getFinalState()});
+  auto tokenRows = [&](Value output, Type type) -> Value {
+    auto [offsets, sizes, strides] =
+        rows(cast<RankedTensorType>(output.getType()), firstToken, tokens);
+    Value sliced = tensor::ExtractSliceOp::create(rewriter, loc, output,
+                                                  offsets, sizes, strides);
+    if (sliced.getType() != type)
+      sliced = tensor::CastOp::create(rewriter, loc, type, sliced);
+    return sliced;
+  };
+  SmallVector<Value> results = {
+      tokenRows(padded.getO(), chunk.getO().getType()), padded.getFinalState()};
+  if (Value transposed = padded.getTransposedO())
+    results.push_back(tokenRows(transposed, chunk.getTransposedO().getType()));
+  rewriter.replaceOp(chunk, results);
   return padded;
 }
 
@@ -652,6 +670,14 @@ struct FuseRecurrence : OpRewritePattern<RecurrenceOp> {
       rewriter.modifyOpInPlace(
           op, [&] { op.getOutputsMutable()[0].assign(packedOutput); });
       whole.push_back(packedOutput);
+      if (Value transposedInit = op.getTransposedOInit()) {
+        Value packedTransposed = filledTensor(
+            rewriter, loc, mixedSizes(rewriter, loc, transposedInit),
+            op.getTransposedO().getType().getElementType(), 0.0);
+        rewriter.modifyOpInPlace(
+            op, [&] { op.getOutputsMutable()[2].assign(packedTransposed); });
+        whole.push_back(packedTransposed);
+      }
     }
     // Tasks: an scf.forall over (batch, value head[, value tile]), mapped
     // so that no canonicalization folds a one-task forall.
@@ -816,9 +842,13 @@ struct SplitPackedSequences : OpRewritePattern<RecurrenceOp> {
     Value numSequences = arith::SubIOp::create(rewriter, loc, offsets, one);
     Value tokens = tensor::DimOp::create(rewriter, loc, op.getQ(), 1);
     Value initialState = op.getNonZeroInitialState();
+    SmallVector<Value> inits = {outputInit, finalInit};
+    if (Value transposedInit = op.getTransposedOInit())
+      inits.push_back(
+          filledTensor(rewriter, loc, mixedSizes(rewriter, loc, transposedInit),
+                       op.getTransposedO().getType().getElementType(), 0.0));
     auto loop = scf::ForOp::create(
-        rewriter, loc, zero, numSequences, one,
-        ValueRange{outputInit, finalInit},
+        rewriter, loc, zero, numSequences, one, inits,
         [&](OpBuilder &b, Location l, Value n, ValueRange iterArgs) {
           std::pair<Value, Value> bounds =
               extractSequenceBounds(b, l, cuSeqlens, n, tokens);
@@ -828,7 +858,8 @@ struct SplitPackedSequences : OpRewritePattern<RecurrenceOp> {
           sequence.cuSeqlens = Value();
           for (Value *x :
                {&sequence.q, &sequence.k, &sequence.v, &sequence.g,
-                &sequence.gv, &sequence.beta, &sequence.a, &sequence.b})
+                &sequence.gv, &sequence.beta, &sequence.a, &sequence.b,
+                &sequence.transposedQuery, &sequence.transposedOInit})
             if (*x)
               *x = sliceDim(b, l, *x, 1, start, length);
           SmallVector<OpFoldResult> sizes = mixedSizes(b, l, sequence.v);
@@ -847,9 +878,12 @@ struct SplitPackedSequences : OpRewritePattern<RecurrenceOp> {
               insertAt(b, l, recurrence.getO(), iterArgs[0], 1, start);
           Value finalState =
               insertAt(b, l, recurrence.getFinalState(), iterArgs[1], 0, n);
-          scf::YieldOp::create(b, l, ValueRange{output, finalState});
+          SmallVector<Value> yields = {output, finalState};
+          if (Value transposed = recurrence.getTransposedO())
+            yields.push_back(insertAt(b, l, transposed, iterArgs[2], 1, start));
+          scf::YieldOp::create(b, l, yields);
         });
-    replaceWithCasts(rewriter, op, {loop.getResult(0), loop.getResult(1)});
+    replaceWithCasts(rewriter, op, SmallVector<Value>(loop.getResults()));
     return success();
   }
 

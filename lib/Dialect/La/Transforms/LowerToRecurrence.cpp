@@ -697,8 +697,9 @@ struct AttentionToRecurrence : OpRewritePattern<AttentionOp> {
                                          state);
     }
     auto recurrence = RecurrenceOp::create(
-        rewriter, loc, oInit.getType(), state.getType(), q, k, values, c.g,
-        op.getGv(), beta, a, b, op.getCuSeqlens(), op.getStateIndices(),
+        rewriter, loc, oInit.getType(), state.getType(),
+        /*transposed_o=*/Type(), q, k, values, c.g, op.getGv(), beta, a, b,
+        op.getCuSeqlens(), op.getStateIndices(), /*transposed_query=*/Value(),
         ValueRange{oInit, state}, op.getGateAttr(), c.logDecay,
         LowRankAttr::get(ctx, lowRank),
         rewriter.getF32FloatAttr(op.getEffectiveScale()),

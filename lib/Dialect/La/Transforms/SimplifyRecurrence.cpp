@@ -189,9 +189,11 @@ struct NormalizerGradToValueColumn : OpRewritePattern<RecurrenceGradOp> {
     Value oInit =
         emptyTensor(rewriter, loc, mixedSizes(rewriter, loc, values), f32);
     auto forward = RecurrenceOp::create(
-        rewriter, loc, oInit.getType(), state.getType(), op.getQ(), op.getK(),
-        values, op.getG(), /*gv=*/Value(), /*beta=*/Value(), /*a=*/Value(),
-        /*b=*/Value(), op.getCuSeqlens(), /*state_indices=*/Value(),
+        rewriter, loc, oInit.getType(), state.getType(),
+        /*transposed_o=*/Type(), op.getQ(), op.getK(), values, op.getG(),
+        /*gv=*/Value(),
+        /*beta=*/Value(), /*a=*/Value(), /*b=*/Value(), op.getCuSeqlens(),
+        /*state_indices=*/Value(), /*transposed_query=*/Value(),
         ValueRange{oInit, state}, op.getGateAttr(), op.getLogDecayAttr(),
         op.getLowRankAttr(), op.getScaleAttr(),
         /*normalizer=*/nullptr, /*eps=*/nullptr);

@@ -69,7 +69,10 @@ struct DecomposeStateIndices : OpRewritePattern<RecurrenceOp> {
           scf::YieldOp::create(
               b, l, insertAt(b, l, state, iterArgs[0], 0, rowOf(b, l, n)));
         });
-    replaceWithCasts(rewriter, op, {recurrence.getO(), scatter.getResult(0)});
+    SmallVector<Value> results = {recurrence.getO(), scatter.getResult(0)};
+    if (Value transposed = recurrence.getTransposedO())
+      results.push_back(transposed);
+    replaceWithCasts(rewriter, op, results);
     return success();
   }
 

@@ -193,6 +193,8 @@ RecurrenceParts RecurrenceParts::of(RecurrenceOp op) {
   parts.stateIndices = op.getStateIndices();
   parts.oInit = op.getOInit();
   parts.initialState = op.getInitialState();
+  parts.transposedQuery = op.getTransposedQuery();
+  parts.transposedOInit = op.getTransposedOInit();
   parts.gate = op.getGate();
   if (std::optional<ArrayRef<float>> decay = op.getLogDecay())
     parts.logDecay = SmallVector<float>(*decay);
@@ -238,9 +240,13 @@ RecurrenceOp RecurrenceParts::build(OpBuilder &builder, Location loc) const {
   DenseF32ArrayAttr decayAttr;
   if (logDecay)
     decayAttr = builder.getDenseF32ArrayAttr(*logDecay);
+  SmallVector<Value> inits = {oInit, initialState};
+  if (transposedQuery)
+    inits.push_back(transposedOInit);
   return RecurrenceOp::create(
-      builder, loc, oInit.getType(), initialState.getType(), q, k, v, g, gv,
-      beta, a, b, cuSeqlens, stateIndices, ValueRange{oInit, initialState},
+      builder, loc, oInit.getType(), initialState.getType(),
+      transposedQuery ? transposedOInit.getType() : Type(), q, k, v, g, gv,
+      beta, a, b, cuSeqlens, stateIndices, transposedQuery, inits,
       GateKindAttr::get(ctx, gate), decayAttr, LowRankAttr::get(ctx, lowRank),
       builder.getF32FloatAttr(scale),
       normalizer ? builder.getUnitAttr() : UnitAttr(),
