@@ -1,7 +1,8 @@
 """`la.recurrence`'s read from the state's value side (`transposed_query`,
 `ot_t = S_t (scale x_t)`), compiled by la-run under every CPU schedule
 (fused chunks, materialised chunks, token loops, packed sequences, a
-partial last chunk, reverse time), against an fp64 token-by-token
+partial last chunk, reverse time), with and without a low-rank part
+(the delta rule, the general form), against an fp64 token-by-token
 recurrence written here."""
 
 import os
@@ -21,7 +22,7 @@ def _type(shape):
     return "tensor<" + "x".join(str(d) for d in shape) + "xf32>"
 
 
-def _inputs(gate, value_gate, B, T, H, HV, K, V, sequences, seed):
+def _inputs(gate, value_gate, low_rank, B, T, H, HV, K, V, sequences, seed):
     rng = np.random.default_rng(seed)
 
     def normal(*shape, s=1.0):
@@ -34,15 +35,23 @@ def _inputs(gate, value_gate, B, T, H, HV, K, V, sequences, seed):
         x["g"] = -np.abs(normal(B, T, H, K, s=0.3))
     if value_gate:
         x["gv"] = -np.abs(normal(B, T, HV, V, s=0.3))
+    if low_rank == "delta":
+        x["beta"] = rng.uniform(0.05, 0.95, (B, T, H)).astype(np.float32)
+    if low_rank == "general":
+        x["a"], x["b"] = normal(B, T, H, K, s=0.2), normal(B, T, H, K, s=0.2)
     x["x"] = normal(B, T, HV, V)
     x["s0"] = normal(sequences, HV, K, V)
     return x
 
 
-def _mlir(gate, x, scale, reverse, cu_seqlens):
-    names = [n for n in ("q", "k", "v", "g", "gv", "x", "s0") if n in x]
+NAMES = ("q", "k", "v", "g", "gv", "beta", "a", "b", "x", "s0")
+
+
+def _mlir(gate, low_rank, x, scale, reverse, cu_seqlens):
+    names = [n for n in NAMES if n in x]
     args = [f"%{n}: {_type(x[n].shape)}" for n in names]
-    optional = "".join(f" {n}(%{n} : {_type(x[n].shape)})" for n in ("g", "gv") if n in x)
+    optional = "".join(f" {n}(%{n} : {_type(x[n].shape)})"
+                       for n in ("g", "gv", "beta", "a", "b") if n in x)
     if cu_seqlens is not None:
         cu_type = f"tensor<{len(cu_seqlens)}xi32>"
         args.append(f"%cu: {cu_type}")
@@ -55,7 +64,7 @@ def _mlir(gate, x, scale, reverse, cu_seqlens):
         f"func.func @attention({', '.join(args)}) -> ({o}, {s}, {ot}) {{\n"
         f"  %oi = tensor.empty() : {o}\n"
         f"  %ti = tensor.empty() : {ot}\n"
-        f"  %o, %s, %t = la.recurrence decay({gate}) low_rank(none) %q, %k, %v{optional}"
+        f"  %o, %s, %t = la.recurrence decay({gate}) low_rank({low_rank}) %q, %k, %v{optional}"
         f" transposed_query(%x : {_type(x['x'].shape)}) outs(%oi, %s0, %ti : {o}, {s}, {ot})"
         f" {{{attrs}}} : {_type(x['q'].shape)}, {_type(x['k'].shape)}, {_type(x['v'].shape)}"
         f" -> {o}, {s}, {ot}\n"
@@ -86,22 +95,30 @@ def _reference(gate, x, scale, reverse, cu_seqlens):
                     decay = np.full(K, np.exp(f["g"][b, t, h]))
                 if gate == "channel":
                     decay = np.exp(f["g"][b, t, h])
+                previous = S[hv].copy()
                 S[hv] *= decay[:, None]
                 if "gv" in f:
                     S[hv] *= np.exp(f["gv"][b, t, hv])[None, :]
-                S[hv] += np.outer(k[b, t, h], v[b, t, hv])
+                if "beta" in f:  # S += beta k (v - k^T S)^T, after the decay
+                    error = v[b, t, hv] - k[b, t, h] @ S[hv]
+                    S[hv] += f["beta"][b, t, h] * np.outer(k[b, t, h], error)
+                else:
+                    if "a" in f:  # - b (a^T S_{t-1}), the state before the decay
+                        S[hv] -= np.outer(f["b"][b, t, h], f["a"][b, t, h] @ previous)
+                    S[hv] += np.outer(k[b, t, h], v[b, t, hv])
                 o[b, t, hv] = S[hv].T @ (scale * q[b, t, h])
                 ot[b, t, hv] = S[hv] @ (scale * xq[b, t, hv])
         finals[n] = S
     return o, finals, ot
 
 
-def _check(gate="scalar", value_gate=False, *, B=2, T=37, H=2, HV=2, K=8, V=6,
-           scale=0.5, reverse=False, cu_seqlens=None, flags=(), seed=0):
+def _check(gate="scalar", value_gate=False, low_rank="none", *, B=2, T=37, H=2,
+           HV=2, K=8, V=6, scale=0.5, reverse=False, cu_seqlens=None, flags=(),
+           seed=0):
     sequences = B if cu_seqlens is None else len(cu_seqlens) - 1
-    x = _inputs(gate, value_gate, B, T, H, HV, K, V, sequences, seed)
-    mlir = _mlir(gate, x, scale, reverse, cu_seqlens)
-    arrays = [x[n] for n in ("q", "k", "v", "g", "gv", "x", "s0") if n in x]
+    x = _inputs(gate, value_gate, low_rank, B, T, H, HV, K, V, sequences, seed)
+    mlir = _mlir(gate, low_rank, x, scale, reverse, cu_seqlens)
+    arrays = [x[n] for n in NAMES if n in x]
     if cu_seqlens is not None:
         arrays.append(np.array(cu_seqlens, np.int32))
     with tempfile.TemporaryDirectory() as tmp:
@@ -154,3 +171,16 @@ def test_one_chunk_shorter_than_the_chunk_size():
 
 def test_two_threads():
     _check("channel", True, B=2, H=2, HV=4, flags=("--chunk-size=16", "--parallel"))
+
+
+@pytest.mark.parametrize("schedule", sorted(SCHEDULES))
+@pytest.mark.parametrize("low_rank", ["delta", "general"])
+@pytest.mark.parametrize("gate", ["none", "scalar", "channel"])
+def test_low_rank(schedule, low_rank, gate):
+    _check(gate, False, low_rank, H=1, HV=2, reverse=True, flags=SCHEDULES[schedule])
+
+
+@pytest.mark.parametrize("low_rank", ["delta", "general"])
+def test_low_rank_packed_sequences(low_rank):
+    _check("channel", False, low_rank, B=1, T=40, cu_seqlens=[0, 5, 23, 40],
+           flags=("--chunk-size=16",))

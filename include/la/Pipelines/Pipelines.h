@@ -40,9 +40,9 @@ struct LowerToCPUOptions : public PassPipelineOptions<LowerToCPUOptions> {
           clEnumValN(FusionMode::Materialized, "materialized", "never fused"))};
   PassOptions::Option<bool> transposedReads{
       *this, "transposed-reads",
-      llvm::cl::desc("la-expand-recurrence-grad's transposed-reads: a "
-                     "diagonal adjoint G read from both sides instead of a "
-                     "recurrence G^T of its own"),
+      llvm::cl::desc("la-expand-recurrence-grad's transposed-reads: the "
+                     "adjoint G read from both sides instead of G^T as "
+                     "recurrences of its own"),
       llvm::cl::init(true)};
   PassOptions::Option<bool> tile{
       *this, "tile",

@@ -31,11 +31,16 @@ func.func @gla(%q: !qk, %k: !qk, %v: !v, %g: !qk, %do: !v) -> (!qk, !qk, !v, !s,
 
 // -----
 
-// The delta rule keeps G^T: its G is the general low-rank form, which has
-// no transposed read.
+// The delta rule: four recurrences instead of six. The reads p = a^T S_{t-1}
+// (the forward on the inputs one token later), S^T (dq), G (the general
+// low-rank form in reverse, whose output is dv and whose value-side read of
+// x = v - p is y = G x, summed per key head) and S^T again for S dv; no G^T.
 // CHECK-LABEL: func.func @delta
-// CHECK-COUNT-6: la.recurrence decay
-// CHECK-NOT: transposed_query
+// CHECK: la.recurrence decay(none) low_rank(delta)
+// CHECK: la.recurrence decay(none) low_rank(none)
+// CHECK: %[[DV:.*]], %{{.*}}, %[[Y:.*]] = la.recurrence decay(none) low_rank(general) {{.*}} transposed_query(%{{.*}} : tensor<1x8x2x6xf32>) outs({{.*}}) {reverse, scale = 5.000000e-01 : f32}
+// CHECK: la.recurrence decay(none) low_rank(none) %[[DV]]
+// CHECK-NOT: la.recurrence
 // CHECK: return
 func.func @delta(%q: tensor<1x8x2x4xf32>, %k: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>, %beta: tensor<1x8x2xf32>, %do: tensor<1x8x2x6xf32>) -> (tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32>, tensor<1x2x4x6xf32>, tensor<1x8x2xf32>) {
   %s0 = arith.constant dense<0.0> : tensor<1x2x4x6xf32>

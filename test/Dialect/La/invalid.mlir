@@ -670,12 +670,12 @@ func.func @value_gate_shape(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>, %g
 
 // -----
 
-func.func @recurrence_transposed_query_delta(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>, %b: tensor<1x8x2xf32>) {
+func.func @recurrence_transposed_query_normalizer(%q: tensor<1x8x2x4xf32>, %v: tensor<1x8x2x6xf32>) {
   %oi = tensor.empty() : tensor<1x8x2x6xf32>
   %ti = tensor.empty() : tensor<1x8x2x4xf32>
   %zs = arith.constant dense<0.0> : tensor<1x2x4x6xf32>
-  // expected-error @+1 {{'transposed_query' is only valid without a low-rank part, the normaliser and grouped query heads}}
-  %o, %fs, %t = la.recurrence decay(none) low_rank(delta) %q, %q, %v beta(%b : tensor<1x8x2xf32>) transposed_query(%v : tensor<1x8x2x6xf32>) outs(%oi, %zs, %ti : tensor<1x8x2x6xf32>, tensor<1x2x4x6xf32>, tensor<1x8x2x4xf32>) {scale = 1.0 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>, tensor<1x2x4x6xf32>, tensor<1x8x2x4xf32>
+  // expected-error @+1 {{'transposed_query' is only valid without the normaliser and grouped query heads}}
+  %o, %fs, %t = la.recurrence decay(none) low_rank(none) %q, %q, %v transposed_query(%v : tensor<1x8x2x6xf32>) outs(%oi, %zs, %ti : tensor<1x8x2x6xf32>, tensor<1x2x4x6xf32>, tensor<1x8x2x4xf32>) {normalizer, scale = 1.0 : f32} : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x6xf32> -> tensor<1x8x2x6xf32>, tensor<1x2x4x6xf32>, tensor<1x8x2x4xf32>
   return
 }
 

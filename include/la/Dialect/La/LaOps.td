@@ -472,8 +472,8 @@ def La_RecurrenceOp : La_Op<"recurrence", [
     `[B,T,HV,K]` with a third init: the backward's adjoint state `G` is read
     both ways (`dv = G^T k`, `dk = G v`), and the second read then needs no
     recurrence of its own (`la-expand-recurrence-grad`). It is valid only
-    without a low-rank part, the normaliser and grouped query heads; a tile
-    of it spans all of V (the read sums over V).
+    without the normaliser and grouped query heads; a tile of it spans all
+    of V (the read sums over V).
 
     Grouped query heads: `q : [B,T,HQ,K]` with HQ = G * HV query heads (not
     H) reads each state G times: query head `hq` reads the state of value

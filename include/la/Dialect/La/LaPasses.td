@@ -150,15 +150,16 @@ def LaExpandRecurrenceGradPass : Pass<"la-expand-recurrence-grad"> {
     is first rewritten by la-simplify-recurrence's patterns (which this pass
     includes).
 
-    The delta rule (`b = w = beta k`, `a = alpha * k`) becomes six
-    recurrences: its reads `p_t = a_t^T S_{t-1}` (the forward recurrence on
+    The delta rule (`b = w = beta k`, `a = alpha * k`) becomes four
+    recurrences (six without `transposed-reads`): its reads `p_t = a_t^T S_{t-1}` (the forward recurrence on
     the inputs one token later, queried by a) and `dv_t = G_t^T b_t` (the
     adjoint, a general low-rank recurrence with `reverse` and the transposed
     transition `Diag(alpha) - a b^T` one token earlier) make both the state
     (`S_t = D_t S_{t-1} + b_t (v_t - p_t)^T`) and its adjoint
     (`G_{t-1} = D_t G_t - a_t dv_t^T + s q_{t-1} do_{t-1}^T`) diagonal
-    recurrences, whose products `S do`, `S dv` and `G (v - p)` (the last as
-    two recurrences, one per term) give dq, dk, dbeta and the gate's
+    recurrences, whose products `S do`, `S dv` and `G (v - p)` (the last
+    the adjoint's value-side read, or without `transposed-reads` two
+    recurrences, one per term) give dq, dk, dbeta and the gate's
     gradient; `dS_0 = D_0 G_0 - a_0 dv_0^T`.
 
     The general low-rank form (`S_t = D_t S_{t-1} - b_t a_t^T S_{t-1} + k_t
@@ -179,9 +180,9 @@ def LaExpandRecurrenceGradPass : Pass<"la-expand-recurrence-grad"> {
   }];
   let options = [
     Option<"transposedReads", "transposed-reads", "bool", /*default=*/"true",
-           "Read the diagonal adjoint G from both sides (dv = G^T k, dk = G v "
-           "as la.recurrence's transposed_query) instead of running G^T as a "
-           "recurrence of its own">
+           "Read the adjoint G from both sides (dv = G^T k, and dk = G v or "
+           "the delta rule's G (v - p) as la.recurrence's transposed_query) "
+           "instead of running G^T as recurrences of its own">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

@@ -904,9 +904,9 @@ LogicalResult RecurrenceOp::verifyTransposedRead() {
   Value query = getTransposedQuery();
   if (!query)
     return success();
-  if (getLowRank() != LowRank::None || getNormalizer() || hasQueryGroups())
-    return emitOpError("'transposed_query' is only valid without a low-rank "
-                       "part, the normaliser and grouped query heads");
+  if (getNormalizer() || hasQueryGroups())
+    return emitOpError("'transposed_query' is only valid without the "
+                       "normaliser and grouped query heads");
   ArrayRef<int64_t> vShape = getV().getType().getShape();
   if (failed(verifyShape(*this, query, "transposed_query", vShape,
                          "[B,T,HV,V] like 'v'")))

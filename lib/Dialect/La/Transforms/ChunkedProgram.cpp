@@ -44,23 +44,29 @@ ChunkedProgramBuilder::build(const Inputs &in, float scale,
 }
 
 Value ChunkedProgramBuilder::buildTransposedRead(const Inputs &in, Value keys,
-                                                 Value values, Value gates,
+                                                 Value values, Value extraKeys,
+                                                 Value extraValues, Value gates,
                                                  Value valueGates, Value states,
                                                  float scale) {
   // S_t x_t = exp(G_t) * (S_n (x_t * exp(C_t)))
   //         + sum_{s <= t} (x_t . (v_s * exp(C_t - C_s))) (k_s * exp(G_t -
   //         G_s))
-  // inside a chunk (S_n the state entering it): chunk_intra and chunk_inter
-  // with the roles of keys and values swapped, the key-side gates G on the
-  // output's channels and the value-side gates C on the query's. Keys and
-  // key gates are repeated to the value heads (C rows per chunk).
+  // inside a chunk (S_n the state entering it; with a low-rank part v the
+  // corrected values, and the general form's extra pair a second such
+  // sum): chunk_intra and chunk_inter with the roles of keys and values
+  // swapped, the key-side gates G on the output's channels and the
+  // value-side gates C on the query's. Keys and key gates are repeated to
+  // the value heads (C rows per chunk).
   auto keyType = cast<RankedTensorType>(keys.getType());
   int64_t heads = keyType.getDimSize(3);
   int64_t valueHeads = cast<RankedTensorType>(values.getType()).getDimSize(3);
   if (heads != valueHeads) {
-    keys = repeatHeads(b, loc, keys, /*headDim=*/3, valueHeads / heads);
+    int64_t group = valueHeads / heads;
+    keys = repeatHeads(b, loc, keys, /*headDim=*/3, group);
     if (gates)
-      gates = repeatHeads(b, loc, gates, /*headDim=*/3, valueHeads / heads);
+      gates = repeatHeads(b, loc, gates, /*headDim=*/3, group);
+    if (extraKeys)
+      extraKeys = repeatHeads(b, loc, extraKeys, /*headDim=*/3, group);
   }
   // The gates of the query's channels: C, a scalar G, or both (C + G).
   bool scalarGates =
@@ -83,9 +89,26 @@ Value ChunkedProgramBuilder::buildTransposedRead(const Inputs &in, Value keys,
       cast<RankedTensorType>(in.transposedQuery.getType()).getShape());
   shape[4] = cast<RankedTensorType>(keys.getType()).getDimSize(4);
   FloatAttr scaleAttr = b.getF32FloatAttr(scale);
+  auto intraType = RankedTensorType::get(shape, b.getF32Type());
+  // The extra pair swapped too; chunk_intra takes it with the output's
+  // gates only when they are scalar (or none), else as a second product.
+  bool extraApart = extraKeys && outputGates;
   Value intra = ChunkIntraOp::create(
-      b, loc, RankedTensorType::get(shape, b.getF32Type()), in.transposedQuery,
-      values, keys, queryGates, outputGates, Value(), Value(), scaleAttr);
+      b, loc, intraType, in.transposedQuery, values, keys, queryGates,
+      outputGates, extraApart ? Value() : extraValues,
+      extraApart ? Value() : extraKeys, scaleAttr);
+  if (extraApart) {
+    Value extra = ChunkIntraOp::create(
+        b, loc, intraType, in.transposedQuery, extraValues, extraKeys,
+        queryGates, outputGates, Value(), Value(), scaleAttr);
+    AffineMap id = b.getMultiDimIdentityMap(5);
+    intra = buildGeneric(
+        b, loc, ValueRange{intra, extra},
+        emptyTensor(b, loc, mixedSizes(b, loc, intra), b.getF32Type()),
+        {id, id, id}, 5, 0, [](OpBuilder &nb, Location l, ValueRange args) {
+          return addF(nb, l, args[0], args[1]);
+        });
+  }
   return ChunkInterOp::create(
       b, loc, RankedTensorType::get(shape, in.transposedElementType),
       in.transposedQuery, states, intra, queryGates, outputGates, scaleAttr,
@@ -188,8 +211,9 @@ ChunkedProgramBuilder::buildChunked(const Inputs &in, float scale,
       /*transposed_states=*/UnitAttr());
   Value transposedOutput;
   if (in.transposedQuery)
-    transposedOutput = buildTransposedRead(in, keys, values, gates, valueGates,
-                                           scan.getStates(), scale);
+    transposedOutput =
+        buildTransposedRead(in, keys, values, extraKeys, extraValues, gates,
+                            valueGates, scan.getStates(), scale);
   return {outputChunks, scan.getFinalState(), transposedOutput};
 }
 

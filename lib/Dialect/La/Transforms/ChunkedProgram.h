@@ -41,9 +41,9 @@ public:
   /// [B,T,H,K] (the general low-rank form) or neither, initialState :
   /// [B,HV,K,V] or null. With grouped query heads q is [B,T,HQ,K] (HQ a
   /// multiple of HV) and the output [B,T,HQ,V].
-  /// `transposedQuery : [B,T,HV,V]` (no low-rank part, no grouped query
-  /// heads) adds la.recurrence's read from the value side, its output of
-  /// element type `transposedElementType`.
+  /// `transposedQuery : [B,T,HV,V]` (no grouped query heads) adds
+  /// la.recurrence's read from the value side, its output of element type
+  /// `transposedElementType`.
   struct Inputs {
     Value q, k, v, g, gv, beta, a, b, initialState;
     Value transposedQuery = Value();
@@ -69,8 +69,8 @@ public:
 private:
   /// `S_t x_t` for the transposed query x: chunked [B,NC,C,HV,K].
   Value buildTransposedRead(const Inputs &in, Value keys, Value values,
-                            Value gates, Value valueGates, Value states,
-                            float scale);
+                            Value extraKeys, Value extraValues, Value gates,
+                            Value valueGates, Value states, float scale);
 
   OpBuilder &b;
   Location loc;

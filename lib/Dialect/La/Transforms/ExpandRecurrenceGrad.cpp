@@ -654,9 +654,10 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
     Value dq = a.sumGroups(forward.getO(), 2);
 
     // dv (and, for the delta rule, the reads G_t^T b_t): G in reverse time
-    // (q and k share an element type). Without a low-rank part G is also
-    // read from its value side, dk_t = G_t v_t, when `transposedReads`.
-    Value bothSidesQuery = transposedReads && !delta ? values : Value();
+    // (q and k share an element type). With `transposedReads` G is also
+    // read from its value side: dk_t = G_t v_t, or for the delta rule
+    // y_t = G_t x_t.
+    Value bothSidesQuery = transposedReads ? values : Value();
     RecurrenceOp adjoint;
     // a one token earlier (a_{t+1} at token t), for the delta rule.
     Value earlierA;
@@ -670,7 +671,8 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
       // A_{t+1}^T = D_{t+1} - a_{t+1} b_{t+1}^T: low-rank a' = b, b' = a.
       adjoint = a.recurrence(lowB, adjointKeys, dO, shiftedGate, Value(),
                              adjointInit, foldScale ? scale : 1.0f,
-                             /*reverse=*/true, Value(), earlierB, earlierA);
+                             /*reverse=*/true, Value(), earlierB, earlierA,
+                             bothSidesQuery);
     } else if (foldScale) {
       // G = s G' with G' written by q do^T from dS_T / s: dv = s G'^T k is
       // the output of G' at scale s, and no copy of s do is needed.
@@ -709,8 +711,9 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
                                       delta ? lowA : Value(),
                                       delta ? dv : Value(), numSequences);
 
-    // G^T in reverse time, queried with the values of S: dk, or for the
-    // delta rule y = G x (G^T as two recurrences: keys do, values s q; keys
+    // G read from its value side: dk = G v, or for the delta rule y = G x.
+    // Without `transposedReads`, G^T in reverse time queried with the values
+    // of S (for the delta rule as two recurrences: keys do, values s q; keys
     // dv one token later, values -a one token later).
     // (With the scale folded, G^T = s G'^T as above.)
     Value dk, transposedGate, transposedState;
@@ -734,16 +737,21 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
     Value keyFactor = dk;
     Value dBeta;
     if (delta) {
-      Value earlierDv = a.shift(dv, /*later=*/false);
-      Value negatedA = a.remap(earlierA, true, -1.0f);
-      Value zeroState =
-          zeroTensor(rewriter, loc, mixedSizes(rewriter, loc, transposedState));
-      RecurrenceOp lowRankPart = a.recurrence(
-          values, earlierDv, negatedA, channel ? Value() : transposedGate,
-          channel ? transposedGate : Value(), zeroState, 1.0f,
-          /*reverse=*/true);
+      // y = G x: read from G itself, or the G^T part above plus its
+      // low-rank part.
       Value y = dk;
-      Value yLowRank = a.sumGroups(lowRankPart.getO(), 2);
+      SmallVector<Value> yParts = {y};
+      if (!bothSidesQuery) {
+        Value earlierDv = a.shift(dv, /*later=*/false);
+        Value negatedA = a.remap(earlierA, true, -1.0f);
+        Value zeroState = zeroTensor(
+            rewriter, loc, mixedSizes(rewriter, loc, transposedState));
+        RecurrenceOp lowRankPart = a.recurrence(
+            values, earlierDv, negatedA, channel ? Value() : transposedGate,
+            channel ? transposedGate : Value(), zeroState, 1.0f,
+            /*reverse=*/true);
+        yParts.push_back(a.sumGroups(lowRankPart.getO(), 2));
+      }
       // z = b (x . dv) - S dv, per value head, then summed per key head.
       Value stateDv = transposedForward(dv, 1.0f).getO();
       SmallVector<OpFoldResult> headSizes = mixedSizes(rewriter, loc, dv);
@@ -767,29 +775,41 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
       z = a.sumGroups(z, 2);
       SmallVector<OpFoldResult> keySizes = mixedSizes(rewriter, loc, keys);
       AffineMap headMap = dimMap(ctx, 4, {0, 1, 2});
-      // dk = beta y + z and the factor beta y - z, from y's two parts.
+      // dk = beta y + z and the factor beta y - z, from y's parts.
+      unsigned parts = yParts.size();
+      auto sumParts = [parts](OpBuilder &nb, Location l, ValueRange args) {
+        Value sum = args[0];
+        for (unsigned i = 1; i < parts; ++i)
+          sum = addF(nb, l, sum, args[i]);
+        return sum;
+      };
       auto combine = [&](float sign) {
-        return buildGeneric(rewriter, loc, ValueRange{y, yLowRank, beta, z},
-                            emptyTensor(rewriter, loc, keySizes, f32),
-                            {id4, id4, headMap, id4, id4}, 4, 0,
-                            [sign](OpBuilder &nb, Location l, ValueRange args) {
-                              Value sum = addF(nb, l, args[0], args[1]);
-                              Value scaled = mulF(nb, l, args[2], sum);
-                              Value signedZ = mulF(
-                                  nb, l, constantF32(nb, l, sign), args[3]);
-                              return addF(nb, l, scaled, signedZ);
-                            });
+        SmallVector<Value> inputs(yParts);
+        inputs.append({beta, z});
+        SmallVector<AffineMap> maps(parts, id4);
+        maps.append({headMap, id4, id4});
+        return buildGeneric(
+            rewriter, loc, inputs, emptyTensor(rewriter, loc, keySizes, f32),
+            maps, 4, 0, [&](OpBuilder &nb, Location l, ValueRange args) {
+              Value scaled = mulF(nb, l, args[parts], sumParts(nb, l, args));
+              Value signedZ =
+                  mulF(nb, l, constantF32(nb, l, sign), args[parts + 1]);
+              return addF(nb, l, scaled, signedZ);
+            });
       };
       dk = combine(1.0f);
       keyFactor = combine(-1.0f);
       // dbeta = k . y.
+      SmallVector<Value> betaInputs(yParts);
+      betaInputs.push_back(keys);
+      SmallVector<AffineMap> betaMaps(parts + 1, id4);
+      betaMaps.push_back(headMap);
       dBeta = buildGeneric(
-          rewriter, loc, ValueRange{keys, y, yLowRank},
-          zeroTensor(rewriter, loc, mixedSizes(rewriter, loc, beta)),
-          {id4, id4, id4, headMap}, 3, 1,
-          [](OpBuilder &nb, Location l, ValueRange args) {
-            Value sum = addF(nb, l, args[1], args[2]);
-            return addF(nb, l, args[3], mulF(nb, l, args[0], sum));
+          rewriter, loc, betaInputs,
+          zeroTensor(rewriter, loc, mixedSizes(rewriter, loc, beta)), betaMaps,
+          3, 1, [&](OpBuilder &nb, Location l, ValueRange args) {
+            Value product = mulF(nb, l, args[parts], sumParts(nb, l, args));
+            return addF(nb, l, args[parts + 1], product);
           });
     }
 
