@@ -257,8 +257,9 @@ void mlir::la::buildGPUScheduleOnTensorsPipeline(
   pm.addPass(createLaLowerToRecurrencePass(lowerOptions));
   // Gradients that are recurrences again take the forward's schedule; the
   // element-wise work between them becomes kernels of its own. G^T stays a
-  // recurrence of its own: the GPU schedules have not been checked with a
-  // transposed read yet.
+  // recurrence of its own: a read from G's value side needs all of V in
+  // one task, where the GPU's blocks take tiles of V (the kernels of such
+  // a read are checked on the emulator, not yet timed on a GPU).
   LaExpandRecurrenceGradPassOptions gradOptions;
   gradOptions.transposedReads = false;
   pm.addPass(createLaExpandRecurrenceGradPass(gradOptions));

@@ -324,6 +324,19 @@ def reference_gradients(variant, inputs, do, d_final, scale=None, qk_l2norm=Fals
     return grads
 
 
+def run_la_run_text(la_run, text, arrays, flags=(), results=("o", "s")):
+    """``run_la_run_file`` on the MLIR ``text``, written with its inputs and
+    outputs into a temporary directory that is removed afterwards."""
+    import os
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "kernel.mlir")
+        with open(path, "w") as f:
+            f.write(text)
+        return run_la_run_file(la_run, path, arrays, tmp, flags=flags, results=results)
+
+
 def run_la_run_file(la_run, path, arrays, directory, flags=(), results=("o", "s")):
     """Runs ``la-run`` on the MLIR file ``path`` (entry ``@attention``) with
     ``arrays`` as its inputs, in order (f32, except that integer arrays such

@@ -7,9 +7,6 @@ log alpha); the delta rule's encoding (b = w = beta k, a = alpha * k) and a
 scalar gate's broadcast are mapped onto it here by the chain rule in NumPy,
 independently of the compiler's lowering."""
 
-import os
-import tempfile
-
 import numpy as np
 import pytest
 
@@ -120,11 +117,7 @@ def _check(low_rank, gate, *, B=2, T=21, H=2, HV=4, K=8, V=6, checkpoint=8,
     arrays = [value for _, value in named] + [state, d_o, d_final]
     if cu_seqlens is not None:
         arrays.append(np.array(cu_seqlens, np.int32))
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "grad.mlir")
-        with open(path, "w") as f:
-            f.write(mlir)
-        values = lt.run_la_run_file(LA_RUN, path, arrays, tmp, flags=flags, results=names)
+    values = lt.run_la_run_text(LA_RUN, mlir, arrays, flags=flags, results=names)
     outputs = dict(zip(names, values))
     expected = _expected(low_rank, gate, named, state, d_o, d_final, cu_seqlens, scale)
     for name in names:

@@ -562,15 +562,20 @@ static RecurrenceOp padChunk(RewriterBase &rewriter, RecurrenceOp chunk,
     sizes[1] = count;
     return std::make_tuple(offsets, sizes, strides);
   };
+  // `x`'s type with C rows.
+  auto chunkTypeOf = [&](Value x) {
+    auto type = cast<RankedTensorType>(x.getType());
+    SmallVector<int64_t> shape(type.getShape());
+    shape[1] = chunkSize;
+    return RankedTensorType::get(shape, type.getElementType());
+  };
   auto pad = [&](Value x) -> Value {
     if (!x)
       return x;
     auto type = cast<RankedTensorType>(x.getType());
-    SmallVector<int64_t> shape(type.getShape());
-    shape[1] = chunkSize;
-    auto chunkType = RankedTensorType::get(shape, type.getElementType());
-    Value packed =
-        tensor::EmptyOp::create(rewriter, loc, shape, type.getElementType());
+    RankedTensorType chunkType = chunkTypeOf(x);
+    Value packed = tensor::EmptyOp::create(rewriter, loc, chunkType.getShape(),
+                                           type.getElementType());
     auto [offsets, sizes, strides] = rows(chunkType, firstToken, tokens);
     packed = tensor::InsertSliceOp::create(rewriter, loc, x, packed, offsets,
                                            sizes, strides);
@@ -592,10 +597,9 @@ static RecurrenceOp padChunk(RewriterBase &rewriter, RecurrenceOp chunk,
   auto chunkInit = [&](Value init) -> Value {
     if (!init)
       return init;
-    auto type = cast<RankedTensorType>(init.getType());
-    SmallVector<int64_t> shape(type.getShape());
-    shape[1] = chunkSize;
-    return tensor::EmptyOp::create(rewriter, loc, shape, type.getElementType());
+    RankedTensorType type = chunkTypeOf(init);
+    return tensor::EmptyOp::create(rewriter, loc, type.getShape(),
+                                   type.getElementType());
   };
   parts.oInit = chunkInit(parts.oInit);
   parts.transposedOInit = chunkInit(parts.transposedOInit);
