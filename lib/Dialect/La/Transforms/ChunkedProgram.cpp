@@ -48,9 +48,8 @@ Value ChunkedProgramBuilder::buildTransposedRead(const Inputs &in, Value keys,
                                                  Value extraValues, Value gates,
                                                  Value valueGates, Value states,
                                                  float scale) {
-  // S_t x_t = exp(G_t) * (S_n (x_t * exp(C_t)))
-  //         + sum_{s <= t} (x_t . (v_s * exp(C_t - C_s))) (k_s * exp(G_t -
-  //         G_s))
+  //   S_t x_t = exp(G_t) * (S_n (x_t * exp(C_t)))
+  //           + sum_{s <= t} (x_t . (v_s * e^(C_t - C_s))) k_s * e^(G_t - G_s)
   // inside a chunk (S_n the state entering it; with a low-rank part v the
   // corrected values, and the general form's extra pair a second such
   // sum): chunk_intra and chunk_inter with the roles of keys and values

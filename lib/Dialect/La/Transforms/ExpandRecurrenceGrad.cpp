@@ -25,6 +25,10 @@
 //
 // with o recomputed by a fourth recurrence (the forward's).
 //
+// With `transposed-reads` (the default) dk is G's read from its value side,
+// la.recurrence's `transposed_query` v, and G^T is not run: G and G^T are
+// one state, and the read shares G's chunk states.
+//
 // The delta rule (`S_t = D_t S_{t-1} - b_t a_t^T S_{t-1} + b_t v_t^T`,
 // `b = beta k`, `a = alpha * k`) is a diagonal recurrence once its reads
 // `p_t = a_t^T S_{t-1}` are known: `S_t = D_t S_{t-1} + b_t (v_t - p_t)^T`.
@@ -46,7 +50,8 @@
 //   dS_0 = D_0 G_0 - a_0 dv_0^T
 //
 // (`z` is `-(D_t S_{t-1}) dv_t`, formed from `S_t` without dividing by the
-// gate). Six recurrences instead of token loops.
+// gate). Six recurrences instead of token loops; four with `transposed-reads`,
+// where y = G x is the adjoint's own value-side read.
 //
 // The general low-rank form (`S_t = D_t S_{t-1} - b_t a_t^T S_{t-1} + k_t
 // v_t^T`, b != k) takes the same two general reads, p and `r_t = G_t^T b_t`;
@@ -521,8 +526,8 @@ struct RecurrenceGradToRecurrences : OpRewritePattern<RecurrenceGradOp> {
   RecurrenceGradToRecurrences(MLIRContext *ctx, bool transposedReads)
       : OpRewritePattern(ctx), transposedReads(transposedReads) {}
 
-  /// Whether a diagonal G is also read from its value side (dk = G v)
-  /// instead of running G^T.
+  /// Whether G is also read from its value side (dk = G v; the delta
+  /// rule's y = G x) instead of running G^T as recurrences of its own.
   bool transposedReads;
 
   LogicalResult matchAndRewrite(RecurrenceGradOp op,
