@@ -19,11 +19,12 @@ A program, not a test. For each variant and shape it prints:
   torch backend, forward + ``backward()``) over la's forward + backward
   (target >= 5); torch runs on ``--threads`` threads;
 * with ``--value-gate``, each additive variant again with fla's value-side
-  gate ``gv`` (``variant+gv``; its adjoint is four recurrences, the FLOP
+  gate ``gv`` (``variant+gv``; its adjoint is three recurrences, the FLOP
   count stays the one above; no torch comparison);
 * which program la's backward is: ``chunked`` (la-expand-recurrence-grad:
-  the adjoint as three chunked recurrences for a diagonal decay (scalar,
-  channel-wise or none), six with the delta rule, five (two of them over
+  the adjoint as two chunked recurrences for a diagonal decay (scalar,
+  channel-wise or none; the adjoint G read from both sides), four with the
+  delta rule, five (two of them over
   sub-steps) for the general low-rank form of Gated DeltaNet-2 and RWKV-7)
   for every variant since the general form's was chunked; ``tokens`` (the
   checkpointed token loops, ``sequential=True``) is not timed here.

@@ -1,7 +1,8 @@
 //===- ExpandRecurrenceGrad.cpp - the adjoint as la.recurrence ops --------===//
 //
 // The adjoint of a recurrence with a diagonal decay is three recurrences of
-// the same kind, two of them run backward in time, so the forward's
+// the same kind (two with `transposed-reads`, below), two of them run
+// backward in time, so the forward's
 // chunking, fusion and tiling apply to the backward unchanged. For
 // `S_t = Diag(alpha_t) S_{t-1} + k_t v_t^T`, `o_t = S_t^T (s q_t)` and
 // `G_t = dL/dS_t = Diag(alpha_{t+1}) G_{t+1} + s q_t do_t^T`:

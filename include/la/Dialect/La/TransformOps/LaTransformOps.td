@@ -44,11 +44,12 @@ def ApplyLaExpandRecurrenceGradPatternsOp : Op<Transform_Dialect,
     [DeclareOpInterfaceMethods<PatternDescriptorOpInterface>]> {
   let summary = "Patterns of la-expand-recurrence-grad";
   let description = [{
-    Rewrites each `la.recurrence_grad` with a scalar (or no, or fixed) decay
-    and no low-rank part into its three adjoint `la.recurrence` ops, as the
-    `la-expand-recurrence-grad` pass does (after la-simplify-recurrence's
-    rewrites), so that the chunking and fusion descriptors and
-    `transform.structured.*` tiling apply to the backward.
+    Rewrites each `la.recurrence_grad` into its adjoint `la.recurrence` ops
+    (two for a diagonal decay, the adjoint read from both sides; four for
+    the delta rule; five for the general low-rank form), as the
+    `la-expand-recurrence-grad` pass does with its default options (after
+    la-simplify-recurrence's rewrites), so that the chunking and fusion
+    descriptors and `transform.structured.*` tiling apply to the backward.
   }];
   let assemblyFormat = "attr-dict";
 }
