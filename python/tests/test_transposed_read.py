@@ -188,3 +188,11 @@ def test_gpu_emulated_kernels(schedule, gate, value_gate, low_rank):
     in one block, where the GPU's blocks take tiles of V)."""
     _check(gate, value_gate, low_rank, H=1, HV=2, reverse=True,
            flags=("--target=gpu-emulator", "--chunk-size=16") + schedule)
+
+
+@pytest.mark.parametrize("low_rank", ["none", "delta"])
+def test_value_tiles_are_not_taken(low_rank):
+    """A value-side read sums over V: la-fuse-recurrence gives such a
+    recurrence whole-V tasks even when value tiles are asked for."""
+    _check("channel", low_rank == "none", low_rank, H=1, HV=2, V=12,
+           flags=("--chunk-size=16", "--value-tile=4", "--fuse=fused"))
