@@ -138,8 +138,9 @@ def LaExpandRecurrenceGradPass : Pass<"la-expand-recurrence-grad"> {
     `dg_t = sum_{u >= t} (q_u . dq_u - k_u . dk_u) + <S_T, dS_T>` and
     `dS_0 = alpha_0 G_0` (per channel for a channel-wise gate, which
     decays the value side of `S^T` and `G^T`: their `gv`). This pass
-    rewrites such an `la.recurrence_grad` into those three `la.recurrence`
-    ops, `G` and `G^T` with `reverse`, on the inputs (copied only where
+    rewrites such an `la.recurrence_grad` into those `la.recurrence` ops
+    (two by default, three without `transposed-reads`), `G` (and `G^T`)
+    with `reverse`, on the inputs (copied only where
     scaled, converted to f32 or widened to the value heads), with
     `cu_seqlens` when the gradient has it (the shifted gates stop at each
     sequence's end, the gate's gradient is summed per sequence), so that
