@@ -3,8 +3,9 @@
 // Each input is MLIR text. It is parsed and verified; if valid, the la passes
 // run on it one stage at a time (la-lower-to-recurrence, la-chunk with a small
 // chunk size, convert-la-to-linalg), then the whole la-lower-to-cpu pipeline
-// on a copy. Errors are expected and ignored; crashes, sanitizer reports and
-// timeouts are the findings.
+// on a copy, and la-derive-backward then la-lower-to-cpu (the gradient
+// program) on another. Errors are expected and ignored; crashes, sanitizer
+// reports and timeouts are the findings.
 //
 //===----------------------------------------------------------------------===//
 
@@ -62,9 +63,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!module)
     return 0;
   OwningOpRef<ModuleOp> copy = module->clone();
+  OwningOpRef<ModuleOp> gradient = module->clone();
   runPipeline(*module, "builtin.module(la-lower-to-recurrence,"
                        "la-chunk{chunk-size=4},convert-la-to-linalg,"
                        "canonicalize)");
   runPipeline(*copy, "builtin.module(la-lower-to-cpu{chunk-size=8})");
+  // The derived backward, lowered: la-expand-recurrence-grad's adjoint
+  // recurrences (read from both sides) through the same pipeline.
+  runPipeline(*gradient, "builtin.module(la-derive-backward{keep-forward=0},"
+                         "la-lower-to-cpu{chunk-size=8})");
   return 0;
 }
