@@ -218,6 +218,10 @@ void mlir::la::buildLowerToCPUPipeline(OpPassManager &pm,
   if (options.flushDenormals &&
       llvm::Triple(llvm::sys::getProcessTriple()).isX86())
     pm.addNestedPass<func::FuncOp>(createLaFlushDenormalsPass());
+  // One thread: the task loops as functions, compiled in parallel parts like
+  // the OpenMP regions of a threaded kernel.
+  if (!parallel && options.outlineTasks)
+    pm.addPass(createLaOutlineTasksPass());
   buildLowerBuffersToLLVMPipeline(pm, parallel, tile, options.hostAllocator,
                                   options.copyLoops);
 }

@@ -1030,38 +1030,61 @@ def _llvm_split(clang):
     return path if os.access(path, os.X_OK) else None
 
 
+def _balance(sizes, bins):
+    """The parts' indices in at most ``bins`` groups of nearly equal total
+    size: each part, largest first, joins the group with the least so far
+    (longest processing time first)."""
+    totals = [0] * bins
+    groups = [[] for _ in range(bins)]
+    for index in sorted(range(len(sizes)), key=lambda i: -sizes[i]):
+        least = totals.index(min(totals))
+        totals[least] += sizes[index]
+        groups[least].append(index)
+    return [group for group in groups if group]
+
+
 def _compile_split(clang, llvm_ir, ll_path, so_path, pipeline):
     """Compiles a kernel of several functions (the OpenMP regions of a
     threaded kernel are functions of their own) as parts in parallel:
-    llvm-split distributes the functions round-robin over the parts, clang
-    compiles each, and links them into ``so_path``. Returns False, having
-    done nothing, where that cannot help (one function, one job) or
-    llvm-split is missing or fails; clang's failures raise."""
-    parts = min(_compile_jobs(), llvm_ir.count("\ndefine "))
-    split = _llvm_split(clang) if parts > 1 else None
+    llvm-split puts each function into a module of its own, the modules are
+    grouped by size into one group per job (a threaded backward's largest
+    region holds half its code, so a round robin over the jobs left one
+    clang with most of it), one clang compiles each group, and the objects
+    are linked into ``so_path``. Returns False, having done nothing, where
+    that cannot help (one function, one job) or llvm-split is missing or
+    fails; clang's failures raise."""
+    functions = llvm_ir.count("\ndefine ")
+    jobs = min(_compile_jobs(), functions)
+    split = _llvm_split(clang) if jobs > 1 else None
     if split is None:
         return False
-    prefix = ll_path[:-3] + ".part"
-    names = [f"{prefix}{i}" for i in range(parts)]
-    objects = [name + ".o" for name in names]
+    # The parts in a directory of their own: clang names each object after
+    # its module when it compiles several at once.
+    work = tempfile.mkdtemp(prefix=os.path.basename(ll_path)[:-3] + ".parts-",
+                            dir=os.path.dirname(ll_path))
     try:
-        proc = subprocess.run([split, "-j", str(parts), "--round-robin", "-o", prefix, ll_path],
+        names = [f"part{i}" for i in range(functions)]
+        proc = subprocess.run([split, "-j", str(functions), "--round-robin", "-o",
+                               os.path.join(work, "part"), ll_path],
                               capture_output=True, text=True)
-        if proc.returncode != 0 or not all(os.path.exists(name) for name in names):
+        paths = [os.path.join(work, name) for name in names]
+        if proc.returncode != 0 or not all(os.path.exists(path) for path in paths):
             return False
+        groups = _balance([os.path.getsize(path) for path in paths], jobs)
         compile_flags = [f for f in _CLANG_FLAGS if f != "-shared"]
-        commands = [[clang, *compile_flags, "-c", "-x", "ir", name, "-o", obj]
-                    for name, obj in zip(names, objects)]
-        procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        commands = [[clang, *compile_flags, "-c", "-x", "ir", *(names[i] for i in group)]
+                    for group in groups]
+        procs = [subprocess.Popen(cmd, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True)
                  for cmd in commands]
         errors = [proc.communicate()[1] for proc in procs]  # all finished
         for cmd, proc, stderr in zip(commands, procs, errors):
             _check_clang(cmd, proc.returncode, stderr)
-        _run_clang([clang, "-shared", "-fPIC", *objects, "-o", so_path, *_link_flags(pipeline)])
+        _run_clang([clang, "-shared", "-fPIC", *(path + ".o" for path in paths), "-o", so_path,
+                    *_link_flags(pipeline)])
         return True
     finally:
-        for path in names + objects:
-            _remove(path)
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def _write_error(directory, error):
@@ -1306,7 +1329,7 @@ def _backward_pipeline(chunk_size, sequential, threads=1):
     """The forward's module, differentiated by the compiler and lowered: the
     gradient function replaces the forward (keep-forward=0); its
     la.recurrence_grad becomes chunked adjoint recurrences
-    (la-expand-recurrence-grad: three, six for the delta rule, five for the
+    (la-expand-recurrence-grad: two, four for the delta rule, five for the
     general low-rank form), and checkpointed token loops with
     ``sequential`` (a checkpoint every ``chunk_size`` tokens)."""
     lower = _lower_to_cpu(chunk_size, sequential, threads)

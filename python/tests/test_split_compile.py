@@ -1,7 +1,9 @@
 """A kernel of several functions (a threaded kernel's OpenMP regions are
-functions of their own) is compiled as parts in parallel: llvm-split
-distributes its functions over ``LA_COMPILE_JOBS`` parts, one clang
-compiles each, and clang links them (python/la/ops.py, ``_compile_split``).
+functions of their own, and so are a one-thread kernel's task loops where it
+has several: la-outline-tasks) is compiled as parts in parallel: llvm-split
+puts each function into a module of its own, the modules are grouped by size
+into ``LA_COMPILE_JOBS`` groups, one clang compiles each group, and clang
+links them (python/la/ops.py, ``_compile_split``).
 The library must compute what the one-clang library computes, bit for bit;
 without llvm-split, or with one job, the kernel is compiled whole; a part
 that fails to compile is an error naming clang, with no files left behind.
@@ -55,10 +57,10 @@ def _forward(d):
     return o
 
 
-def _backward(d):
+def _backward(d, threads=2):
     do = np.random.default_rng(4).standard_normal(d["v"].shape).astype(np.float32)
     grads = ops.attention_backward("gated_deltanet", d["q"], d["k"], d["v"], d["g"],
-                                   d["beta"], do=do, chunk_size=8, num_threads=2)
+                                   d["beta"], do=do, chunk_size=8, num_threads=threads)
     return grads.values() if isinstance(grads, dict) else grads
 
 
@@ -82,6 +84,33 @@ def test_parts_compute_what_the_whole_computes(tmp_path, monkeypatch, splits):
     assert np.array_equal(o_split, o_whole)
     for split, whole in zip(grads_split, grads_whole):
         assert np.array_equal(split, whole)
+
+
+def test_one_thread_backward_in_parts(tmp_path, monkeypatch, splits):
+    """A one-thread backward's adjoint recurrences are task loops that
+    la-outline-tasks made functions: compiled in parts, the gradients are
+    those of the whole module (where LLVM inlines the tasks back), bit for
+    bit."""
+    d = _inputs()
+    _use_cache(monkeypatch, tmp_path / "split", 2)
+    grads_split = [np.array(g) for g in _backward(d, threads=1)]
+    assert splits == [True]
+    splits.clear()
+    _use_cache(monkeypatch, tmp_path / "whole", 1)
+    grads_whole = [np.array(g) for g in _backward(d, threads=1)]
+    assert splits == [False]
+    for split, whole in zip(grads_split, grads_whole):
+        assert np.array_equal(split, whole)
+
+
+@pytest.mark.parametrize("sizes, bins, expected", [
+    ([5, 1, 4, 2, 3], 2, [[0, 3, 1], [2, 4]]),   # 8 and 7, largest first
+    ([10, 1, 1, 1], 2, [[0], [1, 2, 3]]),        # one part holds most
+    ([3, 3], 4, [[0], [1]]),                     # no empty group
+    ([1, 2, 3], 1, [[2, 1, 0]]),
+])
+def test_parts_are_grouped_by_size(sizes, bins, expected):
+    assert ops._balance(sizes, bins) == expected
 
 
 def test_without_llvm_split_the_kernel_is_compiled_whole(tmp_path, monkeypatch, splits):

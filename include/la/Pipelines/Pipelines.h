@@ -123,6 +123,12 @@ struct LowerToCPUOptions : public PassPipelineOptions<LowerToCPUOptions> {
                      "the kernel runs (la-flush-denormals: MXCSR's FTZ and "
                      "DAZ bits, restored on return); elsewhere no effect"),
       llvm::cl::init(true)};
+  PassOptions::Option<bool> outlineTasks{
+      *this, "outline-tasks",
+      llvm::cl::desc("one thread: each outermost task loop a function of its "
+                     "own where there are several (la-outline-tasks), so "
+                     "that their parts compile in parallel"),
+      llvm::cl::init(true)};
   PassOptions::Option<bool> copyLoops{
       *this, "copy-loops",
       llvm::cl::desc("strided and dynamic memref.copy ops as loops "

@@ -188,6 +188,27 @@ def LaFlushDenormalsPass : Pass<"la-flush-denormals", "func::FuncOp"> {
   ];
 }
 
+def LaOutlineTasksPass : Pass<"la-outline-tasks", "ModuleOp"> {
+  let summary = "Give each outermost scf.forall of a function a function of its own";
+  let description = [{
+    Runs on buffers, where `scf.forall` loops have no results. In each
+    function with at least two outermost `scf.forall` loops (a backward's
+    adjoint recurrences are a task loop each), moves every such loop into a
+    new private function `<function>_task<i>` (LLVM linkage `internal`),
+    taking the values it uses from above as arguments (constants are
+    rebuilt inside, so LLVM still folds them), and calls it in the loop's
+    place. The CPU pipeline runs it for one-thread kernels (`outline-tasks`,
+    default on), which are otherwise one function: the Python package
+    compiles a kernel's functions in parallel parts, as it does a threaded
+    kernel's OpenMP regions (`docs/python.md`); compiled whole, LLVM
+    inlines each task back into its only caller.
+  }];
+  let dependentDialects = [
+    "::mlir::func::FuncDialect",
+    "::mlir::LLVM::LLVMDialect"
+  ];
+}
+
 def LaCopyLoopsPass : Pass<"la-copy-loops", "func::FuncOp"> {
   let summary = "Turn strided or dynamic memref.copy ops into loops";
   let description = [{
