@@ -1045,7 +1045,9 @@ def _balance(sizes, bins):
 
 def _compile_split(clang, llvm_ir, ll_path, so_path, pipeline):
     """Compiles a kernel of several functions (the OpenMP regions of a
-    threaded kernel are functions of their own) as parts in parallel:
+    threaded kernel are functions of their own, and so are a one-thread
+    kernel's task loops where it has several: la-outline-tasks) as parts in
+    parallel:
     llvm-split puts each function into a module of its own, the modules are
     grouped by size into one group per job (a threaded backward's largest
     region holds half its code, so a round robin over the jobs left one
