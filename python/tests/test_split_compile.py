@@ -93,8 +93,19 @@ def test_one_thread_backward_in_parts(tmp_path, monkeypatch, splits):
     bit."""
     d = _inputs()
     _use_cache(monkeypatch, tmp_path / "split", 2)
+    texts = []
+    spied = ops._compile_split
+
+    def record(clang, llvm_ir, *rest):
+        texts.append(llvm_ir)
+        return spied(clang, llvm_ir, *rest)
+
+    monkeypatch.setattr(ops, "_compile_split", record)
     grads_split = [np.array(g) for g in _backward(d, threads=1)]
     assert splits == [True]
+    # The parts are the recurrences' tasks, not only the C wrapper.
+    assert texts[0].count("@attention_grad_task") >= 4, texts[0][:2000]
+    monkeypatch.setattr(ops, "_compile_split", spied)
     splits.clear()
     _use_cache(monkeypatch, tmp_path / "whole", 1)
     grads_whole = [np.array(g) for g in _backward(d, threads=1)]

@@ -6,7 +6,10 @@
 // kernel's OpenMP regions are functions that compile in parallel. Outlining
 // each outermost scf.forall of a function that has several gives a
 // one-thread kernel the same parts. Compiled whole, LLVM inlines them back
-// (each is internal with one call).
+// (each is internal with one call). Upstream's outlineSingleBlockRegion
+// (SCF utils) outlines a region's body and rebuilds only index constants;
+// here the whole loop moves and every constant is rebuilt, so a task's
+// vector constants still fold.
 //
 //===----------------------------------------------------------------------===//
 
