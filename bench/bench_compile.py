@@ -44,7 +44,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(_HERE), "python"))
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--variants", default="gla,gated_deltanet,kda")
-    p.add_argument("--levels", default="-O3,-O2,-O1")
+    p.add_argument("--levels", default="-O3,-O2,-O1",
+                   help="comma-separated; each an -O level, optionally with more clang "
+                        "flags after a space ('-O3 -fno-unroll-loops')")
     p.add_argument("--run", default=None, help="BxTxHxKxV: also time the kernels")
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--rounds", type=int, default=2)
@@ -91,7 +93,7 @@ def main(argv=None):
             with open(ll, "w") as f:
                 f.write(ir)
             for level in args.levels:
-                cmd = [clang, level, *ops._CLANG_FLAGS[1:], ll, "-o", ll + ".so",
+                cmd = [clang, *level.split(), *ops._CLANG_FLAGS[1:], ll, "-o", ll + ".so",
                        *ops._link_flags(call.pipeline)]
                 start = time.perf_counter()
                 subprocess.run(cmd, check=True, capture_output=True)
@@ -118,7 +120,7 @@ def main(argv=None):
                     # A fresh cache of each level's own: the compile is measured.
                     os.environ["LA_CACHE_DIR"] = tempfile.mkdtemp(prefix="la-bench-cache-")
                     la.clear_cache()
-                    ops._CLANG_FLAGS = (level,) + default_flags[1:]
+                    ops._CLANG_FLAGS = tuple(level.split()) + default_flags[1:]
 
                     def forward():
                         return la.attention(variant, x["q"], x["k"], x["v"], **kw)

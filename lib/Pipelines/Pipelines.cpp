@@ -13,6 +13,7 @@
 #include "mlir/Dialect/Bufferization/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/Transforms/OptimizeForNVVM.h"
 #include "mlir/Dialect/Linalg/Passes.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
@@ -117,7 +118,15 @@ void mlir::la::buildLowerBuffersToLLVMPipeline(OpPassManager &pm, bool parallel,
     ConvertVectorToLLVMPassOptions vectorOptions;
     vectorOptions.vectorContractLowering =
         vector::VectorContractLowering::OuterProduct;
-    pm.addPass(createConvertVectorToLLVMPass(vectorOptions));
+    // Per function on one thread: the outlined tasks (la-outline-tasks)
+    // convert in parallel (the largest pass of a backward's pipeline). With
+    // OpenMP the functions are llvm.func by now (one, whose regions the
+    // translation outlines), so the pass takes the module.
+    if (parallel)
+      pm.addPass(createConvertVectorToLLVMPass(vectorOptions));
+    else
+      pm.addNestedPass<func::FuncOp>(
+          createConvertVectorToLLVMPass(vectorOptions));
   }
   if (!parallel)
     pm.addPass(createFinalizeMemRefToLLVMConversionPass(memrefOptions));
@@ -129,7 +138,7 @@ void mlir::la::buildLowerBuffersToLLVMPipeline(OpPassManager &pm, bool parallel,
   toLLVMOptions.filterDialects = {"arith", "cf", "func", "index", "math", "ub"};
   pm.addPass(createConvertToLLVMPass(toLLVMOptions));
   pm.addPass(createReconcileUnrealizedCastsPass());
-  pm.addPass(createCanonicalizerPass());
+  pm.addNestedPass<LLVM::LLVMFuncOp>(createCanonicalizerPass());
 }
 
 /// The GPU's lowering of the chunked ops, where it differs from the passes'
