@@ -231,6 +231,12 @@ void mlir::la::buildLowerToCPUPipeline(OpPassManager &pm,
   // the OpenMP regions of a threaded kernel.
   if (!parallel && options.outlineTasks)
     pm.addPass(createLaOutlineTasksPass());
+  // A chunk's loop nests as functions: clang compiles them faster than one
+  // large function. (A threaded kernel's split makes every function
+  // external, OpenMP's regions being internal ones: the parts would lose
+  // their call sites' constants.)
+  if (!parallel && options.outlineChunkParts)
+    pm.addPass(createLaOutlineChunkPartsPass());
   buildLowerBuffersToLLVMPipeline(pm, parallel, tile, options.hostAllocator,
                                   options.copyLoops);
 }

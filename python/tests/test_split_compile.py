@@ -1,9 +1,11 @@
 """A kernel of several functions (a threaded kernel's OpenMP regions are
 functions of their own, and so are a one-thread kernel's task loops where it
 has several: la-outline-tasks) is compiled as parts in parallel: llvm-split
-puts each function into a module of its own, the modules are grouped by size
-into ``LA_COMPILE_JOBS`` groups, one clang compiles each group, and clang
-links them (python/la/ops.py, ``_compile_split``).
+puts each function into a module of its own (on one thread with the internal
+functions of its chunk loops, la-outline-chunk-parts), the modules are
+grouped by size into ``LA_COMPILE_JOBS`` groups, llvm-link joins each group,
+one clang compiles each, and clang links them (python/la/ops.py,
+``_compile_split``).
 The library must compute what the one-clang library computes, bit for bit;
 without llvm-split, or with one job, the kernel is compiled whole; a part
 that fails to compile is an error naming clang, with no files left behind.
@@ -51,9 +53,9 @@ def _inputs():
     return lt.make_inputs("gated_deltanet", 2, 40, 2, 16, 16, seed=3, gate_scale=1 / 16)
 
 
-def _forward(d):
+def _forward(d, threads=2):
     o, _ = ops.attention("gated_deltanet", d["q"], d["k"], d["v"], d["g"], d["beta"],
-                         chunk_size=8, num_threads=2)
+                         chunk_size=8, num_threads=threads)
     return o
 
 
@@ -103,8 +105,10 @@ def test_one_thread_backward_in_parts(tmp_path, monkeypatch, splits):
     monkeypatch.setattr(ops, "_compile_split", record)
     grads_split = [np.array(g) for g in _backward(d, threads=1)]
     assert splits == [True]
-    # The parts are the recurrences' tasks, not only the C wrapper.
+    # The parts are the recurrences' tasks, not only the C wrapper, and
+    # each task's chunk loop nests are internal functions kept with it.
     assert texts[0].count("@attention_grad_task") >= 4, texts[0][:2000]
+    assert "define internal void @attention_grad_task0_part" in texts[0]
     monkeypatch.setattr(ops, "_compile_split", spied)
     splits.clear()
     _use_cache(monkeypatch, tmp_path / "whole", 1)
@@ -112,6 +116,35 @@ def test_one_thread_backward_in_parts(tmp_path, monkeypatch, splits):
     assert splits == [False]
     for split, whole in zip(grads_split, grads_whole):
         assert np.array_equal(split, whole)
+
+
+def test_one_thread_forward_is_compiled_whole(tmp_path, monkeypatch, splits):
+    """A one-thread forward is one task: its chunk loop's loop nests are
+    internal, noinline functions (la-outline-chunk-parts), which stay with
+    it, so there is nothing to split; it computes what it computed as one
+    function."""
+    d = _inputs()
+    _use_cache(monkeypatch, tmp_path / "parts", 2)
+    texts = []
+    spied = ops._compile_split
+
+    def record(clang, llvm_ir, *rest):
+        texts.append(llvm_ir)
+        return spied(clang, llvm_ir, *rest)
+
+    monkeypatch.setattr(ops, "_compile_split", record)
+    o_parts = _forward(d, threads=1)
+    assert splits == [False]
+    assert texts[0].count("define internal void @attention_part") >= 2, texts[0][:2000]
+    assert "noinline" in texts[0]
+    ref, _ = lt.reference_for("gated_deltanet", d)
+    assert lt.rel_rms(ref, o_parts) < 1e-5
+    monkeypatch.setattr(ops, "_compile_split", spied)
+    original = ops._lower_to_cpu
+    monkeypatch.setattr(ops, "_lower_to_cpu",
+                        lambda *a: original(*a)[:-1] + " outline-chunk-parts=0}")
+    _use_cache(monkeypatch, tmp_path / "whole", 2)
+    assert np.array_equal(o_parts, _forward(d, threads=1))
 
 
 @pytest.mark.parametrize("sizes, bins, expected", [

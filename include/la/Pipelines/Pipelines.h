@@ -129,6 +129,12 @@ struct LowerToCPUOptions : public PassPipelineOptions<LowerToCPUOptions> {
                      "own where there are several (la-outline-tasks), so "
                      "that their parts compile in parallel"),
       llvm::cl::init(true)};
+  PassOptions::Option<bool> outlineChunkParts{
+      *this, "outline-chunk-parts",
+      llvm::cl::desc("one thread: the large loop nests of each chunk loop "
+                     "functions of their own (la-outline-chunk-parts), which "
+                     "clang compiles faster than one large function"),
+      llvm::cl::init(true)};
   PassOptions::Option<bool> copyLoops{
       *this, "copy-loops",
       llvm::cl::desc("strided and dynamic memref.copy ops as loops "

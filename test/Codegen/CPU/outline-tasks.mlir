@@ -1,13 +1,13 @@
 // RUN: la-opt %s -split-input-file -la-outline-tasks | FileCheck %s
 
-// Two outermost task loops: each becomes a private, internal function
+// Two outermost task loops: each becomes a private, noinline function
 // taking the values it uses from above (the memrefs, the loop bound and the
 // float, in the order of their first use), with the constants rebuilt
 // inside; the nested loop moves with its task. The function calls the
 // tasks in their order.
 // CHECK-LABEL: func.func private @two_tasks_task0(
 // CHECK-SAME: %[[X:[a-z0-9]+]]: f32, %[[M:[a-z0-9]+]]: memref<?x2xf32>, %[[N:[a-z0-9]+]]: index)
-// CHECK-SAME: attributes {llvm.linkage = #llvm.linkage<internal>}
+// CHECK-SAME: attributes {passthrough = ["noinline"]}
 // CHECK: %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
 // CHECK: scf.forall (%[[I:.*]]) in (%[[N]]) {
 // CHECK: scf.forall (%[[J:.*]]) in (2) {
