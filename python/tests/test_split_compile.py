@@ -28,14 +28,24 @@ if _capi.library_path() is None:
                 allow_module_level=True)
 
 
+class _Splits(list):
+    """The values _compile_split returned (True: split); ``texts``: the
+    LLVM IR it was given, in order."""
+
+    def __init__(self):
+        super().__init__()
+        self.texts = []
+
+
 @pytest.fixture
 def splits(monkeypatch):
-    """The values _compile_split returned in this test (True: split)."""
-    seen = []
+    """The values _compile_split returned in this test, and its inputs."""
+    seen = _Splits()
     original = ops._compile_split
 
-    def spy(*args):
-        result = original(*args)
+    def spy(clang, llvm_ir, *rest):
+        seen.texts.append(llvm_ir)
+        result = original(clang, llvm_ir, *rest)
         seen.append(result)
         return result
 
@@ -91,25 +101,16 @@ def test_parts_compute_what_the_whole_computes(tmp_path, monkeypatch, splits):
 def test_one_thread_backward_in_parts(tmp_path, monkeypatch, splits):
     """A one-thread backward's adjoint recurrences are task loops that
     la-outline-tasks made functions: compiled in parts, the gradients are
-    those of the whole module (where LLVM inlines the tasks back), bit for
-    bit."""
+    those of the whole module, bit for bit."""
     d = _inputs()
     _use_cache(monkeypatch, tmp_path / "split", 2)
-    texts = []
-    spied = ops._compile_split
-
-    def record(clang, llvm_ir, *rest):
-        texts.append(llvm_ir)
-        return spied(clang, llvm_ir, *rest)
-
-    monkeypatch.setattr(ops, "_compile_split", record)
     grads_split = [np.array(g) for g in _backward(d, threads=1)]
     assert splits == [True]
     # The parts are the recurrences' tasks, not only the C wrapper, and
     # each task's chunk loop nests are internal functions kept with it.
-    assert texts[0].count("@attention_grad_task") >= 4, texts[0][:2000]
-    assert "define internal void @attention_grad_task0_part" in texts[0]
-    monkeypatch.setattr(ops, "_compile_split", spied)
+    text = splits.texts[0]
+    assert text.count("@attention_grad_task") >= 4, text[:2000]
+    assert "define internal void @attention_grad_task0_part" in text
     splits.clear()
     _use_cache(monkeypatch, tmp_path / "whole", 1)
     grads_whole = [np.array(g) for g in _backward(d, threads=1)]
@@ -125,21 +126,13 @@ def test_one_thread_forward_is_compiled_whole(tmp_path, monkeypatch, splits):
     function."""
     d = _inputs()
     _use_cache(monkeypatch, tmp_path / "parts", 2)
-    texts = []
-    spied = ops._compile_split
-
-    def record(clang, llvm_ir, *rest):
-        texts.append(llvm_ir)
-        return spied(clang, llvm_ir, *rest)
-
-    monkeypatch.setattr(ops, "_compile_split", record)
     o_parts = _forward(d, threads=1)
     assert splits == [False]
-    assert texts[0].count("define internal void @attention_part") >= 2, texts[0][:2000]
-    assert "noinline" in texts[0]
+    text = splits.texts[0]
+    assert text.count("define internal void @attention_part") >= 2, text[:2000]
+    assert "noinline" in text
     ref, _ = lt.reference_for("gated_deltanet", d)
     assert lt.rel_rms(ref, o_parts) < 1e-5
-    monkeypatch.setattr(ops, "_compile_split", spied)
     original = ops._lower_to_cpu
     monkeypatch.setattr(ops, "_lower_to_cpu",
                         lambda *a: original(*a)[:-1] + " outline-chunk-parts=0}")
