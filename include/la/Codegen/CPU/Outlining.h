@@ -1,9 +1,8 @@
-//===- Outlining.h - parts of a CPU kernel as functions of their own -*- C++
-//-*-===//
+//===- Outlining.h - kernel parts as functions of their own ----*- C++ -*-===//
 //
-// Shared by `la-outline-tasks` and `la-outline-chunk-parts`: the Python
-// package compiles a kernel's functions in parallel parts, so parts of one
-// large function are moved into functions of their own.
+// Shared by `la-outline-tasks` (tasks that the Python package compiles in
+// parallel parts) and `la-outline-chunk-parts` (loop nests that clang
+// compiles faster as functions of their own than inlined into one).
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,6 +14,10 @@
 
 namespace mlir::la {
 
+/// Whether `value` is defined by a constant that an outlined function
+/// rebuilds instead of taking as an argument.
+bool isRebuiltConstant(Value value);
+
 /// Moves `op` into a new private function `name`, inserted before `parent`,
 /// that takes the values `op` uses from above as arguments and returns
 /// `op`'s results; constants are rebuilt inside instead, so that LLVM still
@@ -22,10 +25,6 @@ namespace mlir::la {
 /// with `internal` its LLVM linkage is internal (LLVM then specialises it
 /// to its call site's constants; llvm-split --preserve-locals keeps it in
 /// its caller's part), external otherwise (a part of its own).
-/// Whether `value` is defined by a constant that an outlined function
-/// rebuilds instead of taking as an argument.
-bool isRebuiltConstant(Value value);
-
 func::CallOp outlineIntoFunction(Operation *op, func::FuncOp parent,
                                  StringRef name, bool internal,
                                  SymbolTable &symbols);

@@ -223,7 +223,8 @@ def LaOutlineChunkPartsPass : Pass<"la-outline-chunk-parts", "ModuleOp"> {
     rebuilt inside) and returns the op's results; a call replaces it. A
     large `scf.if` (the run-time choice between a product's fast and
     blocked forms) stays, and the large ops of its branches are outlined.
-    Ops with a stack allocation or a thread loop stay where they are.
+    Ops with a stack allocation or a thread loop, or that take or return a
+    vector (other than a constant), stay where they are.
 
     clang compiles a function's loop nests as functions of their own
     faster than the one large function they would be inlined into (GLA's
